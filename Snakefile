@@ -1,0 +1,57 @@
+# irflow: download -> ingest -> filter -> embed -> index -> retrieve -> score -> aggregate
+# Every wildcard value comes from the validated config; see config/config.schema.yaml.
+
+import re
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from irflow.config import expand_config, load_schema, validate_config
+
+min_version("9.0")
+
+
+# --configfile replaces the default experiment rather than merging into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+
+# Validated once, with defaults filled in; scripts read the same dict as snakemake.config.
+_validated = validate_config(expand_config(config), load_schema(workflow.source_path("config/config.schema.yaml")))
+config.clear()
+config.update(_validated)
+
+DATASETS = sorted(config["datasets"])
+RETRIEVERS = config["retrievers"]
+BM25_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "bm25")
+DENSE_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "dense")
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (and nothing when empty)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+wildcard_constraints:
+    dataset=one_of(DATASETS),
+    model=one_of(config["models"]),
+    index=one_of(config["indexes"]),
+    side="corpus|queries",
+
+
+include: "rules/download.smk"
+include: "rules/ingest.smk"
+include: "rules/filter.smk"
+include: "rules/embed.smk"
+include: "rules/index.smk"
+include: "rules/retrieve.smk"
+include: "rules/score.smk"
+include: "rules/aggregate.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.aggregate.output,

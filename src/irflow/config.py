@@ -1,0 +1,132 @@
+"""Validate the workflow configuration against config/config.schema.yaml.
+
+Errors name the offending key as a dotted path and, for enumerations, the allowed values,
+so a typo in a 200-line config is found at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from irflow.errors import ConfigError
+
+
+def load_schema(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> list[str]:
+    """One line per problem. For a oneOf, the problems of the alternative the user meant:
+    the one whose discriminating keys (``type``, the source kind) are present."""
+    if error.validator == "oneOf" and error.context:
+        by_branch: dict[int, list] = {}
+        for sub in error.context:
+            by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
+        meant = [
+            subs
+            for subs in by_branch.values()
+            if not any(sub.validator in ("const", "required") for sub in subs)
+        ]
+        if len(meant) == 1:
+            return [line for sub in meant[0] for line in _describe(sub)]
+    message = error.message
+    if error.validator == "enum":
+        allowed = ", ".join(repr(value) for value in error.validator_value)
+        message = f"{error.instance!r} is not allowed; allowed values: {allowed}"
+    elif error.validator == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        message += f"; known keys: {', '.join(known)}" if known else ""
+    return [f"config key '{_key_path(error)}': {message}"]
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    if "$ref" in schema:
+        return root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def _fill_defaults(instance, schema: dict, root: dict):
+    """Insert schema defaults for missing object properties, recursively."""
+    schema = _resolve(schema, root)
+    if isinstance(instance, dict):
+        for key, subschema in schema.get("properties", {}).items():
+            subschema = _resolve(subschema, root)
+            if key not in instance and "default" in subschema:
+                instance[key] = copy.deepcopy(subschema["default"])
+            if key in instance:
+                _fill_defaults(instance[key], subschema, root)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, value in instance.items():
+                if key not in schema.get("properties", {}):
+                    _fill_defaults(value, extra, root)
+    for alternative in schema.get("oneOf", []):
+        resolved = _resolve(alternative, root)
+        if jsonschema.Draft202012Validator(resolved | {"$defs": root["$defs"]}).is_valid(instance):
+            _fill_defaults(instance, resolved, root)
+            break
+    if isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for item in instance:
+            _fill_defaults(item, schema["items"], root)
+
+
+def validate_config(config: dict, schema: dict) -> dict:
+    """Return ``config`` with defaults filled in, or raise ConfigError listing every problem."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    problems = [line for error in errors for line in _describe(error)]
+    if not problems:
+        config = copy.deepcopy(config)
+        _fill_defaults(config, schema, schema)
+        problems = _cross_references(config)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return config
+
+
+def _cross_references(config: dict) -> list[str]:
+    problems = []
+    for name, retriever in config["retrievers"].items():
+        if retriever["type"] != "dense":
+            continue
+        for key, table in (("model", "models"), ("index", "indexes")):
+            if retriever[key] not in config[table]:
+                known = ", ".join(sorted(config[table])) or "none defined"
+                problems.append(
+                    f"config key 'retrievers.{name}.{key}': {retriever[key]!r} is not a key "
+                    f"of '{table}'; allowed values: {known}"
+                )
+    return problems
+
+
+def load_config(path: str | Path, schema_path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))
+
+
+def expand_config(config: dict) -> dict:
+    """Expand $VARIABLES in paths (model ids, data and download dirs) so one config file
+    serves machines whose models and data live in different places."""
+    config = copy.deepcopy(config)
+    places = [(config, "data_dir"), (config, "download_dir")]
+    places += [(model, "id") for model in (config.get("models") or {}).values()]
+    for holder, key in places:
+        value = holder.get(key)
+        if isinstance(value, str):
+            expanded = os.path.expandvars(value)
+            if "$" in expanded:
+                raise ConfigError(
+                    f"config key '{key}': {value!r} names an environment variable that is not set"
+                )
+            holder[key] = expanded
+    return config

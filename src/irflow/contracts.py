@@ -1,0 +1,100 @@
+"""The Parquet contracts between stages.
+
+Every stage reads and writes only these tables, so a stage can be replaced without
+its neighbours knowing. Each table is a plain Parquet file that DuckDB reads directly.
+
+corpus      doc_id, title, text                                one row per document
+queries     query_id, text                                     one row per query
+qrels       query_id, doc_id, relevance, span_start, span_end  one row per judgement;
+            the span columns are character offsets of the relevant passage in the
+            document text, null when the collection gives none
+audit       doc_id, action, reason, judged                     one row per filter decision
+embeddings  id, vector (fixed-size list of float32)            queries or documents
+run         query_id, doc_id, score, rank                      rank 1 is best; order and
+            rank follow trec_eval (score descending, then doc_id descending);
+            file metadata ``irflow.lineage`` (JSON) says how the run was made, e.g. the
+            first-stage run a reranker read
+per_query   query_id, metric, value                            trec_eval metric names
+summary     dataset, system, metric, value, queries            mean over judged queries
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CORPUS = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+QUERIES = pa.schema([("query_id", pa.string()), ("text", pa.string())])
+QRELS = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("relevance", pa.int32()),
+        ("span_start", pa.int64()),
+        ("span_end", pa.int64()),
+    ]
+)
+AUDIT = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("action", pa.string()),
+        ("reason", pa.string()),
+        ("judged", pa.bool_()),
+    ]
+)
+RUN = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("score", pa.float64()),
+        ("rank", pa.int32()),
+    ]
+)
+PER_QUERY = pa.schema([("query_id", pa.string()), ("metric", pa.string()), ("value", pa.float64())])
+SUMMARY = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("system", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("queries", pa.int64()),
+    ]
+)
+LINEAGE_KEY = b"irflow.lineage"
+
+
+def embeddings_schema(dim: int) -> pa.Schema:
+    return pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = None) -> None:
+    """Write ``table`` to ``path`` atomically, cast to ``schema`` when one is given.
+
+    The file appears under its final name only once complete, so a killed job never
+    leaves a truncated Parquet that a later stage could mistake for a result.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if schema is not None:
+        metadata = table.schema.metadata
+        table = table.select(schema.names).cast(schema)
+        if metadata:
+            table = table.replace_schema_metadata(metadata)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def with_lineage(table: pa.Table, lineage: dict) -> pa.Table:
+    metadata = dict(table.schema.metadata or {})
+    metadata[LINEAGE_KEY] = json.dumps(lineage, sort_keys=True).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def read_lineage(path: str | Path) -> dict:
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata.get(LINEAGE_KEY, b"{}"))

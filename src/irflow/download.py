@@ -1,0 +1,348 @@
+"""Download stage: put a dataset on local disk in BEIR layout, verified and safely unpacked.
+
+A BEIR folder holds ``corpus.jsonl[.gz]``, ``queries.jsonl[.gz]`` and ``qrels/<split>.tsv``.
+``locate_dataset`` looks in the offline data directory, then the cache, and only then fetches
+from the configured source (a zip URL with mirrors, a Hugging Face dataset repo, or a local
+folder or zip). Everything lands in place with ``os.replace``, so an interrupted run never
+leaves a half-written file or folder where a later run would take it for a finished one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import logging
+import os
+import posixpath
+import shutil
+import stat
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path, PureWindowsPath
+
+from tqdm import tqdm
+
+from irflow.errors import ConfigError, DownloadError
+from irflow.fingerprint import file_md5
+
+log = logging.getLogger("irflow.download")
+
+CHUNK_BYTES = 1 << 20
+OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
+
+# Module level so tests can replace the backoff wait with a no-op.
+_sleep = time.sleep
+
+
+class _TransferInterrupted(OSError):
+    """The transfer stopped early; retried, resuming from the bytes already on disk."""
+
+
+# --- BEIR layout ------------------------------------------------------------------------------
+
+
+def _layout(folder: Path, split: str) -> tuple[list[Path], list[str]]:
+    """The BEIR files present in ``folder`` (corpus, queries, qrels) and the names missing."""
+    found, missing = [], []
+    for candidates in (
+        ("corpus.jsonl", "corpus.jsonl.gz"),
+        ("queries.jsonl", "queries.jsonl.gz"),
+        (f"qrels/{split}.tsv",),
+    ):
+        present = [folder / name for name in candidates if (folder / name).is_file()]
+        if present:
+            found.append(present[0])
+        else:
+            missing.append(" or ".join(candidates))
+    return found, missing
+
+
+def is_beir_layout(folder: Path, split: str) -> bool:
+    return folder.is_dir() and not _layout(folder, split)[1]
+
+
+def beir_files(folder: Path, split: str) -> list[Path]:
+    """The corpus, queries and qrels files of ``folder``, in that order."""
+    found, missing = _layout(folder, split)
+    if missing:
+        raise DownloadError(f"{folder} is not a BEIR folder: missing {', '.join(missing)}")
+    return found
+
+
+def dataset_fingerprint(folder: Path, split: str) -> dict:
+    """MD5 of each BEIR file, keyed by path relative to ``folder``, and one checksum over all."""
+    files = {
+        path.relative_to(folder).as_posix(): file_md5(path) for path in beir_files(folder, split)
+    }
+    lines = "".join(f"{relpath}:{md5}\n" for relpath, md5 in sorted(files.items()))
+    return {"files": files, "checksum": hashlib.md5(lines.encode()).hexdigest()}
+
+
+# --- HTTP -------------------------------------------------------------------------------------
+
+
+def _transfer(url: str, part: Path, timeout_s: float) -> None:
+    """One request, appending to ``part`` when the server honours a Range request."""
+    offset = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        resuming = offset > 0 and response.status == 206
+        content_range = response.headers.get("Content-Range", "")
+        if resuming and not content_range.startswith(f"bytes {offset}-"):
+            part.unlink()
+            raise _TransferInterrupted(f"server sent {content_range!r} for bytes={offset}-")
+        if resuming:
+            log.info("resuming %s at byte %d", url, offset)
+        elif offset:
+            log.info("%s ignored the Range request; downloading from the start", url)
+            offset = 0
+        length = response.headers.get("Content-Length")
+        expected_size = offset + int(length) if length is not None else None
+        with (
+            part.open("ab" if resuming else "wb") as out,
+            tqdm(
+                total=expected_size,
+                initial=offset,
+                unit="B",
+                unit_scale=True,
+                desc=part.name.removesuffix(".part"),
+                disable=None if expected_size is not None else True,
+            ) as progress,
+        ):
+            while chunk := response.read(CHUNK_BYTES):
+                out.write(chunk)
+                progress.update(len(chunk))
+    size = part.stat().st_size
+    if expected_size is not None and size < expected_size:
+        raise _TransferInterrupted(f"transfer ended at byte {size} of {expected_size}")
+
+
+def fetch_url(
+    url: str,
+    dest: Path,
+    *,
+    md5: str | None = None,
+    retries: int = 4,
+    backoff_s: float = 1.0,
+    timeout_s: float = 60,
+) -> Path:
+    """Download ``url`` to ``dest``, resuming and retrying; only a verified file reaches dest."""
+    if dest.is_file():
+        if md5 is None or file_md5(dest) == md5:
+            return dest
+        log.warning("%s does not match md5 %s; downloading it again", dest, md5)
+        dest.unlink()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    for attempt in range(retries + 1):
+        try:
+            _transfer(url, part, timeout_s)
+            break
+        except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the response's socket
+            # Client errors will not change on retry, except a range the .part made invalid.
+            if exc.code < 500 and exc.code not in (408, 416, 429):
+                raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
+            if exc.code == 416:
+                part.unlink(missing_ok=True)
+            failure: Exception = exc
+        except (OSError, http.client.HTTPException) as exc:
+            failure = exc
+        if attempt == retries:
+            raise DownloadError(
+                f"{url}: download failed after {retries + 1} attempts: {failure}"
+            ) from failure
+        delay = backoff_s * 2**attempt
+        log.warning("%s: %s; retry %d of %d in %.1f s", url, failure, attempt + 1, retries, delay)
+        _sleep(delay)
+    if md5 is not None:
+        actual = file_md5(part)
+        if actual != md5:
+            part.unlink()
+            raise DownloadError(f"{url}: checksum mismatch: expected md5 {md5}, got {actual}")
+    os.replace(part, dest)
+    return dest
+
+
+# --- zip --------------------------------------------------------------------------------------
+
+
+def _unsafe_reason(member: zipfile.ZipInfo) -> str | None:
+    if stat.S_ISLNK(member.external_attr >> 16):
+        return "symlinks are not extracted"
+    name = member.filename.replace("\\", "/")
+    if PureWindowsPath(member.filename).drive or name.startswith("/"):
+        return "absolute path"
+    normalised = posixpath.normpath(name)
+    if normalised == ".." or normalised.startswith("../"):
+        return "path escapes the target folder"
+    return None
+
+
+def safe_extract_zip(zip_path: Path, target: Path) -> Path:
+    """Extract ``zip_path`` into the new folder ``target``; refuse members that could escape it."""
+    if target.exists():
+        raise DownloadError(f"cannot extract {zip_path}: {target} already exists")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            for member in archive.infolist():
+                if reason := _unsafe_reason(member):
+                    raise DownloadError(
+                        f"{zip_path}: refusing member {member.filename!r} ({reason})"
+                    )
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            try:
+                archive.extractall(staging)
+                os.replace(staging, target)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise DownloadError(f"{zip_path}: not a valid zip archive ({exc})") from exc
+    return target
+
+
+# --- locating a dataset -----------------------------------------------------------------------
+
+
+def _env_offline() -> bool:
+    return any(
+        os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
+        for var in OFFLINE_ENV_VARS
+    )
+
+
+def _beir_root(folder: Path, split: str, origin: str) -> Path:
+    """``folder`` itself or the top-level folder inside it that is in BEIR layout."""
+    if is_beir_layout(folder, split):
+        return folder
+    for child in sorted(folder.iterdir()):
+        if is_beir_layout(child, split):
+            return child
+    missing = ", ".join(_layout(folder, split)[1])
+    raise DownloadError(f"{origin} is not in BEIR layout: missing {missing}")
+
+
+def _install(folder: Path, target: Path) -> Path:
+    """Move a complete BEIR folder into the cache in one step."""
+    if target.exists():
+        log.warning("replacing incomplete cache folder %s", target)
+        shutil.rmtree(target)
+    os.replace(folder, target)
+    return target
+
+
+def _unpack_into_cache(zip_path: Path, target: Path, split: str) -> Path:
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        extracted = safe_extract_zip(zip_path, staging / "zip")
+        return _install(_beir_root(extracted, split, str(zip_path)), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        try:
+            snapshot_download(
+                repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=staging
+            )
+        # The hub raises many types (HTTP, repo not found, offline cache miss); report them all.
+        except Exception as exc:
+            raise DownloadError(f"Hugging Face dataset {repo_id}: {exc}") from exc
+        return _install(_beir_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download_zip(
+    name: str, urls: list[str], zip_path: Path, md5: str | None, retries: int, backoff_s: float
+) -> None:
+    """Fetch the zip from the first URL (the main one, then each mirror) that delivers it."""
+    failures = []
+    for url in urls:
+        log.info("dataset %r: downloading %s", name, url)
+        try:
+            fetch_url(url, zip_path, md5=md5, retries=retries, backoff_s=backoff_s)
+            return
+        except DownloadError as exc:
+            log.warning("dataset %r: %s", name, exc)
+            failures.append(str(exc))
+    raise DownloadError(f"dataset {name!r}: every URL failed:\n  " + "\n  ".join(failures))
+
+
+def locate_dataset(
+    name: str,
+    source: dict,
+    *,
+    split: str,
+    data_dir: Path | None,
+    cache_dir: Path,
+    offline: bool = False,
+    retries: int = 4,
+    backoff_s: float = 1.0,
+) -> Path:
+    """A folder in BEIR layout holding dataset ``name``, fetched from ``source`` if need be."""
+    if data_dir is not None and is_beir_layout(data_dir / name, split):
+        log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
+        return data_dir / name
+    target = cache_dir / name
+    if is_beir_layout(target, split):
+        log.info("dataset %r: using the cached copy %s", name, target)
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+
+    if "path" in source:
+        local = Path(source["path"]).expanduser()
+        if local.is_dir():
+            beir_files(local, split)
+            log.info("dataset %r: using the local folder %s", name, local)
+            return local
+        if local.is_file() and local.suffix == ".zip":
+            log.info("dataset %r: extracting the local zip %s", name, local)
+            return _unpack_into_cache(local, target, split)
+        raise DownloadError(f"dataset {name!r}: {local} is neither a folder nor a .zip file")
+
+    if "url" not in source and "huggingface" not in source:
+        raise ConfigError(
+            f"dataset {name!r}: source needs one of the keys 'url', 'huggingface' or 'path' "
+            f"(got {sorted(source)})"
+        )
+    offline = offline or _env_offline()
+    folder_hint = (
+        f"place the BEIR folder at {(data_dir or cache_dir) / name}/ "
+        f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv)"
+    )
+
+    if "huggingface" in source:
+        if offline:
+            raise DownloadError(f"dataset {name!r} is not available offline: {folder_hint}")
+        log.info("dataset %r: downloading Hugging Face dataset %s", name, source["huggingface"])
+        return _from_huggingface(source["huggingface"], source.get("revision"), target, split)
+
+    url, md5 = source["url"], source.get("md5")
+    zip_name = posixpath.basename(urllib.parse.urlparse(url).path) or f"{name}.zip"
+    zip_path = cache_dir / zip_name
+    if offline:
+        if not zip_path.is_file():
+            checksum = f" (md5 {md5})" if md5 else ""
+            raise DownloadError(
+                f"dataset {name!r} is not available offline: {folder_hint} "
+                f"or the zip {zip_name}{checksum} at {zip_path}"
+            )
+        if md5 is not None and (actual := file_md5(zip_path)) != md5:
+            raise DownloadError(f"{zip_path}: checksum mismatch: expected md5 {md5}, got {actual}")
+        log.info("dataset %r: offline, extracting the cached zip %s", name, zip_path)
+    else:
+        urls = [url, *(source.get("mirrors") or [])]
+        _download_zip(name, urls, zip_path, md5, retries, backoff_s)
+    return _unpack_into_cache(zip_path, target, split)

@@ -1,0 +1,64 @@
+"""Run manifests: what produced a result, so a number can be traced and reproduced."""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = (
+    "irflow",
+    "snakemake",
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "faiss-cpu",
+    "faiss-gpu",
+    "bm25s",
+    "PyStemmer",
+    "pytrec-eval-terrier",
+    "pyarrow",
+    "pandas",
+    "duckdb",
+    "numpy",
+)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+class Manifest:
+    """Collects facts during a job and writes them, with timing and environment, as JSON."""
+
+    def __init__(self, path: str | Path, **facts):
+        self.path = Path(path)
+        self.facts = facts
+        self.started = time.perf_counter()
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    def add(self, **facts) -> None:
+        self.facts.update(facts)
+
+    def write(self) -> None:
+        record = self.facts | {
+            "started_at": self.started_at,
+            "wall_seconds": round(time.perf_counter() - self.started, 3),
+            "host": socket.gethostname(),
+            "python": platform.python_version(),
+            "packages": package_versions(),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.replace(self.path)

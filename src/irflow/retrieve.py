@@ -1,0 +1,127 @@
+"""retrieve: first-stage top-k runs, dense (faiss) or lexical (bm25s).
+
+Dense search goes over query batches against the faiss index and keeps only the top-k per
+query, so no query x corpus score matrix is ever held. BM25 is bm25s with every part of its
+variant (scoring method, k1, b, stemmer, stopwords, fields) taken from config.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from irflow.embed import read_embeddings
+from irflow.index import load_index
+from irflow.runs import build_run
+
+log = logging.getLogger(__name__)
+
+
+def dense_search(
+    index_path: Path,
+    index_spec: dict,
+    doc_embeddings: Path,
+    query_embeddings: Path,
+    top_k: int,
+    remove_self_matches: bool,
+    batch_size: int,
+) -> tuple[pd.DataFrame, dict]:
+    index = load_index(index_path, index_spec)
+    doc_ids = np.array(
+        pq.read_table(doc_embeddings, columns=["id"]).column("id").to_pylist(), dtype=object
+    )
+    query_ids, queries = read_embeddings(query_embeddings)
+    depth = min(top_k + remove_self_matches, index.ntotal)
+    hits_ids, hits_scores = [], []
+    started = time.perf_counter()
+    for start in range(0, len(queries), batch_size):
+        scores, rows = index.search(queries[start : start + batch_size], depth)
+        for score_row, doc_row in zip(scores, rows):
+            found = doc_row >= 0  # HNSW may return fewer than depth hits
+            hits_ids.append(doc_ids[doc_row[found]].tolist())
+            hits_scores.append(score_row[found].tolist())
+    seconds = time.perf_counter() - started
+    run, removed = build_run(query_ids, hits_ids, hits_scores, top_k, remove_self_matches)
+    return run, _timing(seconds, len(query_ids), removed)
+
+
+def _timing(seconds: float, queries: int, removed: int) -> dict:
+    return {
+        "search_seconds": seconds,
+        "queries": queries,
+        "ms_per_query": 1000 * seconds / max(queries, 1),
+        "self_matches_removed": removed,
+    }
+
+
+class BM25Retriever:
+    """bm25s over a corpus table, with the variant fully set by ``spec``."""
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.stemmer = None
+        if spec["stemmer"]:
+            import Stemmer
+
+            self.stemmer = Stemmer.Stemmer(spec["stemmer"])
+
+    def tokenize(self, texts: list[str]):
+        import bm25s
+
+        return bm25s.tokenize(
+            texts, stopwords=self.spec["stopwords"], stemmer=self.stemmer, show_progress=False
+        )
+
+    def index(self, corpus_path: Path):
+        import bm25s
+
+        corpus = pq.read_table(corpus_path)
+        self.doc_ids = corpus.column("doc_id").to_pylist()
+        texts = corpus.column("text").to_pylist()
+        if self.spec["fields"] == "title+text":
+            titles = corpus.column("title").to_pylist()
+            texts = [f"{title} {text}".strip() for title, text in zip(titles, texts)]
+        self.model = bm25s.BM25(
+            method=self.spec["method"],
+            k1=self.spec["k1"],
+            b=self.spec["b"],
+            delta=self.spec["delta"],
+        )
+        self.model.index(self.tokenize(texts), show_progress=False)
+        return self
+
+    def search(self, query_texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores), each queries x depth; rows index the corpus table."""
+        tokens = self.tokenize(query_texts)
+        depth = min(depth, len(self.doc_ids))
+        return self.model.retrieve(tokens, k=depth, show_progress=False, n_threads=0)
+
+
+def bm25_search(
+    corpus_path: Path, queries_path: Path, spec: dict, top_k: int, remove_self_matches: bool
+) -> tuple[pd.DataFrame, dict]:
+    started = time.perf_counter()
+    retriever = BM25Retriever(spec).index(corpus_path)
+    index_seconds = time.perf_counter() - started
+    queries = pq.read_table(queries_path)
+    query_ids = queries.column("query_id").to_pylist()
+    started = time.perf_counter()
+    rows, scores = retriever.search(queries.column("text").to_pylist(), top_k + remove_self_matches)
+    seconds = time.perf_counter() - started
+    doc_ids = np.array(retriever.doc_ids, dtype=object)
+    # bm25s pads with score 0 when fewer documents match than asked for; a document
+    # sharing no term with the query is not a hit.
+    matched = scores > 0
+    run, removed = build_run(
+        query_ids,
+        [doc_ids[r[m]].tolist() for r, m in zip(rows, matched)],
+        [s[m].tolist() for s, m in zip(scores, matched)],
+        top_k,
+        remove_self_matches,
+    )
+    return run, _timing(seconds, len(query_ids), removed) | {"index_seconds": index_seconds}

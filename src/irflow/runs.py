@@ -1,0 +1,70 @@
+"""Runs: ranked lists as the ``run`` contract, in trec_eval's order, and as TREC run files.
+
+trec_eval sorts a query's results by score descending and breaks ties by document id in
+descending (byte) order. Every ordering in irflow goes through ``trec_order`` so that ranks
+here, metrics from pytrec_eval and metrics computed by irflow all agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from irflow import contracts
+
+
+def trec_order(run: pd.DataFrame) -> pd.DataFrame:
+    """Sort by query, then score descending, then doc_id descending; set rank from 1."""
+    # UTF-8 byte order equals code point order, which is how pandas compares strings.
+    run = run.sort_values(
+        ["query_id", "score", "doc_id"], ascending=[True, False, False], kind="stable"
+    ).reset_index(drop=True)
+    run["rank"] = run.groupby("query_id", sort=False).cumcount().astype("int32") + 1
+    return run
+
+
+def build_run(
+    query_ids: list[str],
+    doc_ids_per_query: list[list[str]],
+    scores_per_query: list[list[float]],
+    top_k: int,
+    remove_self_matches: bool,
+) -> tuple[pd.DataFrame, int]:
+    """Assemble a run from per-query hits; returns it and the number of self-matches removed."""
+    frame = pd.DataFrame(
+        {
+            "query_id": [q for q, docs in zip(query_ids, doc_ids_per_query) for _ in docs],
+            "doc_id": [d for docs in doc_ids_per_query for d in docs],
+            "score": [float(s) for scores in scores_per_query for s in scores],
+        }
+    )
+    removed = 0
+    if remove_self_matches:
+        self_match = frame["query_id"] == frame["doc_id"]
+        removed = int(self_match.sum())
+        frame = frame[~self_match]
+    frame = trec_order(frame)
+    return frame[frame["rank"] <= top_k].reset_index(drop=True), removed
+
+
+def write_run(run: pd.DataFrame, path: Path, lineage: dict, trec_path: Path, tag: str) -> None:
+    table = pa.Table.from_pandas(
+        run[contracts.RUN.names], schema=contracts.RUN, preserve_index=False
+    )
+    contracts.write_table(contracts.with_lineage(table, lineage), path)
+    write_trec(run, trec_path, tag)
+
+
+def write_trec(run: pd.DataFrame, path: Path, tag: str) -> None:
+    """TREC run format; scores in repr form so no tie appears that the Parquet lacks."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.writelines(
+            f"{query_id} Q0 {doc_id} {rank} {score!r} {tag}\n"
+            for query_id, doc_id, score, rank in run[
+                ["query_id", "doc_id", "score", "rank"]
+            ].itertuples(index=False)
+        )
+    tmp.replace(path)

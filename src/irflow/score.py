@@ -1,0 +1,126 @@
+"""score: a run and its qrels -> per-query metric values, named as trec_eval names them.
+
+pytrec_eval computes every measure it knows. irflow adds four that trec_eval lacks, computed
+on the same trec_eval ordering (score descending, then doc id descending):
+
+- ``recip_rank_cut_k``: reciprocal rank of the first relevant document within the top k
+  (MRR@k), computed by pytrec_eval on the run cut to its top k;
+- ``recall_cap_k``: relevant documents in the top k / min(k, relevant documents) (BEIR, app. G);
+- ``judged_k``: share of the top k that carries a judgement for that query (denominator k);
+- ``hole_k``: share of the top k that no query of the split judged (BEIR's Hole@k).
+
+Every query with a judgement in the split is scored; a query the run has no results for
+scores 0 on every measure. Relevant means a grade >= 1 (trec_eval's default level).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+import pytrec_eval
+
+from irflow.runs import trec_order
+
+IRFLOW_MEASURES = ("recip_rank_cut", "recall_cap", "judged", "hole")
+RELEVANCE_LEVEL = 1
+
+
+def parse_measures(specs: list[str]) -> tuple[set[str], dict[str, list[int]]]:
+    """Split measure specs ("ndcg_cut.10,100") into pytrec_eval's and irflow's own."""
+    native, extra = set(), {}
+    for spec in specs:
+        name, _, cutoffs = spec.partition(".")
+        if name in IRFLOW_MEASURES:
+            if not cutoffs:
+                raise ValueError(f"measure {name!r} needs cutoffs, e.g. {name}.10")
+            extra[name] = sorted({int(c) for c in cutoffs.split(",")})
+        elif name in pytrec_eval.supported_measures:
+            native.add(spec)
+        else:
+            known = sorted(pytrec_eval.supported_measures | set(IRFLOW_MEASURES))
+            raise ValueError(f"unknown measure {name!r}; known measures: {', '.join(known)}")
+    return native, extra
+
+
+def qrels_dict(qrels: pd.DataFrame) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = defaultdict(dict)
+    for query_id, doc_id, relevance in qrels[["query_id", "doc_id", "relevance"]].itertuples(
+        index=False
+    ):
+        nested[query_id][doc_id] = int(relevance)
+    return dict(nested)
+
+
+def run_dict(run: pd.DataFrame) -> dict[str, dict[str, float]]:
+    nested: dict[str, dict[str, float]] = defaultdict(dict)
+    for query_id, doc_id, score in run[["query_id", "doc_id", "score"]].itertuples(index=False):
+        nested[query_id][doc_id] = float(score)
+    return dict(nested)
+
+
+def _pytrec(qrels: dict, run: dict, measures: set[str]) -> dict[str, dict[str, float]]:
+    if not measures or not run:
+        return {}
+    return pytrec_eval.RelevanceEvaluator(
+        qrels, measures, relevance_level=RELEVANCE_LEVEL
+    ).evaluate(run)
+
+
+def _irflow_measures(
+    ranked: pd.DataFrame, qrels: dict, extra: dict[str, list[int]]
+) -> dict[str, dict[str, float]]:
+    judged_anywhere = {doc for docs in qrels.values() for doc in docs}
+    values: dict[str, dict[str, float]] = defaultdict(dict)
+    for query_id, group in ranked.groupby("query_id", sort=False):
+        judgements = qrels.get(query_id, {})
+        relevant = {doc for doc, grade in judgements.items() if grade >= RELEVANCE_LEVEL}
+        docs = group["doc_id"].tolist()
+        for k in extra.get("recall_cap", []):
+            hits = sum(doc in relevant for doc in docs[:k])
+            values[query_id][f"recall_cap_{k}"] = hits / min(k, len(relevant)) if relevant else 0.0
+        for k in extra.get("judged", []):
+            values[query_id][f"judged_{k}"] = sum(doc in judgements for doc in docs[:k]) / k
+        for k in extra.get("hole", []):
+            values[query_id][f"hole_{k}"] = sum(doc not in judged_anywhere for doc in docs[:k]) / k
+    return values
+
+
+def score_run(run: pd.DataFrame, qrels: pd.DataFrame, measure_specs: list[str]) -> pd.DataFrame:
+    """Per-query values as the ``per_query`` contract (query_id, metric, value)."""
+    native, extra = parse_measures(measure_specs)
+    qrels_nested = qrels_dict(qrels)
+    ranked = trec_order(run[run["query_id"].isin(qrels_nested)][["query_id", "doc_id", "score"]])
+    per_query: dict[str, dict[str, float]] = defaultdict(dict)
+    for query_id, values in _pytrec(qrels_nested, run_dict(ranked), native).items():
+        per_query[query_id].update(values)
+    for k in extra.get("recip_rank_cut", []):
+        cut = run_dict(ranked[ranked["rank"] <= k])
+        for query_id, values in _pytrec(qrels_nested, cut, {"recip_rank"}).items():
+            per_query[query_id][f"recip_rank_cut_{k}"] = values["recip_rank"]
+    for query_id, values in _irflow_measures(ranked, qrels_nested, extra).items():
+        per_query[query_id].update(values)
+
+    metric_names = sorted({name for values in per_query.values() for name in values})
+    metric_names = metric_names or _metric_names(qrels_nested, native, extra)
+    rows = [
+        (query_id, metric, per_query.get(query_id, {}).get(metric, 0.0))
+        for query_id in sorted(qrels_nested)
+        for metric in metric_names
+    ]
+    return pd.DataFrame(rows, columns=["query_id", "metric", "value"])
+
+
+def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) -> list[str]:
+    """Metric names when the run is empty: ask pytrec_eval with a one-document run."""
+    query_id = next(iter(qrels))
+    probe = _pytrec(qrels, {query_id: {"\0": 0.0}}, native)
+    names = set(probe.get(query_id, {}))
+    names |= {f"{name}_{k}" for name, cutoffs in extra.items() for k in cutoffs}
+    return sorted(names)
+
+
+def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each metric over the scored queries."""
+    grouped = per_query.groupby("metric")["value"]
+    return pd.DataFrame({"value": grouped.mean(), "queries": grouped.size()}).reset_index()

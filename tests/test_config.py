@@ -1,0 +1,85 @@
+"""Config: the shipped files validate, defaults fill in, and errors name the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import REPO
+
+from irflow.config import expand_config, load_config, load_schema, validate_config
+from irflow.errors import ConfigError
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+MINIMAL = {
+    "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+    "retrievers": {"bm25": {"type": "bm25"}},
+}
+
+
+def test_default_config_is_valid_and_complete():
+    config = load_config(REPO / "config" / "config.yaml", REPO / "config" / "config.schema.yaml")
+    assert sorted(config["datasets"]) == ["arguana", "fiqa", "nfcorpus", "scidocs", "scifact"]
+    assert config["datasets"]["arguana"]["remove_self_matches"] is True
+    assert config["datasets"]["scifact"]["remove_self_matches"] is False
+    assert config["models"]["e5-small-v2"]["document_prompt"] == "passage: "
+    assert config["retrievers"]["bm25"] == {
+        "type": "bm25",
+        "method": "lucene",
+        "k1": 0.9,
+        "b": 0.4,
+        "delta": 0.5,
+        "stemmer": "english",
+        "stopwords": "en",
+        "fields": "title+text",
+    }
+
+
+def test_defaults_are_filled_in():
+    config = validate_config(MINIMAL, SCHEMA)
+    assert config["top_k"] == 1000 and config["split"] == "test"
+    assert config["filter"]["judged"] == "flag"
+    assert config["datasets"]["scifact"]["unknown_qrels"] == "keep"
+    assert config["retrievers"]["bm25"]["k1"] == 0.9
+    assert "ndcg_cut.1,3,5,10,100,1000" in config["metrics"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"top_k": 0}, "config key 'top_k': 0 is less than the minimum of 1"),
+        (
+            {"datasets": {"x": {"source": {"url": "http://h/x.zip", "md5": "nothex"}}}},
+            "config key 'datasets.x.source.md5'",
+        ),
+        (
+            {"retrievers": {"b": {"type": "bm25", "method": "okapi"}}},
+            "config key 'retrievers.b.method': 'okapi' is not allowed; allowed values: 'lucene'",
+        ),
+        ({"filter": {"judged": "hide"}}, "allowed values: 'flag', 'drop'"),
+        (
+            {"retrievers": {"d": {"type": "dense", "model": "nope"}}},
+            "config key 'retrievers.d.model': 'nope' is not a key of 'models'",
+        ),
+        ({"datasett": {}}, "'datasett' was unexpected"),
+    ],
+)
+def test_errors_name_the_key(change, message):
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | change, SCHEMA)
+    assert message in str(error.value)
+
+
+def test_environment_variables_expand_in_paths(monkeypatch):
+    monkeypatch.setenv("MODELS", "/opt/models")
+    config = expand_config(MINIMAL | {"models": {"m": {"id": "$MODELS/minilm"}}})
+    assert config["models"]["m"]["id"] == "/opt/models/minilm"
+    monkeypatch.delenv("MODELS")
+    with pytest.raises(ConfigError, match="environment variable that is not set"):
+        expand_config(MINIMAL | {"models": {"m": {"id": "${MODELS}/minilm"}}})
+
+
+def test_offline_config_is_valid(monkeypatch):
+    monkeypatch.setenv("IRFLOW_MINILM", "/somewhere")
+    with open(REPO / "config" / "offline.yaml") as handle:
+        config = validate_config(expand_config(yaml.safe_load(handle)), SCHEMA)
+    assert config["offline"] and config["data_dir"] == "../shared/datasets"

@@ -1,0 +1,496 @@
+"""Tests for the download stage, against a loopback HTTP server that can misbehave on request."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import stat
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+
+from irflow import download
+from irflow.download import (
+    beir_files,
+    dataset_fingerprint,
+    fetch_url,
+    is_beir_layout,
+    locate_dataset,
+    safe_extract_zip,
+)
+from irflow.errors import DownloadError
+
+CORPUS = [
+    {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},
+    {"_id": "d2", "title": "Water", "text": "Water boils at 100 C."},
+]
+QUERIES = [{"_id": "q1", "text": "what reduces fever"}]
+QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
+
+
+def jsonl(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+def beir_members(prefix: str = "scifact/") -> dict[str, bytes]:
+    return {
+        f"{prefix}corpus.jsonl.gz": gzip.compress(jsonl(CORPUS), mtime=0),
+        f"{prefix}queries.jsonl": jsonl(QUERIES),
+        f"{prefix}qrels/test.tsv": QRELS.encode(),
+    }
+
+
+def zip_bytes(members: dict[str, bytes], symlinks: dict[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        for name, link_target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.create_system = 3  # unix, so external_attr carries the file mode
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, link_target)
+    return buffer.getvalue()
+
+
+def write_beir(folder: Path) -> Path:
+    for name, data in beir_members(prefix="").items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def md5_of(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+ZIP = zip_bytes(beir_members())
+ZIP_MD5 = md5_of(ZIP)
+
+
+# --- loopback server --------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    """What the handler serves, how it misbehaves, and every request it saw."""
+
+    base: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)
+    always_500: set[str] = field(default_factory=set)
+    wrong_bytes: set[str] = field(default_factory=set)
+    ignore_range: bool = False
+    drop_first_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent
+    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        server: Server = self.server.state
+        range_header = self.headers.get("Range")
+        server.requests.append((self.path, range_header))
+        if self.path in server.always_500:
+            self.send_error(500)
+            return
+        if self.path not in server.files:
+            self.send_error(404)
+            return
+        body = server.files[self.path]
+        if self.path in server.wrong_bytes:
+            body = bytes(len(body))
+        start = 0
+        if range_header and not server.ignore_range:
+            start = int(range_header.removeprefix("bytes=").removesuffix("-"))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            self.send_response(200)
+        payload = body[start:]
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        cut = server.drop_first_after.pop(self.path, None)
+        # Closing after `cut` bytes leaves the client short of Content-Length.
+        self.wfile.write(payload if cut is None else payload[:cut])
+        self.close_connection = True
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.state = Server(base=f"http://127.0.0.1:{httpd.server_port}")
+    # A short poll interval keeps shutdown (and so each test) fast.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield httpd.state
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch):
+    """No real waits, no proxy for loopback, and no offline mode leaking in from the shell."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(download, "_sleep", sleeps.append)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    for var in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    return sleeps
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return tmp_path / "data", tmp_path / "cache"
+
+
+def contents(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*"))
+
+
+def assert_scifact(folder: Path) -> None:
+    assert is_beir_layout(folder, "test")
+    assert gzip.decompress((folder / "corpus.jsonl.gz").read_bytes()) == jsonl(CORPUS)
+    assert (folder / "qrels" / "test.tsv").read_text() == QRELS
+
+
+# --- BEIR layout and fingerprint --------------------------------------------------------------
+
+
+def test_beir_files_in_order_and_missing_file_named(tmp_path):
+    folder = write_beir(tmp_path / "scifact")
+    assert beir_files(folder, "test") == [
+        folder / "corpus.jsonl.gz",
+        folder / "queries.jsonl",
+        folder / "qrels" / "test.tsv",
+    ]
+    assert not is_beir_layout(folder, "dev")
+    with pytest.raises(DownloadError, match=r"qrels/dev\.tsv"):
+        beir_files(folder, "dev")
+    assert not is_beir_layout(tmp_path / "absent", "test")
+
+
+def test_fingerprint_is_stable_and_tracks_changes(tmp_path):
+    folder = write_beir(tmp_path / "scifact")
+    first = dataset_fingerprint(folder, "test")
+    assert first == dataset_fingerprint(folder, "test")
+    assert sorted(first["files"]) == ["corpus.jsonl.gz", "qrels/test.tsv", "queries.jsonl"]
+    assert first["files"]["queries.jsonl"] == md5_of(jsonl(QUERIES))
+
+    (folder / "qrels" / "test.tsv").write_text(QRELS + "q1\td2\t0\n")
+    second = dataset_fingerprint(folder, "test")
+    assert second["checksum"] != first["checksum"]
+    assert second["files"]["qrels/test.tsv"] != first["files"]["qrels/test.tsv"]
+    assert second["files"]["queries.jsonl"] == first["files"]["queries.jsonl"]
+
+
+# --- locate_dataset ---------------------------------------------------------------------------
+
+
+def test_data_dir_is_used_without_fetching(server, dirs):
+    data_dir, cache_dir = dirs
+    write_beir(data_dir / "scifact")
+    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+    found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert found == data_dir / "scifact"
+    assert server.requests == []
+
+
+def test_url_download_verifies_extracts_and_is_cached(server, dirs):
+    data_dir, cache_dir = dirs
+    server.files["/scifact.zip"] = ZIP
+    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5, "mirrors": []}
+
+    found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert found == cache_dir / "scifact"
+    assert_scifact(found)
+    # No .part file or staging folder is left behind.
+    assert sorted(path.name for path in cache_dir.iterdir()) == ["scifact", "scifact.zip"]
+    assert len(server.requests) == 1
+
+    again = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert again == found
+    assert len(server.requests) == 1
+
+
+def test_truncated_transfer_resumes_with_range(server, tmp_path, isolated):
+    server.files["/scifact.zip"] = ZIP
+    server.drop_first_after["/scifact.zip"] = 100
+    dest = tmp_path / "scifact.zip"
+
+    fetch_url(server.url("/scifact.zip"), dest, md5=ZIP_MD5, backoff_s=0.25)
+
+    assert server.requests == [("/scifact.zip", None), ("/scifact.zip", "bytes=100-")]
+    assert isolated == [0.25]
+    assert dest.read_bytes() == ZIP
+    assert not dest.with_name("scifact.zip.part").exists()
+
+
+def test_server_ignoring_range_restarts_from_zero(server, tmp_path):
+    server.files["/scifact.zip"] = ZIP
+    server.ignore_range = True
+    dest = tmp_path / "scifact.zip"
+    dest.with_name("scifact.zip.part").write_bytes(b"stale bytes from another attempt")
+
+    fetch_url(server.url("/scifact.zip"), dest, md5=ZIP_MD5)
+
+    assert server.requests == [("/scifact.zip", "bytes=32-")]
+    assert dest.read_bytes() == ZIP
+
+
+def test_verified_dest_is_not_fetched_again(server, tmp_path):
+    dest = tmp_path / "scifact.zip"
+    dest.write_bytes(ZIP)
+    assert fetch_url(server.url("/scifact.zip"), dest, md5=ZIP_MD5) == dest
+    assert server.requests == []
+
+
+def test_checksum_mismatch_names_both_md5s_and_leaves_nothing(server, dirs):
+    data_dir, cache_dir = dirs
+    server.files["/scifact.zip"] = ZIP
+    server.wrong_bytes.add("/scifact.zip")
+    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+    assert ZIP_MD5 in str(raised.value)
+    assert md5_of(bytes(len(ZIP))) in str(raised.value)
+    assert list(cache_dir.iterdir()) == []
+    assert len(server.requests) == 1  # a wrong checksum is not retried on the same URL
+
+
+@pytest.mark.parametrize("failure", ["always_500", "wrong_bytes"])
+def test_failing_url_falls_back_to_mirror(server, dirs, isolated, failure):
+    data_dir, cache_dir = dirs
+    server.files["/broken/scifact.zip"] = server.files["/mirror/scifact.zip"] = ZIP
+    getattr(server, failure).add("/broken/scifact.zip")
+    source = {
+        "url": server.url("/broken/scifact.zip"),
+        "md5": ZIP_MD5,
+        "mirrors": [server.url("/mirror/scifact.zip")],
+    }
+
+    found = locate_dataset(
+        "scifact",
+        source,
+        split="test",
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        retries=2,
+        backoff_s=0.5,
+    )
+
+    assert_scifact(found)
+    paths = [path for path, _ in server.requests]
+    broken_attempts = 3 if failure == "always_500" else 1
+    assert paths == ["/broken/scifact.zip"] * broken_attempts + ["/mirror/scifact.zip"]
+    assert isolated == ([0.5, 1.0] if failure == "always_500" else [])
+
+
+def test_every_url_failing_is_an_error(server, dirs):
+    data_dir, cache_dir = dirs
+    source = {"url": server.url("/missing.zip"), "mirrors": [server.url("/also-missing.zip")]}
+    with pytest.raises(DownloadError, match="HTTP 404") as raised:
+        locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert "also-missing.zip" in str(raised.value)
+    assert not (cache_dir / "scifact").exists()
+
+
+@pytest.mark.parametrize("how", ["flag", "HF_HUB_OFFLINE", "IRFLOW_OFFLINE"])
+def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monkeypatch, how):
+    data_dir, cache_dir = dirs
+    if how != "flag":
+        monkeypatch.setenv(how, "1")
+    source = {"url": server.url("/datasets/scifact.zip"), "md5": ZIP_MD5}
+
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset(
+            "scifact",
+            source,
+            split="test",
+            data_dir=data_dir,
+            cache_dir=cache_dir,
+            offline=how == "flag",
+        )
+
+    message = str(raised.value)
+    for expected in (
+        str(data_dir / "scifact"),
+        "corpus.jsonl",
+        "queries.jsonl",
+        "qrels/test.tsv",
+        str(cache_dir / "scifact.zip"),
+        ZIP_MD5,
+    ):
+        assert expected in message
+    assert server.requests == []
+
+
+def test_offline_uses_a_verified_cached_zip(server, dirs):
+    data_dir, cache_dir = dirs
+    cache_dir.mkdir()
+    (cache_dir / "scifact.zip").write_bytes(ZIP)
+    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+
+    found = locate_dataset(
+        "scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
+    )
+    assert_scifact(found)
+    assert server.requests == []
+
+    (cache_dir / "other.zip").write_bytes(b"not the right zip")
+    source = {"url": server.url("/other.zip"), "md5": ZIP_MD5}
+    with pytest.raises(DownloadError, match="checksum mismatch"):
+        locate_dataset(
+            "other", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
+        )
+
+
+def test_local_folder_source_is_returned_as_is(dirs, tmp_path):
+    data_dir, cache_dir = dirs
+    folder = write_beir(tmp_path / "my-beir")
+    source = {"path": str(folder)}
+    found = locate_dataset("mine", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert found == folder
+
+    (folder / "queries.jsonl").unlink()
+    with pytest.raises(DownloadError, match=r"queries\.jsonl"):
+        locate_dataset("mine", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+
+def test_local_zip_source_with_files_at_its_root(dirs, tmp_path):
+    data_dir, cache_dir = dirs
+    local_zip = tmp_path / "mine.zip"
+    local_zip.write_bytes(zip_bytes(beir_members(prefix="")))
+    source = {"path": str(local_zip)}
+
+    found = locate_dataset("mine", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+    assert found == cache_dir / "mine"
+    assert_scifact(found)
+    assert [path.name for path in cache_dir.iterdir()] == ["mine"]
+
+
+def test_zip_not_in_beir_layout_names_zip_and_missing_files(dirs, tmp_path):
+    data_dir, cache_dir = dirs
+    local_zip = tmp_path / "partial.zip"
+    local_zip.write_bytes(zip_bytes({"partial/corpus.jsonl": jsonl(CORPUS)}))
+    source = {"path": str(local_zip)}
+
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset("partial", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+    assert str(local_zip) in str(raised.value)
+    assert "queries.jsonl" in str(raised.value)
+    assert "qrels/test.tsv" in str(raised.value)
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_unknown_source_shape_is_rejected(dirs):
+    data_dir, cache_dir = dirs
+    with pytest.raises(ValueError, match="'url', 'huggingface' or 'path'"):
+        locate_dataset("x", {"ftp": "x"}, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+
+# --- Hugging Face -----------------------------------------------------------------------------
+
+
+def fake_snapshot(monkeypatch, write) -> list[dict]:
+    calls: list[dict] = []
+
+    def snapshot_download(**kwargs):
+        calls.append(kwargs)
+        write(Path(kwargs["local_dir"]))
+        return str(kwargs["local_dir"])
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return calls
+
+
+def test_huggingface_source_moves_snapshot_into_cache(monkeypatch, dirs):
+    data_dir, cache_dir = dirs
+    calls = fake_snapshot(monkeypatch, write_beir)
+    source = {"huggingface": "BeIR/scifact", "revision": "abc123"}
+
+    found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+    assert found == cache_dir / "scifact"
+    assert_scifact(found)
+    assert [path.name for path in cache_dir.iterdir()] == ["scifact"]
+    assert calls[0]["repo_id"] == "BeIR/scifact"
+    assert calls[0]["repo_type"] == "dataset"
+    assert calls[0]["revision"] == "abc123"
+
+
+def test_huggingface_repo_not_in_beir_layout_names_missing_files(monkeypatch, dirs):
+    data_dir, cache_dir = dirs
+    fake_snapshot(monkeypatch, lambda folder: (folder / "corpus.jsonl").write_text("{}\n"))
+    source = {"huggingface": "someone/not-beir", "revision": None}
+
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset("x", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+
+    assert "someone/not-beir" in str(raised.value)
+    assert "queries.jsonl" in str(raised.value)
+    assert "qrels/test.tsv" in str(raised.value)
+    assert list(cache_dir.iterdir()) == []
+
+
+# --- safe extraction --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "member",
+    ["../evil.txt", "scifact/../../evil.txt", "/tmp/evil.txt", "C:/evil.txt", "C:\\evil.txt"],
+)
+def test_zip_member_outside_target_is_refused(tmp_path, member):
+    archive = tmp_path / "bad.zip"
+    archive.write_bytes(zip_bytes({**beir_members(), member: b"gotcha"}))
+    extract_to = tmp_path / "out" / "scifact"
+
+    with pytest.raises(DownloadError, match="refusing member") as raised:
+        safe_extract_zip(archive, extract_to)
+
+    assert member in str(raised.value) or repr(member) in str(raised.value)
+    assert contents(tmp_path) == ["bad.zip", "out"]
+
+
+def test_zip_symlink_member_is_refused(tmp_path):
+    archive = tmp_path / "link.zip"
+    archive.write_bytes(zip_bytes(beir_members(), symlinks={"scifact/etc": "/etc"}))
+    with pytest.raises(DownloadError, match="scifact/etc"):
+        safe_extract_zip(archive, tmp_path / "out")
+    assert contents(tmp_path) == ["link.zip"]
+
+
+def test_corrupt_zip_is_an_error_naming_the_file(tmp_path):
+    archive = tmp_path / "broken.zip"
+    archive.write_bytes(ZIP[: len(ZIP) // 2])
+    with pytest.raises(DownloadError, match=r"broken\.zip"):
+        safe_extract_zip(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_huggingface_offline_fetches_nothing(monkeypatch, dirs):
+    data_dir, cache_dir = dirs
+    calls = fake_snapshot(monkeypatch, write_beir)
+    source = {"huggingface": "BeIR/scifact", "revision": None}
+    with pytest.raises(DownloadError, match="not available offline") as raised:
+        locate_dataset(
+            "scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
+        )
+    assert str(data_dir / "scifact") in str(raised.value)
+    assert calls == []

@@ -1,0 +1,117 @@
+"""retrieve and index: BM25 and dense top-k on small inputs, checked against the libraries."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pyarrow as pa
+import pytest
+import Stemmer
+
+from irflow import contracts
+from irflow.index import index_file
+from irflow.retrieve import bm25_search, dense_search
+
+BM25 = {
+    "method": "lucene",
+    "k1": 0.9,
+    "b": 0.4,
+    "delta": 0.5,
+    "stemmer": "english",
+    "stopwords": "en",
+    "fields": "title+text",
+}
+DOCS = [
+    ("d1", "Cats", "cats purr loudly"),
+    ("d2", "", "dogs bark at cats"),
+    ("d3", "Fish", "fish swim"),
+    ("q1", "", "cats and dogs"),
+]
+
+
+@pytest.fixture
+def tables(tmp_path):
+    corpus = tmp_path / "corpus.parquet"
+    contracts.write_table(
+        pa.Table.from_pylist(
+            [{"doc_id": d, "title": t, "text": x} for d, t, x in DOCS], contracts.CORPUS
+        ),
+        corpus,
+    )
+    queries = tmp_path / "queries.parquet"
+    contracts.write_table(
+        pa.Table.from_pylist(
+            [{"query_id": "q1", "text": "cats dogs"}, {"query_id": "q2", "text": "fish"}],
+            contracts.QUERIES,
+        ),
+        queries,
+    )
+    return corpus, queries
+
+
+def test_bm25_scores_equal_bare_bm25s(tables):
+    run, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False)
+    stemmer = Stemmer.Stemmer("english")
+    texts = [f"{t} {x}".strip() for _, t, x in DOCS]
+    model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    model.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    expected = model.get_scores(
+        bm25s.tokenize(
+            "cats dogs", stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )[0]
+    )
+    q1 = run[run["query_id"] == "q1"]
+    assert q1["doc_id"].tolist() == ["q1", "d2", "d1"]  # d3 matches nothing and is no hit
+    by_doc = dict(zip(q1["doc_id"], q1["score"]))
+    for (doc_id, _, _), score in zip(DOCS, expected):
+        if score > 0:
+            assert by_doc[doc_id] == pytest.approx(float(score), rel=1e-6)
+    assert timing["self_matches_removed"] == 0
+
+
+def test_bm25_removes_self_matches_when_asked(tables):
+    run, timing = bm25_search(*tables, BM25, top_k=1, remove_self_matches=True)
+    assert timing["self_matches_removed"] == 1
+    assert run[run["query_id"] == "q1"]["doc_id"].tolist() == ["d2"]
+
+
+def embeddings(path, ids, vectors):
+    vectors = np.asarray(vectors, dtype=np.float32)
+    table = pa.table(
+        {
+            "id": ids,
+            "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), vectors.shape[1]),
+        },
+        schema=contracts.embeddings_schema(vectors.shape[1]),
+    )
+    contracts.write_table(table, path)
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw"])
+def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
+    rng = np.random.default_rng(0)
+    docs, queries = rng.normal(size=(200, 16)), rng.normal(size=(7, 16))
+    doc_ids = [f"d{i:03d}" for i in range(200)]
+    embeddings(tmp_path / "c.parquet", doc_ids, docs)
+    embeddings(tmp_path / "q.parquet", [f"q{i}" for i in range(7)], queries)
+    spec = {"type": index_type, "M": 32, "ef_construction": 200, "ef_search": 256}
+    stats = index_file(tmp_path / "c.parquet", spec, tmp_path / "i.faiss")
+    assert stats["documents"] == 200 and stats["index_bytes"] > 200 * 16 * 4
+    run, _ = dense_search(
+        tmp_path / "i.faiss",
+        spec,
+        tmp_path / "c.parquet",
+        tmp_path / "q.parquet",
+        top_k=10,
+        remove_self_matches=False,
+        batch_size=3,
+    )
+    scores = queries.astype(np.float32) @ docs.astype(np.float32).T
+    for i in range(7):
+        expected = [doc_ids[j] for j in np.argsort(-scores[i])[:10]]
+        got = run[run["query_id"] == f"q{i}"]
+        assert got["doc_id"].tolist() == expected
+        assert got["rank"].tolist() == list(range(1, 11))

@@ -1,0 +1,55 @@
+"""Runs: trec_eval order, self-match removal and TREC export."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from irflow import contracts
+from irflow.runs import build_run, trec_order, write_run
+
+
+def test_trec_order_breaks_ties_by_doc_id_descending():
+    run = pd.DataFrame(
+        {
+            "query_id": ["q", "q", "q", "p"],
+            "doc_id": ["a", "c", "b", "z"],
+            "score": [1.0, 1.0, 2.0, 0.5],
+        }
+    )
+    ordered = trec_order(run)
+    assert ordered[["query_id", "doc_id", "rank"]].values.tolist() == [
+        ["p", "z", 1],
+        ["q", "b", 1],
+        ["q", "c", 2],
+        ["q", "a", 3],
+    ]
+
+
+def test_self_matches_are_removed_and_counted_before_cutting_to_k():
+    run, removed = build_run(
+        ["q1", "q2"],
+        [["q1", "d1", "d2"], ["d3", "d4", "d5"]],
+        [[9, 8, 7], [3, 2, 1]],
+        top_k=2,
+        remove_self_matches=True,
+    )
+    assert removed == 1
+    assert run[run["query_id"] == "q1"]["doc_id"].tolist() == ["d1", "d2"]
+    assert run[run["query_id"] == "q2"]["doc_id"].tolist() == ["d3", "d4"]
+
+
+def test_self_matches_stay_when_not_asked_to_remove():
+    run, removed = build_run(["q1"], [["q1", "d1"]], [[9, 8]], top_k=5, remove_self_matches=False)
+    assert removed == 0 and run["doc_id"].tolist() == ["q1", "d1"]
+
+
+def test_run_files_round_trip_with_exact_scores(tmp_path):
+    scores = [0.1 + 0.2, 1 / 3]
+    run, _ = build_run(["q"], [["a", "b"]], [scores], top_k=10, remove_self_matches=False)
+    write_run(run, tmp_path / "r.parquet", {"system": "s"}, tmp_path / "r.trec", "s")
+    back = pd.read_parquet(tmp_path / "r.parquet")
+    assert back["score"].tolist() == sorted(scores, reverse=True)
+    assert contracts.read_lineage(tmp_path / "r.parquet") == {"system": "s"}
+    lines = (tmp_path / "r.trec").read_text().splitlines()
+    assert lines[0].split() == ["q", "Q0", "b", "1", repr(1 / 3), "s"]
+    assert float(lines[1].split()[4]) == 0.1 + 0.2

@@ -1,0 +1,122 @@
+"""score: pytrec_eval numbers, trec_eval tie-breaking, and irflow's own measures."""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+import pytrec_eval
+
+from irflow.score import parse_measures, score_run, summarize
+
+ALL = [
+    "ndcg_cut.1,3,5,10,100,1000",
+    "map",
+    "map_cut.10,100,1000",
+    "recall.10,100,1000",
+    "P.1,10",
+    "recip_rank_cut.10",
+    "recall_cap.10,100,1000",
+    "judged.10,100",
+    "hole.10,100",
+]
+
+
+def frame(rows, columns):
+    return pd.DataFrame(rows, columns=columns)
+
+
+def values(per_query: pd.DataFrame) -> dict[tuple[str, str], float]:
+    return {(q, m): v for q, m, v in per_query.itertuples(index=False)}
+
+
+def random_case(seed: int):
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(60)]
+    qrels = [
+        (f"q{q}", d, rng.choice([0, 1, 1, 2]))
+        for q in range(12)
+        for d in rng.sample(docs, rng.randint(1, 8))
+    ]
+    # Scores rounded to one decimal so that many ties occur.
+    run = [(f"q{q}", d, round(rng.random(), 1)) for q in range(11) for d in rng.sample(docs, 40)]
+    return frame(run, ["query_id", "doc_id", "score"]), frame(
+        qrels, ["query_id", "doc_id", "relevance"]
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_native_measures_equal_pytrec_eval(seed):
+    run, qrels = random_case(seed)
+    ours = values(score_run(run, qrels, ALL))
+    qrels_dict, run_dict = {}, {}
+    for q, d, r in qrels.itertuples(index=False):
+        qrels_dict.setdefault(q, {})[d] = r
+    for q, d, s in run.itertuples(index=False):
+        run_dict.setdefault(q, {})[d] = s
+    native, _ = parse_measures(ALL)
+    direct = pytrec_eval.RelevanceEvaluator(qrels_dict, native).evaluate(run_dict)
+    assert direct
+    for query, measures in direct.items():
+        for name, value in measures.items():
+            assert ours[(query, name)] == pytest.approx(value, abs=1e-12), (query, name)
+
+
+def test_query_without_results_scores_zero():
+    run, qrels = random_case(0)  # q11 is judged but absent from the run
+    per_query = score_run(run, qrels, ALL)
+    assert set(per_query["query_id"]) == set(qrels["query_id"])
+    q11 = per_query[per_query["query_id"] == "q11"]
+    assert len(q11) > 20 and (q11["value"] == 0).all()
+
+
+def test_ties_are_broken_as_trec_eval_does():
+    # Three docs share a score: trec_eval orders them by doc id descending (d2, d1, d0).
+    run = frame(
+        [("q", "d1", 1.0), ("q", "d0", 1.0), ("q", "d2", 1.0)], ["query_id", "doc_id", "score"]
+    )
+    qrels = frame([("q", "d1", 1)], ["query_id", "doc_id", "relevance"])
+    got = values(
+        score_run(run, qrels, ["P.1", "recip_rank_cut.1,10", "recall_cap.1,2", "judged.1"])
+    )
+    assert got[("q", "P_1")] == 0.0  # pytrec_eval itself
+    assert got[("q", "recip_rank_cut_10")] == 0.5
+    assert got[("q", "recip_rank_cut_1")] == 0.0
+    assert got[("q", "recall_cap_1")] == 0.0
+    assert got[("q", "recall_cap_2")] == 1.0
+    assert got[("q", "judged_1")] == 0.0
+
+
+def test_irflow_measures_by_hand():
+    run = frame([("q", f"d{i}", 10.0 - i) for i in range(10)], ["query_id", "doc_id", "score"])
+    # Relevant: d0, d3 (grade 2), d20 (never retrieved); judged non-relevant: d1.
+    # Another query judges d5, so d5 is not a BEIR "hole".
+    qrels = frame(
+        [("q", "d0", 1), ("q", "d3", 2), ("q", "d20", 1), ("q", "d1", 0), ("p", "d5", 1)],
+        ["query_id", "doc_id", "relevance"],
+    )
+    got = values(
+        score_run(run, qrels, ["recall_cap.2,5", "judged.2,5,6", "hole.6", "recip_rank_cut.10"])
+    )
+    assert got[("q", "recall_cap_2")] == 1 / 2  # d0 of min(2, 3)
+    assert got[("q", "recall_cap_5")] == 2 / 3  # d0, d3 of min(5, 3)
+    assert got[("q", "judged_2")] == 1.0  # d0, d1
+    assert got[("q", "judged_5")] == 3 / 5  # d0, d1, d3
+    assert got[("q", "judged_6")] == 3 / 6  # d5 is judged, but not for q
+    assert got[("q", "hole_6")] == 2 / 6  # d2, d4: d5 is judged by another query
+    assert got[("q", "recip_rank_cut_10")] == 1.0
+    assert got[("p", "recall_cap_5")] == 0.0  # p has no results
+
+
+def test_summary_averages_over_judged_queries():
+    per_query = frame(
+        [("a", "m", 1.0), ("b", "m", 0.0), ("c", "m", 0.5)], ["query_id", "metric", "value"]
+    )
+    summary = summarize(per_query)
+    assert summary.to_dict("records") == [{"metric": "m", "value": 0.5, "queries": 3}]
+
+
+def test_unknown_measure_is_named():
+    with pytest.raises(ValueError, match="unknown measure 'ndgc_cut'"):
+        parse_measures(["ndgc_cut.10"])
