@@ -17,21 +17,16 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-
 # Validated once, with defaults filled in; scripts read the same dict as snakemake.config.
-_validated = validate_config(expand_config(config), load_schema(workflow.source_path("config/config.schema.yaml")))
+_validated = validate_config(
+    expand_config(config),
+    load_schema(workflow.source_path("config/config.schema.yaml")),
+)
 config.clear()
 config.update(_validated)
 
-DATASETS = sorted(config["datasets"])
-RETRIEVERS = config["retrievers"]
-BM25_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "bm25")
-DENSE_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "dense")
 
-
-def one_of(names):
-    """A wildcard constraint matching exactly these names (and nothing when empty)."""
-    return "|".join(re.escape(n) for n in names) or "(?!)"
+include: "rules/common.smk"
 
 
 wildcard_constraints:

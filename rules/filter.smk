@@ -4,6 +4,7 @@
 
 rule filter:
     input:
+        source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
         queries="results/datasets/{dataset}/queries.parquet",
         qrels="results/datasets/{dataset}/qrels.parquet",
@@ -12,11 +13,11 @@ rule filter:
         queries="results/datasets/{dataset}/filtered/queries.parquet",
         audit="results/datasets/{dataset}/filtered/audit.parquet",
         manifest="results/manifests/filter/{dataset}.json",
-    params:
-        rules=config["filter"],
     log:
         "results/logs/filter/{dataset}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        rules=config["filter"],
     script:
         "../scripts/filter.py"

@@ -4,16 +4,17 @@
 
 rule index:
     input:
-        "results/embeddings/{dataset}/{model}/corpus.parquet",
+        source="results/datasets/{dataset}/source.json",
+        embeddings="results/embeddings/{dataset}/{model}/corpus.parquet",
     output:
         index="results/indexes/{dataset}/{model}/{index}.faiss",
         manifest="results/manifests/index/{dataset}/{model}/{index}.json",
-    params:
-        index=lambda wc: config["indexes"][wc.index],
-    threads: workflow.cores
     log:
         "results/logs/index/{dataset}/{model}/{index}.log",
     conda:
         "../envs/models.yaml"
+    threads: workflow.cores
+    params:
+        index=lambda wc: config["indexes"][wc.index],
     script:
         "../scripts/index.py"

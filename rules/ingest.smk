@@ -3,18 +3,18 @@
 
 rule ingest:
     input:
-        "results/datasets/{dataset}/source.json",
+        source="results/datasets/{dataset}/source.json",
     output:
         corpus="results/datasets/{dataset}/corpus.parquet",
         queries="results/datasets/{dataset}/queries.parquet",
         qrels="results/datasets/{dataset}/qrels.parquet",
         stats="results/datasets/{dataset}/stats.json",
         manifest="results/manifests/ingest/{dataset}.json",
-    params:
-        unknown_qrels=lambda wc: config["datasets"][wc.dataset]["unknown_qrels"],
     log:
         "results/logs/ingest/{dataset}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        unknown_qrels=lambda wc: config["datasets"][wc.dataset]["unknown_qrels"],
     script:
         "../scripts/ingest.py"

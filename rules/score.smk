@@ -3,16 +3,17 @@
 
 rule score:
     input:
+        source="results/datasets/{dataset}/source.json",
         run="results/runs/{dataset}/{system}.parquet",
         qrels="results/datasets/{dataset}/qrels.parquet",
     output:
         scores="results/scores/{dataset}/{system}.parquet",
         manifest="results/manifests/score/{dataset}/{system}.json",
-    params:
-        measures=config["metrics"],
     log:
         "results/logs/score/{dataset}/{system}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        measures=config["metrics"],
     script:
         "../scripts/score.py"

@@ -3,21 +3,17 @@
 from pathlib import Path
 
 import torch
-from _common import setup_logging
+from _common import start_job
 
 from irflow.embed import Encoder, embed_file
-from irflow.manifest import Manifest
 
-setup_logging(snakemake)
-wildcards, out = snakemake.wildcards, snakemake.output
+manifest = start_job(snakemake, "embed")
 torch.set_num_threads(snakemake.threads)
-spec = snakemake.config["models"][wildcards.model]
-manifest = Manifest(
-    out.manifest, stage="embed", dataset=wildcards.dataset, side=wildcards.side, settings=spec
-)
+spec = snakemake.config["models"][snakemake.wildcards.model]
 encoder = Encoder.load(spec)
-manifest.add(**encoder.provenance)
+manifest.add(settings=spec, **encoder.provenance)
+side = snakemake.wildcards.side
 manifest.add(
-    **embed_file(encoder, Path(snakemake.input.texts), wildcards.side, Path(out.embeddings))
+    **embed_file(encoder, Path(snakemake.input.texts), side, Path(snakemake.output.embeddings))
 )
 manifest.write()

@@ -3,15 +3,12 @@
 import logging
 from pathlib import Path
 
-from _common import setup_logging
+from _common import start_job
 
 from irflow.filter import run_filter
-from irflow.manifest import Manifest
 
-setup_logging(snakemake)
-out = snakemake.output
-manifest = Manifest(out.manifest, stage="filter", dataset=snakemake.wildcards.dataset)
-inp = snakemake.input
+manifest = start_job(snakemake, "filter")
+inp, out = snakemake.input, snakemake.output
 counts = run_filter(
     Path(inp.corpus),
     Path(inp.queries),

@@ -3,14 +3,14 @@
 from pathlib import Path
 
 import faiss
-from _common import setup_logging
+from _common import start_job
 
 from irflow.index import index_file
-from irflow.manifest import Manifest
 
-setup_logging(snakemake)
-wildcards, out = snakemake.wildcards, snakemake.output
+manifest = start_job(snakemake, "index")
 faiss.omp_set_num_threads(snakemake.threads)
-manifest = Manifest(out.manifest, stage="index", dataset=wildcards.dataset, model=wildcards.model)
-manifest.add(**index_file(Path(snakemake.input[0]), snakemake.params.index, Path(out.index)))
+stats = index_file(
+    Path(snakemake.input.embeddings), snakemake.params.index, Path(snakemake.output.index)
+)
+manifest.add(device="cpu", **stats)
 manifest.write()

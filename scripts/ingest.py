@@ -3,21 +3,13 @@
 import json
 from pathlib import Path
 
-from _common import setup_logging
+from _common import start_job
 
 from irflow.ingest import ingest
-from irflow.manifest import Manifest
 
-setup_logging(snakemake)
+manifest = start_job(snakemake, "ingest")
 out = snakemake.output
-source = json.loads(Path(snakemake.input[0]).read_text())
-manifest = Manifest(
-    out.manifest,
-    stage="ingest",
-    dataset=source["dataset"],
-    dataset_checksum=source["checksum"],
-    files=source["files"],
-)
+source = json.loads(Path(snakemake.input.source).read_text())
 stats = ingest(
     *(Path(source[name]) for name in ("corpus", "queries", "qrels")),
     Path(out.corpus).parent,
@@ -25,5 +17,5 @@ stats = ingest(
 )
 stats |= {"split": source["split"], "dataset_checksum": source["checksum"]}
 Path(out.stats).write_text(json.dumps(stats, indent=2) + "\n")
-manifest.add(statistics=stats)
+manifest.add(files=source["files"], statistics=stats)
 manifest.write()

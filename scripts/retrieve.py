@@ -4,28 +4,22 @@ import logging
 from pathlib import Path
 
 import faiss
-from _common import setup_logging
+from _common import start_job
 
-from irflow.manifest import Manifest
 from irflow.retrieve import bm25_search, dense_search
 from irflow.runs import write_run
 
-setup_logging(snakemake)
+manifest = start_job(snakemake, "retrieve")
 inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
 settings = snakemake.params.settings
-retriever, top_k = settings["retriever"], settings["top_k"]
-faiss.omp_set_num_threads(snakemake.threads)
-manifest = Manifest(
-    out.manifest,
-    stage="retrieve",
-    dataset=wildcards.dataset,
-    system=wildcards.system,
-    settings=settings,
+retriever, top_k, remove_self = (
+    settings["retriever"],
+    settings["top_k"],
+    settings["remove_self_matches"],
 )
+faiss.omp_set_num_threads(snakemake.threads)
 if retriever["type"] == "bm25":
-    run, timing = bm25_search(
-        Path(inp.corpus), Path(inp.queries), retriever, top_k, settings["remove_self_matches"]
-    )
+    run, timing = bm25_search(Path(inp.corpus), Path(inp.queries), retriever, top_k, remove_self)
 else:
     run, timing = dense_search(
         Path(inp.index),
@@ -33,7 +27,7 @@ else:
         Path(inp.corpus),
         Path(inp.queries),
         top_k,
-        settings["remove_self_matches"],
+        remove_self,
         retriever["query_batch_size"],
     )
 logging.getLogger("irflow.retrieve").info(
@@ -41,5 +35,5 @@ logging.getLogger("irflow.retrieve").info(
 )
 lineage = {"stage": "retrieve", "system": wildcards.system, "dataset": wildcards.dataset} | settings
 write_run(run, Path(out.run), lineage, Path(out.trec), tag=wildcards.system)
-manifest.add(**timing, rows=len(run))
+manifest.add(settings=settings, device="cpu", rows=len(run), **timing)
 manifest.write()

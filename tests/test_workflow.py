@@ -1,0 +1,244 @@
+"""End to end: the Snakemake graph on the real SciFact and ArguAna with BM25 and MiniLM.
+
+One full run per test session; the other tests read its outputs or ask Snakemake, in dry-run
+mode, which jobs a change would rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+import pytrec_eval
+import yaml
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+CHECKED = {
+    "ndcg_cut_10": "ndcg_cut.10",
+    "recall_100": "recall.100",
+    "map": "map",
+    "P_10": "P.10",
+    "ndcg_cut_1000": "ndcg_cut.1000",
+}
+
+
+def base_config(data_dir: Path, minilm: Path) -> dict:
+    return {
+        "data_dir": str(data_dir),
+        "offline": True,
+        "datasets": {
+            "scifact": {"source": {"url": "https://example.invalid/scifact.zip"}},
+            "arguana": {
+                "source": {"url": "https://example.invalid/arguana.zip"},
+                "remove_self_matches": True,
+            },
+        },
+        "models": {"minilm": {"id": str(minilm), "batch_size": 32}},
+        "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
+    }
+
+
+def snakemake(workdir: Path, config: dict, *args: str) -> str:
+    config_path = workdir / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config_path), *args],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result.stdout + result.stderr
+
+
+def planned_jobs(workdir: Path, config: dict) -> list[tuple[str, dict]]:
+    """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
+    output = snakemake(workdir, config, "--dry-run", "--cores", "1")
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        header = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if header is None:
+            continue
+        wildcards = re.search(r"^\s+wildcards: (.+)$", block, re.MULTILINE)
+        pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
+        jobs.append((header.group(1), pairs))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory, shared_datasets, minilm_path):
+    workdir = tmp_path_factory.mktemp("workflow")
+    # A data dir of our own: links to the shared data, and a real copy of ArguAna's qrels
+    # that the incremental tests may touch.
+    data_dir = workdir / "data"
+    (data_dir / "arguana" / "qrels").mkdir(parents=True)
+    (data_dir / "scifact").symlink_to(shared_datasets / "scifact")
+    for name in ("corpus.jsonl.gz", "queries.jsonl"):
+        (data_dir / "arguana" / name).symlink_to(shared_datasets / "arguana" / name)
+    shutil.copy(shared_datasets / "arguana" / "qrels" / "test.tsv", data_dir / "arguana" / "qrels")
+    config = base_config(data_dir, minilm_path)
+    snakemake(workdir, config, "--cores", "2")
+    return workdir, config, shared_datasets
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels = pd.read_csv(path, sep="\t", dtype=str)
+    nested: dict[str, dict[str, int]] = {}
+    for query_id, doc_id, score in qrels.itertuples(index=False):
+        nested.setdefault(query_id, {})[doc_id] = int(score)
+    return nested
+
+
+def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
+    run: dict[str, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        run.setdefault(query_id, {})[doc_id] = float(score)
+    return run
+
+
+@pytest.mark.parametrize("dataset", ["scifact", "arguana"])
+@pytest.mark.parametrize("system", ["bm25", "minilm"])
+def test_summary_equals_pytrec_eval_on_the_trec_run(workflow, dataset, system):
+    workdir, _, shared = workflow
+    qrels = read_qrels(shared / dataset / "qrels" / "test.tsv")
+    run = read_trec_run(workdir / "results" / "runs" / dataset / f"{system}.trec")
+    direct = pytrec_eval.RelevanceEvaluator(qrels, set(CHECKED.values())).evaluate(run)
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    mine = summary[(summary.dataset == dataset) & (summary.system == system)]
+    mine = mine.set_index("metric")
+    for metric in CHECKED:
+        # Every judged query counts; one without results would score 0.
+        expected = sum(direct.get(q, {}).get(metric, 0.0) for q in qrels) / len(qrels)
+        assert mine.loc[metric, "value"] == pytest.approx(expected, abs=1e-12), metric
+        assert mine.loc[metric, "queries"] == len(qrels)
+
+
+# Published references (see README, "Agreement with published results"); tolerance covers
+# tokeniser differences (BM25) and float/batching noise (dense).
+PUBLISHED = {
+    ("scifact", "bm25", "ndcg_cut_10"): (0.679, 0.01),
+    ("scifact", "bm25", "recall_100"): (0.925, 0.02),
+    ("arguana", "bm25", "ndcg_cut_10"): (0.414, 0.02),
+    ("scifact", "minilm", "ndcg_cut_10"): (0.6451, 0.005),
+    ("arguana", "minilm", "ndcg_cut_10"): (0.5017, 0.005),
+}
+
+
+@pytest.mark.parametrize("key", sorted(PUBLISHED))
+def test_numbers_agree_with_published_results(workflow, key):
+    workdir, _, _ = workflow
+    summary = pd.read_parquet(workdir / "results" / "summary.parquet")
+    dataset, system, metric = key
+    value = summary.query("dataset == @dataset and system == @system and metric == @metric")
+    expected, tolerance = PUBLISHED[key]
+    assert value["value"].item() == pytest.approx(expected, abs=tolerance)
+
+
+def test_arguana_self_matches_are_removed(workflow):
+    workdir, _, _ = workflow
+    for system in ("bm25", "minilm"):
+        run = pd.read_parquet(workdir / "results" / "runs" / "arguana" / f"{system}.parquet")
+        assert not (run["query_id"] == run["doc_id"]).any()
+        assert run.groupby("query_id").size().max() == 1000
+        manifest = json.loads(
+            (
+                workdir / "results" / "manifests" / "retrieve" / "arguana" / f"{system}.json"
+            ).read_text()
+        )
+        assert manifest["self_matches_removed"] > 1000
+
+
+def test_duckdb_views_cover_every_output(workflow, monkeypatch):
+    workdir, _, _ = workflow
+    monkeypatch.chdir(workdir)  # the views' paths are relative to the working directory
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
+        counts = dict(db.execute("SELECT dataset, count(*) FROM corpus GROUP BY ALL").fetchall())
+        assert counts == {"scifact": 5183, "arguana": 8674}
+        assert db.execute("SELECT count(*) FROM queries WHERE dataset = 'scifact'").fetchone() == (
+            1109,
+        )
+        assert db.execute(
+            "SELECT count(DISTINCT query_id) FROM qrels WHERE dataset = 'arguana'"
+        ).fetchone() == (1406,)
+        systems = db.execute("SELECT DISTINCT dataset, system FROM runs ORDER BY ALL").fetchall()
+        assert systems == [
+            ("arguana", "bm25"),
+            ("arguana", "minilm"),
+            ("scifact", "bm25"),
+            ("scifact", "minilm"),
+        ]
+        joined = db.execute(
+            "SELECT s.value, avg(p.value) FROM summary s "
+            "JOIN per_query p USING (dataset, system, metric) "
+            "WHERE metric = 'ndcg_cut_10' GROUP BY ALL"
+        ).fetchall()
+        assert len(joined) == 4 and all(v == pytest.approx(a) for v, a in joined)
+        revisions = db.execute(
+            "SELECT DISTINCT record->>'files_md5' FROM manifests WHERE record->>'stage' = 'embed'"
+        ).fetchall()
+        assert len(revisions) == 1 and len(revisions[0][0]) == 32
+
+
+def test_nothing_to_do_when_nothing_changed(workflow):
+    workdir, config, _ = workflow
+    assert planned_jobs(workdir, config) == []
+
+
+def test_new_model_runs_only_its_own_jobs(workflow):
+    workdir, config, _ = workflow
+    config = json.loads(json.dumps(config))
+    config["models"]["minilm-prompted"] = config["models"]["minilm"] | {"query_prompt": "query: "}
+    config["retrievers"]["minilm-prompted"] = {"type": "dense", "model": "minilm-prompted"}
+    jobs = planned_jobs(workdir, config)
+    rules = sorted(rule for rule, _ in jobs)
+    assert rules == sorted(
+        ["aggregate", "all"]
+        + ["embed"] * 4
+        + ["index"] * 2
+        + ["retrieve_dense"] * 2
+        + ["score"] * 2
+    )
+    for _, wildcards in jobs:
+        assert wildcards.get("model", "minilm-prompted") == "minilm-prompted"
+        assert wildcards.get("system", "minilm-prompted") == "minilm-prompted"
+
+
+def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
+    workdir, config, _ = workflow
+    config = json.loads(json.dumps(config))
+    config["datasets"]["arguana"]["remove_self_matches"] = False
+    jobs = planned_jobs(workdir, config)
+    assert sorted(r for r, _ in jobs) == [
+        "aggregate",
+        "all",
+        "retrieve_bm25",
+        "retrieve_dense",
+        "score",
+        "score",
+    ]
+    assert {w["dataset"] for _, w in jobs if w} == {"arguana"}
+
+
+def test_changed_dataset_file_reruns_only_its_downstream(workflow):
+    workdir, config, _ = workflow
+    qrels = workdir / "data" / "arguana" / "qrels" / "test.tsv"
+    os.utime(qrels)  # a new modification time, as after editing the file
+    jobs = planned_jobs(workdir, config)
+    assert {w["dataset"] for _, w in jobs if w} == {"arguana"}
+    assert "download" in {rule for rule, _ in jobs}
+    assert not any(w.get("dataset") == "scifact" for _, w in jobs)
