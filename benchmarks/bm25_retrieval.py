@@ -16,19 +16,17 @@ import pyarrow.parquet as pq
 import Stemmer
 from _harness import best_of, report
 
+from irflow.config import load_schema, validate_config
 from irflow.filter import queries_to_score
 from irflow.ingest import ingest
 from irflow.retrieve import bm25_search
 
-SPEC = {
-    "method": "lucene",
-    "k1": 0.9,
-    "b": 0.4,
-    "delta": 0.5,
-    "stemmer": "english",
-    "stopwords": "en",
-    "fields": "title+text",
-}
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+# The workflow's default BM25: lucene, k1 0.9, b 0.4, English stopwords, Snowball stemmer.
+SPEC = validate_config(
+    {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}, SCHEMA
+)["retrievers"]["bm25"]
 
 
 def main() -> None:
@@ -55,7 +53,7 @@ def main() -> None:
         stemmer = Stemmer.Stemmer("english")
 
         def bare():
-            model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+            model = bm25s.BM25(method=SPEC["method"], k1=SPEC["k1"], b=SPEC["b"])
             model.index(
                 bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
                 show_progress=False,

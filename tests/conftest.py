@@ -13,6 +13,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
 
+def schema_defaults(retriever: dict) -> dict:
+    """A retriever spec with the schema's defaults filled in, as the workflow sees it."""
+    from irflow.config import load_schema, validate_config
+
+    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"r": retriever}}
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    return validate_config(config, schema)["retrievers"]["r"]
+
+
 def _require(path: Path, what: str) -> Path:
     if path.exists():
         return path

@@ -7,20 +7,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import Stemmer
+from conftest import schema_defaults
 
 from irflow import contracts
 from irflow.index import index_file
 from irflow.retrieve import bm25_search, dense_search
 
-BM25 = {
-    "method": "lucene",
-    "k1": 0.9,
-    "b": 0.4,
-    "delta": 0.5,
-    "stemmer": "english",
-    "stopwords": "en",
-    "fields": "title+text",
-}
+BM25 = schema_defaults({"type": "bm25"})  # lucene, k1 0.9, b 0.4, en stopwords, Snowball
 DOCS = [
     ("d1", "Cats", "cats purr loudly"),
     ("d2", "", "dogs bark at cats"),
