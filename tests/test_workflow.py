@@ -249,8 +249,12 @@ def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
 def test_changed_dataset_file_reruns_only_its_downstream(workflow):
     workdir, config, _ = workflow
     qrels = workdir / "data" / "arguana" / "qrels" / "test.tsv"
-    os.utime(qrels)  # a new modification time, as after editing the file
-    jobs = planned_jobs(workdir, config)
-    assert {w["dataset"] for _, w in jobs if w} == {"arguana"}
+    lines = qrels.read_text().splitlines(keepends=True)
+    qrels.chmod(0o644)
+    qrels.write_text("".join(lines[:-1]))  # one judgement fewer
+    try:
+        jobs = planned_jobs(workdir, config)
+    finally:
+        qrels.write_text("".join(lines))
     assert "download" in {rule for rule, _ in jobs}
-    assert not any(w.get("dataset") == "scifact" for _, w in jobs)
+    assert {w["dataset"] for _, w in jobs if "dataset" in w} == {"arguana"}

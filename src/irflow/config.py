@@ -94,18 +94,83 @@ def validate_config(config: dict, schema: dict) -> dict:
     return config
 
 
+def reranked_name(first_stage: str, reranker: str, k: int) -> str:
+    return f"{first_stage}+{reranker}@{k}"
+
+
+def system_kinds(config: dict) -> dict[str, str]:
+    """Every system the config defines, by name: bm25, dense, fusion or rerank."""
+    kinds = {name: spec["type"] for name, spec in config["retrievers"].items()}
+    kinds |= {name: "fusion" for name in config["fusion"]}
+    for item in config["reranking"]:
+        for k in item["k"]:
+            kinds[reranked_name(item["first_stage"], item["reranker"], k)] = "rerank"
+    return kinds
+
+
+def _missing_key(path: str, value: str, table: str, known) -> str:
+    allowed = ", ".join(sorted(known)) or "none defined"
+    return f"config key '{path}': {value!r} is not a key of '{table}'; allowed values: {allowed}"
+
+
 def _cross_references(config: dict) -> list[str]:
     problems = []
     for name, retriever in config["retrievers"].items():
-        if retriever["type"] != "dense":
-            continue
-        for key, table in (("model", "models"), ("index", "indexes")):
-            if retriever[key] not in config[table]:
-                known = ", ".join(sorted(config[table])) or "none defined"
-                problems.append(
-                    f"config key 'retrievers.{name}.{key}': {retriever[key]!r} is not a key "
-                    f"of '{table}'; allowed values: {known}"
+        if retriever["type"] == "dense":
+            for key, table in (("model", "models"), ("index", "indexes")):
+                if retriever[key] not in config[table]:
+                    problems.append(
+                        _missing_key(
+                            f"retrievers.{name}.{key}", retriever[key], table, config[table]
+                        )
+                    )
+    for name, reranker in config["rerankers"].items():
+        if reranker["type"] == "bi-encoder" and reranker["model"] not in config["models"]:
+            problems.append(
+                _missing_key(
+                    f"rerankers.{name}.model", reranker["model"], "models", config["models"]
                 )
+            )
+    for name, fusion in config["fusion"].items():
+        if name in config["retrievers"]:
+            problems.append(f"config key 'fusion.{name}': the name is already a retriever's")
+        for i, run in enumerate(fusion["runs"]):
+            if run not in config["retrievers"]:
+                problems.append(
+                    _missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
+                )
+        weights = fusion["weights"]
+        if weights is not None and len(weights) != len(fusion["runs"]):
+            problems.append(
+                f"config key 'fusion.{name}.weights': {len(weights)} weights for "
+                f"{len(fusion['runs'])} runs"
+            )
+    first_stages = set(config["retrievers"]) | set(config["fusion"])
+    for i, item in enumerate(config["reranking"]):
+        if item["first_stage"] not in first_stages:
+            path = f"reranking.{i}.first_stage"
+            problems.append(_missing_key(path, item["first_stage"], "retrievers", first_stages))
+        if item["reranker"] not in config["rerankers"]:
+            path = f"reranking.{i}.reranker"
+            problems.append(_missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
+    baseline = config["significance"]["baseline"]
+    if baseline is not None and not problems and baseline not in system_kinds(config):
+        problems.append(
+            _missing_key("significance.baseline", baseline, "systems", system_kinds(config))
+        )
+    correlation = config["correlation"]
+    for group, datasets in correlation["benchmarks"].items():
+        for dataset in datasets:
+            if dataset not in config["datasets"]:
+                path = f"correlation.benchmarks.{group}"
+                problems.append(_missing_key(path, dataset, "datasets", config["datasets"]))
+    if correlation["bootstrap"] is not None:
+        for side in ("left", "right"):
+            group = correlation["bootstrap"][side]
+            if group not in correlation["benchmarks"]:
+                path = f"correlation.bootstrap.{side}"
+                known = correlation["benchmarks"]
+                problems.append(_missing_key(path, group, "correlation.benchmarks", known))
     return problems
 
 

@@ -1,0 +1,36 @@
+# correlate: how far orderings of systems agree between datasets, metrics, benchmarks and a
+# reference leaderboard; AIR-Bench's bootstrap; corpus similarity (weighted Jaccard).
+
+
+rule unigrams:
+    input:
+        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
+    output:
+        "results/datasets/{dataset}/unigrams.parquet",
+    log:
+        "results/logs/unigrams/{dataset}.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/unigrams.py"
+
+
+rule correlate:
+    input:
+        summary="results/summary.parquet",
+        per_query="results/per_query.parquet",
+        unigrams=expand("results/datasets/{dataset}/unigrams.parquet", dataset=DATASETS),
+        reference=[config["correlation"]["reference"]] if config["correlation"]["reference"] else [],
+    output:
+        correlations="results/correlations.parquet",
+        bootstrap="results/bootstrap.parquet",
+        similarity="results/corpus_similarity.parquet",
+    params:
+        settings=config["correlation"],
+        datasets=DATASETS,
+    log:
+        "results/logs/correlate.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/correlate.py"

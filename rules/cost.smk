@@ -1,0 +1,18 @@
+# cost: index size and build time, encoding throughput and per-query latency of every system,
+# gathered from the manifests of the jobs that built and ran it.
+
+
+rule cost:
+    input:
+        MANIFESTS,
+    output:
+        table="results/cost.parquet",
+    params:
+        datasets=DATASETS,
+        kinds=SYSTEM_KINDS,
+    log:
+        "results/logs/cost.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/cost.py"

@@ -1,0 +1,74 @@
+# report: the figures and tables of `snakemake --report`, also kept under results/plots/ as PNG
+# and SVG; and the DuckDB database with views over every Parquet output.
+
+
+rule plots:
+    input:
+        per_query="results/per_query.parquet",
+        summary="results/summary.parquet",
+        cost="results/cost.parquet",
+        significance="results/significance.parquet",
+        correlations="results/correlations.parquet",
+        similarity="results/corpus_similarity.parquet",
+    output:
+        quality=report(
+            "results/plots/quality.png", caption="../report/quality.rst", category="Quality"
+        ),
+        significance=report(
+            "results/plots/significance.png",
+            caption="../report/significance.rst",
+            category="Significance",
+        ),
+        correlation_datasets=report(
+            "results/plots/correlation_datasets.png",
+            caption="../report/correlation.rst",
+            category="Correlation",
+        ),
+        correlation_metrics=report(
+            "results/plots/correlation_metrics.png",
+            caption="../report/correlation.rst",
+            category="Correlation",
+        ),
+        similarity=report(
+            "results/plots/corpus_similarity.png",
+            caption="../report/similarity.rst",
+            category="Correlation",
+        ),
+        latency=report(
+            "results/plots/latency_quality.png",
+            caption="../report/latency_quality.rst",
+            category="Cost",
+        ),
+        results_table=report(
+            "results/report/results_table.html",
+            caption="../report/results_table.rst",
+            category="Tables",
+        ),
+        cost_table=report(
+            "results/report/cost_table.html",
+            caption="../report/cost_table.rst",
+            category="Tables",
+        ),
+    params:
+        metric=config["correlation"]["metric"],
+        significance_metric=config["significance"]["metrics"][0],
+        report_metrics=config["report_metrics"],
+    log:
+        "results/logs/plots.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/plots.py"
+
+
+rule database:
+    input:
+        unpack(database_inputs),
+    output:
+        "results/irflow.duckdb",
+    log:
+        "results/logs/database.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/database.py"

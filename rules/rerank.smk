@@ -1,0 +1,24 @@
+# rerank: each first-stage run's top k rescored by a cross-encoder or a bi-encoder; the result
+# is a run like any other, its lineage (first stage, k, reranker) in the file's metadata.
+
+
+rule rerank:
+    input:
+        unpack(rerank_inputs),
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/rerank/{dataset}/{system}.json",
+    wildcard_constraints:
+        system=one_of(RERANKED),
+    params:
+        settings=rerank_settings,
+    threads: workflow.cores
+    resources:
+        gpu=1,
+    log:
+        "results/logs/rerank/{dataset}/{system}.log",
+    conda:
+        "../envs/models.yaml"
+    script:
+        "../scripts/rerank.py"

@@ -1,0 +1,67 @@
+"""Snakemake script for rule correlate: see irflow.correlate."""
+
+from collections import Counter
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _common import setup_logging
+
+from irflow import contracts
+from irflow.correlate import (
+    against_reference,
+    between_benchmarks,
+    between_datasets,
+    between_metrics,
+    bootstrap_correlation,
+    corpus_similarity,
+    load_reference,
+)
+
+setup_logging(snakemake)
+settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
+summary = pd.read_parquet(inp.summary)
+metric = settings["metric"]
+quality = summary[
+    summary["metric"].isin(pd.read_parquet(inp.per_query, columns=["metric"])["metric"].unique())
+]
+
+tables = [between_datasets(quality, metric).assign(kind="datasets", metric=metric)]
+tables.append(between_metrics(quality).assign(kind="metrics", metric="(all)"))
+if settings["benchmarks"]:
+    tables.append(
+        between_benchmarks(quality, settings["benchmarks"], metric).assign(
+            kind="benchmarks", metric=metric
+        )
+    )
+if inp.reference:
+    reference = against_reference(quality, load_reference(inp.reference[0]), metric)
+    tables.append(
+        reference.rename(columns={"benchmark": "right"}).assign(
+            left="irflow", kind="reference", metric=metric
+        )
+    )
+correlations = pd.concat(tables, ignore_index=True)
+contracts.write_table(pa.Table.from_pandas(correlations, preserve_index=False), out.correlations)
+
+draws = pd.DataFrame(columns=["draw", "sampled_queries", "spearman", "kendall"])
+if settings["bootstrap"] is not None:
+    boot = settings["bootstrap"]
+    draws = bootstrap_correlation(
+        pd.read_parquet(inp.per_query),
+        metric,
+        settings["benchmarks"][boot["left"]],
+        settings["benchmarks"][boot["right"]],
+        resamples=boot["resamples"],
+        sample_size=boot["sample_size"],
+        seed=boot["seed"],
+    ).assign(left=boot["left"], right=boot["right"])
+contracts.write_table(pa.Table.from_pandas(draws, preserve_index=False), out.bootstrap)
+
+counts = {
+    dataset: Counter(dict(zip(*pq.read_table(path).to_pydict().values())))
+    for dataset, path in zip(snakemake.params.datasets, inp.unigrams)
+}
+similarity = corpus_similarity(counts).rename_axis(index="left", columns="right")
+long = similarity.stack().rename("similarity").reset_index()
+contracts.write_table(pa.Table.from_pandas(long, preserve_index=False), out.similarity)

@@ -1,0 +1,44 @@
+"""Snakemake script for rule plots: see irflow.plots."""
+
+from pathlib import Path
+
+import pandas as pd
+from _common import setup_logging
+
+from irflow.aggregate import wide_table
+from irflow.plots import bar_charts, latency_quality, matrix, significance_matrices
+
+setup_logging(snakemake)
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+per_query = pd.read_parquet(inp.per_query)
+summary = pd.read_parquet(inp.summary)
+cost = pd.read_parquet(inp.cost)
+
+bar_charts(per_query, params.metric, Path(out.quality))
+significance_matrices(
+    pd.read_parquet(inp.significance), params.significance_metric, Path(out.significance)
+)
+correlations = pd.read_parquet(inp.correlations)
+for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.correlation_metrics)):
+    pairs = correlations[correlations["kind"] == kind]
+    table = pairs.pivot(index="left", columns="right", values="spearman")
+    matrix(table, f"Spearman correlation of system orderings between {kind}", Path(path))
+similarity = pd.read_parquet(inp.similarity).pivot(
+    index="left", columns="right", values="similarity"
+)
+matrix(
+    similarity, "Corpus similarity (weighted Jaccard)", Path(out.similarity), vmin=0, cmap="viridis"
+)
+
+quality = summary[summary["metric"] == params.metric][["dataset", "system", "value"]]
+latency_quality(cost.merge(quality, on=["dataset", "system"]), params.metric, Path(out.latency))
+
+tables = "".join(
+    f"<h3>{metric}</h3>" + wide_table(summary, metric).to_html(float_format="{:.4f}".format)
+    for metric in params.report_metrics
+)
+Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
+Path(out.results_table).write_text(tables, encoding="utf-8")
+Path(out.cost_table).write_text(
+    cost.to_html(index=False, float_format="{:.3f}".format, na_rep="–"), encoding="utf-8"
+)

@@ -1,0 +1,61 @@
+"""Snakemake script for rule rerank: see irflow.rerank."""
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import torch
+from _common import start_job
+
+from irflow import contracts
+from irflow.embed import Encoder
+from irflow.rerank import BiEncoderScorer, CrossEncoderScorer, rerank, top_candidates
+from irflow.runs import write_run
+
+manifest = start_job(snakemake, "rerank")
+torch.set_num_threads(snakemake.threads)
+inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
+settings = snakemake.params.settings
+spec, k = settings["reranker"], settings["k"]
+
+first_stage = pd.read_parquet(inp.run)
+candidates = pc.unique(pc.array(top_candidates(first_stage, k)["doc_id"]))
+corpus = pq.read_table(inp.corpus)
+corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=candidates)).to_pydict()
+documents = {
+    doc_id: f"{title} {text}".strip()
+    for doc_id, title, text in zip(corpus["doc_id"], corpus["title"], corpus["text"])
+}
+queries = pq.read_table(inp.queries).to_pydict()
+queries = dict(zip(queries["query_id"], queries["text"]))
+
+if spec["type"] == "cross-encoder":
+    scorer = CrossEncoderScorer.load(spec)
+    provenance = scorer.provenance
+else:
+    encoder = Encoder.load(snakemake.config["models"][spec["model"]])
+    cached = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
+    scorer = BiEncoderScorer(encoder, cached, documents if cached else None)
+    provenance = encoder.provenance | {"reused_embeddings": cached is not None}
+
+run, latency = rerank(first_stage, queries, documents, scorer, k)
+lineage = {
+    "stage": "rerank",
+    "system": wildcards.system,
+    "dataset": wildcards.dataset,
+    "first_stage": settings["first_stage"],
+    "k": k,
+    "reranker": settings["reranker_name"],
+    "first_stage_lineage": contracts.read_lineage(inp.run),
+}
+write_run(run, Path(out.run), lineage, Path(out.trec), tag=wildcards.system)
+manifest.add(
+    settings=settings,
+    first_stage=settings["first_stage"],
+    k=k,
+    latency=latency,
+    rows=len(run),
+    **provenance,
+)
+manifest.write()

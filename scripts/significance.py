@@ -1,0 +1,25 @@
+"""Snakemake script for rule significance: see irflow.significance."""
+
+import pandas as pd
+import pyarrow as pa
+from _common import setup_logging
+
+from irflow import contracts
+from irflow.significance import paired_comparisons
+
+setup_logging(snakemake)
+settings = snakemake.params.settings
+per_query = pd.read_parquet(snakemake.input.per_query)
+per_query = per_query[per_query["metric"].isin(settings["metrics"])]
+options = {
+    "permutations": settings["permutations"],
+    "seed": settings["seed"],
+    "alpha": settings["alpha"],
+}
+# Two families per (dataset, metric): all pairs, and each system against the baseline.
+families = [paired_comparisons(per_query, **options).assign(family="all pairs")]
+if settings["baseline"] is not None:
+    against = paired_comparisons(per_query, baseline=settings["baseline"], **options)
+    families.append(against.assign(family=f"against {settings['baseline']}"))
+table = pd.concat(families, ignore_index=True)
+contracts.write_table(pa.Table.from_pandas(table, preserve_index=False), snakemake.output.table)

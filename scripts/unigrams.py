@@ -1,0 +1,20 @@
+"""Snakemake script for rule unigrams: a corpus's unigram counts for corpus similarity."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _common import setup_logging
+from bm25s.stopwords import STOPWORDS_EN
+
+from irflow import contracts
+from irflow.correlate import unigram_counts
+
+setup_logging(snakemake)
+corpus = pq.ParquetFile(snakemake.input.corpus)
+texts = (
+    f"{title} {text}"
+    for batch in corpus.iter_batches(50_000, columns=["title", "text"])
+    for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist())
+)
+counts = unigram_counts(texts, frozenset(STOPWORDS_EN))
+table = pa.table({"token": list(counts), "count": list(counts.values())})
+contracts.write_table(table, snakemake.output[0])

@@ -1,0 +1,294 @@
+"""correlate: do two evaluations rank the systems the same way?
+
+Rank correlations (Spearman's rho, Kendall's tau-b, both from scipy) between system scores:
+across datasets, across metrics, against published numbers (e.g. MTEB), and between groups
+of datasets ("benchmarks"), plus AIR-Bench's bootstrap check of how stable that agreement is
+when one side is a sample of its queries. BEIR's weighted Jaccard similarity of the corpora's
+unigram distributions (appendix F) says how alike the datasets' vocabularies are, which helps
+to read the correlations.
+
+Unless said otherwise a system's score over several datasets is the plain mean of its
+per-dataset scores, and a system missing any of those datasets is left out of that
+correlation rather than compared on a different set of datasets.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import unicodedata
+import warnings
+from collections import Counter
+from collections.abc import Iterable
+from functools import cache
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+PAIR_COLUMNS = ["left", "right", "systems", "spearman", "spearman_p", "kendall", "kendall_p"]
+REFERENCE_COLUMNS = ["system", "benchmark", "score"]
+MIN_SYSTEMS = 3
+
+
+def rank_correlation(a: pd.Series, b: pd.Series) -> dict:
+    """Spearman and Kendall (tau-b) on the systems both Series score (index = system).
+
+    Fewer than three systems, or a side that scores them all the same, gives NaN values.
+    """
+    both = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+    result = {
+        "systems": len(both),
+        "spearman": np.nan,
+        "spearman_p": np.nan,
+        "kendall": np.nan,
+        "kendall_p": np.nan,
+    }
+    if len(both) < MIN_SYSTEMS:
+        return result
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        spearman = stats.spearmanr(both["a"], both["b"])
+        kendall = stats.kendalltau(both["a"], both["b"], variant="b")
+    result["spearman"] = float(spearman.statistic)
+    result["spearman_p"] = float(spearman.pvalue)
+    result["kendall"] = float(kendall.statistic)
+    result["kendall_p"] = float(kendall.pvalue)
+    return result
+
+
+def _scores(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Systems x datasets for one metric."""
+    selected = summary[summary["metric"] == metric]
+    if selected.empty:
+        known = ", ".join(sorted(summary["metric"].unique()))
+        raise ValueError(f"metric {metric!r} was not computed; computed metrics: {known}")
+    return selected.pivot(index="system", columns="dataset", values="value")
+
+
+def _group_mean(table: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """Mean over ``columns``; NaN (so left out) for a system missing any of them."""
+    return table[columns].mean(axis=1, skipna=False)
+
+
+def _pairwise(table: pd.DataFrame) -> pd.DataFrame:
+    """Every ordered pair of columns, diagonal included, so it pivots into a full matrix."""
+    names = sorted(table.columns)
+    rows = [
+        {"left": left, "right": right} | rank_correlation(table[left], table[right])
+        for left, right in product(names, repeat=2)
+    ]
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def between_datasets(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Do the datasets agree on which systems are better (BEIR's question)?"""
+    return _pairwise(_scores(summary, metric))
+
+
+def between_metrics(summary: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
+    """Do the metrics agree, on one dataset or on the mean over datasets?"""
+    if dataset is not None:
+        selected = summary[summary["dataset"] == dataset]
+        if selected.empty:
+            known = ", ".join(sorted(summary["dataset"].unique()))
+            raise ValueError(f"dataset {dataset!r} has no scores; datasets: {known}")
+        return _pairwise(selected.pivot(index="system", columns="metric", values="value"))
+    per_dataset = summary.pivot(index=["system", "metric"], columns="dataset", values="value")
+    means = per_dataset.mean(axis=1, skipna=False).unstack("metric")
+    return _pairwise(means)
+
+
+def load_reference(path: str | Path) -> pd.DataFrame:
+    """Published scores (``system, benchmark, score``), checked so errors name the file line."""
+    reference = pd.read_csv(path, dtype={"system": str, "benchmark": str})
+    for column in REFERENCE_COLUMNS:
+        if column not in reference.columns:
+            found = ", ".join(map(str, reference.columns))
+            raise ValueError(f"{path}: missing column {column!r} (found: {found})")
+    reference = reference[REFERENCE_COLUMNS].copy()
+    # Line numbers as an editor shows them: the header is line 1.
+    lines = reference.index + 2
+    duplicated = reference.duplicated(["system", "benchmark"], keep="first")
+    if duplicated.any():
+        line = lines[duplicated.to_numpy()][0]
+        row = reference[duplicated].iloc[0]
+        raise ValueError(
+            f"{path}, line {line}: duplicate score for system {row['system']!r} "
+            f"on benchmark {row['benchmark']!r}"
+        )
+    scores = pd.to_numeric(reference["score"], errors="coerce")
+    bad = scores.isna()
+    if bad.any():
+        line = lines[bad.to_numpy()][0]
+        raise ValueError(f"{path}, line {line}: score {reference['score'][bad].iloc[0]!r}")
+    reference["score"] = scores.astype(float)
+    return reference
+
+
+def against_reference(summary: pd.DataFrame, reference: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Does irflow rank the systems as the published numbers do, per benchmark and on average?
+
+    A benchmark is a dataset name. The ``(mean)`` row compares means over the benchmarks
+    both sides have.
+    """
+    ours = _scores(summary, metric)
+    theirs = reference.pivot(index="system", columns="benchmark", values="score")
+    common = sorted(set(ours.columns) & set(theirs.columns))
+    if not common:
+        raise ValueError(
+            f"no benchmark of the reference ({', '.join(sorted(theirs.columns))}) "
+            f"is an irflow dataset ({', '.join(sorted(ours.columns))})"
+        )
+    rows = [{"benchmark": name} | rank_correlation(ours[name], theirs[name]) for name in common]
+    rows.append(
+        {"benchmark": "(mean)"}
+        | rank_correlation(_group_mean(ours, common), _group_mean(theirs, common))
+    )
+    return pd.DataFrame(rows, columns=["benchmark", *PAIR_COLUMNS[2:]])
+
+
+def between_benchmarks(
+    summary: pd.DataFrame, groups: dict[str, list[str]], metric: str
+) -> pd.DataFrame:
+    """Do groups of datasets agree? A system's group score is its mean over the group.
+
+    Every ordered pair of groups, diagonal included, like between_datasets.
+    """
+    table = _scores(summary, metric)
+    for name, datasets in groups.items():
+        missing = sorted(set(datasets) - set(table.columns))
+        if missing or not datasets:
+            raise ValueError(
+                f"benchmark {name!r}: no {metric} scores for datasets {missing or datasets}"
+            )
+    means = pd.DataFrame({name: _group_mean(table, list(ds)) for name, ds in groups.items()})
+    return _pairwise(means)
+
+
+def bootstrap_correlation(
+    per_query: pd.DataFrame,
+    metric: str,
+    left: list[str],
+    right: list[str],
+    *,
+    resamples: int = 30,
+    sample_size: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Would the left group rank systems as the right one does from only a sample of queries?
+
+    AIR-Bench's check. Each draw samples ``sample_size`` (dataset, query) pairs of the left
+    group without replacement (all of them if there are fewer), scores each system by its
+    mean over the sampled queries (a query a system lacks scores 0), and correlates that with
+    the right group's full scores (mean over its datasets of the per-dataset means).
+    """
+    selected = per_query[per_query["metric"] == metric]
+    for side, datasets in (("left", left), ("right", right)):
+        missing = sorted(set(datasets) - set(selected["dataset"]))
+        if missing or not datasets:
+            raise ValueError(f"{side} group: no {metric} scores for datasets {missing or datasets}")
+    right_table = (
+        selected[selected["dataset"].isin(right)]
+        .groupby(["system", "dataset"])["value"]
+        .mean()
+        .unstack("dataset")
+    )
+    right_scores = _group_mean(right_table, list(right))
+    left_table = (
+        selected[selected["dataset"].isin(left)]
+        .pivot(index=["dataset", "query_id"], columns="system", values="value")
+        .sort_index()
+        .fillna(0.0)
+    )
+    values = left_table.to_numpy(dtype=float)
+    take = min(sample_size, len(values))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for draw in range(resamples):
+        sample = rng.choice(len(values), size=take, replace=False)
+        left_scores = pd.Series(values[sample].mean(axis=0), index=left_table.columns)
+        correlation = rank_correlation(left_scores, right_scores)
+        rows.append(
+            {
+                "draw": draw,
+                "sampled_queries": take,
+                "spearman": correlation["spearman"],
+                "kendall": correlation["kendall"],
+            }
+        )
+    return pd.DataFrame(rows, columns=["draw", "sampled_queries", "spearman", "kendall"])
+
+
+def summarize_bootstrap(draws: pd.DataFrame) -> dict:
+    """Spread of the bootstrap correlations: mean, std (ddof=1), min, 5th/95th percentile."""
+    summary: dict = {"draws": len(draws)}
+    for column in ("spearman", "kendall"):
+        values = draws[column].dropna()
+        summary[f"{column}_mean"] = float(values.mean())
+        summary[f"{column}_std"] = float(values.std(ddof=1))
+        summary[f"{column}_min"] = float(values.min())
+        summary[f"{column}_p5"] = float(values.quantile(0.05))
+        summary[f"{column}_p95"] = float(values.quantile(0.95))
+    return summary
+
+
+def weighted_jaccard(counts_a: Counter, counts_b: Counter) -> float:
+    """BEIR (appendix F): sum of min over sum of max of the two unigram probabilities.
+
+    Normalising first makes corpora of different sizes comparable. NaN if either is empty.
+    """
+    total_a, total_b = sum(counts_a.values()), sum(counts_b.values())
+    if total_a <= 0 or total_b <= 0:
+        return float("nan")
+    smaller, larger = [], []
+    for word in counts_a.keys() | counts_b.keys():
+        p_a, p_b = counts_a.get(word, 0) / total_a, counts_b.get(word, 0) / total_b
+        smaller.append(min(p_a, p_b))
+        larger.append(max(p_a, p_b))
+    return math.fsum(smaller) / math.fsum(larger)
+
+
+@cache
+def _token_pattern() -> re.Pattern:
+    """``\\w`` plus combining marks, which Python's ``\\w`` lacks.
+
+    Without the marks, vowelled Arabic (kasra, fatha, ...) or Devanagari vowel signs would
+    split every word into letters.
+    """
+    marks = [
+        code
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)) in ("Mn", "Mc", "Me")
+    ]
+    ranges, start = [], marks[0]
+    for previous, code in zip(marks, [*marks[1:], None]):
+        if code != previous + 1:
+            ranges.append(f"{chr(start)}-{chr(previous)}" if previous > start else chr(start))
+            start = code
+    return re.compile(r"[\w" + "".join(ranges) + "]+")
+
+
+def unigram_counts(texts: Iterable[str], stopwords: frozenset[str] = frozenset()) -> Counter:
+    """Lowercased word tokens (any script) and how often they occur, stopwords left out."""
+    pattern = _token_pattern()
+    counts: Counter = Counter()
+    for text in texts:
+        counts.update(pattern.findall(text.lower()))
+    for word in stopwords:
+        counts.pop(word.lower(), None)
+    return counts
+
+
+def corpus_similarity(counts: dict[str, Counter]) -> pd.DataFrame:
+    """Datasets x datasets weighted Jaccard similarity (symmetric, diagonal 1)."""
+    names = sorted(counts)
+    matrix = pd.DataFrame(1.0, index=names, columns=names)
+    for i, left in enumerate(names):
+        for right in names[i + 1 :]:
+            similarity = weighted_jaccard(counts[left], counts[right])
+            matrix.loc[left, right] = matrix.loc[right, left] = similarity
+    return matrix

@@ -1,0 +1,108 @@
+"""cost: what each system costs, BEIR's table 3 measured: index size and build time, encoding
+throughput, and per-query latency (median and p95) on the device that ran it.
+
+Latency is measured per query, one query at a time, on the first ``latency_queries`` scored
+queries; stages that run one after another (query encoding, search, reranking, each input of a
+fusion) add up query by query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+
+def time_each(function: Callable[[object], object], items: Iterable) -> list[float]:
+    """Wall-clock seconds of ``function(item)`` for each item, one at a time."""
+    seconds = []
+    for item in items:
+        started = time.perf_counter()
+        function(item)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
+    """Per-query latency of stages run one after another: the sum, over queries all measured."""
+    common = set.intersection(*(set(latency) for latency in latencies))
+    return {query: sum(latency[query] for latency in latencies) for query in sorted(common)}
+
+
+class Manifests(Protocol):
+    def __call__(self, stage: str, *names: str) -> dict: ...
+
+
+class CostModel:
+    """Cost rows for the systems of one config, from the manifests their jobs wrote."""
+
+    def __init__(self, config: dict, kinds: dict[str, str], manifest: Manifests):
+        self.config, self.kinds, self.manifest = config, kinds, manifest
+
+    def latency(self, dataset: str, system: str) -> dict[str, float]:
+        kind = self.kinds[system]
+        if kind == "bm25":
+            return self.manifest("retrieve", dataset, system)["latency"]
+        if kind == "dense":
+            model = self.config["retrievers"][system]["model"]
+            encode = self.manifest("embed", dataset, model, "queries")["latency"]
+            return in_sequence(encode, self.manifest("retrieve", dataset, system)["latency"])
+        if kind == "fusion":
+            runs = self.config["fusion"][system]["runs"]
+            return in_sequence(*(self.latency(dataset, run) for run in runs))
+        rerank = self.manifest("rerank", dataset, system)
+        return in_sequence(self.latency(dataset, rerank["first_stage"]), rerank["latency"])
+
+    def row(self, dataset: str, system: str) -> dict:
+        latency_ms = 1000 * np.array(list(self.latency(dataset, system).values()))
+        row = {
+            "dataset": dataset,
+            "system": system,
+            "kind": self.kinds[system],
+            "latency_median_ms": float(np.median(latency_ms)),
+            "latency_p95_ms": float(np.percentile(latency_ms, 95)),
+            "latency_queries": len(latency_ms),
+        }
+        return row | self._index(dataset, system)
+
+    def _index(self, dataset: str, system: str) -> dict:
+        kind = self.kinds[system]
+        if kind == "bm25":
+            retrieve = self.manifest("retrieve", dataset, system)
+            return {
+                "index_bytes": retrieve["index_bytes"],
+                "index_build_seconds": retrieve["index_seconds"],
+                "device": "cpu",
+            }
+        if kind == "dense":
+            spec = self.config["retrievers"][system]
+            index = self.manifest("index", dataset, spec["model"], spec["index"])
+            corpus = self.manifest("embed", dataset, spec["model"], "corpus")
+            return {
+                "index_bytes": index["index_bytes"],
+                "index_build_seconds": index["build_seconds"],
+                "encode_docs_per_second": corpus["rows"] / corpus["encode_seconds"],
+                "device": corpus["device"],
+            }
+        if kind == "rerank":
+            return {"device": self.manifest("rerank", dataset, system)["device"]}
+        return {}
+
+    def table(self, datasets: list[str]) -> pd.DataFrame:
+        rows = [self.row(d, s) for d in datasets for s in sorted(self.kinds)]
+        columns = [
+            "dataset",
+            "system",
+            "kind",
+            "device",
+            "index_bytes",
+            "index_build_seconds",
+            "encode_docs_per_second",
+            "latency_median_ms",
+            "latency_p95_ms",
+            "latency_queries",
+        ]
+        return pd.DataFrame(rows).reindex(columns=columns)

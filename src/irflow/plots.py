@@ -1,0 +1,142 @@
+"""plots: the figures of the report, each written as PNG and SVG so people can reuse them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on clusters and in CI
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def save(figure, path: Path) -> None:
+    """Write ``path`` (PNG) and the same figure as SVG beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path.with_suffix(".svg"), bbox_inches="tight")
+    plt.close(figure)
+
+
+def confidence_intervals(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Mean and t-interval of each (dataset, system) over its queries."""
+    rows = []
+    for (dataset, system), values in per_query.groupby(["dataset", "system"])["value"]:
+        mean, sem = values.mean(), stats.sem(values) if len(values) > 1 else 0.0
+        half = sem * stats.t.ppf((1 + level) / 2, len(values) - 1) if sem > 0 else 0.0
+        rows.append(
+            {
+                "dataset": dataset,
+                "system": system,
+                "mean": mean,
+                "low": mean - half,
+                "high": mean + half,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def bar_charts(per_query: pd.DataFrame, metric: str, path: Path) -> None:
+    """One panel per dataset: each system's mean with its 95% confidence interval."""
+    intervals = confidence_intervals(per_query[per_query["metric"] == metric])
+    datasets = sorted(intervals["dataset"].unique())
+    systems = sorted(intervals["system"].unique())
+    figure, axes = plt.subplots(
+        1,
+        len(datasets),
+        figsize=(2 + 1.2 * len(systems) * len(datasets), 4),
+        squeeze=False,
+        sharey=True,
+    )
+    colors = plt.cm.tab10(np.arange(len(systems)) % 10)
+    for axis, dataset in zip(axes[0], datasets):
+        rows = intervals[intervals["dataset"] == dataset].set_index("system").reindex(systems)
+        errors = [rows["mean"] - rows["low"], rows["high"] - rows["mean"]]
+        axis.bar(range(len(systems)), rows["mean"], yerr=errors, color=colors, capsize=3)
+        axis.set_xticks(range(len(systems)), systems, rotation=45, ha="right")
+        axis.set_title(dataset)
+    axes[0][0].set_ylabel(f"{metric} (mean, 95% CI)")
+    save(figure, path)
+
+
+def _heatmap(axis, values: pd.DataFrame, labels: pd.DataFrame | None, vmin, vmax, cmap):
+    numbers = values.to_numpy(dtype=float)
+    image = axis.imshow(numbers, cmap=cmap, vmin=vmin, vmax=vmax)
+    axis.set_xticks(range(values.shape[1]), values.columns, rotation=45, ha="right")
+    axis.set_yticks(range(values.shape[0]), values.index)
+    for (i, j), value in np.ndenumerate(numbers):
+        text = (
+            labels.iat[i, j] if labels is not None else ("" if np.isnan(value) else f"{value:.2f}")
+        )
+        axis.text(j, i, text, ha="center", va="center", fontsize=8)
+    return image
+
+
+def matrix(
+    values: pd.DataFrame,
+    title: str,
+    path: Path,
+    *,
+    vmin: float = -1.0,
+    vmax: float = 1.0,
+    cmap: str = "RdBu",
+) -> None:
+    """A heatmap of a table, each cell annotated with its value."""
+    size = max(3.0, 0.7 * max(values.shape) + 2)
+    figure, axis = plt.subplots(figsize=(size, size * 0.85))
+    figure.colorbar(_heatmap(axis, values, None, vmin, vmax, cmap), ax=axis, shrink=0.8)
+    axis.set_title(title)
+    save(figure, path)
+
+
+def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) -> None:
+    """Per dataset, the difference row − column; a star where it is significant."""
+    rows = comparisons[(comparisons["metric"] == metric) & (comparisons["family"] == "all pairs")]
+    datasets = sorted(rows["dataset"].unique())
+    systems = sorted(set(rows["system_a"]) | set(rows["system_b"]))
+    size = 0.7 * len(systems) + 2
+    figure, axes = plt.subplots(
+        1, len(datasets), figsize=(size * len(datasets), size), squeeze=False
+    )
+    limit = max(rows["difference"].abs().max(), 1e-9)
+    for axis, dataset in zip(axes[0], datasets):
+        values = pd.DataFrame(np.nan, index=systems, columns=systems)
+        labels = pd.DataFrame("", index=systems, columns=systems)
+        for row in rows[rows["dataset"] == dataset].itertuples():
+            star = "*" if row.significant else ""
+            for a, b, sign in ((row.system_a, row.system_b, 1), (row.system_b, row.system_a, -1)):
+                values.loc[a, b] = sign * row.difference
+                labels.loc[a, b] = f"{sign * row.difference:+.3f}{star}"
+        image = _heatmap(axis, values, labels, -limit, limit, "RdBu")
+        axis.set_title(dataset)
+    figure.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label=f"{metric}: row − column")
+    save(figure, path)
+
+
+def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
+    """Median query latency against quality, one marker per (dataset, system)."""
+    figure, axis = plt.subplots(figsize=(7, 5))
+    markers = dict(zip(sorted(points["dataset"].unique()), "osD^vP*X"))
+    for system, rows in points.groupby("system"):
+        for _, row in rows.iterrows():
+            axis.scatter(
+                row["latency_median_ms"],
+                row["value"],
+                marker=markers[row["dataset"]],
+                label=f"{system} / {row['dataset']}",
+            )
+            axis.annotate(
+                system,
+                (row["latency_median_ms"], row["value"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    axis.set_xscale("log")
+    axis.set_xlabel("median latency per query (ms, log scale)")
+    axis.set_ylabel(metric)
+    axis.legend(fontsize=6, loc="best")
+    save(figure, path)

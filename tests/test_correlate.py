@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from irflow.correlate import (
+    PAIR_COLUMNS,
+    against_reference,
+    between_benchmarks,
+    between_datasets,
+    between_metrics,
+    bootstrap_correlation,
+    corpus_similarity,
+    load_reference,
+    rank_correlation,
+    summarize_bootstrap,
+    unigram_counts,
+    weighted_jaccard,
+)
+
+SYSTEMS = ["bm25", "contriever", "dpr", "e5", "tas-b"]
+
+
+def summary_frame(scores: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    """Summary rows from {(dataset, metric): one score per system in SYSTEMS}."""
+    return pd.DataFrame(
+        [
+            (dataset, system, metric, float(value), 100)
+            for (dataset, metric), values in scores.items()
+            for system, value in zip(SYSTEMS, values)
+        ],
+        columns=["dataset", "system", "metric", "value", "queries"],
+    )
+
+
+def test_ranking_with_itself_and_reversed():
+    scores = pd.Series([0.1, 0.4, 0.3, 0.9, 0.5], index=SYSTEMS)
+    same = rank_correlation(scores, scores)
+    assert same["systems"] == 5
+    assert same["spearman"] == pytest.approx(1.0) and same["kendall"] == pytest.approx(1.0)
+    reversed_ = rank_correlation(scores, -scores)
+    assert reversed_["spearman"] == pytest.approx(-1.0)
+    assert reversed_["kendall"] == pytest.approx(-1.0)
+
+
+def test_one_swap_of_four_matches_the_formulas():
+    a = pd.Series([1.0, 2.0, 3.0, 4.0], index=["w", "x", "y", "z"])
+    # Reordered index and an extra system only b has: aligned on the common four.
+    b = pd.Series([4.0, 3.0, 2.0, 1.0, 9.0], index=["z", "y", "w", "x", "only_b"])
+    result = rank_correlation(a, b)
+    assert result["systems"] == 4
+    # rho = 1 - 6 * sum(d^2) / (n (n^2 - 1)) = 1 - 6 * 2 / 60
+    assert result["spearman"] == pytest.approx(0.8)
+    # tau = (concordant - discordant) / pairs = (5 - 1) / 6
+    assert result["kendall"] == pytest.approx(2 / 3)
+    assert 0 < result["spearman_p"] < 1 and 0 < result["kendall_p"] < 1
+
+
+def test_too_few_systems_is_nan():
+    a = pd.Series([1.0, 2.0, 3.0], index=["x", "y", "z"])
+    result = rank_correlation(a, a.drop("z"))
+    assert result["systems"] == 2
+    assert np.isnan(result["spearman"]) and np.isnan(result["kendall_p"])
+
+
+def test_between_datasets_is_a_symmetric_matrix_with_unit_diagonal():
+    rng = np.random.default_rng(0)
+    summary = summary_frame({(d, "ndcg_cut_10"): rng.uniform(0, 1, 5) for d in ["a", "b", "c"]})
+    result = between_datasets(summary, "ndcg_cut_10")
+    assert list(result.columns) == PAIR_COLUMNS
+    assert len(result) == 9
+    for column in ("spearman", "kendall"):
+        matrix = result.pivot(index="left", columns="right", values=column)
+        np.testing.assert_allclose(np.diag(matrix), 1.0)
+        np.testing.assert_allclose(matrix, matrix.T)
+    assert (result["systems"] == 5).all()
+    with pytest.raises(ValueError, match="not computed"):
+        between_datasets(summary, "map")
+
+
+def test_between_metrics_uses_the_mean_over_datasets():
+    summary = summary_frame(
+        {
+            ("d1", "m1"): [1, 2, 3, 4, 5],
+            ("d2", "m1"): [1, 2, 3, 4, 5],
+            ("d1", "m2"): [5, 4, 3, 2, 1],
+            # d2 flips m2's order with larger values, so the mean agrees with m1.
+            ("d2", "m2"): [10, 20, 30, 40, 50],
+        }
+    )
+    on_d1 = between_metrics(summary, "d1").set_index(["left", "right"])
+    assert on_d1.loc[("m1", "m2"), "spearman"] == pytest.approx(-1.0)
+    overall = between_metrics(summary).set_index(["left", "right"])
+    assert overall.loc[("m1", "m2"), "spearman"] == pytest.approx(1.0)
+    assert overall.loc[("m2", "m1"), "kendall"] == pytest.approx(1.0)
+
+
+def test_between_benchmarks_uses_group_means():
+    summary = summary_frame(
+        {
+            ("d1", "m"): [5, 4, 3, 2, 1],
+            ("d2", "m"): [10, 20, 30, 40, 50],
+            ("d3", "m"): [1, 2, 3, 4, 5],
+            ("d4", "m"): [3, 1, 2, 5, 4],
+        }
+    )
+    result = between_benchmarks(summary, {"g1": ["d1", "d2"], "g2": ["d3"], "g3": ["d4"]}, "m")
+    assert list(result.columns) == PAIR_COLUMNS
+    assert len(result) == 9
+    result = result.set_index(["left", "right"])
+    assert result.loc[("g1", "g2"), "spearman"] == pytest.approx(1.0)
+    assert result.loc[("g1", "g1"), "kendall"] == pytest.approx(1.0)
+    # g3 ranks [3, 1, 2, 5, 4]: sum d^2 = 4 + 1 + 1 + 1 + 1 = 8, rho = 1 - 48 / 120.
+    assert result.loc[("g2", "g3"), "spearman"] == pytest.approx(0.6)
+    assert between_datasets(summary, "m").set_index(["left", "right"]).loc[
+        ("d1", "d3"), "spearman"
+    ] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="'g9'"):
+        between_benchmarks(summary, {"g9": ["nope"]}, "m")
+
+
+def write_reference(tmp_path, text: str):
+    path = tmp_path / "mteb.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_against_reference(tmp_path):
+    summary = summary_frame(
+        {
+            ("nfcorpus", "ndcg_cut_10"): [0.30, 0.32, 0.25, 0.37, 0.35],
+            ("scifact", "ndcg_cut_10"): [0.66, 0.65, 0.32, 0.72, 0.64],
+            ("fiqa", "ndcg_cut_10"): [0.2, 0.3, 0.1, 0.4, 0.3],
+        }
+    )
+    lines = ["system,benchmark,score,extra"]
+    published_nfcorpus = [0.31, 0.33, 0.26, 0.38, 0.36]  # same order as irflow
+    published_scifact = [0.66, 0.68, 0.40, 0.75, 0.62]  # bm25 and contriever swapped
+    for system, nf, sf in zip(SYSTEMS, published_nfcorpus, published_scifact):
+        lines += [f"{system},nfcorpus,{nf},x", f"{system},scifact,{sf},x", f"{system},arguana,1,x"]
+    reference = load_reference(write_reference(tmp_path, "\n".join(lines) + "\n"))
+    assert list(reference.columns) == ["system", "benchmark", "score"]
+
+    result = against_reference(summary, reference, "ndcg_cut_10").set_index("benchmark")
+    assert list(result.index) == ["nfcorpus", "scifact", "(mean)"]
+    assert result.loc["nfcorpus", "spearman"] == pytest.approx(1.0)
+    # scifact: one adjacent swap of 5, rho = 1 - 6 * 2 / 120 and tau = (9 - 1) / 10.
+    assert result.loc["scifact", "spearman"] == pytest.approx(0.9)
+    assert result.loc["scifact", "kendall"] == pytest.approx(0.8)
+    ours = summary[summary["dataset"] != "fiqa"].groupby("system")["value"].mean()
+    theirs = reference[reference["benchmark"] != "arguana"].groupby("system")["score"].mean()
+    expected = rank_correlation(ours, theirs)
+    assert result.loc["(mean)", "spearman"] == pytest.approx(expected["spearman"])
+    assert result.loc["(mean)", "systems"] == 5
+
+
+def test_load_reference_errors(tmp_path):
+    missing = write_reference(tmp_path, "system,benchmark,value\ne5,nfcorpus,0.3\n")
+    with pytest.raises(ValueError, match=r"mteb\.csv: missing column 'score'"):
+        load_reference(missing)
+    duplicate = write_reference(
+        tmp_path,
+        "system,benchmark,score\ne5,nfcorpus,0.3\ne5,scifact,0.7\ne5,nfcorpus,0.31\n",
+    )
+    with pytest.raises(ValueError, match=r"mteb\.csv, line 4: duplicate .*'e5'.*'nfcorpus'"):
+        load_reference(duplicate)
+    not_a_number = write_reference(tmp_path, "system,benchmark,score\ne5,nfcorpus,n/a%\n")
+    with pytest.raises(ValueError, match="line 2"):
+        load_reference(not_a_number)
+
+
+def bootstrap_per_query(seed: int = 0) -> pd.DataFrame:
+    """Noisy per-query scores; left = d1 (25 queries) + d2 (15), right = d3."""
+    rng = np.random.default_rng(seed)
+    quality = dict(zip(SYSTEMS, [0.30, 0.35, 0.40, 0.45, 0.50]))
+    rows = [
+        (dataset, system, f"q{i}", "m", float(np.clip(quality[system] + rng.normal(0, 0.3), 0, 1)))
+        for dataset, queries in [("d1", 25), ("d2", 15), ("d3", 30)]
+        for system in SYSTEMS
+        for i in range(queries)
+    ]
+    return pd.DataFrame(rows, columns=["dataset", "system", "query_id", "metric", "value"])
+
+
+def test_bootstrap_with_every_query_equals_the_full_correlation():
+    per_query = bootstrap_per_query()
+    draws = bootstrap_correlation(
+        per_query, "m", ["d1", "d2"], ["d3"], resamples=5, sample_size=1000
+    )
+    assert list(draws.columns) == ["draw", "sampled_queries", "spearman", "kendall"]
+    assert list(draws["draw"]) == [0, 1, 2, 3, 4]
+    assert (draws["sampled_queries"] == 40).all()
+    left = per_query[per_query["dataset"].isin(["d1", "d2"])].groupby("system")["value"].mean()
+    right = per_query[per_query["dataset"] == "d3"].groupby("system")["value"].mean()
+    expected = rank_correlation(left, right)
+    np.testing.assert_allclose(draws["spearman"], expected["spearman"])
+    np.testing.assert_allclose(draws["kendall"], expected["kendall"])
+
+
+def test_bootstrap_is_seeded():
+    per_query = bootstrap_per_query()
+
+    def run(seed):
+        return bootstrap_correlation(
+            per_query, "m", ["d1", "d2"], ["d3"], resamples=20, sample_size=8, seed=seed
+        )
+
+    pd.testing.assert_frame_equal(run(1), run(1))
+    assert not run(1).equals(run(2))
+    assert (run(1)["sampled_queries"] == 8).all()
+    assert run(1)["spearman"].nunique() > 1
+
+    summary = summarize_bootstrap(run(1))
+    assert summary["draws"] == 20
+    assert summary["spearman_mean"] == pytest.approx(run(1)["spearman"].mean())
+    assert summary["kendall_std"] == pytest.approx(run(1)["kendall"].std())
+    assert summary["spearman_min"] <= summary["spearman_p5"] <= summary["spearman_p95"]
+
+
+def test_weighted_jaccard_hand_worked():
+    # p = {a: .5, b: .5} vs {a: .25, c: .75}: sum min = .25, sum max = .5 + .5 + .75.
+    assert weighted_jaccard(Counter(a=2, b=2), Counter(a=1, c=3)) == pytest.approx(1 / 7)
+    assert weighted_jaccard(Counter(a=2, b=2), Counter(a=1, b=1)) == 1.0
+    assert weighted_jaccard(Counter(a=3), Counter(b=3)) == 0.0
+    assert np.isnan(weighted_jaccard(Counter(), Counter(a=1)))
+
+
+def test_unigram_counts_arabic_and_stopwords():
+    texts = ["في البيت كتاب.", "في المدرسة كتاب و كَتَبَ الوَلَدُ", "The cat, THE hat."]
+    counts = unigram_counts(texts, stopwords=frozenset({"في", "the"}))
+    assert counts["كتاب"] == 2
+    # Vowel marks stay inside the word instead of splitting it.
+    assert counts["كَتَبَ"] == 1 and counts["الوَلَدُ"] == 1
+    assert "في" not in counts and "the" not in counts
+    assert counts["cat"] == 1 and counts["hat"] == 1
+    assert sum(counts.values()) == 9
+
+
+def test_corpus_similarity_is_symmetric_with_unit_diagonal():
+    counts = {
+        "scifact": Counter(a=2, b=2),
+        "nfcorpus": Counter(a=1, c=3),
+        "fiqa": Counter(d=1),
+    }
+    matrix = corpus_similarity(counts)
+    assert list(matrix.index) == list(matrix.columns) == ["fiqa", "nfcorpus", "scifact"]
+    np.testing.assert_allclose(np.diag(matrix), 1.0)
+    np.testing.assert_allclose(matrix, matrix.T)
+    assert matrix.loc["scifact", "nfcorpus"] == pytest.approx(1 / 7)
+    assert matrix.loc["fiqa", "scifact"] == 0.0

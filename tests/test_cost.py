@@ -1,0 +1,62 @@
+"""cost: latencies add up query by query along each system's stages."""
+
+from __future__ import annotations
+
+import pytest
+
+from irflow.cost import CostModel, in_sequence, time_each
+
+CONFIG = {
+    "retrievers": {
+        "bm25": {"type": "bm25"},
+        "dense": {"type": "dense", "model": "m", "index": "flat"},
+    },
+    "fusion": {"rrf": {"runs": ["bm25", "dense"]}},
+}
+KINDS = {"bm25": "bm25", "dense": "dense", "rrf": "fusion", "bm25+ce@10": "rerank"}
+MANIFESTS = {
+    ("retrieve", "d", "bm25"): {
+        "latency": {"q1": 0.001, "q2": 0.003},
+        "index_bytes": 100,
+        "index_seconds": 2.0,
+    },
+    ("retrieve", "d", "dense"): {"latency": {"q1": 0.002, "q2": 0.002}},
+    ("embed", "d", "m", "queries"): {"latency": {"q1": 0.010, "q2": 0.020}},
+    ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 4.0, "device": "cpu"},
+    ("index", "d", "m", "flat"): {"index_bytes": 1536000, "build_seconds": 0.5},
+    ("rerank", "d", "bm25+ce@10"): {
+        "first_stage": "bm25",
+        "latency": {"q1": 0.1, "q2": 0.2},
+        "device": "cpu",
+    },
+}
+
+
+@pytest.fixture
+def model():
+    return CostModel(CONFIG, KINDS, lambda stage, *names: MANIFESTS[(stage, *names)])
+
+
+def test_stages_add_up_per_query(model):
+    assert model.latency("d", "dense") == pytest.approx({"q1": 0.012, "q2": 0.022})
+    assert model.latency("d", "rrf") == pytest.approx({"q1": 0.013, "q2": 0.025})
+    assert model.latency("d", "bm25+ce@10") == pytest.approx({"q1": 0.101, "q2": 0.203})
+
+
+def test_cost_table(model):
+    table = model.table(["d"]).set_index("system")
+    assert table.loc["dense", "encode_docs_per_second"] == 250.0
+    assert table.loc["dense", "index_bytes"] == 1536000
+    assert table.loc["bm25", "index_build_seconds"] == 2.0
+    assert table.loc["bm25", "latency_median_ms"] == pytest.approx(2.0)
+    assert table.loc["bm25+ce@10", "latency_p95_ms"] == pytest.approx(101 + 0.95 * 102)
+    assert (table["latency_queries"] == 2).all()
+
+
+def test_in_sequence_keeps_queries_measured_everywhere():
+    assert in_sequence({"a": 1.0, "b": 2.0}, {"b": 3.0, "c": 4.0}) == {"b": 5.0}
+
+
+def test_time_each_times_every_item():
+    seconds = time_each(lambda n: sum(range(n)), [10, 100_000])
+    assert len(seconds) == 2 and seconds[1] > seconds[0] > 0

@@ -1,0 +1,183 @@
+"""rerank: the code path with a tiny random cross-encoder, quality with the real MiniLM.
+
+No cross-encoder weights exist offline, so a two-layer BERT with random weights and the MiniLM
+tokenizer stands in; it checks plumbing only, never ranking quality.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from conftest import TINY_CORPUS
+
+from irflow import contracts
+from irflow.embed import Encoder, embed_file
+from irflow.fingerprint import folder_md5
+from irflow.rerank import BiEncoderScorer, CrossEncoderScorer, rerank, top_candidates
+
+CROSS_SPEC = {
+    "revision": None,
+    "max_length": None,
+    "batch_size": 4,
+    "dtype": "auto",
+    "device": "cpu",
+}
+BI_SPEC = {
+    "revision": None,
+    "query_prompt": "",
+    "document_prompt": "",
+    "max_seq_length": None,
+    "normalize": True,
+    "batch_size": 8,
+    "chunk_size": 2,
+    "dtype": "auto",
+    "device": "cpu",
+}
+DOCUMENTS = {d["_id"]: f"{d['title']} {d['text']}".strip() for d in TINY_CORPUS}
+QUERIES = {"q1": "why do cats purr", "q2": "what is the sun"}
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, minilm_path):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cross_scorer(tiny_cross_encoder):
+    return CrossEncoderScorer.load(CROSS_SPEC | {"id": str(tiny_cross_encoder)})
+
+
+def first_stage() -> pd.DataFrame:
+    """Rows out of order, with a tie at the cut for q1 that trec_eval breaks as d3 > d2."""
+    return pd.DataFrame(
+        {
+            "query_id": ["q2", "q1", "q1", "q1", "q1", "q2", "q2"],
+            "doc_id": ["d4", "d1", "d2", "d3", "d4", "d3", "d1"],
+            "score": [0.1, 0.9, 0.5, 0.5, 0.2, 0.8, 0.7],
+        }
+    )
+
+
+def test_top_candidates_follow_trec_eval_order():
+    top = top_candidates(first_stage(), 2)
+    assert top[["query_id", "doc_id", "rank"]].values.tolist() == [
+        ["q1", "d1", 1],
+        ["q1", "d3", 2],
+        ["q2", "d3", 1],
+        ["q2", "d1", 2],
+    ]
+
+
+def test_cross_encoder_scores_equal_direct_predict(cross_scorer, tiny_cross_encoder):
+    from sentence_transformers import CrossEncoder
+
+    documents = list(DOCUMENTS.values())
+    scores = cross_scorer.score("why do cats purr", documents)
+    assert scores.shape == (len(documents),)
+    assert scores.dtype == np.float64
+    np.testing.assert_array_equal(scores, cross_scorer.score("why do cats purr", documents))
+    direct = CrossEncoder(str(tiny_cross_encoder), device="cpu").predict(
+        [("why do cats purr", document) for document in documents]
+    )
+    np.testing.assert_allclose(scores, direct, rtol=1e-6)
+
+
+def test_cross_encoder_provenance_and_max_length(cross_scorer, tiny_cross_encoder):
+    assert cross_scorer.provenance == {
+        "model": str(tiny_cross_encoder),
+        "files_md5": folder_md5(tiny_cross_encoder),
+        "device": "cpu",
+        "dtype": "float32",
+        "max_length": cross_scorer.model.max_seq_length,
+    }
+    short = CrossEncoderScorer.load(CROSS_SPEC | {"id": str(tiny_cross_encoder), "max_length": 16})
+    assert short.model.max_seq_length == 16
+    assert short.provenance["max_length"] == 16
+
+
+def test_rerank_keeps_exactly_the_k_candidates(cross_scorer):
+    reranked, latencies = rerank(first_stage(), QUERIES, DOCUMENTS, cross_scorer, k=2)
+    assert list(reranked.columns) == ["query_id", "doc_id", "score", "rank"]
+    assert reranked["rank"].dtype == "int32"
+    for query_id, candidates in (("q1", {"d1", "d3"}), ("q2", {"d3", "d1"})):
+        rows = reranked[reranked["query_id"] == query_id]
+        assert set(rows["doc_id"]) == candidates
+        assert rows["rank"].tolist() == [1, 2]
+        expected = cross_scorer.score(QUERIES[query_id], [DOCUMENTS[d] for d in rows["doc_id"]])
+        np.testing.assert_array_equal(rows["score"].to_numpy(), expected)
+        assert rows["score"].is_monotonic_decreasing
+    assert sorted(latencies) == sorted(set(reranked["query_id"]))
+    assert all(seconds > 0 for seconds in latencies.values())
+
+
+def test_rerank_names_a_candidate_without_text(cross_scorer):
+    documents = {k: v for k, v in DOCUMENTS.items() if k != "d3"}
+    with pytest.raises(ValueError, match=r"document id\(s\) without text: \['d3'\]"):
+        rerank(first_stage(), QUERIES, documents, cross_scorer, k=2)
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm_path):
+    return Encoder.load(BI_SPEC | {"id": str(minilm_path)})
+
+
+@pytest.fixture(scope="module")
+def corpus_embeddings(encoder, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("embeddings")
+    rows = [{"doc_id": d["_id"], "title": d["title"], "text": d["text"]} for d in TINY_CORPUS]
+    corpus = folder / "corpus.parquet"
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+    embed_file(encoder, corpus, "corpus", folder / "corpus-emb.parquet")
+    return folder / "corpus-emb.parquet"
+
+
+def test_bi_encoder_cached_scores_equal_on_the_fly(encoder, corpus_embeddings, monkeypatch):
+    documents = DOCUMENTS | {"d5": "Tax law Income tax is levied on earnings."}
+    texts = list(documents.values())
+    on_the_fly = BiEncoderScorer(encoder).score("why do cats purr", texts)
+
+    cached = BiEncoderScorer(encoder, corpus_embeddings, documents)
+    encoded = []
+    original = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda t, p: encoded.append(t) or original(t, p))
+    scores = cached.score("why do cats purr", texts)
+    assert scores.dtype == np.float64
+    np.testing.assert_allclose(scores, on_the_fly, atol=1e-5)
+    # Only the query and d5, which the embeddings file lacks, were encoded.
+    assert encoded == [["why do cats purr"], [documents["d5"]]]
+
+
+def test_bi_encoder_puts_the_relevant_document_first(encoder):
+    cat = "Cats Cats purr, hunt mice and sleep in the sun for most of the day."
+    tax = "Tax law Capital gains are taxed when an asset is sold at a profit."
+    scores = BiEncoderScorer(encoder).score("what do cats do", [tax, cat])
+    assert scores[1] > scores[0]
+
+
+def test_bi_encoder_cache_needs_the_documents(encoder, corpus_embeddings):
+    with pytest.raises(ValueError, match="needs the documents"):
+        BiEncoderScorer(encoder, corpus_embeddings)
+
+
+def test_bi_encoder_rerank_names_a_missing_document(encoder):
+    run = pd.DataFrame({"query_id": ["q1"], "doc_id": ["nowhere"], "score": [1.0]})
+    with pytest.raises(ValueError, match="nowhere"):
+        rerank(run, QUERIES, DOCUMENTS, BiEncoderScorer(encoder), k=10)
