@@ -1,4 +1,5 @@
-# irflow: download -> ingest -> filter -> embed -> index -> retrieve -> score -> aggregate
+# irflow: download -> ingest -> filter -> embed -> index -> retrieve -> (fuse, rerank) -> score
+#         -> cost, aggregate -> significance, correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
 import re
@@ -9,6 +10,9 @@ from snakemake.utils import min_version
 from irflow.config import expand_config, load_schema, validate_config
 
 min_version("9.0")
+
+
+report: "report/workflow.rst"
 
 
 # --configfile replaces the default experiment rather than merging into it.
@@ -42,11 +46,19 @@ include: "rules/filter.smk"
 include: "rules/embed.smk"
 include: "rules/index.smk"
 include: "rules/retrieve.smk"
+include: "rules/fuse.smk"
+include: "rules/rerank.smk"
 include: "rules/score.smk"
+include: "rules/cost.smk"
 include: "rules/aggregate.smk"
+include: "rules/significance.smk"
+include: "rules/correlate.smk"
+include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
         rules.aggregate.output,
+        rules.plots.output,
+        rules.database.output,

@@ -1,23 +1,16 @@
-# aggregate: per-query scores of every (dataset, system) -> summary, wide tables and the
-# DuckDB database with views over every Parquet output.
+# aggregate: per-query scores of every (dataset, system) -> one per-query table, the summary
+# (quality and cost), and systems x datasets tables.
 
 
 rule aggregate:
     input:
         scores=[f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
-        runs=[f"results/runs/{d}/{s}.parquet" for d, s in PAIRS],
-        corpus=expand("results/datasets/{dataset}/corpus.parquet", dataset=DATASETS),
-        queries=expand("results/datasets/{dataset}/queries.parquet", dataset=DATASETS),
-        qrels=expand("results/datasets/{dataset}/qrels.parquet", dataset=DATASETS),
-        filter_audit=expand(
-            "results/datasets/{dataset}/filtered/audit.parquet", dataset=DATASETS
-        ),
-        manifests=MANIFESTS,
+        cost="results/cost.parquet",
     output:
+        per_query="results/per_query.parquet",
         summary="results/summary.parquet",
         markdown="results/results.md",
         tables=directory("results/tables"),
-        database="results/irflow.duckdb",
     log:
         "results/logs/aggregate.log",
     conda:

@@ -1,18 +1,37 @@
 # Names, file lists and input functions shared by the rules.
 # Every wildcard value comes from the validated config.
 
+from irflow.config import reranked_name, system_kinds
 from irflow.download import beir_files, is_beir_layout
 from irflow.embed import RESULT_SETTINGS
 
 DATASETS = sorted(config["datasets"])
 RETRIEVERS = config["retrievers"]
-BM25_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "bm25")
-DENSE_SYSTEMS = sorted(n for n, r in RETRIEVERS.items() if r["type"] == "dense")
+SYSTEM_KINDS = system_kinds(config)
+SYSTEMS = sorted(SYSTEM_KINDS)
+BM25_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "bm25"]
+DENSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "dense"]
+FUSION_SYSTEMS = sorted(config["fusion"])
+RERANKED = {
+    reranked_name(item["first_stage"], item["reranker"], k): (
+        item["first_stage"],
+        item["reranker"],
+        k,
+    )
+    for item in config["reranking"]
+    for k in item["k"]
+}
 DENSE_MODELS = sorted({RETRIEVERS[s]["model"] for s in DENSE_SYSTEMS})
 DENSE_INDEXES = sorted(
     {(RETRIEVERS[s]["model"], RETRIEVERS[s]["index"]) for s in DENSE_SYSTEMS}
 )
-PAIRS = [(d, s) for d in DATASETS for s in sorted(RETRIEVERS)]
+PAIRS = [(d, s) for d in DATASETS for s in SYSTEMS]
+RUN_STAGE = {
+    "bm25": "retrieve",
+    "dense": "retrieve",
+    "fusion": "fuse",
+    "rerank": "rerank",
+}
 MANIFESTS = (
     [
         f"results/manifests/{stage}/{d}.json"
@@ -30,11 +49,8 @@ MANIFESTS = (
         for d in DATASETS
         for m, i in DENSE_INDEXES
     ]
-    + [
-        f"results/manifests/{stage}/{d}/{s}.json"
-        for stage in ("retrieve", "score")
-        for d, s in PAIRS
-    ]
+    + [f"results/manifests/{RUN_STAGE[SYSTEM_KINDS[s]]}/{d}/{s}.json" for d, s in PAIRS]
+    + [f"results/manifests/score/{d}/{s}.json" for d, s in PAIRS]
 )
 
 
@@ -67,9 +83,9 @@ def model_files(wildcards):
     )
 
 
-def embedding_settings(wildcards):
-    """The settings that determine the vectors; batch size and device are not among them."""
-    spec = config["models"][wildcards.model]
+def model_result_settings(model):
+    """The settings that determine a model's vectors; batch size and device are not among them."""
+    spec = config["models"][model]
     return {key: spec[key] for key in RESULT_SETTINGS}
 
 
@@ -93,7 +109,64 @@ def retrieval_settings(wildcards):
         "remove_self_matches": config["datasets"][wildcards.dataset][
             "remove_self_matches"
         ],
+        "latency_queries": config["cost"]["latency_queries"],
     }
     if retriever["type"] == "dense":
         settings["index"] = config["indexes"][retriever["index"]]
     return settings
+
+
+def rerank_inputs(wildcards):
+    """The first-stage run and texts; for a bi-encoder, its model's document embeddings when
+    the workflow computes them anyway for a dense retriever."""
+    first_stage, reranker, _ = RERANKED[wildcards.system]
+    base = f"results/datasets/{wildcards.dataset}"
+    inputs = {
+        "source": f"{base}/source.json",
+        "run": f"results/runs/{wildcards.dataset}/{first_stage}.parquet",
+        "corpus": f"{base}/filtered/corpus.parquet",
+        "queries": f"{base}/filtered/queries.parquet",
+    }
+    spec = config["rerankers"][reranker]
+    if spec["type"] == "bi-encoder" and spec["model"] in DENSE_MODELS:
+        model = spec["model"]
+        inputs["embeddings"] = (
+            f"results/embeddings/{wildcards.dataset}/{model}/corpus.parquet"
+        )
+    return inputs
+
+
+def rerank_settings(wildcards):
+    first_stage, reranker, k = RERANKED[wildcards.system]
+    spec = config["rerankers"][reranker]
+    settings = {
+        "first_stage": first_stage,
+        "reranker_name": reranker,
+        "k": k,
+        "reranker": spec,
+    }
+    if spec["type"] == "bi-encoder":
+        settings["model"] = model_result_settings(spec["model"])
+    return settings
+
+
+def database_inputs(wildcards):
+    """Every Parquet output (and the manifests), by the view that shows it."""
+    per_dataset = lambda name: [
+        f"results/datasets/{d}/{name}.parquet" for d in DATASETS
+    ]
+    return {
+        "corpus": per_dataset("corpus"),
+        "queries": per_dataset("queries"),
+        "qrels": per_dataset("qrels"),
+        "filter_audit": per_dataset("filtered/audit"),
+        "runs": [f"results/runs/{d}/{s}.parquet" for d, s in PAIRS],
+        "per_query": [f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
+        "summary": ["results/summary.parquet"],
+        "cost": ["results/cost.parquet"],
+        "significance": ["results/significance.parquet"],
+        "correlations": ["results/correlations.parquet"],
+        "bootstrap": ["results/bootstrap.parquet"],
+        "corpus_similarity": ["results/corpus_similarity.parquet"],
+        "manifests": MANIFESTS,
+    }

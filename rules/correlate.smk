@@ -20,17 +20,21 @@ rule correlate:
         summary="results/summary.parquet",
         per_query="results/per_query.parquet",
         unigrams=expand("results/datasets/{dataset}/unigrams.parquet", dataset=DATASETS),
-        reference=[config["correlation"]["reference"]] if config["correlation"]["reference"] else [],
+        reference=(
+            [config["correlation"]["reference"]]
+            if config["correlation"]["reference"]
+            else []
+        ),
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
         similarity="results/corpus_similarity.parquet",
-    params:
-        settings=config["correlation"],
-        datasets=DATASETS,
     log:
         "results/logs/correlate.log",
     conda:
         "../envs/data.yaml"
+    params:
+        settings=config["correlation"],
+        datasets=DATASETS,
     script:
         "../scripts/correlate.py"

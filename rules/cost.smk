@@ -7,12 +7,12 @@ rule cost:
         MANIFESTS,
     output:
         table="results/cost.parquet",
-    params:
-        datasets=DATASETS,
-        kinds=SYSTEM_KINDS,
     log:
         "results/logs/cost.log",
     conda:
         "../envs/data.yaml"
+    params:
+        datasets=DATASETS,
+        kinds=SYSTEM_KINDS,
     script:
         "../scripts/cost.py"

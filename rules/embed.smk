@@ -18,6 +18,10 @@ rule embed:
     resources:
         gpu=1,
     params:
-        model=embedding_settings,
+        model=lambda wc: model_result_settings(wc.model),
+        # Queries are also encoded one at a time, for the per-query latency in the cost table.
+        latency_queries=lambda wc: (
+            config["cost"]["latency_queries"] if wc.side == "queries" else 0
+        ),
     script:
         "../scripts/embed.py"

@@ -12,7 +12,9 @@ rule plots:
         similarity="results/corpus_similarity.parquet",
     output:
         quality=report(
-            "results/plots/quality.png", caption="../report/quality.rst", category="Quality"
+            "results/plots/quality.png",
+            caption="../report/quality.rst",
+            category="Quality",
         ),
         significance=report(
             "results/plots/significance.png",
@@ -49,14 +51,14 @@ rule plots:
             caption="../report/cost_table.rst",
             category="Tables",
         ),
-    params:
-        metric=config["correlation"]["metric"],
-        significance_metric=config["significance"]["metrics"][0],
-        report_metrics=config["report_metrics"],
     log:
         "results/logs/plots.log",
     conda:
         "../envs/data.yaml"
+    params:
+        metric=config["correlation"]["metric"],
+        significance_metric=config["significance"]["metrics"][0],
+        report_metrics=config["report_metrics"],
     script:
         "../scripts/plots.py"
 

@@ -9,16 +9,16 @@ rule rerank:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
         manifest="results/manifests/rerank/{dataset}/{system}.json",
+    log:
+        "results/logs/rerank/{dataset}/{system}.log",
     wildcard_constraints:
         system=one_of(RERANKED),
-    params:
-        settings=rerank_settings,
+    conda:
+        "../envs/models.yaml"
     threads: workflow.cores
     resources:
         gpu=1,
-    log:
-        "results/logs/rerank/{dataset}/{system}.log",
-    conda:
-        "../envs/models.yaml"
+    params:
+        settings=rerank_settings,
     script:
         "../scripts/rerank.py"

@@ -7,11 +7,11 @@ rule significance:
         per_query="results/per_query.parquet",
     output:
         table="results/significance.parquet",
-    params:
-        settings=config["significance"],
     log:
         "results/logs/significance.log",
     conda:
         "../envs/data.yaml"
+    params:
+        settings=config["significance"],
     script:
         "../scripts/significance.py"

@@ -2,18 +2,16 @@
 
 from pathlib import Path
 
+import pandas as pd
 from _common import setup_logging
 
-from irflow.aggregate import build_database, build_summary, write_summary, write_tables
+from irflow import contracts
+from irflow.aggregate import build_summary, collect_per_query, write_tables
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
-summary = build_summary([(d, s, Path(path)) for (d, s), path in zip(params.pairs, inp.scores)])
-write_summary(summary, Path(out.summary))
+per_query = collect_per_query([(d, s, Path(p)) for (d, s), p in zip(params.pairs, inp.scores)])
+contracts.write_frame(per_query, Path(out.per_query))
+summary = build_summary(per_query, pd.read_parquet(inp.cost))
+contracts.write_frame(summary, Path(out.summary), contracts.SUMMARY)
 write_tables(summary, params.report_metrics, Path(out.markdown), Path(out.tables))
-views = {
-    name: [Path(p) for p in inp[name]]
-    for name in ("corpus", "queries", "qrels", "filter_audit", "runs")
-}
-views["per_query"] = [Path(p) for p in inp.scores]
-build_database(Path(out.database), views, Path(out.summary), [Path(p) for p in inp.manifests])

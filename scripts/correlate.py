@@ -3,7 +3,6 @@
 from collections import Counter
 
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 from _common import setup_logging
 
@@ -42,7 +41,7 @@ if inp.reference:
         )
     )
 correlations = pd.concat(tables, ignore_index=True)
-contracts.write_table(pa.Table.from_pandas(correlations, preserve_index=False), out.correlations)
+contracts.write_frame(correlations, out.correlations)
 
 draws = pd.DataFrame(columns=["draw", "sampled_queries", "spearman", "kendall"])
 if settings["bootstrap"] is not None:
@@ -56,7 +55,7 @@ if settings["bootstrap"] is not None:
         sample_size=boot["sample_size"],
         seed=boot["seed"],
     ).assign(left=boot["left"], right=boot["right"])
-contracts.write_table(pa.Table.from_pandas(draws, preserve_index=False), out.bootstrap)
+contracts.write_frame(draws, out.bootstrap)
 
 counts = {
     dataset: Counter(dict(zip(*pq.read_table(path).to_pydict().values())))
@@ -64,4 +63,4 @@ counts = {
 }
 similarity = corpus_similarity(counts).rename_axis(index="left", columns="right")
 long = similarity.stack().rename("similarity").reset_index()
-contracts.write_table(pa.Table.from_pandas(long, preserve_index=False), out.similarity)
+contracts.write_frame(long, out.similarity)

@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import pyarrow as pa
 from _common import setup_logging
 
 from irflow import contracts
@@ -19,4 +18,4 @@ def manifest(stage: str, *names: str) -> dict:
 
 model = CostModel(snakemake.config, snakemake.params.kinds, manifest)
 table = model.table(snakemake.params.datasets)
-contracts.write_table(pa.Table.from_pandas(table, preserve_index=False), snakemake.output.table)
+contracts.write_frame(table, snakemake.output.table)

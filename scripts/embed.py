@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 from _common import start_job
 
-from irflow.embed import Encoder, embed_file
+from irflow.embed import Encoder, embed_file, query_latency
 
 manifest = start_job(snakemake, "embed")
 torch.set_num_threads(snakemake.threads)
@@ -16,4 +16,7 @@ side = snakemake.wildcards.side
 manifest.add(
     **embed_file(encoder, Path(snakemake.input.texts), side, Path(snakemake.output.embeddings))
 )
+if snakemake.params.latency_queries:
+    count = snakemake.params.latency_queries
+    manifest.add(latency=query_latency(encoder, Path(snakemake.input.texts), count))
 manifest.write()

@@ -12,14 +12,13 @@ from irflow.runs import write_run
 manifest = start_job(snakemake, "retrieve")
 inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
 settings = snakemake.params.settings
-retriever, top_k, remove_self = (
-    settings["retriever"],
-    settings["top_k"],
-    settings["remove_self_matches"],
-)
+retriever, top_k = settings["retriever"], settings["top_k"]
+remove_self, latency_queries = settings["remove_self_matches"], settings["latency_queries"]
 faiss.omp_set_num_threads(snakemake.threads)
 if retriever["type"] == "bm25":
-    run, timing = bm25_search(Path(inp.corpus), Path(inp.queries), retriever, top_k, remove_self)
+    run, timing = bm25_search(
+        Path(inp.corpus), Path(inp.queries), retriever, top_k, remove_self, latency_queries
+    )
 else:
     run, timing = dense_search(
         Path(inp.index),
@@ -29,9 +28,14 @@ else:
         top_k,
         remove_self,
         retriever["query_batch_size"],
+        latency_queries,
     )
 logging.getLogger("irflow.retrieve").info(
-    "%s on %s: %s", wildcards.system, wildcards.dataset, timing
+    "%s on %s: %d queries in %.2f s",
+    wildcards.system,
+    wildcards.dataset,
+    timing["queries"],
+    timing["search_seconds"],
 )
 lineage = {"stage": "retrieve", "system": wildcards.system, "dataset": wildcards.dataset} | settings
 write_run(run, Path(out.run), lineage, Path(out.trec), tag=wildcards.system)

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 from _common import start_job
 
 from irflow import contracts
@@ -12,8 +11,7 @@ from irflow.score import score_run
 manifest = start_job(snakemake, "score")
 inp, measures = snakemake.input, snakemake.params.measures
 per_query = score_run(pd.read_parquet(inp.run), pd.read_parquet(inp.qrels), measures)
-table = pa.Table.from_pandas(per_query, schema=contracts.PER_QUERY, preserve_index=False)
-contracts.write_table(table, Path(snakemake.output.scores))
+contracts.write_frame(per_query, Path(snakemake.output.scores), contracts.PER_QUERY)
 manifest.add(
     measures=measures,
     queries=per_query["query_id"].nunique(),

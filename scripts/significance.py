@@ -1,7 +1,6 @@
 """Snakemake script for rule significance: see irflow.significance."""
 
 import pandas as pd
-import pyarrow as pa
 from _common import setup_logging
 
 from irflow import contracts
@@ -22,4 +21,4 @@ if settings["baseline"] is not None:
     against = paired_comparisons(per_query, baseline=settings["baseline"], **options)
     families.append(against.assign(family=f"against {settings['baseline']}"))
 table = pd.concat(families, ignore_index=True)
-contracts.write_table(pa.Table.from_pandas(table, preserve_index=False), snakemake.output.table)
+contracts.write_frame(table, snakemake.output.table)

@@ -1,4 +1,4 @@
-"""aggregate: summary, BEIR-style wide tables, and DuckDB views over the Parquet outputs."""
+"""aggregate: summary with cost, BEIR-style wide tables, and DuckDB views over the outputs."""
 
 from __future__ import annotations
 
@@ -6,47 +6,67 @@ import json
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from irflow import contracts
-from irflow.aggregate import build_database, build_summary, wide_table, write_summary, write_tables
+from irflow.aggregate import (
+    build_database,
+    build_summary,
+    collect_per_query,
+    wide_table,
+    write_tables,
+)
+from irflow.runs import write_run
 
-
-def per_query(path, values: dict[str, list[float]]):
-    rows = [(f"q{i}", metric, v) for metric, vs in values.items() for i, v in enumerate(vs)]
-    frame = pd.DataFrame(rows, columns=["query_id", "metric", "value"])
-    contracts.write_table(
-        pa.Table.from_pandas(frame, preserve_index=False), path, contracts.PER_QUERY
-    )
+LAYOUT = {
+    ("scifact", "bm25"): [0.5, 1.0],
+    ("scifact", "dense"): [1.0, 1.0],
+    ("arguana", "bm25"): [0.0, 0.25],
+    ("arguana", "dense"): [0.5, 0.5],
+}
 
 
 @pytest.fixture
 def scored(tmp_path):
-    layout = {
-        ("scifact", "bm25"): [0.5, 1.0],
-        ("scifact", "dense"): [1.0, 1.0],
-        ("arguana", "bm25"): [0.0, 0.25],
-        ("arguana", "dense"): [0.5, 0.5],
-    }
     scores = []
-    for (dataset, system), values in layout.items():
+    for (dataset, system), values in LAYOUT.items():
         path = tmp_path / "results" / "scores" / dataset / f"{system}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        per_query(path, {"ndcg_cut_10": values, "recall_100": [1.0, 1.0]})
+        rows = [
+            (f"q{i}", m, v)
+            for m, vs in (("ndcg_cut_10", values), ("recall_100", [1.0, 1.0]))
+            for i, v in enumerate(vs)
+        ]
+        frame = pd.DataFrame(rows, columns=["query_id", "metric", "value"])
+        contracts.write_frame(frame, path, contracts.PER_QUERY)
         scores.append((dataset, system, path))
     return scores
 
 
-def test_summary_and_wide_table(scored):
-    summary = build_summary(scored)
-    assert len(summary) == 8
-    row = summary[
-        (summary.dataset == "scifact")
-        & (summary.system == "bm25")
-        & (summary.metric == "ndcg_cut_10")
-    ]
+COST = pd.DataFrame(
+    {
+        "dataset": ["scifact", "scifact"],
+        "system": ["bm25", "dense"],
+        "kind": ["bm25", "dense"],
+        "device": "cpu",
+        "index_bytes": [1000.0, 2000.0],
+        "index_build_seconds": [1.0, 2.0],
+        "encode_docs_per_second": [None, 50.0],
+        "latency_median_ms": [0.5, 9.0],
+        "latency_p95_ms": [0.9, 12.0],
+        "latency_queries": [100, 100],
+    }
+)
+
+
+def test_summary_with_cost_and_wide_table(scored):
+    per_query = collect_per_query(scored)
+    assert list(per_query.columns) == ["dataset", "system", "query_id", "metric", "value"]
+    summary = build_summary(per_query, COST)
+    row = summary.query("dataset == 'scifact' and system == 'bm25' and metric == 'ndcg_cut_10'")
     assert row["value"].item() == 0.75 and row["queries"].item() == 2
+    latency = summary.query("system == 'dense' and metric == 'latency_median_ms'")
+    assert latency["value"].item() == 9.0 and latency["queries"].item() == 100
+    assert summary.query("system == 'bm25' and metric == 'encode_docs_per_second'").empty
     table = wide_table(summary, "ndcg_cut_10")
     assert list(table.columns) == ["arguana", "scifact", "Average"]
     assert table.index.tolist() == ["dense", "bm25"]  # best average first
@@ -57,8 +77,8 @@ def test_summary_and_wide_table(scored):
 
 def test_tables_and_database(scored, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    summary = build_summary(scored)
-    write_summary(summary, tmp_path / "results" / "summary.parquet")
+    summary = build_summary(collect_per_query(scored))
+    contracts.write_frame(summary, tmp_path / "results" / "summary.parquet", contracts.SUMMARY)
     write_tables(summary, ["ndcg_cut_10"], tmp_path / "results.md", tmp_path / "tables")
     assert "| dense | 0.5000 | 1.0000 | 0.7500 |" in (tmp_path / "results.md").read_text()
     csv = pd.read_csv(tmp_path / "tables" / "ndcg_cut_10.csv", index_col=0)
@@ -67,11 +87,24 @@ def test_tables_and_database(scored, tmp_path, monkeypatch):
     manifest = tmp_path / "results" / "manifests" / "m.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"stage": "score", "wall_seconds": 1.5}))
-    files = {"per_query": [path.relative_to(tmp_path) for _, _, path in scored]}
+    run = pd.DataFrame({"query_id": ["q"], "doc_id": ["d"], "score": [1.0], "rank": [1]})
+    write_run(
+        run,
+        tmp_path / "results" / "runs" / "scifact" / "bm25+ce@10.parquet",
+        {"stage": "rerank", "first_stage": "bm25", "k": 10},
+        tmp_path / "results" / "runs" / "scifact" / "bm25+ce@10.trec",
+        "x",
+    )
+    files = {
+        "per_query": [str(path.relative_to(tmp_path)) for _, _, path in scored],
+        "runs": ["results/runs/scifact/bm25+ce@10.parquet"],
+        "summary": ["results/summary.parquet"],
+        "manifests": ["results/manifests/m.json"],
+    }
     db_path = tmp_path / "results" / "irflow.duckdb"
-    build_database(db_path, files, "results/summary.parquet", ["results/manifests/m.json"])
+    build_database(db_path, files)
     with duckdb.connect(str(db_path), read_only=True) as db:
-        best = db.sql(
+        best = db.execute(
             "SELECT dataset, system, avg(value) FROM per_query WHERE metric = 'ndcg_cut_10' "
             "GROUP BY ALL ORDER BY ALL"
         ).fetchall()
@@ -82,5 +115,8 @@ def test_tables_and_database(scored, tmp_path, monkeypatch):
             ("scifact", "dense", 1.0),
         ]
         assert db.execute("SELECT count(*) FROM summary").fetchone() == (8,)
-        stage = db.execute("SELECT record->>'stage' FROM manifests").fetchone()
-        assert stage == ("score",)
+        assert db.execute("SELECT record->>'stage' FROM manifests").fetchone() == ("score",)
+        lineage = db.execute(
+            "SELECT dataset, system, lineage->>'first_stage', (lineage->>'k')::INT FROM lineage"
+        ).fetchall()
+        assert lineage == [("scifact", "bm25+ce@10", "bm25", 10)]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import TINY_CORPUS
+from conftest import TINY_CORPUS, build_tiny_cross_encoder, minilm_spec
 
 from irflow import contracts
 from irflow.embed import Encoder, embed_file
@@ -24,40 +24,13 @@ CROSS_SPEC = {
     "dtype": "auto",
     "device": "cpu",
 }
-BI_SPEC = {
-    "revision": None,
-    "query_prompt": "",
-    "document_prompt": "",
-    "max_seq_length": None,
-    "normalize": True,
-    "batch_size": 8,
-    "chunk_size": 2,
-    "dtype": "auto",
-    "device": "cpu",
-}
 DOCUMENTS = {d["_id"]: f"{d['title']} {d['text']}".strip() for d in TINY_CORPUS}
 QUERIES = {"q1": "why do cats purr", "q2": "what is the sun"}
 
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory, minilm_path):
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"), minilm_path)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +109,7 @@ def test_rerank_names_a_candidate_without_text(cross_scorer):
 
 @pytest.fixture(scope="module")
 def encoder(minilm_path):
-    return Encoder.load(BI_SPEC | {"id": str(minilm_path)})
+    return Encoder.load(minilm_spec(minilm_path))
 
 
 @pytest.fixture(scope="module")

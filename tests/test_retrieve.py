@@ -43,7 +43,9 @@ def tables(tmp_path):
 
 
 def test_bm25_scores_equal_bare_bm25s(tables):
-    run, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False)
+    run, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False, latency_queries=5)
+    assert list(timing["latency"]) == ["q1", "q2"]  # every query, when fewer than asked for
+    assert timing["index_bytes"] > 0
     stemmer = Stemmer.Stemmer("english")
     texts = [f"{t} {x}".strip() for _, t, x in DOCS]
     model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
@@ -93,7 +95,7 @@ def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
     spec = {"type": index_type, "M": 32, "ef_construction": 200, "ef_search": 256}
     stats = index_file(tmp_path / "c.parquet", spec, tmp_path / "i.faiss")
     assert stats["documents"] == 200 and stats["index_bytes"] > 200 * 16 * 4
-    run, _ = dense_search(
+    run, timing = dense_search(
         tmp_path / "i.faiss",
         spec,
         tmp_path / "c.parquet",
@@ -101,7 +103,10 @@ def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
         top_k=10,
         remove_self_matches=False,
         batch_size=3,
+        latency_queries=4,
     )
+    assert list(timing["latency"]) == ["q0", "q1", "q2", "q3"]
+    assert all(seconds > 0 for seconds in timing["latency"].values())
     scores = queries.astype(np.float32) @ docs.astype(np.float32).T
     for i in range(7):
         expected = [doc_ids[j] for j in np.argsort(-scores[i])[:10]]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from irflow.score import parse_measures, score_run, summarize
+from irflow.score import parse_measures, score_run
 
 ALL = [
     "ndcg_cut.1,3,5,10,100,1000",
@@ -107,14 +107,6 @@ def test_irflow_measures_by_hand():
     assert got[("q", "hole_6")] == 2 / 6  # d2, d4: d5 is judged by another query
     assert got[("q", "recip_rank_cut_10")] == 1.0
     assert got[("p", "recall_cap_5")] == 0.0  # p has no results
-
-
-def test_summary_averages_over_judged_queries():
-    per_query = frame(
-        [("a", "m", 1.0), ("b", "m", 0.0), ("c", "m", 0.5)], ["query_id", "metric", "value"]
-    )
-    summary = summarize(per_query)
-    assert summary.to_dict("records") == [{"metric": "m", "value": 0.5, "queries": 3}]
 
 
 def test_unknown_measure_is_named():

@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import REPO
+from conftest import REPO, build_tiny_cross_encoder
+
+from irflow import contracts
 
 pytestmark = pytest.mark.e2e
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -32,19 +35,39 @@ CHECKED = {
 }
 
 
-def base_config(data_dir: Path, minilm: Path) -> dict:
+PARTIAL = ("msmarco-partial", "dbpedia-entity-partial", "arcd-partial")
+
+
+def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
     """Official sources, as in config/config.yaml; offline, so only data_dir is read."""
     beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    datasets = {
+        "scifact": {"source": {"url": f"{beir}/scifact.zip"}},
+        "nfcorpus": {"source": {"url": f"{beir}/nfcorpus.zip"}},
+        "arguana": {"source": {"url": f"{beir}/arguana.zip"}, "remove_self_matches": True},
+    }
+    datasets |= {name: {"source": {"path": str(data_dir / name)}} for name in PARTIAL}
     return {
         "data_dir": str(data_dir),
         "offline": True,
-        "datasets": {
-            "scifact": {"source": {"url": f"{beir}/scifact.zip"}},
-            "nfcorpus": {"source": {"url": f"{beir}/nfcorpus.zip"}},
-            "arguana": {"source": {"url": f"{beir}/arguana.zip"}, "remove_self_matches": True},
-        },
+        "datasets": datasets,
         "models": {"minilm": {"id": str(minilm), "batch_size": 32}},
         "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
+        "rerankers": {
+            "minilm-bi": {"type": "bi-encoder", "model": "minilm"},
+            "tiny-ce": {"type": "cross-encoder", "id": str(cross_encoder), "max_length": 128},
+        },
+        "reranking": [
+            {"first_stage": "bm25", "reranker": "minilm-bi", "k": [10, 100]},
+            {"first_stage": "bm25", "reranker": "tiny-ce", "k": [10]},
+        ],
+        "fusion": {"rrf": {"method": "rrf", "runs": ["bm25", "minilm"]}},
+        "significance": {"permutations": 2000, "baseline": "bm25"},
+        "correlation": {
+            "reference": str(REPO / "config" / "reference" / "published_ndcg10.csv"),
+            "benchmarks": {"beir": ["scifact", "nfcorpus", "arguana"], "partial": list(PARTIAL)},
+            "bootstrap": {"left": "beir", "right": "partial", "sample_size": 1000},
+        },
     }
 
 
@@ -86,12 +109,13 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     # that the incremental tests may touch.
     data_dir = workdir / "data"
     (data_dir / "arguana" / "qrels").mkdir(parents=True)
-    for name in ("scifact", "nfcorpus"):
+    for name in ("scifact", "nfcorpus", *PARTIAL):
         (data_dir / name).symlink_to(shared_datasets / name)
     for name in ("corpus.jsonl.gz", "queries.jsonl"):
         (data_dir / "arguana" / name).symlink_to(shared_datasets / "arguana" / name)
     shutil.copy(shared_datasets / "arguana" / "qrels" / "test.tsv", data_dir / "arguana" / "qrels")
-    config = base_config(data_dir, minilm_path)
+    cross_encoder = build_tiny_cross_encoder(workdir / "tiny-ce", minilm_path)
+    config = base_config(data_dir, minilm_path, cross_encoder)
     snakemake(workdir, config, "--cores", "2")
     return workdir, config, shared_datasets
 
@@ -112,8 +136,11 @@ def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
     return run
 
 
-@pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana"])
-@pytest.mark.parametrize("system", ["bm25", "minilm"])
+SYSTEMS = ["bm25", "minilm", "rrf", "bm25+minilm-bi@10", "bm25+minilm-bi@100", "bm25+tiny-ce@10"]
+
+
+@pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana", *PARTIAL])
+@pytest.mark.parametrize("system", SYSTEMS)
 def test_summary_equals_pytrec_eval_on_the_trec_run(workflow, dataset, system):
     workdir, _, shared = workflow
     qrels = read_qrels(shared / dataset / "qrels" / "test.tsv")
@@ -181,7 +208,14 @@ def test_duckdb_views_cover_every_output(workflow, monkeypatch):
     monkeypatch.chdir(workdir)  # the views' paths are relative to the working directory
     with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
         counts = dict(db.execute("SELECT dataset, count(*) FROM corpus GROUP BY ALL").fetchall())
-        assert counts == {"scifact": 5183, "nfcorpus": 3633, "arguana": 8674}
+        assert counts == {
+            "scifact": 5183,
+            "nfcorpus": 3633,
+            "arguana": 8674,
+            "msmarco-partial": 5000,
+            "dbpedia-entity-partial": 5000,
+            "arcd-partial": 255,
+        }
         assert db.execute("SELECT count(*) FROM queries WHERE dataset = 'scifact'").fetchone() == (
             1109,
         )
@@ -189,17 +223,13 @@ def test_duckdb_views_cover_every_output(workflow, monkeypatch):
             "SELECT count(DISTINCT query_id) FROM qrels WHERE dataset = 'arguana'"
         ).fetchone() == (1406,)
         systems = db.execute("SELECT DISTINCT dataset, system FROM runs ORDER BY ALL").fetchall()
-        assert systems == [
-            (dataset, system)
-            for dataset in ("arguana", "nfcorpus", "scifact")
-            for system in ("bm25", "minilm")
-        ]
+        assert systems == sorted((d, s) for d in counts for s in SYSTEMS)
         joined = db.execute(
             "SELECT s.value, avg(p.value) FROM summary s "
             "JOIN per_query p USING (dataset, system, metric) "
             "WHERE metric = 'ndcg_cut_10' GROUP BY ALL"
         ).fetchall()
-        assert len(joined) == 6 and all(v == pytest.approx(a) for v, a in joined)
+        assert len(joined) == 36 and all(v == pytest.approx(a) for v, a in joined)
         revisions = db.execute(
             "SELECT DISTINCT record->>'files_md5' FROM manifests WHERE record->>'stage' = 'embed'"
         ).fetchall()
@@ -211,23 +241,32 @@ def test_nothing_to_do_when_nothing_changed(workflow):
     assert planned_jobs(workdir, config) == []
 
 
+# The jobs that gather every system: they rerun whenever any system changes.
+GATHERING = ["aggregate", "all", "correlate", "cost", "database", "plots", "significance"]
+DATASETS = 6
+
+
 def test_new_model_runs_only_its_own_jobs(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))
     config["models"]["minilm-prompted"] = config["models"]["minilm"] | {"query_prompt": "query: "}
     config["retrievers"]["minilm-prompted"] = {"type": "dense", "model": "minilm-prompted"}
     jobs = planned_jobs(workdir, config)
-    rules = sorted(rule for rule, _ in jobs)
-    assert rules == sorted(
-        ["aggregate", "all"]
-        + ["embed"] * 6
-        + ["index"] * 3
-        + ["retrieve_dense"] * 3
-        + ["score"] * 3
-    )
+    per_dataset = ["embed", "embed", "index", "retrieve_dense", "score"]
+    assert sorted(rule for rule, _ in jobs) == sorted(GATHERING + per_dataset * DATASETS)
     for _, wildcards in jobs:
         assert wildcards.get("model", "minilm-prompted") == "minilm-prompted"
         assert wildcards.get("system", "minilm-prompted") == "minilm-prompted"
+
+
+def test_new_reranker_runs_only_its_own_jobs(workflow):
+    workdir, config, _ = workflow
+    config = json.loads(json.dumps(config))
+    config["rerankers"]["tiny-ce-short"] = config["rerankers"]["tiny-ce"] | {"max_length": 64}
+    config["reranking"].append({"first_stage": "rrf", "reranker": "tiny-ce-short", "k": [5]})
+    jobs = planned_jobs(workdir, config)
+    assert sorted(rule for rule, _ in jobs) == sorted(GATHERING + ["rerank", "score"] * DATASETS)
+    assert {w["system"] for _, w in jobs if "system" in w} == {"rrf+tiny-ce-short@5"}
 
 
 def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
@@ -235,14 +274,8 @@ def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
     config = json.loads(json.dumps(config))
     config["datasets"]["arguana"]["remove_self_matches"] = False
     jobs = planned_jobs(workdir, config)
-    assert sorted(r for r, _ in jobs) == [
-        "aggregate",
-        "all",
-        "retrieve_bm25",
-        "retrieve_dense",
-        "score",
-        "score",
-    ]
+    arguana = ["retrieve_bm25", "retrieve_dense", "fuse"] + ["rerank"] * 3 + ["score"] * 6
+    assert sorted(r for r, _ in jobs) == sorted(GATHERING + arguana)
     assert {w["dataset"] for _, w in jobs if w} == {"arguana"}
 
 
@@ -258,3 +291,97 @@ def test_changed_dataset_file_reruns_only_its_downstream(workflow):
         qrels.write_text("".join(lines))
     assert "download" in {rule for rule, _ in jobs}
     assert {w["dataset"] for _, w in jobs if "dataset" in w} == {"arguana"}
+
+
+def read_result(workdir: Path, name: str) -> pd.DataFrame:
+    return pd.read_parquet(workdir / "results" / f"{name}.parquet")
+
+
+def test_reranked_and_fused_runs_record_their_lineage(workflow):
+    workdir, _, _ = workflow
+    runs = workdir / "results" / "runs" / "scifact"
+    reranked = pd.read_parquet(runs / "bm25+minilm-bi@100.parquet")
+    assert reranked.groupby("query_id").size().max() == 100
+    lineage = contracts.read_lineage(runs / "bm25+minilm-bi@100.parquet")
+    assert (lineage["first_stage"], lineage["k"], lineage["reranker"]) == ("bm25", 100, "minilm-bi")
+    assert lineage["first_stage_lineage"]["retriever"]["type"] == "bm25"
+    # Rescoring with the cached MiniLM vectors gives the dense run's scores for the same pairs.
+    dense = pd.read_parquet(runs / "minilm.parquet")
+    both = reranked.merge(dense, on=["query_id", "doc_id"], suffixes=("_rerank", "_dense"))
+    assert len(both) > 1000
+    np.testing.assert_allclose(both["score_rerank"], both["score_dense"], atol=1e-5)
+    manifest = json.loads(
+        (workdir / "results/manifests/rerank/scifact/bm25+minilm-bi@100.json").read_text()
+    )
+    assert manifest["reused_embeddings"] is True
+    fused = contracts.read_lineage(runs / "rrf.parquet")
+    assert fused["method"] == "rrf" and fused["k"] == 60 and len(fused["inputs"]) == 2
+
+
+def test_cost_of_every_system(workflow):
+    workdir, _, _ = workflow
+    cost = read_result(workdir, "cost").set_index(["dataset", "system"])
+    assert len(cost) == DATASETS * len(SYSTEMS)
+    assert (cost["latency_median_ms"] > 0).all()
+    assert (cost["latency_p95_ms"] >= cost["latency_median_ms"]).all()
+    assert (cost["latency_queries"] >= 40).all()  # the partial sets have 40-50 judged queries
+    scifact = cost.loc["scifact"]
+    assert scifact.loc["minilm", "index_bytes"] == 5183 * 384 * 4 + 45  # faiss flat header
+    assert scifact.loc["minilm", "encode_docs_per_second"] > 1
+    assert scifact.loc["bm25", "index_bytes"] > 100_000
+    # Reranking adds its own latency to the first stage's, query by query.
+    assert (
+        scifact.loc["bm25+minilm-bi@100", "latency_median_ms"]
+        > scifact.loc["bm25", "latency_median_ms"]
+    )
+    summary = read_result(workdir, "summary")
+    assert {"latency_median_ms", "latency_p95_ms", "index_bytes"} <= set(summary["metric"])
+
+
+def test_significance_of_every_pair(workflow):
+    workdir, _, _ = workflow
+    table = read_result(workdir, "significance")
+    pairs = table[table["family"] == "all pairs"]
+    assert len(pairs) == DATASETS * len(SYSTEMS) * (len(SYSTEMS) - 1) // 2
+    baseline = table[table["family"] == "against bm25"]
+    assert set(baseline["system_a"]) == {"bm25"} and len(baseline) == DATASETS * 5
+    assert pairs["randomization_p_holm"].between(0, 1).all()
+    assert (pairs["randomization_p_holm"] >= pairs["randomization_p_value"]).all()
+    # ArguAna has 1406 queries: MiniLM's lead over BM25 (0.50 vs 0.41) is no accident.
+    arguana = baseline.query("dataset == 'arguana' and system_b == 'minilm'")
+    assert arguana["significant"].item() and arguana["difference"].item() < 0
+
+
+def test_correlations_and_corpus_similarity(workflow):
+    workdir, _, _ = workflow
+    correlations = read_result(workdir, "correlations")
+    assert set(correlations["kind"]) == {"datasets", "metrics", "benchmarks", "reference"}
+    diagonal = correlations.query("kind == 'datasets' and left == right")
+    assert len(diagonal) == DATASETS and (diagonal["spearman"] == 1.0).all()
+    bootstrap = read_result(workdir, "bootstrap")
+    assert len(bootstrap) == 30 and (bootstrap["sampled_queries"] == 1000).all()
+    assert bootstrap["spearman"].between(-1, 1).all()
+    similarity = read_result(workdir, "corpus_similarity").pivot(
+        index="left", columns="right", values="similarity"
+    )
+    np.testing.assert_allclose(similarity.to_numpy(), similarity.to_numpy().T)
+    assert (np.diag(similarity) == 1.0).all()
+    # English science abstracts resemble each other more than they resemble Arabic text.
+    assert similarity.loc["scifact", "nfcorpus"] > 10 * similarity.loc["scifact", "arcd-partial"]
+
+
+def test_report_has_every_plot(workflow):
+    workdir, config, _ = workflow
+    snakemake(workdir, config, "--report", "results/report.html")
+    report = (workdir / "results" / "report.html").read_text()
+    for plot in (
+        "quality",
+        "significance",
+        "correlation_datasets",
+        "correlation_metrics",
+        "corpus_similarity",
+        "latency_quality",
+    ):
+        assert f"{plot}.png" in report
+        assert (workdir / "results" / "plots" / f"{plot}.svg").exists()
+    assert "results_table.html" in report and "cost_table.html" in report

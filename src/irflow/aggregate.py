@@ -12,21 +12,41 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 
 from irflow import contracts
-from irflow.score import summarize
 
 
-def build_summary(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
-    """``scores`` lists (dataset, system, per-query Parquet)."""
-    frames = []
-    for dataset, system, path in scores:
-        summary = summarize(pd.read_parquet(path))
-        summary.insert(0, "system", system)
-        summary.insert(0, "dataset", dataset)
-        frames.append(summary)
-    return pd.concat(frames, ignore_index=True)[contracts.SUMMARY.names]
+def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
+    """All per-query values in one table; ``scores`` lists (dataset, system, Parquet path)."""
+    frames = [
+        pd.read_parquet(path).assign(dataset=dataset, system=system)
+        for dataset, system, path in scores
+    ]
+    return pd.concat(frames, ignore_index=True)[
+        ["dataset", "system", "query_id", "metric", "value"]
+    ]
+
+
+COST_METRICS = [
+    "latency_median_ms",
+    "latency_p95_ms",
+    "index_bytes",
+    "index_build_seconds",
+    "encode_docs_per_second",
+]
+
+
+def build_summary(per_query: pd.DataFrame, cost: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean of each metric over the judged queries, plus the cost table's measurements."""
+    grouped = per_query.groupby(["dataset", "system", "metric"], sort=True)["value"]
+    summary = pd.DataFrame({"value": grouped.mean(), "queries": grouped.size()}).reset_index()
+    if cost is not None:
+        measured = cost.melt(
+            ["dataset", "system", "latency_queries"], COST_METRICS, var_name="metric"
+        ).dropna(subset=["value"])
+        measured = measured.rename(columns={"latency_queries": "queries"})
+        summary = pd.concat([summary, measured], ignore_index=True)
+    return summary[contracts.SUMMARY.names]
 
 
 def wide_table(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -66,22 +86,11 @@ def write_tables(summary: pd.DataFrame, metrics: list[str], markdown_path: Path,
     markdown_path.write_text(markdown(tables), encoding="utf-8")
 
 
-def _files(paths: list[Path]) -> str:
+def _files(paths: list) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
-def _parquet_view(name: str, paths: list[Path], pattern: str, keys: list[str]) -> str:
-    """A view over ``paths`` with ``keys`` (dataset, system) taken from each file's path."""
-    columns = ", ".join(
-        f"regexp_extract(filename, '{pattern}', {i + 1}) AS {key}" for i, key in enumerate(keys)
-    )
-    return (
-        f"CREATE OR REPLACE VIEW {name} AS SELECT {columns}, * EXCLUDE (filename) "
-        f"FROM read_parquet({_files(paths)}, filename = true)"
-    )
-
-
-# View name -> (path pattern with capture groups, the keys they capture).
+# Views over per-dataset files: path pattern with capture groups, and the keys they capture.
 PATTERNS = {
     "corpus": (r"datasets/([^/]+)/corpus\.parquet$", ["dataset"]),
     "queries": (r"datasets/([^/]+)/queries\.parquet$", ["dataset"]),
@@ -92,26 +101,39 @@ PATTERNS = {
 }
 
 
-def build_database(
-    db_path: Path, files: dict[str, list[Path]], summary_path: Path, manifests: list[Path]
-) -> None:
-    """(Re)create the DuckDB file with one view per contract."""
+def _view(name: str, paths: list) -> str:
+    if name == "manifests":
+        source = f"SELECT filename AS path, content::JSON AS record FROM read_text({_files(paths)})"
+    elif name in PATTERNS:
+        pattern, keys = PATTERNS[name]
+        columns = ", ".join(
+            f"regexp_extract(filename, '{pattern}', {i + 1}) AS {key}" for i, key in enumerate(keys)
+        )
+        source = (
+            f"SELECT {columns}, * EXCLUDE (filename) "
+            f"FROM read_parquet({_files(paths)}, filename = true)"
+        )
+    else:
+        source = f"SELECT * FROM read_parquet({_files(paths)}, union_by_name = true)"
+    return f"CREATE OR REPLACE VIEW {name} AS {source}"
+
+
+def build_database(db_path: Path, files: dict[str, list]) -> None:
+    """(Re)create the DuckDB file with one view per name in ``files`` (a contract's files, a
+    table's file, or the JSON manifests) and ``lineage``, how each run was made."""
     tmp = db_path.with_name(f".{db_path.name}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect(str(tmp)) as db:
-        for view, paths in files.items():
-            pattern, keys = PATTERNS[view]
-            db.execute(_parquet_view(view, paths, pattern, keys))
-        db.execute(
-            f"CREATE OR REPLACE VIEW summary AS SELECT * FROM read_parquet('{summary_path}')"
-        )
-        db.execute(
-            "CREATE OR REPLACE VIEW manifests AS SELECT filename AS path, "
-            f"content::JSON AS record FROM read_text({_files(manifests)})"
-        )
+        for name, paths in files.items():
+            db.execute(_view(name, paths))
+        if "runs" in files:
+            pattern, _ = PATTERNS["runs"]
+            db.execute(
+                "CREATE OR REPLACE VIEW lineage AS SELECT "
+                f"regexp_extract(file_name, '{pattern}', 1) AS dataset, "
+                f"regexp_extract(file_name, '{pattern}', 2) AS system, "
+                "decode(value)::JSON AS lineage "
+                f"FROM parquet_kv_metadata({_files(files['runs'])}) "
+                f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}'"
+            )
     os.replace(tmp, db_path)
-
-
-def write_summary(summary: pd.DataFrame, path: Path) -> None:
-    table = pa.Table.from_pandas(summary, schema=contracts.SUMMARY, preserve_index=False)
-    contracts.write_table(table, path)

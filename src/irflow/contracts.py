@@ -89,6 +89,11 @@ def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = No
     os.replace(tmp, path)
 
 
+def write_frame(frame, path: str | Path, schema: pa.Schema | None = None) -> None:
+    """``write_table`` for a pandas DataFrame (its index is not kept)."""
+    write_table(pa.Table.from_pandas(frame, preserve_index=False), path, schema)
+
+
 def with_lineage(table: pa.Table, lineage: dict) -> pa.Table:
     metadata = dict(table.schema.metadata or {})
     metadata[LINEAGE_KEY] = json.dumps(lineage, sort_keys=True).encode()

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from irflow import contracts
+from irflow.cost import time_each
 from irflow.errors import InputError
 from irflow.fingerprint import file_md5, folder_md5, value_md5
 
@@ -62,6 +64,24 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
     return path, {"model": spec["id"], "revision": Path(path).name}
 
 
+def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
+    """Build a sentence-transformers model (``factory``) on the configured device and dtype.
+
+    dtype "auto" means float16 on a GPU, float32 elsewhere. Returns the model and its
+    provenance: the exact revision or file hash, device and dtype.
+    """
+    import torch
+
+    path, provenance = resolve_model(spec)
+    device = pick_device(spec["device"])
+    model = factory(path, device=device, **options)
+    dtype = spec["dtype"]
+    if dtype == "auto":
+        dtype = "float16" if device.startswith("cuda") else "float32"
+    model.to(getattr(torch, dtype))
+    return model, provenance | {"device": device, "dtype": dtype}
+
+
 @dataclass
 class Encoder:
     """A loaded model with the settings that apply to it."""
@@ -73,20 +93,13 @@ class Encoder:
 
     @classmethod
     def load(cls, spec: dict) -> Encoder:
-        import torch
         from sentence_transformers import SentenceTransformer
 
-        path, provenance = resolve_model(spec)
-        device = pick_device(spec["device"])
-        model = SentenceTransformer(path, device=device)
-        dtype = spec["dtype"]
-        if dtype == "auto":
-            dtype = "float16" if device.startswith("cuda") else "float32"
-        model.to(getattr(torch, dtype))
+        model, provenance = load_model(SentenceTransformer, spec)
         if spec["max_seq_length"] is not None:
             model.max_seq_length = spec["max_seq_length"]
-        provenance |= {"device": device, "dtype": dtype, "max_seq_length": model.max_seq_length}
-        return cls(model, spec, device, provenance)
+        provenance["max_seq_length"] = model.max_seq_length
+        return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
         vectors = self.model.encode(
@@ -141,7 +154,8 @@ def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) ->
     if source.metadata.num_rows == 0:
         raise InputError(input_path, f"no rows to embed: the {side} table is empty")
     chunks = -(-source.metadata.num_rows // chunk_size)
-    resumed = 0
+    resumed = encoded = 0
+    encode_seconds = 0.0
     for index, batch in enumerate(
         tqdm(source.iter_batches(chunk_size), total=chunks, desc=f"embed {side}", disable=None)
     ):
@@ -150,7 +164,10 @@ def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) ->
             resumed += 1
             continue
         ids, texts = to_texts(batch)
+        started = time.perf_counter()
         vectors = encoder.encode(texts, prompt)
+        encode_seconds += time.perf_counter() - started
+        encoded += len(texts)
         dim = vectors.shape[1]
         table = pa.table(
             {"id": ids, "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), dim)},
@@ -161,7 +178,21 @@ def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) ->
         log.info("resumed: %d of %d chunks were already embedded", resumed, chunks)
     rows = _concatenate(sorted(parts.glob("part-*.parquet")), out_path)
     shutil.rmtree(parts)
-    return {"rows": rows, "chunks": chunks, "chunks_resumed": resumed}
+    return {
+        "rows": rows,
+        "chunks": chunks,
+        "chunks_resumed": resumed,
+        "rows_encoded": encoded,
+        "encode_seconds": encode_seconds,
+    }
+
+
+def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
+    """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
+    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
+    prompt = encoder.spec["query_prompt"]
+    seconds = time_each(lambda text: encoder.encode([text], prompt), queries["text"])
+    return dict(zip(queries["query_id"], seconds))
 
 
 def _concatenate(part_paths: list[Path], out_path: Path) -> int:

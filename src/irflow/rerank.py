@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from irflow.embed import Encoder, pick_device, read_embeddings, resolve_model
+from irflow.embed import Encoder, load_model, read_embeddings
 from irflow.runs import trec_order
 
 
@@ -40,17 +40,10 @@ class CrossEncoderScorer:
 
     @classmethod
     def load(cls, spec: dict) -> CrossEncoderScorer:
-        import torch
         from sentence_transformers import CrossEncoder
 
-        path, provenance = resolve_model(spec)
-        device = pick_device(spec["device"])
-        model = CrossEncoder(path, device=device, max_length=spec["max_length"])
-        dtype = spec["dtype"]
-        if dtype == "auto":
-            dtype = "float16" if device.startswith("cuda") else "float32"
-        model.to(getattr(torch, dtype))
-        provenance |= {"device": device, "dtype": dtype, "max_length": model.max_seq_length}
+        model, provenance = load_model(CrossEncoder, spec, max_length=spec["max_length"])
+        provenance["max_length"] = model.max_seq_length
         return cls(model, spec["batch_size"], provenance)
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:

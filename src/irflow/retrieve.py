@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from irflow.cost import time_each
 from irflow.embed import read_embeddings
 from irflow.index import load_index
 from irflow.runs import build_run
@@ -30,6 +31,7 @@ def dense_search(
     top_k: int,
     remove_self_matches: bool,
     batch_size: int,
+    latency_queries: int,
 ) -> tuple[pd.DataFrame, dict]:
     index = load_index(index_path, index_spec)
     doc_ids = np.array(
@@ -46,16 +48,21 @@ def dense_search(
             hits_ids.append(doc_ids[doc_row[found]].tolist())
             hits_scores.append(score_row[found].tolist())
     seconds = time.perf_counter() - started
+    one_by_one = time_each(
+        lambda vector: index.search(vector[None], depth), queries[:latency_queries]
+    )
     run, removed = build_run(query_ids, hits_ids, hits_scores, top_k, remove_self_matches)
-    return run, _timing(seconds, len(query_ids), removed)
+    return run, _timing(seconds, query_ids, removed, one_by_one)
 
 
-def _timing(seconds: float, queries: int, removed: int) -> dict:
+def _timing(seconds: float, query_ids: list[str], removed: int, one_by_one: list[float]) -> dict:
+    """Batch throughput, and per-query latency of the first queries searched one at a time."""
     return {
         "search_seconds": seconds,
-        "queries": queries,
-        "ms_per_query": 1000 * seconds / max(queries, 1),
+        "queries": len(query_ids),
+        "ms_per_query_batched": 1000 * seconds / max(len(query_ids), 1),
         "self_matches_removed": removed,
+        "latency": dict(zip(query_ids, one_by_one)),
     }
 
 
@@ -95,6 +102,12 @@ class BM25Retriever:
         self.model.index(self.tokenize(texts), show_progress=False)
         return self
 
+    def index_bytes(self) -> int:
+        """Size of the sparse score matrix and vocabulary, as bm25s saves them."""
+        arrays = self.model.scores.values()
+        vocabulary = sum(len(token.encode()) + 8 for token in self.model.vocab_dict)
+        return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) + vocabulary
+
     def search(self, query_texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores), each queries x depth; rows index the corpus table."""
         tokens = self.tokenize(query_texts)
@@ -103,7 +116,12 @@ class BM25Retriever:
 
 
 def bm25_search(
-    corpus_path: Path, queries_path: Path, spec: dict, top_k: int, remove_self_matches: bool
+    corpus_path: Path,
+    queries_path: Path,
+    spec: dict,
+    top_k: int,
+    remove_self_matches: bool,
+    latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
     started = time.perf_counter()
     retriever = BM25Retriever(spec).index(corpus_path)
@@ -113,6 +131,9 @@ def bm25_search(
     started = time.perf_counter()
     rows, scores = retriever.search(queries.column("text").to_pylist(), top_k + remove_self_matches)
     seconds = time.perf_counter() - started
+    texts = queries.column("text").to_pylist()[:latency_queries]
+    depth = top_k + remove_self_matches
+    one_by_one = time_each(lambda text: retriever.search([text], depth), texts)
     doc_ids = np.array(retriever.doc_ids, dtype=object)
     # bm25s pads with score 0 when fewer documents match than asked for; a document
     # sharing no term with the query is not a hit.
@@ -124,4 +145,7 @@ def bm25_search(
         top_k,
         remove_self_matches,
     )
-    return run, _timing(seconds, len(query_ids), removed) | {"index_seconds": index_seconds}
+    return run, _timing(seconds, query_ids, removed, one_by_one) | {
+        "index_seconds": index_seconds,
+        "index_bytes": retriever.index_bytes(),
+    }

@@ -118,9 +118,3 @@ def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) ->
     names = set(probe.get(query_id, {}))
     names |= {f"{name}_{k}" for name, cutoffs in extra.items() for k in cutoffs}
     return sorted(names)
-
-
-def summarize(per_query: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each metric over the scored queries."""
-    grouped = per_query.groupby("metric")["value"]
-    return pd.DataFrame({"value": grouped.mean(), "queries": grouped.size()}).reset_index()
