@@ -14,7 +14,7 @@ rule embed:
         "results/logs/embed/{dataset}/{model}/{side}.log",
     conda:
         "../envs/models.yaml"
-    threads: workflow.cores
+    threads: 8  # capped by --cores
     resources:
         gpu=1,
     params:

@@ -13,7 +13,7 @@ rule index:
         "results/logs/index/{dataset}/{model}/{index}.log",
     conda:
         "../envs/models.yaml"
-    threads: workflow.cores
+    threads: 8  # capped by --cores
     params:
         index=lambda wc: config["indexes"][wc.index],
     script:

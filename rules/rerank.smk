@@ -15,7 +15,7 @@ rule rerank:
         system=one_of(RERANKED),
     conda:
         "../envs/models.yaml"
-    threads: workflow.cores
+    threads: 8  # capped by --cores
     resources:
         gpu=1,
     params:

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
@@ -20,7 +21,7 @@ settings = snakemake.params.settings
 spec, k = settings["reranker"], settings["k"]
 
 first_stage = pd.read_parquet(inp.run)
-candidates = pc.unique(pc.array(top_candidates(first_stage, k)["doc_id"]))
+candidates = pa.array(top_candidates(first_stage, k)["doc_id"].unique())
 corpus = pq.read_table(inp.corpus)
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=candidates)).to_pydict()
 documents = {

@@ -112,31 +112,31 @@ def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) ->
                 labels.loc[a, b] = f"{sign * row.difference:+.3f}{star}"
         image = _heatmap(axis, values, labels, -limit, limit, "RdBu")
         axis.set_title(dataset)
+        axis.tick_params(axis="y", labelleft=axis is axes[0][0])
     figure.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label=f"{metric}: row − column")
     save(figure, path)
 
 
 def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
-    """Median query latency against quality, one marker per (dataset, system)."""
-    figure, axis = plt.subplots(figsize=(7, 5))
-    markers = dict(zip(sorted(points["dataset"].unique()), "osD^vP*X"))
-    for system, rows in points.groupby("system"):
-        for _, row in rows.iterrows():
-            axis.scatter(
-                row["latency_median_ms"],
-                row["value"],
-                marker=markers[row["dataset"]],
-                label=f"{system} / {row['dataset']}",
-            )
-            axis.annotate(
-                system,
-                (row["latency_median_ms"], row["value"]),
-                fontsize=7,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
+    """Median query latency against quality: colour is the system, marker the dataset."""
+    from matplotlib.lines import Line2D
+
+    figure, axis = plt.subplots(figsize=(8, 5))
+    systems, datasets = sorted(points["system"].unique()), sorted(points["dataset"].unique())
+    colors = dict(zip(systems, plt.cm.tab10(np.arange(len(systems)) % 10)))
+    markers = dict(zip(datasets, "osD^vP*Xph"))
+    for row in points.itertuples():
+        axis.scatter(
+            row.latency_median_ms,
+            row.value,
+            color=colors[row.system],
+            marker=markers[row.dataset],
+            s=40,
+        )
+    handles = [Line2D([], [], color=colors[s], marker="o", ls="", label=s) for s in systems]
+    handles += [Line2D([], [], color="gray", marker=markers[d], ls="", label=d) for d in datasets]
+    axis.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     axis.set_xscale("log")
     axis.set_xlabel("median latency per query (ms, log scale)")
     axis.set_ylabel(metric)
-    axis.legend(fontsize=6, loc="best")
     save(figure, path)
