@@ -45,8 +45,8 @@ def dense_search(
         scores, rows = index.search(queries[start : start + batch_size], depth)
         for score_row, doc_row in zip(scores, rows):
             found = doc_row >= 0  # HNSW may return fewer than depth hits
-            hits_ids.append(doc_ids[doc_row[found]].tolist())
-            hits_scores.append(score_row[found].tolist())
+            hits_ids.append(doc_ids[doc_row[found]])
+            hits_scores.append(score_row[found])
     seconds = time.perf_counter() - started
     one_by_one = time_each(
         lambda vector: index.search(vector[None], depth), queries[:latency_queries]
@@ -140,8 +140,8 @@ def bm25_search(
     matched = scores > 0
     run, removed = build_run(
         query_ids,
-        [doc_ids[r[m]].tolist() for r, m in zip(rows, matched)],
-        [s[m].tolist() for s, m in zip(scores, matched)],
+        [doc_ids[r[m]] for r, m in zip(rows, matched)],
+        [s[m] for s, m in zip(scores, matched)],
         top_k,
         remove_self_matches,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -25,19 +26,27 @@ def trec_order(run: pd.DataFrame) -> pd.DataFrame:
     return run
 
 
+def _flatten(parts: list, dtype) -> np.ndarray:
+    if not parts:
+        return np.array([], dtype=dtype)
+    return np.concatenate([np.asarray(part, dtype=dtype) for part in parts])
+
+
 def build_run(
     query_ids: list[str],
-    doc_ids_per_query: list[list[str]],
-    scores_per_query: list[list[float]],
+    doc_ids_per_query: list,
+    scores_per_query: list,
     top_k: int,
     remove_self_matches: bool,
 ) -> tuple[pd.DataFrame, int]:
-    """Assemble a run from per-query hits; returns it and the number of self-matches removed."""
+    """Assemble a run from per-query hits (lists or arrays); returns it and the number of
+    self-matches removed."""
+    lengths = [len(docs) for docs in doc_ids_per_query]
     frame = pd.DataFrame(
         {
-            "query_id": [q for q, docs in zip(query_ids, doc_ids_per_query) for _ in docs],
-            "doc_id": [d for docs in doc_ids_per_query for d in docs],
-            "score": [float(s) for scores in scores_per_query for s in scores],
+            "query_id": np.repeat(np.asarray(query_ids, dtype=object), lengths),
+            "doc_id": _flatten(doc_ids_per_query, object),
+            "score": _flatten(scores_per_query, np.float64),
         }
     )
     removed = 0
