@@ -10,14 +10,16 @@ from pathlib import Path
 OUT = Path(__file__).parent / "out"
 
 
-def best_of(function, repeats: int) -> float:
-    """The fastest of ``repeats`` runs: the least disturbed by other load on the machine."""
-    times = []
+def best_of(functions: dict, repeats: int) -> dict[str, float]:
+    """The fastest of ``repeats`` runs of each function, the functions taking turns so that a
+    change in machine load falls on all of them alike."""
+    times = {name: [] for name in functions}
     for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        for name, function in functions.items():
+            started = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - started)
+    return {name: min(seconds) for name, seconds in times.items()}
 
 
 def report(name: str, measurements: dict) -> None:

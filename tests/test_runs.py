@@ -53,3 +53,9 @@ def test_run_files_round_trip_with_exact_scores(tmp_path):
     lines = (tmp_path / "r.trec").read_text().splitlines()
     assert lines[0].split() == ["q", "Q0", "b", "1", repr(1 / 3), "s"]
     assert float(lines[1].split()[4]) == 0.1 + 0.2
+
+
+def test_ties_follow_byte_order_of_non_ascii_ids():
+    # trec_eval compares ids with strcmp: UTF-8 bytes, "é" (0xC3 0xA9) after "z" (0x7A).
+    run = pd.DataFrame({"query_id": "q", "doc_id": ["z", "é", "a", "Z"], "score": 1.0})
+    assert trec_order(run)["doc_id"].tolist() == ["é", "z", "a", "Z"]

@@ -6,6 +6,8 @@ mode, which jobs a change would rerun.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
@@ -370,18 +373,25 @@ def test_correlations_and_corpus_similarity(workflow):
     assert similarity.loc["scifact", "nfcorpus"] > 10 * similarity.loc["scifact", "arcd-partial"]
 
 
-def test_report_has_every_plot(workflow):
+def test_report_embeds_every_plot_drawn(workflow):
     workdir, config, _ = workflow
     snakemake(workdir, config, "--report", "results/report.html")
     report = (workdir / "results" / "report.html").read_text()
-    for plot in (
+    # The report is self-contained: each figure is embedded as a base64 PNG.
+    embedded = dict(
+        re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,([A-Za-z0-9+/=]+)", report)
+    )
+    plots = {
         "quality",
         "significance",
         "correlation_datasets",
         "correlation_metrics",
         "corpus_similarity",
         "latency_quality",
-    ):
-        assert f"{plot}.png" in report
-        assert (workdir / "results" / "plots" / f"{plot}.svg").exists()
+    }
+    assert set(embedded) == {f"{plot}.png" for plot in plots}
+    for name, data in embedded.items():
+        image = matplotlib.image.imread(io.BytesIO(base64.b64decode(data)), format="png")
+        assert image.shape[0] > 200 and image.std() > 0.05, name  # drawn, not blank
+        assert (workdir / "results" / "plots" / name).with_suffix(".svg").exists()
     assert "results_table.html" in report and "cost_table.html" in report
