@@ -20,10 +20,10 @@ from irflow.correlate import (
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
 summary = pd.read_parquet(inp.summary)
+per_query = pd.read_parquet(inp.per_query)
 metric = settings["metric"]
-quality = summary[
-    summary["metric"].isin(pd.read_parquet(inp.per_query, columns=["metric"])["metric"].unique())
-]
+# Orderings by quality only: the summary's cost measurements are not metrics to correlate.
+quality = summary[summary["metric"].isin(per_query["metric"].unique())]
 
 tables = [between_datasets(quality, metric).assign(kind="datasets", metric=metric)]
 tables.append(between_metrics(quality).assign(kind="metrics", metric="(all)"))
@@ -47,7 +47,7 @@ draws = pd.DataFrame(columns=["draw", "sampled_queries", "spearman", "kendall"])
 if settings["bootstrap"] is not None:
     boot = settings["bootstrap"]
     draws = bootstrap_correlation(
-        pd.read_parquet(inp.per_query),
+        per_query,
         metric,
         settings["benchmarks"][boot["left"]],
         settings["benchmarks"][boot["right"]],
