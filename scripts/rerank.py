@@ -24,10 +24,9 @@ first_stage = pd.read_parquet(inp.run)
 candidates = pa.array(top_candidates(first_stage, k)["doc_id"].unique())
 corpus = pq.read_table(inp.corpus)
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=candidates)).to_pydict()
-documents = {
-    doc_id: f"{title} {text}".strip()
-    for doc_id, title, text in zip(corpus["doc_id"], corpus["title"], corpus["text"])
-}
+documents = dict(
+    zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"]))
+)
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 

@@ -11,9 +11,11 @@ from irflow.correlate import unigram_counts
 setup_logging(snakemake)
 corpus = pq.ParquetFile(snakemake.input.corpus)
 texts = (
-    f"{title} {text}"
+    text
     for batch in corpus.iter_batches(50_000, columns=["title", "text"])
-    for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist())
+    for text in contracts.document_texts(
+        batch.column("title").to_pylist(), batch.column("text").to_pylist()
+    )
 )
 counts = unigram_counts(texts, frozenset(STOPWORDS_EN))
 table = pa.table({"token": list(counts), "count": list(counts.values())})

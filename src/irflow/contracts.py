@@ -27,6 +27,19 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+def document_text(title: str | None, text: str) -> str:
+    """A document as every model reads it: title, a space, text, as BEIR and MTEB build it.
+
+    One definition, because cached document embeddings are reused by rerankers and must
+    have been computed from the same string.
+    """
+    return f"{title or ''} {text}".strip()
+
+
+def document_texts(titles: list, texts: list) -> list[str]:
+    return [document_text(title, text) for title, text in zip(titles, texts)]
+
+
 CORPUS = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 QUERIES = pa.schema([("query_id", pa.string()), ("text", pa.string())])
 QRELS = pa.schema(

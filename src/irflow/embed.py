@@ -116,9 +116,7 @@ class Encoder:
 def document_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
     """(ids, title + " " + text) as BEIR and MTEB build document inputs."""
     titles, texts = batch.column("title").to_pylist(), batch.column("text").to_pylist()
-    return batch.column("doc_id").to_pylist(), [
-        f"{title} {text}".strip() for title, text in zip(titles, texts)
-    ]
+    return batch.column("doc_id").to_pylist(), contracts.document_texts(titles, texts)
 
 
 def query_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:

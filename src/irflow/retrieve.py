@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from irflow import contracts
 from irflow.cost import time_each
 from irflow.embed import read_embeddings
 from irflow.index import load_index
@@ -92,7 +93,7 @@ class BM25Retriever:
         texts = corpus.column("text").to_pylist()
         if self.spec["fields"] == "title+text":
             titles = corpus.column("title").to_pylist()
-            texts = [f"{title} {text}".strip() for title, text in zip(titles, texts)]
+            texts = contracts.document_texts(titles, texts)
         self.model = bm25s.BM25(
             method=self.spec["method"],
             k1=self.spec["k1"],
