@@ -1,11 +1,10 @@
 # aggregate: per-query scores of every (dataset, system) -> one per-query table, the summary
-# (quality and cost), and systems x datasets tables.
+# (quality metrics only; cost stays in results/cost.parquet), and systems x datasets tables.
 
 
 rule aggregate:
     input:
         scores=[f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
-        cost="results/cost.parquet",
     output:
         per_query="results/per_query.parquet",
         summary="results/summary.parquet",

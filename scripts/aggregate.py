@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 from _common import setup_logging
 
 from irflow import contracts
@@ -12,6 +11,6 @@ setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 per_query = collect_per_query([(d, s, Path(p)) for (d, s), p in zip(params.pairs, inp.scores)])
 contracts.write_frame(per_query, Path(out.per_query))
-summary = build_summary(per_query, pd.read_parquet(inp.cost))
+summary = build_summary(per_query)
 contracts.write_frame(summary, Path(out.summary), contracts.SUMMARY)
 write_tables(summary, params.report_metrics, Path(out.markdown), Path(out.tables))

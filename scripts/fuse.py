@@ -2,16 +2,15 @@
 
 from pathlib import Path
 
-import pandas as pd
 from _common import start_job
 
 from irflow import contracts
 from irflow.fuse import reciprocal_rank_fusion, weighted_fusion
-from irflow.runs import write_run
+from irflow.runs import read_run, write_run
 
 manifest = start_job(snakemake, "fuse")
 settings, wildcards = snakemake.params.settings, snakemake.wildcards
-runs = [pd.read_parquet(path) for path in snakemake.input.runs]
+runs = [read_run(path) for path in snakemake.input.runs]
 if settings["method"] == "rrf":
     fused = reciprocal_rank_fusion(runs, k=settings["k"], top_k=settings["top_k"])
 else:

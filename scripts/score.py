@@ -6,11 +6,12 @@ import pandas as pd
 from _common import start_job
 
 from irflow import contracts
+from irflow.runs import read_run
 from irflow.score import score_run
 
 manifest = start_job(snakemake, "score")
 inp, measures = snakemake.input, snakemake.params.measures
-per_query = score_run(pd.read_parquet(inp.run), pd.read_parquet(inp.qrels), measures)
+per_query = score_run(read_run(inp.run), pd.read_parquet(inp.qrels), measures)
 contracts.write_frame(per_query, Path(snakemake.output.scores), contracts.PER_QUERY)
 manifest.add(
     measures=measures,

@@ -1,4 +1,4 @@
-"""aggregate: summary with cost, BEIR-style wide tables, and DuckDB views over the outputs."""
+"""aggregate: summary as trec_eval aggregates, BEIR-style wide tables, and DuckDB views."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import duckdb
 import pandas as pd
 import pytest
+import pytrec_eval
 
 from irflow import contracts
 from irflow.aggregate import (
@@ -17,6 +18,7 @@ from irflow.aggregate import (
     write_tables,
 )
 from irflow.runs import write_run
+from irflow.score import score_run
 
 LAYOUT = {
     ("scifact", "bm25"): [0.5, 1.0],
@@ -42,37 +44,66 @@ def scored(tmp_path):
     return scores
 
 
-COST = pd.DataFrame(
-    {
-        "dataset": ["scifact", "scifact"],
-        "system": ["bm25", "dense"],
-        "kind": ["bm25", "dense"],
-        "device": "cpu",
-        "index_bytes": [1000.0, 2000.0],
-        "index_build_seconds": [1.0, 2.0],
-        "encode_docs_per_second": [None, 50.0],
-        "latency_median_ms": [0.5, 9.0],
-        "latency_p95_ms": [0.9, 12.0],
-        "latency_queries": [100, 100],
-    }
-)
-
-
-def test_summary_with_cost_and_wide_table(scored):
+def test_summary_and_wide_table(scored):
     per_query = collect_per_query(scored)
     assert list(per_query.columns) == ["dataset", "system", "query_id", "metric", "value"]
-    summary = build_summary(per_query, COST)
+    summary = build_summary(per_query)
+    assert list(summary.columns) == contracts.SUMMARY.names
+    assert set(summary["metric"]) == {"ndcg_cut_10", "recall_100"}  # no cost measurements
     row = summary.query("dataset == 'scifact' and system == 'bm25' and metric == 'ndcg_cut_10'")
     assert row["value"].item() == 0.75 and row["queries"].item() == 2
-    latency = summary.query("system == 'dense' and metric == 'latency_median_ms'")
-    assert latency["value"].item() == 9.0 and latency["queries"].item() == 100
-    assert summary.query("system == 'bm25' and metric == 'encode_docs_per_second'").empty
     table = wide_table(summary, "ndcg_cut_10")
     assert list(table.columns) == ["arguana", "scifact", "Average"]
     assert table.index.tolist() == ["dense", "bm25"]  # best average first
     assert table.loc["bm25", "Average"] == pytest.approx((0.125 + 0.75) / 2)
     with pytest.raises(ValueError, match="report metric 'map' was not computed"):
         wide_table(summary, "map")
+
+
+NOT_MEANS = ["gm_map", "gm_bpref", "num_q", "num_ret", "num_rel", "num_rel_ret", "map"]
+
+
+def summarised(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, float]:
+    per_query = score_run(run, qrels, NOT_MEANS).assign(dataset="d", system="s")
+    summary = build_summary(per_query)
+    return dict(zip(summary["metric"], summary["value"]))
+
+
+QRELS = pd.DataFrame(
+    [("q1", "d1", 1), ("q1", "d2", 0), ("q1", "d3", 2), ("q2", "d4", 1), ("q2", "d5", 1)]
+    + [("q3", "d6", 1), ("q3", "d7", 0), ("q3", "d8", 1)],
+    columns=["query_id", "doc_id", "relevance"],
+)
+RUN = pd.DataFrame(
+    [("q1", "d1", 3.0), ("q1", "d2", 2.0), ("q1", "d9", 1.0), ("q2", "d9", 2.0), ("q2", "d4", 1.0)]
+    + [("q3", "d7", 2.0), ("q3", "d8", 1.0)],
+    columns=["query_id", "doc_id", "score"],
+)
+
+
+def test_summary_aggregates_each_measure_as_pytrec_eval_does():
+    qrels = {q: dict(zip(g["doc_id"], g["relevance"])) for q, g in QRELS.groupby("query_id")}
+    run = {q: dict(zip(g["doc_id"], g["score"])) for q, g in RUN.groupby("query_id")}
+    evaluated = pytrec_eval.RelevanceEvaluator(qrels, set(NOT_MEANS)).evaluate(run)
+    ours = summarised(RUN, QRELS)
+    for metric in NOT_MEANS:
+        values = [evaluated[q][metric] for q in sorted(evaluated)]
+        expected = pytrec_eval.compute_aggregated_measure(metric, values)
+        assert ours[metric] == pytest.approx(expected, rel=1e-12), metric
+    # By hand: average precisions 0.5, 0.25 and 0.25; 6 relevant, 3 of them retrieved.
+    assert ours["gm_map"] == pytest.approx((0.5 * 0.25 * 0.25) ** (1 / 3))
+    assert (ours["num_q"], ours["num_rel"], ours["num_ret"], ours["num_rel_ret"]) == (3, 6, 7, 3)
+
+
+def test_summary_counts_a_query_without_results_as_trec_eval_c():
+    # q3 is judged but absent from the run. trec_eval -c averages over all 3 judged queries:
+    # q3 adds 0 to map, log(1e-5) to the geometric means, 1 to num_q, its 2 relevant
+    # documents to num_rel, and nothing to num_ret or num_rel_ret.
+    ours = summarised(RUN[RUN["query_id"] != "q3"], QRELS)
+    assert ours["map"] == pytest.approx((0.5 + 0.25) / 3)
+    assert ours["gm_map"] == pytest.approx((0.5 * 0.25 * 1e-5) ** (1 / 3))
+    assert ours["gm_bpref"] == pytest.approx((0.5 * 0.5 * 1e-5) ** (1 / 3))
+    assert (ours["num_q"], ours["num_rel"], ours["num_ret"], ours["num_rel_ret"]) == (3, 6, 5, 2)
 
 
 def test_tables_and_database(scored, tmp_path, monkeypatch):

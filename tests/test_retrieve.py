@@ -73,6 +73,59 @@ def test_bm25_removes_self_matches_when_asked(tables):
     assert run[run["query_id"] == "q1"]["doc_id"].tolist() == ["d2"]
 
 
+def corpus_and_queries(tmp_path, docs, queries):
+    corpus_path, queries_path = tmp_path / "corpus.parquet", tmp_path / "queries.parquet"
+    rows = [{"doc_id": d, "title": "", "text": x} for d, x in docs]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus_path)
+    rows = [{"query_id": q, "text": x} for q, x in queries]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.QUERIES), queries_path)
+    return corpus_path, queries_path
+
+
+# "cats" is in 3 of 4 documents: robertson's idf for it, log(1.5 / 3.5), is clamped to 0 by
+# bm25s, so the documents that match score 0 like the one that does not; bm25l and bm25+ give
+# the fish document a positive score although it shares no term with the query.
+CATS = [("d1", "cats purr"), ("d2", "cats sleep all day"), ("d3", "cats cats"), ("d4", "fish swim")]
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_hits_are_the_documents_sharing_a_term(tmp_path, method):
+    spec = BM25 | {"method": method}
+    paths = corpus_and_queries(tmp_path, CATS, [("q", "cats"), ("none", "birds")])
+    run, _ = bm25_search(*paths, spec, top_k=10, remove_self_matches=False)
+    assert set(run["query_id"]) == {"q"}  # "birds" matches nothing: no hit at all
+    model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
+    stemmer = Stemmer.Stemmer("english")
+    model.index(
+        bm25s.tokenize([x for _, x in CATS], stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    expected = dict(zip(["d1", "d2", "d3", "d4"], model.get_scores(["cat"]).tolist()))
+    del expected["d4"]
+    ranked = sorted(expected, key=lambda d: (-expected[d], [-ord(c) for c in d]))
+    assert run["doc_id"].tolist() == ranked
+    assert run["score"].tolist() == pytest.approx([expected[d] for d in ranked], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("method", "top_k", "expected"),
+    [
+        # d2 and d3 tie first; trec_eval ranks the larger doc id first, so d3 is the top 1.
+        ("lucene", 1, ["d3"]),
+        # "cats" is in 3 of 4: every match scores 0 (idf 0). The fish document scores 0 too
+        # and would rank first by its id, but it is no hit.
+        ("robertson", 2, ["d3", "d2"]),
+    ],
+)
+def test_bm25_top_k_is_taken_among_matching_documents_in_trec_eval_order(
+    tmp_path, method, top_k, expected
+):
+    docs = [("d1", "cats purr"), ("d2", "cats"), ("d3", "cats"), ("d4", "fish swim")]
+    paths = corpus_and_queries(tmp_path, docs, [("q", "cats")])
+    run, _ = bm25_search(*paths, BM25 | {"method": method}, top_k, remove_self_matches=False)
+    assert run["doc_id"].tolist() == expected
+
+
 def embeddings(path, ids, vectors):
     vectors = np.asarray(vectors, dtype=np.float32)
     table = pa.table(

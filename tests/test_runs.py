@@ -1,11 +1,14 @@
-"""Runs: trec_eval order, self-match removal and TREC export."""
+"""Runs: trec_eval order, self-match removal, TREC export and repeated documents."""
 
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
+import pytest
 
 from irflow import contracts
-from irflow.runs import build_run, trec_order, write_run
+from irflow.errors import InputError
+from irflow.runs import build_run, read_run, trec_order, write_run
 
 
 def test_trec_order_breaks_ties_by_doc_id_descending():
@@ -59,3 +62,36 @@ def test_ties_follow_byte_order_of_non_ascii_ids():
     # trec_eval compares ids with strcmp: UTF-8 bytes, "é" (0xC3 0xA9) after "z" (0x7A).
     run = pd.DataFrame({"query_id": "q", "doc_id": ["z", "é", "a", "Z"], "score": 1.0})
     assert trec_order(run)["doc_id"].tolist() == ["é", "z", "a", "Z"]
+
+
+def test_a_run_repeating_a_document_for_a_query_is_not_written(tmp_path):
+    # A corpus (or embeddings file) holding an id twice makes a retriever return it twice.
+    run, _ = build_run(
+        ["q1", "q2"],
+        [["d1", "d2"], ["d1", "d7", "d1", "d7"]],
+        [[2.0, 1.0], [4.0, 3.0, 2.0, 1.0]],
+        top_k=10,
+        remove_self_matches=False,
+    )
+    path = tmp_path / "r.parquet"
+    with pytest.raises(
+        InputError,
+        match=r"r\.parquet: document 'd1' is listed more than once for query 'q2' \(2 repeated",
+    ):
+        write_run(run, path, {}, tmp_path / "r.trec", "s")
+    assert not path.exists() and not (tmp_path / "r.trec").exists()
+
+
+def test_reading_a_run_file_that_repeats_a_document_fails_naming_file_and_pair(tmp_path):
+    path = tmp_path / "external.parquet"
+    rows = [("q", "a", 3.0, 1), ("q", "b", 2.0, 2), ("p", "a", 2.0, 1), ("q", "a", 1.0, 3)]
+    table = pa.Table.from_pylist(
+        [dict(zip(contracts.RUN.names, row)) for row in rows], contracts.RUN
+    )
+    contracts.write_table(table, path)
+    with pytest.raises(
+        InputError, match=r"external\.parquet: document 'a' is listed more than once for query 'q'"
+    ):
+        read_run(path)
+    contracts.write_table(table.slice(0, 3), path)
+    assert read_run(path)["doc_id"].tolist() == ["a", "b", "a"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pandas as pd
@@ -69,6 +70,19 @@ def test_query_without_results_scores_zero():
     assert set(per_query["query_id"]) == set(qrels["query_id"])
     q11 = per_query[per_query["query_id"] == "q11"]
     assert len(q11) > 20 and (q11["value"] == 0).all()
+
+
+def test_query_without_results_gets_what_trec_eval_c_counts():
+    run, qrels = random_case(0)  # q11 is judged but absent from the run
+    counts = ["gm_map", "gm_bpref", "num_q", "num_rel", "num_ret", "num_rel_ret", "ndcg_cut.10"]
+    got = values(score_run(run, qrels, counts))
+    relevant = int((qrels[qrels["query_id"] == "q11"]["relevance"] >= 1).sum())
+    assert relevant > 0
+    assert got[("q11", "gm_map")] == got[("q11", "gm_bpref")] == math.log(1e-5)
+    assert (got[("q11", "num_q")], got[("q11", "num_rel")]) == (1.0, relevant)
+    assert (
+        got[("q11", "num_ret")] == got[("q11", "num_rel_ret")] == got[("q11", "ndcg_cut_10")] == 0
+    )
 
 
 def test_ties_are_broken_as_trec_eval_does():

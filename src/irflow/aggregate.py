@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+from pytrec_eval import compute_aggregated_measure
 
 from irflow import contracts
 
@@ -27,26 +28,23 @@ def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
     ]
 
 
-COST_METRICS = [
-    "latency_median_ms",
-    "latency_p95_ms",
-    "index_bytes",
-    "index_build_seconds",
-    "encode_docs_per_second",
-]
-
-
-def build_summary(per_query: pd.DataFrame, cost: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mean of each metric over the judged queries, plus the cost table's measurements."""
-    grouped = per_query.groupby(["dataset", "system", "metric"], sort=True)["value"]
-    summary = pd.DataFrame({"value": grouped.mean(), "queries": grouped.size()}).reset_index()
-    if cost is not None:
-        measured = cost.melt(
-            ["dataset", "system", "latency_queries"], COST_METRICS, var_name="metric"
-        ).dropna(subset=["value"])
-        measured = measured.rename(columns={"latency_queries": "queries"})
-        summary = pd.concat([summary, measured], ignore_index=True)
-    return summary[contracts.SUMMARY.names]
+def build_summary(per_query: pd.DataFrame) -> pd.DataFrame:
+    """Each metric over the judged queries, aggregated as trec_eval aggregates it: the mean,
+    but the sum for ``num_*`` counts and the geometric mean for ``gm_*`` (whose per-query
+    values are logs). Quality only: cost measurements stay in the cost table."""
+    rows = [
+        (
+            dataset,
+            system,
+            metric,
+            compute_aggregated_measure(metric, values.to_numpy()),
+            len(values),
+        )
+        for (dataset, system, metric), values in per_query.groupby(
+            ["dataset", "system", "metric"], sort=True
+        )["value"]
+    ]
+    return pd.DataFrame(rows, columns=contracts.SUMMARY.names)
 
 
 def wide_table(summary: pd.DataFrame, metric: str) -> pd.DataFrame:

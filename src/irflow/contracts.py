@@ -11,11 +11,15 @@ qrels       query_id, doc_id, relevance, span_start, span_end  one row per judge
 audit       doc_id, action, reason, judged                     one row per filter decision
 embeddings  id, vector (fixed-size list of float32)            queries or documents
 run         query_id, doc_id, score, rank                      rank 1 is best; order and
-            rank follow trec_eval (score descending, then doc_id descending);
+            rank follow trec_eval (score descending, then doc_id descending); a
+            document appears at most once per query;
             file metadata ``irflow.lineage`` (JSON) says how the run was made, e.g. the
             first-stage run a reranker read
-per_query   query_id, metric, value                            trec_eval metric names
-summary     dataset, system, metric, value, queries            mean over judged queries
+per_query   query_id, metric, value                            trec_eval metric names;
+            gm_* values are logs, as trec_eval keeps them per query
+summary     dataset, system, metric, value, queries            each metric over the judged
+            queries as trec_eval aggregates it: mean, sum for num_*, geometric mean for
+            gm_*; quality metrics only (cost is its own table)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 
 def document_text(title: str | None, text: str) -> str:
     """A document as every model reads it: title, a space, text, as BEIR and MTEB build it.

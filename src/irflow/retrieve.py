@@ -2,7 +2,10 @@
 
 Dense search goes over query batches against the faiss index and keeps only the top-k per
 query, so no query x corpus score matrix is ever held. BM25 is bm25s with every part of its
-variant (scoring method, k1, b, stemmer, stopwords, fields) taken from config.
+variant (scoring method, k1, b, stemmer, stopwords, fields) taken from config. A BM25 hit is a
+document that shares at least one term with the query, whatever its score: ``robertson`` gives a
+term found in more than half the documents idf 0 (bm25s clamps it there), and ``bm25l``/``bm25+``
+give every document a positive score, so the score alone cannot say which documents matched.
 """
 
 from __future__ import annotations
@@ -78,11 +81,15 @@ class BM25Retriever:
 
             self.stemmer = Stemmer.Stemmer(spec["stemmer"])
 
-    def tokenize(self, texts: list[str]):
+    def tokenize(self, texts: list[str], return_ids: bool = True):
         import bm25s
 
         return bm25s.tokenize(
-            texts, stopwords=self.spec["stopwords"], stemmer=self.stemmer, show_progress=False
+            texts,
+            stopwords=self.spec["stopwords"],
+            stemmer=self.stemmer,
+            return_ids=return_ids,
+            show_progress=False,
         )
 
     def index(self, corpus_path: Path):
@@ -109,11 +116,28 @@ class BM25Retriever:
         vocabulary = sum(len(token.encode()) + 8 for token in self.model.vocab_dict)
         return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) + vocabulary
 
-    def search(self, query_texts: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores), each queries x depth; rows index the corpus table."""
-        tokens = self.tokenize(query_texts)
-        depth = min(depth, len(self.doc_ids))
-        return self.model.retrieve(tokens, k=depth, show_progress=False, n_threads=0)
+    def search(self, query_texts: list[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query, (rows, scores) of the documents that share a term with it: the ``depth``
+        best by score, and any tied with the last of them; rows index the corpus table."""
+        tokens = self.tokenize(query_texts, return_ids=False)
+        return [self._top_matching(self.model.get_tokens_ids(query), depth) for query in tokens]
+
+    def _top_matching(self, token_ids: list[int], depth: int) -> tuple[np.ndarray, np.ndarray]:
+        # bm25s' score matrix (CSC, one column per term) holds an entry for each document that
+        # contains the term, so the rows under the query's terms are the documents it matches.
+        matrix = self.model.scores
+        terms = np.unique(np.asarray(token_ids, dtype=np.int64))
+        postings = zip(matrix["indptr"][terms], matrix["indptr"][terms + 1])
+        matched = np.zeros(matrix["num_docs"], dtype=bool)
+        for start, end in postings:
+            matched[matrix["indices"][start:end]] = True
+        rows = np.flatnonzero(matched)
+        scores = self.model.get_scores_from_ids(token_ids)[rows]
+        if len(rows) > depth:
+            # Ties with the last kept stay: build_run cuts them in trec_eval's order.
+            last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
+            rows, scores = rows[scores >= last_kept], scores[scores >= last_kept]
+        return rows, scores
 
 
 def bm25_search(
@@ -129,20 +153,17 @@ def bm25_search(
     index_seconds = time.perf_counter() - started
     queries = pq.read_table(queries_path)
     query_ids = queries.column("query_id").to_pylist()
-    started = time.perf_counter()
-    rows, scores = retriever.search(queries.column("text").to_pylist(), top_k + remove_self_matches)
-    seconds = time.perf_counter() - started
-    texts = queries.column("text").to_pylist()[:latency_queries]
+    texts = queries.column("text").to_pylist()
     depth = top_k + remove_self_matches
-    one_by_one = time_each(lambda text: retriever.search([text], depth), texts)
+    started = time.perf_counter()
+    hits = retriever.search(texts, depth)
+    seconds = time.perf_counter() - started
+    one_by_one = time_each(lambda text: retriever.search([text], depth), texts[:latency_queries])
     doc_ids = np.array(retriever.doc_ids, dtype=object)
-    # bm25s pads with score 0 when fewer documents match than asked for; a document
-    # sharing no term with the query is not a hit.
-    matched = scores > 0
     run, removed = build_run(
         query_ids,
-        [doc_ids[r[m]] for r, m in zip(rows, matched)],
-        [s[m] for s, m in zip(scores, matched)],
+        [doc_ids[rows] for rows, _ in hits],
+        [scores for _, scores in hits],
         top_k,
         remove_self_matches,
     )

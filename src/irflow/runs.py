@@ -3,6 +3,10 @@
 trec_eval sorts a query's results by score descending and breaks ties by document id in
 descending (byte) order. Every ordering in irflow goes through ``trec_order`` so that ranks
 here, metrics from pytrec_eval and metrics computed by irflow all agree.
+
+A run lists a document at most once per query. pytrec_eval would keep one of the repeats and
+irflow's own measures would count each (``recall_cap`` above 1), so a repeated (query, doc)
+is refused wherever a run file is written (``write_run``) or read (``read_run``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from irflow import contracts
+from irflow.errors import InputError
 
 
 def trec_order(run: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +67,29 @@ def build_run(
     return frame[frame["rank"] <= top_k].reset_index(drop=True), removed
 
 
+def check_unique(run: pd.DataFrame, path: str | Path) -> None:
+    """Raise ``InputError`` naming ``path`` and the first (query, doc) the run repeats."""
+    repeated = run.duplicated(["query_id", "doc_id"])
+    if repeated.any():
+        first = run.loc[repeated.idxmax()]
+        raise InputError(
+            path,
+            f"document {first['doc_id']!r} is listed more than once for query "
+            f"{first['query_id']!r} ({int(repeated.sum())} repeated (query, doc) rows); "
+            "a run lists each document at most once per query",
+        )
+
+
+def read_run(path: str | Path) -> pd.DataFrame:
+    """A run file (``run`` contract), refused if it repeats a (query, doc)."""
+    run = pd.read_parquet(path)
+    check_unique(run, path)
+    return run
+
+
 def write_run(run: pd.DataFrame, path: Path, lineage: dict, trec_path: Path, tag: str) -> None:
+    """Parquet with lineage and the TREC file; refused if the run repeats a (query, doc)."""
+    check_unique(run, path)
     table = pa.Table.from_pandas(
         run[contracts.RUN.names], schema=contracts.RUN, preserve_index=False
     )

@@ -9,12 +9,19 @@ on the same trec_eval ordering (score descending, then doc id descending):
 - ``judged_k``: share of the top k that carries a judgement for that query (denominator k);
 - ``hole_k``: share of the top k that no query of the split judged (BEIR's Hole@k).
 
-Every query with a judgement in the split is scored; a query the run has no results for
-scores 0 on every measure. Relevant means a grade >= 1 (trec_eval's default level).
+Every query with a judgement in the split is scored. A query the run has no results for gets
+what ``trec_eval -c`` counts for it: 0 for every measure, except ``num_q`` (1), ``num_rel`` (its
+relevant documents) and the geometric means. Relevant means a grade >= 1 (trec_eval's default
+level).
+
+Values are per query as pytrec_eval gives them. For ``gm_map`` and ``gm_bpref`` that is the
+natural log of the query's value, floored at log(1e-5) as trec_eval does; the summary turns them
+into a geometric mean (``irflow.aggregate``), and sums the ``num_*`` counts.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import pandas as pd
@@ -24,6 +31,7 @@ from irflow.runs import trec_order
 
 IRFLOW_MEASURES = ("recip_rank_cut", "recall_cap", "judged", "hole")
 RELEVANCE_LEVEL = 1
+MIN_GEO_MEAN = 1e-5  # trec_eval's floor for a query's value in a geometric mean
 
 
 def parse_measures(specs: list[str]) -> tuple[set[str], dict[str, list[int]]]:
@@ -103,12 +111,21 @@ def score_run(run: pd.DataFrame, qrels: pd.DataFrame, measure_specs: list[str]) 
 
     metric_names = sorted({name for values in per_query.values() for name in values})
     metric_names = metric_names or _metric_names(qrels_nested, native, extra)
-    rows = [
-        (query_id, metric, per_query.get(query_id, {}).get(metric, 0.0))
-        for query_id in sorted(qrels_nested)
-        for metric in metric_names
-    ]
+    rows = []
+    for query_id in sorted(qrels_nested):
+        values = per_query.get(query_id) or _without_results(qrels_nested[query_id], metric_names)
+        rows += [(query_id, metric, values[metric]) for metric in metric_names]
     return pd.DataFrame(rows, columns=["query_id", "metric", "value"])
+
+
+def _without_results(judgements: dict[str, int], metric_names: list[str]) -> dict[str, float]:
+    """The values ``trec_eval -c`` counts for a judged query the run has no results for."""
+    relevant = sum(grade >= RELEVANCE_LEVEL for grade in judgements.values())
+    counted = {"num_q": 1.0, "num_rel": float(relevant)}
+    return {
+        metric: math.log(MIN_GEO_MEAN) if metric.startswith("gm_") else counted.get(metric, 0.0)
+        for metric in metric_names
+    }
 
 
 def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) -> list[str]:
