@@ -71,15 +71,55 @@ def test_errors_name_the_key(change, message):
 
 def test_environment_variables_expand_in_paths(monkeypatch):
     monkeypatch.setenv("MODELS", "/opt/models")
-    config = expand_config(MINIMAL | {"models": {"m": {"id": "$MODELS/minilm"}}})
+    ce = {"ce": {"type": "cross-encoder", "id": "$MODELS/ce"}}
+    config = expand_config(MINIMAL | {"models": {"m": {"id": "$MODELS/minilm"}}, "rerankers": ce})
     assert config["models"]["m"]["id"] == "/opt/models/minilm"
+    assert config["rerankers"]["ce"]["id"] == "/opt/models/ce"
     monkeypatch.delenv("MODELS")
-    with pytest.raises(ConfigError, match="environment variable that is not set"):
-        expand_config(MINIMAL | {"models": {"m": {"id": "${MODELS}/minilm"}}})
+    for change, key in (
+        ({"models": {"m": {"id": "${MODELS}/minilm"}}}, "models.m.id"),
+        ({"rerankers": ce}, "rerankers.ce.id"),
+        ({"data_dir": "$MODELS/data"}, "data_dir"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            expand_config(MINIMAL | change)
+        assert f"config key '{key}': " in str(error.value)
+        assert "names an environment variable that is not set" in str(error.value)
 
 
-def test_offline_config_is_valid(monkeypatch):
-    monkeypatch.setenv("IRFLOW_MINILM", "/somewhere")
+@pytest.mark.parametrize("mistyped", ["./models/minilm", "/opt/models/x", "models/sub/minilm"])
+def test_model_folder_that_does_not_exist_is_a_config_error(tmp_path, monkeypatch, mistyped):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "minilm-l6").mkdir(parents=True)
+    (tmp_path / "ce").mkdir()
+    models = {"models": {"good": {"id": "./models/minilm-l6"}, "bad": {"id": mistyped}}}
+    rerankers = {
+        "rerankers": {
+            "hub": {"type": "cross-encoder", "id": "cross-encoder/ms-marco-MiniLM-L-6-v2"},
+            "local": {"type": "cross-encoder", "id": str(tmp_path / "ce")},
+            "typo": {"type": "cross-encoder", "id": mistyped},
+        }
+    }
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | models | rerankers, SCHEMA)
+    problems = str(error.value).splitlines()[1:]
+    assert [line.split("'")[1] for line in problems] == ["models.bad.id", "rerankers.typo.id"]
+    assert all(f"the folder {mistyped!r} does not exist" in line for line in problems)
+
+
+def test_model_id_must_be_a_folder_or_a_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    hub_ids = {"a": {"id": "intfloat/e5-small-v2"}, "b": {"id": "all-MiniLM-L6-v2"}}
+    assert validate_config(MINIMAL | {"models": hub_ids}, SCHEMA)["models"]["a"]["id"]
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | {"models": {"m": {"id": "my model"}}}, SCHEMA)
+    assert "config key 'models.m.id': 'my model' is neither an existing folder nor a valid " in (
+        str(error.value)
+    )
+
+
+def test_offline_config_is_valid(monkeypatch, tmp_path):
+    monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
     with open(REPO / "config" / "offline.yaml") as handle:
         config = validate_config(expand_config(yaml.safe_load(handle)), SCHEMA)
     assert config["offline"] and config["data_dir"] == "../shared/datasets"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import json
+import logging
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
@@ -12,6 +16,7 @@ from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from irflow import contracts
 from irflow.errors import InputError
 from irflow.ingest import ingest
+from irflow.score import score_run
 
 
 def run_ingest(folder: Path, out: Path, unknown: str = "keep", split: str = "test") -> dict:
@@ -48,6 +53,34 @@ def test_gzipped_corpus_and_integer_ids(tmp_path):
     )
     run_ingest(folder, tmp_path / "out")
     assert pq.read_table(tmp_path / "out" / "corpus.parquet").column("doc_id").to_pylist() == ["7"]
+
+
+@pytest.mark.parametrize(("gzip_corpus", "qrels_header"), [(False, True), (True, False)])
+def test_byte_order_marks_are_stripped(tmp_path, gzip_corpus, qrels_header):
+    """A BOM at the start of each file (inside the gzip stream too) changes nothing."""
+    folders = [
+        write_beir(tmp_path / name, TINY_CORPUS, TINY_QUERIES, TINY_QRELS, gzip_corpus=gzip_corpus)
+        for name in ("plain", "marked")
+    ]
+    corpus = "corpus.jsonl.gz" if gzip_corpus else "corpus.jsonl"
+    for folder in folders:
+        qrels = folder / "qrels" / "test.tsv"
+        if not qrels_header:
+            qrels.write_text(qrels.read_text().split("\n", 1)[1])
+    for name in (corpus, "queries.jsonl", "qrels/test.tsv"):
+        path = folders[1] / name
+        if name.endswith(".gz"):
+            path.write_bytes(gzip.compress(codecs.BOM_UTF8 + gzip.decompress(path.read_bytes())))
+        else:
+            path.write_bytes(codecs.BOM_UTF8 + path.read_bytes())
+    stats = [run_ingest(folder, tmp_path / f"out-{folder.name}") for folder in folders]
+    assert stats[1] == stats[0]
+    for table in ("corpus", "queries", "qrels"):
+        plain, marked = (
+            pq.read_table(tmp_path / f"out-{f.name}" / f"{table}.parquet") for f in folders
+        )
+        assert marked.equals(plain), table
+    assert pq.read_table(tmp_path / "out-marked" / "queries.parquet")["query_id"][0].as_py() == "q1"
 
 
 def corrupt_line(folder: Path, name: str, line: int, raw: bytes) -> None:
@@ -139,6 +172,45 @@ def test_unknown_qrels_are_counted_and_kept(tmp_path):
     assert stats["unknown_qrels"]["unknown_documents"] == 1
     assert stats["unknown_qrels"]["unknown_queries"] == 1
     assert pq.read_table(tmp_path / "out" / "qrels.parquet").num_rows == 5
+
+
+@pytest.mark.parametrize(
+    ("unknown_row", "says", "never_says", "recall_10"),
+    [
+        (
+            ("q1", "missing-doc", 1),
+            "its query is still scored, but if the document is relevant the query's recall "
+            "cannot reach 1",
+            "score 0",
+            0.5,  # q1 has d1 and the unknown document relevant; a run can find only d1
+        ),
+        (
+            ("q9", "d2", 1),
+            "an unknown query is never retrieved for, so it scores 0 for every system",
+            "recall",
+            0.0,
+        ),
+    ],
+    ids=["unknown document", "unknown query"],
+)
+def test_unknown_qrels_warning_says_what_scoring_does(
+    tmp_path, caplog, unknown_row, says, never_says, recall_10
+):
+    folder = write_beir(tmp_path / "d", TINY_CORPUS, TINY_QUERIES, [*TINY_QRELS, unknown_row])
+    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+        run_ingest(folder, tmp_path / "out", "keep")
+    (warning,) = caplog.messages
+    assert says in warning and never_says not in warning
+
+    # The warning says what scoring does, for a run that ranks every document for every query.
+    run = pd.DataFrame(
+        [(q["_id"], d["_id"], 1.0) for q in TINY_QUERIES for d in TINY_CORPUS],
+        columns=["query_id", "doc_id", "score"],
+    )
+    scores = score_run(run, pd.read_parquet(tmp_path / "out" / "qrels.parquet"), ["recall.10"])
+    recall = scores.set_index("query_id")["value"].to_dict()
+    assert recall[unknown_row[0]] == recall_10
+    assert recall["q2"] == 1.0
 
 
 def test_unknown_qrels_can_be_dropped(tmp_path):

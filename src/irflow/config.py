@@ -12,8 +12,12 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from irflow.errors import ConfigError
+
+# How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
+PATH_PREFIXES = ("/", "./", "../", "~")
 
 
 def load_schema(path: str | Path) -> dict:
@@ -88,7 +92,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     if not problems:
         config = copy.deepcopy(config)
         _fill_defaults(config, schema, schema)
-        problems = _cross_references(config)
+        problems = _cross_references(config) + _model_id_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
@@ -174,24 +178,60 @@ def _cross_references(config: dict) -> list[str]:
     return problems
 
 
+def _model_ids(config: dict) -> list[tuple[str, dict]]:
+    """(dotted key, holder) of each model id: models and cross-encoder rerankers."""
+    return [
+        (f"{table}.{name}.id", spec)
+        for table in ("models", "rerankers")
+        for name, spec in (config.get(table) or {}).items()
+        if isinstance(spec, dict) and isinstance(spec.get("id"), str)
+    ]
+
+
+def _model_id_problems(config: dict) -> list[str]:
+    """A model id must be an existing folder or a valid Hugging Face id, so that a mistyped
+    path fails now rather than minutes later inside huggingface_hub."""
+    problems = []
+    for key, spec in _model_ids(config):
+        model_id = spec["id"]
+        if Path(model_id).is_dir():
+            continue
+        try:
+            validate_repo_id(model_id)
+        except HFValidationError as error:
+            if model_id.startswith(PATH_PREFIXES) or model_id.count("/") > 1:
+                folder = Path(model_id)
+                where = "" if folder.is_absolute() else f" (looked for {folder.absolute()})"
+                problems.append(
+                    f"config key '{key}': the folder {model_id!r} does not exist{where}"
+                )
+            else:
+                problems.append(
+                    f"config key '{key}': {model_id!r} is neither an existing folder nor a "
+                    f"valid Hugging Face id: {error}"
+                )
+    return problems
+
+
 def load_config(path: str | Path, schema_path: str | Path) -> dict:
     with open(path, encoding="utf-8") as handle:
         return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))
 
 
 def expand_config(config: dict) -> dict:
-    """Expand $VARIABLES in paths (model ids, data and download dirs) so one config file
-    serves machines whose models and data live in different places."""
+    """Expand $VARIABLES in paths (model and cross-encoder ids, data and download dirs) so one
+    config file serves machines whose models and data live in different places."""
     config = copy.deepcopy(config)
-    places = [(config, "data_dir"), (config, "download_dir")]
-    places += [(model, "id") for model in (config.get("models") or {}).values()]
-    for holder, key in places:
+    places = [(key, config) for key in ("data_dir", "download_dir")] + _model_ids(config)
+    for dotted_key, holder in places:
+        key = dotted_key.rsplit(".", 1)[-1]
         value = holder.get(key)
         if isinstance(value, str):
             expanded = os.path.expandvars(value)
             if "$" in expanded:
                 raise ConfigError(
-                    f"config key '{key}': {value!r} names an environment variable that is not set"
+                    f"config key '{dotted_key}': {value!r} names an environment variable that "
+                    "is not set"
                 )
             holder[key] = expanded
     return config

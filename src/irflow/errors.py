@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
-class InputError(ValueError):
+class UserError(Exception):
+    """A problem with the user's data, download or configuration, not a bug in irflow.
+
+    Its message says everything needed to fix it, so a job reports it in one line, without a
+    traceback.
+    """
+
+
+class InputError(UserError, ValueError):
     """Bad input data: names the file, and the line and field when they are known."""
 
     def __init__(
@@ -24,9 +32,9 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-class DownloadError(RuntimeError):
+class DownloadError(UserError, RuntimeError):
     """A dataset could not be fetched, verified or unpacked."""
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The workflow configuration is invalid; the message names the key."""

@@ -27,12 +27,15 @@ ROWS_PER_BATCH = 50_000
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of a UTF-8 file, plain or gzipped, without a leading BOM."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
+                # Editors on Windows often start a file with a byte-order mark; utf-8-sig drops it.
+                encoding = "utf-8-sig" if number == 1 else "utf-8"
                 try:
-                    yield number, raw.decode("utf-8")
+                    yield number, raw.decode(encoding)
                 except UnicodeDecodeError as error:
                     raise InputError(
                         path, f"not valid UTF-8 (byte {error.start} of the line)", line=number
@@ -209,6 +212,21 @@ def _span(cells: list[str], path: Path, line: int) -> tuple[int | None, int | No
     return start, end
 
 
+def _unknown_qrels_outcome(report: QrelsReport, policy: str) -> str:
+    """What scoring does with the unknown qrels rows, for the warning."""
+    if policy == "drop":
+        return "dropped"
+    outcomes = []
+    if report.unknown_documents:
+        outcomes.append(
+            "an unknown document stays a judgement no run can retrieve: its query is still "
+            "scored, but if the document is relevant the query's recall cannot reach 1"
+        )
+    if report.unknown_queries:
+        outcomes.append("an unknown query is never retrieved for, so it scores 0 for every system")
+    return "kept; " + "; ".join(outcomes)
+
+
 def ingest(
     corpus_path: Path,
     queries_path: Path,
@@ -264,7 +282,7 @@ def ingest(
             qrels_path,
             report.unknown_documents,
             report.unknown_queries,
-            "dropped" if unknown_qrels == "drop" else "kept, such queries score 0",
+            _unknown_qrels_outcome(report, unknown_qrels),
             "; ".join(report.examples),
         )
     judged_queries = {row["query_id"] for row in qrels}

@@ -1,0 +1,96 @@
+"""A failing job reports its error in the rule's log: a user error in one line, a bug with its
+traceback, and the job still fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+
+
+def test_input_error_is_one_line_in_the_rule_log(tmp_path):
+    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    queries = data / "queries.jsonl"
+    queries.write_text(queries.read_text() + '{"_id": "q4", "text": \n')
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    config = workdir / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "offline": True,
+                "datasets": {"tiny": {"source": {"path": str(data)}}},
+                "retrievers": {"bm25": {"type": "bm25"}},
+            }
+        )
+    )
+    result = subprocess.run(
+        [
+            *SNAKEMAKE,
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(config),
+            "--cores",
+            "1",
+            "results/datasets/tiny/queries.parquet",
+        ],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+
+    assert result.returncode != 0
+    log = (workdir / "results" / "logs" / "ingest" / "tiny.log").read_text()
+    expected = f"{queries}, line 4: malformed JSON"
+    errors = [line for line in log.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and expected in errors[0]
+    assert expected in result.stderr
+    assert "Traceback" not in log and "Traceback" not in result.stderr
+    assert not (workdir / "results" / "datasets" / "tiny" / "queries.parquet").exists()
+
+
+def _run_failing_job(
+    tmp_path: Path, raise_statement: str
+) -> tuple[subprocess.CompletedProcess, str]:
+    """Run a script that sets up logging as a Snakemake script does, then raises."""
+    log = tmp_path / "job.log"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "from types import SimpleNamespace\n"
+        "from _common import setup_logging\n"
+        "from irflow.errors import DownloadError\n"
+        f"setup_logging(SimpleNamespace(log=[{str(log)!r}]))\n"
+        f"{raise_statement}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONPATH": str(REPO / "scripts")},
+        check=False,
+    )
+    return result, log.read_text()
+
+
+def test_download_error_is_one_line_without_traceback(tmp_path):
+    result, log = _run_failing_job(tmp_path, "raise DownloadError('dataset x: HTTP 404')")
+    assert result.returncode == 1
+    for text in (log, result.stderr):
+        assert text.count("\n") == 1 and "ERROR dataset x: HTTP 404" in text
+        assert "Traceback" not in text
+
+
+def test_unexpected_error_keeps_its_traceback_in_the_log(tmp_path):
+    result, log = _run_failing_job(tmp_path, "{}['missing']")
+    assert result.returncode == 1
+    for text in (log, result.stderr):
+        assert "unexpected error" in text and "Traceback" in text
+        assert "KeyError: 'missing'" in text
