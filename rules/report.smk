@@ -9,6 +9,7 @@ rule plots:
         cost="results/cost.parquet",
         significance="results/significance.parquet",
         correlations="results/correlations.parquet",
+        bootstrap="results/bootstrap.parquet",
         similarity="results/corpus_similarity.parquet",
     output:
         quality=report(
@@ -31,6 +32,11 @@ rule plots:
             caption="../report/correlation.rst",
             category="Correlation",
         ),
+        bootstrap=report(
+            "results/plots/bootstrap.png",
+            caption="../report/bootstrap.rst",
+            category="Correlation",
+        ),
         similarity=report(
             "results/plots/corpus_similarity.png",
             caption="../report/similarity.rst",
@@ -44,6 +50,11 @@ rule plots:
         results_table=report(
             "results/report/results_table.html",
             caption="../report/results_table.rst",
+            category="Tables",
+        ),
+        significance_table=report(
+            "results/report/significance_table.html",
+            caption="../report/significance_table.rst",
             category="Tables",
         ),
         cost_table=report(

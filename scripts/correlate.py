@@ -8,6 +8,7 @@ from _common import setup_logging
 
 from irflow import contracts
 from irflow.correlate import (
+    BOOTSTRAP_COLUMNS,
     against_reference,
     between_benchmarks,
     between_datasets,
@@ -43,7 +44,7 @@ if inp.reference:
 correlations = pd.concat(tables, ignore_index=True)
 contracts.write_frame(correlations, out.correlations)
 
-draws = pd.DataFrame(columns=["draw", "sampled_queries", "spearman", "kendall"])
+draws = pd.DataFrame(columns=[*BOOTSTRAP_COLUMNS, "left", "right"])
 if settings["bootstrap"] is not None:
     boot = settings["bootstrap"]
     draws = bootstrap_correlation(

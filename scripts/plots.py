@@ -6,7 +6,15 @@ import pandas as pd
 from _common import setup_logging
 
 from irflow.aggregate import wide_table
-from irflow.plots import bar_charts, latency_quality, matrix, significance_matrices
+from irflow.correlate import MIN_SYSTEMS
+from irflow.plots import (
+    bar_charts,
+    bootstrap_histogram,
+    latency_quality,
+    matrix,
+    significance_matrices,
+    significance_table,
+)
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -15,14 +23,20 @@ summary = pd.read_parquet(inp.summary)
 cost = pd.read_parquet(inp.cost)
 
 bar_charts(per_query, params.metric, Path(out.quality))
-significance_matrices(
-    pd.read_parquet(inp.significance), params.significance_metric, Path(out.significance)
-)
+comparisons = pd.read_parquet(inp.significance)
+significance_matrices(comparisons, params.significance_metric, Path(out.significance))
 correlations = pd.read_parquet(inp.correlations)
+systems = per_query["system"].nunique()
 for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.correlation_metrics)):
     pairs = correlations[correlations["kind"] == kind]
     table = pairs.pivot(index="left", columns="right", values="spearman")
-    matrix(table, f"Spearman correlation of system orderings between {kind}", Path(path))
+    matrix(
+        table,
+        f"Spearman correlation of system orderings between {kind}",
+        Path(path),
+        empty=f"a rank correlation needs {MIN_SYSTEMS} systems; this run has {systems}",
+    )
+bootstrap_histogram(pd.read_parquet(inp.bootstrap), Path(out.bootstrap))
 similarity = pd.read_parquet(inp.similarity).pivot(
     index="left", columns="right", values="similarity"
 )
@@ -39,6 +53,7 @@ tables = "".join(
 )
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")
+Path(out.significance_table).write_text(significance_table(comparisons), encoding="utf-8")
 Path(out.cost_table).write_text(
     cost.to_html(index=False, float_format="{:.3f}".format, na_rep="–"), encoding="utf-8"
 )

@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -12,7 +11,7 @@ from _common import start_job
 from irflow import contracts
 from irflow.embed import Encoder
 from irflow.rerank import BiEncoderScorer, CrossEncoderScorer, rerank, top_candidates
-from irflow.runs import write_run
+from irflow.runs import read_run, write_run
 
 manifest = start_job(snakemake, "rerank")
 torch.set_num_threads(snakemake.threads)
@@ -20,13 +19,11 @@ inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
 settings = snakemake.params.settings
 spec, k = settings["reranker"], settings["k"]
 
-first_stage = pd.read_parquet(inp.run)
+first_stage = read_run(inp.run)
 candidates = pa.array(top_candidates(first_stage, k)["doc_id"].unique())
 corpus = pq.read_table(inp.corpus)
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=candidates)).to_pydict()
-documents = dict(
-    zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"]))
-)
+documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 

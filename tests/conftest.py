@@ -58,7 +58,7 @@ def minilm_spec(path: Path, **settings) -> dict:
         "normalize": True,
         "batch_size": 8,
         "chunk_size": 2,
-        "dtype": "auto",
+        "dtype": "float32",
         "device": "cpu",
     }
     return spec | settings

@@ -107,15 +107,38 @@ def test_model_folder_that_does_not_exist_is_a_config_error(tmp_path, monkeypatc
     assert all(f"the folder {mistyped!r} does not exist" in line for line in problems)
 
 
-def test_model_id_must_be_a_folder_or_a_hub_id(tmp_path, monkeypatch):
+@pytest.mark.parametrize("invalid", ["my model", ""])
+def test_model_id_must_be_a_folder_or_a_hub_id(tmp_path, monkeypatch, invalid):
     monkeypatch.chdir(tmp_path)
     hub_ids = {"a": {"id": "intfloat/e5-small-v2"}, "b": {"id": "all-MiniLM-L6-v2"}}
     assert validate_config(MINIMAL | {"models": hub_ids}, SCHEMA)["models"]["a"]["id"]
     with pytest.raises(ConfigError) as error:
-        validate_config(MINIMAL | {"models": {"m": {"id": "my model"}}}, SCHEMA)
-    assert "config key 'models.m.id': 'my model' is neither an existing folder nor a valid " in (
+        validate_config(MINIMAL | {"models": {"m": {"id": invalid}}}, SCHEMA)
+    assert f"config key 'models.m.id': {invalid!r} is neither an existing folder nor a valid " in (
         str(error.value)
     )
+
+
+def test_home_folder_in_a_model_id_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "models" / "minilm").mkdir(parents=True)
+    models = {"m": {"id": "~/models/minilm"}, "typo": {"id": "~/models/minlm"}}
+    with pytest.raises(ConfigError) as error:
+        validate_config(expand_config(MINIMAL | {"models": models}), SCHEMA)
+    (problem,) = (line.strip() for line in str(error.value).splitlines()[1:])
+    assert (
+        problem
+        == f"config key 'models.typo.id': the folder '{tmp_path}/models/minlm' does not exist"
+    )
+    del models["typo"]
+    config = validate_config(expand_config(MINIMAL | {"models": models}), SCHEMA)
+    assert config["models"]["m"]["id"] == str(tmp_path / "models" / "minilm")
+
+
+@pytest.mark.parametrize("table", ["models", "rerankers"])
+def test_model_table_of_the_wrong_shape_is_a_config_error(table):
+    with pytest.raises(ConfigError, match=f"config key '{table}': "):
+        validate_config(expand_config(MINIMAL | {table: ["minilm"]}), SCHEMA)
 
 
 def test_offline_config_is_valid(monkeypatch, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from irflow.cost import CostModel, in_sequence, time_each
@@ -60,3 +62,14 @@ def test_in_sequence_keeps_queries_measured_everywhere():
 def test_time_each_times_every_item():
     seconds = time_each(lambda n: sum(range(n)), [10, 100_000])
     assert len(seconds) == 2 and seconds[1] > seconds[0] > 0
+
+
+def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
+    # A manifest written before parts recorded their seconds, by a job that resumed them all.
+    manifests = MANIFESTS | {
+        ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 0.0, "device": "cpu"}
+    }
+    model = CostModel(CONFIG, KINDS, lambda stage, *names: manifests[(stage, *names)])
+    table = model.table(["d"]).set_index("system")
+    assert math.isnan(table.loc["dense", "encode_docs_per_second"])
+    assert table.loc["dense", "index_bytes"] == 1536000

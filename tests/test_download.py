@@ -306,6 +306,7 @@ def test_every_url_failing_is_an_error(server, dirs):
     with pytest.raises(DownloadError, match="HTTP 404") as raised:
         locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert "also-missing.zip" in str(raised.value)
+    assert "\n" not in str(raised.value)  # a job reports it as one line
     assert not (cache_dir / "scifact").exists()
 
 
@@ -433,6 +434,29 @@ def test_huggingface_source_moves_snapshot_into_cache(monkeypatch, dirs):
     assert calls[0]["repo_id"] == "BeIR/scifact"
     assert calls[0]["repo_type"] == "dataset"
     assert calls[0]["revision"] == "abc123"
+
+
+def test_huggingface_failure_is_one_line(monkeypatch, dirs):
+    data_dir, cache_dir = dirs
+
+    def snapshot_download(**kwargs):
+        # As huggingface_hub words a missing repository: several lines.
+        raise OSError(
+            "404 Client Error.\n\nRepository Not Found for url: "
+            "https://huggingface.co/api/datasets/someone/missing.\nPlease make sure you "
+            "specified the correct `repo_id` and `repo_type`."
+        )
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    source = {"huggingface": "someone/missing", "revision": None}
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset("x", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    assert str(raised.value) == (
+        "Hugging Face dataset someone/missing: 404 Client Error. Repository Not Found for url: "
+        "https://huggingface.co/api/datasets/someone/missing. Please make sure you specified "
+        "the correct `repo_id` and `repo_type`."
+    )
+    assert list(cache_dir.iterdir()) == []
 
 
 def test_huggingface_repo_not_in_beir_layout_names_missing_files(monkeypatch, dirs):

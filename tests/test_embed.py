@@ -6,10 +6,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import TINY_CORPUS, minilm_spec
+from conftest import REPO, TINY_CORPUS, minilm_spec
 
+import irflow.embed
 from irflow import contracts
-from irflow.embed import Encoder, embed_file, read_embeddings
+from irflow.config import load_schema, validate_config
+from irflow.cost import CostModel
+from irflow.embed import Encoder, embed_file, read_embeddings, resolve_dtype
+from irflow.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +21,25 @@ def encoder(minilm_path):
     return Encoder.load(minilm_spec(minilm_path))
 
 
-@pytest.fixture
-def corpus(tmp_path):
-    rows = [{"doc_id": d["_id"], "title": d["title"], "text": d["text"]} for d in TINY_CORPUS]
-    path = tmp_path / "corpus.parquet"
+def write_corpus(path, documents):
+    rows = [{"doc_id": d["_id"], "title": d["title"], "text": d["text"]} for d in documents]
     contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), path)
     return path
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_corpus(tmp_path / "corpus.parquet", TINY_CORPUS)
+
+
+TEN_DOCUMENTS = [
+    {
+        "_id": f"d{i:02d}",
+        "title": f"Topic {i}",
+        "text": f"Document {i} is about subject number {i}.",
+    }
+    for i in range(10)
+]
 
 
 def test_documents_are_title_space_text_and_normalised(encoder, corpus, tmp_path):
@@ -61,7 +78,17 @@ class Killed(RuntimeError):
     pass
 
 
-def counting(encoder, fail_after: int | None = None):
+class Clock:
+    """Stands in for ``time`` in irflow.embed; ``counting`` advances it 1 s per text encoded."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def counting(encoder, fail_after: int | None = None, clock: Clock | None = None, **settings):
     """An encoder that counts encode calls and can die after some of them, like a killed job."""
     calls = []
 
@@ -70,9 +97,12 @@ def counting(encoder, fail_after: int | None = None):
             if fail_after is not None and len(calls) == fail_after:
                 raise Killed
             calls.append(len(texts))
+            if clock is not None:
+                clock.now += len(texts)
             return super().encode(texts, prompt)
 
-    return Counting(encoder.model, dict(encoder.spec), encoder.device, encoder.provenance), calls
+    spec = encoder.spec | settings
+    return Counting(encoder.model, spec, encoder.device, dict(encoder.provenance)), calls
 
 
 def test_killed_job_resumes_from_the_last_finished_chunk(encoder, corpus, tmp_path):
@@ -87,9 +117,8 @@ def test_killed_job_resumes_from_the_last_finished_chunk(encoder, corpus, tmp_pa
     result = embed_file(resumed, corpus, "corpus", out)
     assert result | {"encode_seconds": None} == {
         "rows": 4,
-        "chunks": 2,
-        "chunks_resumed": 1,
         "rows_encoded": 2,
+        "rows_resumed": 2,
         "encode_seconds": None,
     }
     assert result["encode_seconds"] > 0
@@ -106,10 +135,132 @@ def test_parts_made_with_other_settings_are_discarded(encoder, corpus, tmp_path)
     dying, _ = counting(encoder, fail_after=1)
     with pytest.raises(Killed):
         embed_file(dying, corpus, "corpus", out)
-    changed, calls = counting(encoder)
-    changed.spec["document_prompt"] = "passage: "
-    assert embed_file(changed, corpus, "corpus", out)["chunks_resumed"] == 0
+    changed, calls = counting(encoder, document_prompt="passage: ")
+    assert embed_file(changed, corpus, "corpus", out)["rows_resumed"] == 0
     assert calls == [2, 2]
+
+
+@pytest.mark.parametrize("resumed_chunk_size", [1, 2, 5])
+def test_resume_with_another_chunk_size_embeds_each_row_once(encoder, tmp_path, resumed_chunk_size):
+    corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS)
+    out = tmp_path / "emb.parquet"
+    dying, _ = counting(encoder, fail_after=2, chunk_size=3)  # killed after 2 of 4 chunks
+    with pytest.raises(Killed):
+        embed_file(dying, corpus, "corpus", out)
+
+    resumed, calls = counting(encoder, chunk_size=resumed_chunk_size)
+    result = embed_file(resumed, corpus, "corpus", out)
+    ids, vectors = read_embeddings(out)
+    embed_file(encoder, corpus, "corpus", tmp_path / "fresh.parquet")
+    fresh_ids, fresh_vectors = read_embeddings(tmp_path / "fresh.parquet")
+    assert ids == fresh_ids == [d["_id"] for d in TEN_DOCUMENTS]
+    # Chunks of other sizes pad batches differently: equal up to float noise.
+    np.testing.assert_allclose(vectors, fresh_vectors, atol=1e-6)
+    assert sum(calls) == 4  # only the 4 rows no finished part held
+    assert (result["rows"], result["rows_resumed"], result["rows_encoded"]) == (10, 6, 4)
+
+
+def test_repeated_ids_are_refused(encoder, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.parquet", TINY_CORPUS + TINY_CORPUS[:1])
+    out = tmp_path / "emb.parquet"
+    with pytest.raises(InputError, match=r"corpus.parquet: 1 id\(s\) occur more than once.*'d1'"):
+        embed_file(encoder, corpus, "corpus", out)
+    assert not out.exists()
+    assert not list(tmp_path.glob(".emb.parquet.tmp*"))
+
+
+def test_encode_seconds_count_every_part_after_a_resume(encoder, corpus, tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(irflow.embed, "time", clock)
+    out = tmp_path / "emb.parquet"
+    dying, _ = counting(encoder, fail_after=1, clock=clock)
+    with pytest.raises(Killed):
+        embed_file(dying, corpus, "corpus", out)  # 1 of 2 chunks: 2 texts, 2 s
+
+    resumed, _ = counting(encoder, clock=clock)
+    result = embed_file(resumed, corpus, "corpus", out)
+    assert (result["rows_encoded"], result["encode_seconds"]) == (2, 4.0)
+    assert result["rows"] / result["encode_seconds"] == 1.0
+
+
+def killed_before_the_output(*args):
+    raise Killed
+
+
+def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(irflow.embed, "time", clock)
+    out = tmp_path / "emb.parquet"
+    with monkeypatch.context() as patch:
+        patch.setattr(irflow.embed, "_concatenate", killed_before_the_output)
+        with pytest.raises(Killed):
+            embed_file(counting(encoder, clock=clock)[0], corpus, "corpus", out)
+
+    resumed, calls = counting(encoder, clock=clock)
+    result = embed_file(resumed, corpus, "corpus", out)
+    assert calls == []
+    assert result == {"rows": 4, "rows_encoded": 0, "rows_resumed": 4, "encode_seconds": 4.0}
+    config = {"retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}}}
+    manifests = {
+        ("embed", "d", "m", "corpus"): result | {"device": "cpu"},
+        ("embed", "d", "m", "queries"): {"latency": {"q1": 0.01}},
+        ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
+        ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},
+    }
+    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key]).table(["d"])
+    assert cost["encode_docs_per_second"].tolist() == [1.0]
+
+
+def test_dtype_defaults_to_float32_for_models_and_cross_encoders():
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "models": {"m": {"id": "org/bi-encoder"}},
+        "retrievers": {"r": {"type": "dense", "model": "m"}},
+        "rerankers": {"ce": {"type": "cross-encoder", "id": "org/cross-encoder"}},
+    }
+    config = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+    assert config["models"]["m"]["dtype"] == "float32"
+    assert config["rerankers"]["ce"]["dtype"] == "float32"
+
+
+def test_auto_dtype_is_float16_on_a_cuda_gpu_only():
+    assert resolve_dtype("auto", "cuda") == resolve_dtype("auto", "cuda:1") == "float16"
+    assert resolve_dtype("auto", "cpu") == resolve_dtype("auto", "mps") == "float32"
+    assert resolve_dtype("bfloat16", "cuda") == "bfloat16"
+    assert resolve_dtype("float32", "cuda") == "float32"
+
+
+def test_parts_are_keyed_by_the_resolved_dtype(encoder, minilm_path, corpus, tmp_path):
+    out = tmp_path / "emb.parquet"
+    dying, _ = counting(encoder, fail_after=1, dtype="auto")  # auto ran as float32 on the CPU
+    with pytest.raises(Killed):
+        embed_file(dying, corpus, "corpus", out)
+    # The same configured "auto" that ran as float16 (on a GPU) must not reuse those parts.
+    half = Encoder.load(minilm_spec(minilm_path, dtype="float16"))
+    auto_on_gpu, calls = counting(half, dtype="auto")
+    assert auto_on_gpu.provenance["dtype"] == "float16"
+    result = embed_file(auto_on_gpu, corpus, "corpus", out)
+    assert calls == [2, 2]
+    assert result["rows_resumed"] == 0
+
+    with pytest.raises(Killed):
+        embed_file(counting(encoder, fail_after=1, dtype="auto")[0], corpus, "corpus", out)
+    # An explicit float32 computes the same vectors as auto did on the CPU: those parts resume.
+    explicit, calls = counting(encoder, dtype="float32")
+    result = embed_file(explicit, corpus, "corpus", out)
+    assert calls == [2]
+    assert result["rows_resumed"] == 2
+
+
+def test_read_embeddings_reads_only_the_given_ids(encoder, corpus, tmp_path):
+    out = tmp_path / "emb.parquet"
+    embed_file(encoder, corpus, "corpus", out)
+    all_ids, all_vectors = read_embeddings(out)
+    ids, vectors = read_embeddings(out, ids={"d3", "d1", "unknown"})
+    assert ids == ["d1", "d3"]
+    np.testing.assert_array_equal(vectors, all_vectors[[0, 2]])
+    ids, vectors = read_embeddings(out, ids=[])
+    assert ids == [] and vectors.shape == (0, 384)
 
 
 def test_empty_input_is_an_error(encoder, tmp_path):

@@ -14,47 +14,59 @@ from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 
 
-def test_input_error_is_one_line_in_the_rule_log(tmp_path):
-    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    queries = data / "queries.jsonl"
-    queries.write_text(queries.read_text() + '{"_id": "q4", "text": \n')
-    workdir = tmp_path / "work"
+def run_workflow(workdir: Path, datasets: dict, target: str) -> subprocess.CompletedProcess:
+    """Run Snakemake offline in a new ``workdir`` for ``target`` of a BM25-only config."""
     workdir.mkdir()
     config = workdir / "config.yaml"
     config.write_text(
         yaml.safe_dump(
-            {
-                "offline": True,
-                "datasets": {"tiny": {"source": {"path": str(data)}}},
-                "retrievers": {"bm25": {"type": "bm25"}},
-            }
+            {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
         )
     )
-    result = subprocess.run(
-        [
-            *SNAKEMAKE,
-            "--directory",
-            str(workdir),
-            "--configfile",
-            str(config),
-            "--cores",
-            "1",
-            "results/datasets/tiny/queries.parquet",
-        ],
+    return subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config)]
+        + ["--cores", "1", target],
         capture_output=True,
         text=True,
         env=os.environ | {"HF_HUB_OFFLINE": "1"},
         check=False,
     )
 
+
+def assert_one_error_line(result: subprocess.CompletedProcess, log: str, expected: str) -> None:
+    """The job failed, and its error is one line, without a traceback, in its log and stderr."""
     assert result.returncode != 0
-    log = (workdir / "results" / "logs" / "ingest" / "tiny.log").read_text()
-    expected = f"{queries}, line 4: malformed JSON"
     errors = [line for line in log.splitlines() if "ERROR" in line]
     assert len(errors) == 1 and expected in errors[0]
     assert expected in result.stderr
     assert "Traceback" not in log and "Traceback" not in result.stderr
+
+
+def test_input_error_is_one_line_in_the_rule_log(tmp_path):
+    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    queries = data / "queries.jsonl"
+    queries.write_text(queries.read_text() + '{"_id": "q4", "text": \n')
+    workdir = tmp_path / "work"
+    result = run_workflow(
+        workdir, {"tiny": {"source": {"path": str(data)}}}, "results/datasets/tiny/queries.parquet"
+    )
+    log = (workdir / "results" / "logs" / "ingest" / "tiny.log").read_text()
+    assert_one_error_line(result, log, f"{queries}, line 4: malformed JSON")
     assert not (workdir / "results" / "datasets" / "tiny" / "queries.parquet").exists()
+
+
+def test_download_error_is_one_line_in_the_rule_log(tmp_path):
+    workdir = tmp_path / "work"
+    source = {"url": "https://example.org/tiny.zip"}  # never fetched: the run is offline
+    result = run_workflow(
+        workdir, {"tiny": {"source": source}}, "results/datasets/tiny/source.json"
+    )
+    log = (workdir / "results" / "logs" / "download" / "tiny.log").read_text()
+    assert_one_error_line(
+        result,
+        log,
+        "dataset 'tiny' is not available offline: place the BEIR folder at results/downloads/tiny/",
+    )
 
 
 def _run_failing_job(

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
 
+from irflow.correlate import bootstrap_correlation, between_datasets
 from irflow.plots import (
     bar_charts,
+    bootstrap_histogram,
     confidence_intervals,
     latency_quality,
     matrix,
     significance_matrices,
+    significance_table,
 )
+from irflow.significance import paired_comparisons
 
 
 @pytest.fixture
@@ -76,3 +81,123 @@ def test_every_figure_is_drawn(per_query, tmp_path):
     )
     latency_quality(points, "ndcg_cut_10", tmp_path / "latency.png")
     written(tmp_path / "latency.png")
+
+
+def svg_text(path) -> str:
+    """The figure's SVG, its words kept as text (matplotlib draws them as paths by default)."""
+    return path.with_suffix(".svg").read_text()
+
+
+@pytest.fixture
+def text_in_svg():
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        yield
+
+
+def one_system(queries: int = 1) -> pd.DataFrame:
+    """The most common first run: one system on one dataset (here with one judged query)."""
+    return pd.DataFrame(
+        {
+            "dataset": "scifact",
+            "system": "bm25",
+            "query_id": [f"q{i}" for i in range(queries)],
+            "metric": "ndcg_cut_10",
+            "value": np.linspace(0.2, 0.8, queries),
+        }
+    )
+
+
+def test_one_system_one_dataset_one_query_still_draws_every_figure(tmp_path, text_in_svg):
+    per_query = one_system()
+    summary = per_query.groupby(["dataset", "system", "metric"], as_index=False)["value"].mean()
+    comparisons = paired_comparisons(per_query, permutations=100).assign(family="all pairs")
+    assert comparisons.empty  # one system: no pair
+
+    bar_charts(per_query, "ndcg_cut_10", tmp_path / "quality.png")
+    written(tmp_path / "quality.png")
+    # Before: plt.subplots(1, 0) raised "Number of columns must be a positive integer, not 0".
+    significance_matrices(comparisons, "ndcg_cut_10", tmp_path / "significance.png")
+    written(tmp_path / "significance.png")
+    assert "nothing to compare" in svg_text(tmp_path / "significance.png")
+
+    correlations = between_datasets(summary, "ndcg_cut_10")
+    table = correlations.pivot(index="left", columns="right", values="spearman")
+    assert table.shape == (1, 1) and table.isna().all().all()
+    matrix(table, "Spearman", tmp_path / "correlation.png", empty="needs 3 systems; this run has 1")
+    written(tmp_path / "correlation.png")
+    assert "needs 3 systems; this run has 1" in svg_text(tmp_path / "correlation.png")
+
+    points = pd.DataFrame(
+        {"dataset": ["scifact"], "system": ["bm25"], "latency_median_ms": [0.3], "value": [0.7]}
+    )
+    latency_quality(points, "ndcg_cut_10", tmp_path / "latency.png")
+    written(tmp_path / "latency.png")
+
+    draws = bootstrap_correlation(per_query, "ndcg_cut_10", ["scifact"], ["scifact"], resamples=3)
+    assert draws["spearman"].isna().all()
+    bootstrap_histogram(draws.assign(left="g1", right="g2"), tmp_path / "bootstrap.png")
+    written(tmp_path / "bootstrap.png")
+    assert "too few systems" in svg_text(tmp_path / "bootstrap.png")
+    assert "Nothing to compare" in significance_table(comparisons)
+
+
+def test_empty_tables_give_a_figure_that_says_so(tmp_path, text_in_svg):
+    """The script reads these back from Parquet; an empty table must not break a figure."""
+    empty_comparisons = pd.DataFrame(
+        columns=["dataset", "metric", "family", "system_a", "system_b", "difference", "significant"]
+    )
+    significance_matrices(empty_comparisons, "ndcg_cut_10", tmp_path / "significance.png")
+    written(tmp_path / "significance.png")
+    matrix(pd.DataFrame(), "Spearman", tmp_path / "empty.png", empty="no correlations")
+    assert "no correlations" in svg_text(tmp_path / "empty.png")
+    no_points = pd.DataFrame(columns=["dataset", "system", "latency_median_ms", "value"])
+    latency_quality(no_points, "ndcg_cut_10", tmp_path / "latency.png")
+    assert "no system has both" in svg_text(tmp_path / "latency.png")
+    bar_charts(one_system().assign(metric="map"), "ndcg_cut_10", tmp_path / "bars.png")
+    assert "no per-query scores for ndcg_cut_10" in svg_text(tmp_path / "bars.png")
+    no_draws = pd.DataFrame(columns=["draw", "spearman", "every_query", "left", "right"])
+    bootstrap_histogram(no_draws, tmp_path / "bootstrap.png")
+    written(tmp_path / "bootstrap.png")
+    assert "not configured (correlation.bootstrap)" in svg_text(tmp_path / "bootstrap.png")
+
+
+def bootstrap_draws(spearman: list[float], every_query: bool) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "draw": range(len(spearman)),
+            "spearman": spearman,
+            "every_query": every_query,
+            "left": "beir",
+            "right": "partial",
+        }
+    )
+
+
+def test_bootstrap_histogram_shows_the_draws(tmp_path, text_in_svg):
+    bootstrap_histogram(bootstrap_draws([0.5, 1.0, 1.0, 0.8], False), tmp_path / "b.png")
+    written(tmp_path / "b.png")
+    svg = svg_text(tmp_path / "b.png")
+    assert "4 draws" in svg and "mean 0.825" in svg
+    assert "beir (subsampled) vs partial" in svg and "identical" not in svg
+    bootstrap_histogram(bootstrap_draws([0.5] * 4, True), tmp_path / "same.png")
+    assert "every draw holds every query of beir: the draws are identical" in svg_text(
+        tmp_path / "same.png"
+    )
+
+
+def test_significance_table_shows_a_floored_p_as_at_most(per_query):
+    bm25 = per_query[per_query["system"] == "bm25"]
+    noise = np.random.default_rng(3).normal(0, 0.01, len(bm25))
+    systems = [
+        bm25,
+        bm25.assign(system="better", value=bm25["value"] + 0.5 + noise[::-1]),
+        bm25.assign(system="noisy", value=bm25["value"] + noise),
+    ]
+    comparisons = paired_comparisons(pd.concat(systems), permutations=199, seed=0)
+    html = significance_table(comparisons.assign(family="all pairs"))
+    # Per dataset, both pairs with "better" are at the floor 2 / 200, times 3 pairs by Holm.
+    assert html.count("≤ 0.0300 (floor 0.0100 for 199 permutations, × 3 comparisons by Holm)") == 4
+    unbounded = comparisons[comparisons["system_a"] == "bm25"]["randomization_p_holm"]
+    for p_value in unbounded:
+        assert f"<td>{p_value:.4f}</td>" in html
+    assert "randomization p (Holm)" in html

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from conftest import TINY_CORPUS, build_tiny_cross_encoder, minilm_spec
 
+import irflow.rerank
 from irflow import contracts
 from irflow.embed import Encoder, embed_file
 from irflow.fingerprint import folder_md5
@@ -21,7 +22,7 @@ CROSS_SPEC = {
     "revision": None,
     "max_length": None,
     "batch_size": 4,
-    "dtype": "auto",
+    "dtype": "float32",
     "device": "cpu",
 }
 DOCUMENTS = {d["_id"]: f"{d['title']} {d['text']}".strip() for d in TINY_CORPUS}
@@ -59,18 +60,43 @@ def test_top_candidates_follow_trec_eval_order():
     ]
 
 
-def test_cross_encoder_scores_equal_direct_predict(cross_scorer, tiny_cross_encoder):
-    from sentence_transformers import CrossEncoder
+def transformers_logits(folder, query: str, documents: list[str]) -> np.ndarray:
+    """The model's own logits, computed with transformers alone."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    inputs = tokenizer([query] * len(documents), documents, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**inputs).logits[:, 0].numpy()
+
+
+def test_cross_encoder_scores_are_the_raw_logits(cross_scorer, tiny_cross_encoder):
     documents = list(DOCUMENTS.values())
     scores = cross_scorer.score("why do cats purr", documents)
     assert scores.shape == (len(documents),)
     assert scores.dtype == np.float64
     np.testing.assert_array_equal(scores, cross_scorer.score("why do cats purr", documents))
-    direct = CrossEncoder(str(tiny_cross_encoder), device="cpu").predict(
-        [("why do cats purr", document) for document in documents]
+    logits = transformers_logits(tiny_cross_encoder, "why do cats purr", documents)
+    np.testing.assert_allclose(scores, logits, rtol=1e-5, atol=1e-6)
+
+
+def test_large_cross_encoder_logits_do_not_saturate_into_ties(tmp_path, tiny_cross_encoder):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    # A logit of about 40 is exactly 1.0 after a float32 sigmoid, whatever the document.
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_cross_encoder)
+    model.classifier.bias.data.fill_(40.0)
+    model.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tiny_cross_encoder).save_pretrained(tmp_path)
+    scorer = CrossEncoderScorer.load(CROSS_SPEC | {"id": str(tmp_path)})
+    documents = list(DOCUMENTS.values())
+    scores = scorer.score("why do cats purr", documents)
+    assert len(set(scores.tolist())) == len(documents)
+    np.testing.assert_allclose(
+        scores, transformers_logits(tmp_path, "why do cats purr", documents), rtol=1e-5
     )
-    np.testing.assert_allclose(scores, direct, rtol=1e-6)
 
 
 def test_cross_encoder_provenance_and_max_length(cross_scorer, tiny_cross_encoder):
@@ -136,6 +162,26 @@ def test_bi_encoder_cached_scores_equal_on_the_fly(encoder, corpus_embeddings, m
     np.testing.assert_allclose(scores, on_the_fly, atol=1e-5)
     # Only the query and d5, which the embeddings file lacks, were encoded.
     assert encoded == [["why do cats purr"], [documents["d5"]]]
+
+
+def test_bi_encoder_reads_only_the_candidates_vectors(encoder, corpus_embeddings, monkeypatch):
+    candidates = {doc_id: DOCUMENTS[doc_id] for doc_id in ("d3", "d1")}
+    read = []
+    original = irflow.rerank.read_embeddings
+
+    def recording(*args, **kwargs):
+        ids, vectors = original(*args, **kwargs)
+        read.extend(ids)
+        return ids, vectors
+
+    monkeypatch.setattr(irflow.rerank, "read_embeddings", recording)
+    cached = BiEncoderScorer(encoder, corpus_embeddings, candidates)
+    assert sorted(read) == ["d1", "d3"]  # the file holds d1 to d4
+    texts = list(candidates.values())
+    full = BiEncoderScorer(encoder, corpus_embeddings, DOCUMENTS)
+    np.testing.assert_array_equal(
+        cached.score("why do cats purr", texts), full.score("why do cats purr", texts)
+    )
 
 
 def test_bi_encoder_puts_the_relevant_document_first(encoder):

@@ -180,10 +180,12 @@ def _cross_references(config: dict) -> list[str]:
 
 def _model_ids(config: dict) -> list[tuple[str, dict]]:
     """(dotted key, holder) of each model id: models and cross-encoder rerankers."""
+    # Called before schema validation too (by expand_config), so any shape must be survived.
     return [
         (f"{table}.{name}.id", spec)
         for table in ("models", "rerankers")
-        for name, spec in (config.get(table) or {}).items()
+        if isinstance(config.get(table), dict)
+        for name, spec in config[table].items()
         if isinstance(spec, dict) and isinstance(spec.get("id"), str)
     ]
 
@@ -194,7 +196,7 @@ def _model_id_problems(config: dict) -> list[str]:
     problems = []
     for key, spec in _model_ids(config):
         model_id = spec["id"]
-        if Path(model_id).is_dir():
+        if model_id and Path(model_id).is_dir():  # Path("") is the working directory
             continue
         try:
             validate_repo_id(model_id)
@@ -219,8 +221,9 @@ def load_config(path: str | Path, schema_path: str | Path) -> dict:
 
 
 def expand_config(config: dict) -> dict:
-    """Expand $VARIABLES in paths (model and cross-encoder ids, data and download dirs) so one
-    config file serves machines whose models and data live in different places."""
+    """Expand $VARIABLES and a leading ``~`` in paths (model and cross-encoder ids, data and
+    download dirs) so one config file serves machines whose models and data live in different
+    places."""
     config = copy.deepcopy(config)
     places = [(key, config) for key in ("data_dir", "download_dir")] + _model_ids(config)
     for dotted_key, holder in places:
@@ -233,5 +236,6 @@ def expand_config(config: dict) -> dict:
                     f"config key '{dotted_key}': {value!r} names an environment variable that "
                     "is not set"
                 )
-            holder[key] = expanded
+            # Neither sentence-transformers nor huggingface_hub expands "~" in a model id.
+            holder[key] = os.path.expanduser(expanded)
     return config

@@ -1,6 +1,9 @@
 """cost: what each system costs, BEIR's table 3 measured: index size and build time, encoding
 throughput, and per-query latency (median and p95) on the device that ran it.
 
+Encoding throughput is the corpus rows over the encoding seconds of all of them: a resumed
+embedding job counts the seconds its finished parts recorded, not only its own.
+
 Latency is measured per query, one query at a time, on the first ``latency_queries`` scored
 queries; stages that run one after another (query encoding, search, reranking, each input of a
 fusion) add up query by query.
@@ -30,6 +33,12 @@ def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
     """Per-query latency of stages run one after another: the sum, over queries all measured."""
     common = set.intersection(*(set(latency) for latency in latencies))
     return {query: sum(latency[query] for latency in latencies) for query in sorted(common)}
+
+
+def throughput(rows: int, seconds: float) -> float:
+    """Rows per second; NaN when no encoding time was recorded (a manifest from an irflow
+    that counted only the time of the rows it encoded itself, after resuming all of them)."""
+    return rows / seconds if seconds > 0 else float("nan")
 
 
 class Manifests(Protocol):
@@ -84,7 +93,7 @@ class CostModel:
             return {
                 "index_bytes": index["index_bytes"],
                 "index_build_seconds": index["build_seconds"],
-                "encode_docs_per_second": corpus["rows"] / corpus["encode_seconds"],
+                "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
                 "device": corpus["device"],
             }
         if kind == "rerank":

@@ -256,9 +256,11 @@ def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: s
             snapshot_download(
                 repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=staging
             )
-        # The hub raises many types (HTTP, repo not found, offline cache miss); report them all.
+        # The hub raises many types (HTTP, repo not found, offline cache miss); report them all,
+        # each in one line, as a job reports a DownloadError (their messages span lines).
         except Exception as exc:
-            raise DownloadError(f"Hugging Face dataset {repo_id}: {exc}") from exc
+            reason = " ".join(str(exc).split())
+            raise DownloadError(f"Hugging Face dataset {repo_id}: {reason}") from exc
         return _install(_beir_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -277,7 +279,7 @@ def _download_zip(
         except DownloadError as exc:
             log.warning("dataset %r: %s", name, exc)
             failures.append(str(exc))
-    raise DownloadError(f"dataset {name!r}: every URL failed:\n  " + "\n  ".join(failures))
+    raise DownloadError(f"dataset {name!r}: every URL failed: " + "; ".join(failures))
 
 
 def locate_dataset(

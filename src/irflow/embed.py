@@ -1,9 +1,13 @@
 """embed: texts -> sentence-transformers embeddings, streamed and resumable.
 
 The input is encoded in chunks; each chunk is written as its own Parquet part as soon as it
-is done, so memory stays bounded and a killed job resumes from the last finished chunk. The
-parts sit in ``<output>.parts/`` with the cache key that produced them; a different key (a
-new model revision, prompt, max length or input) discards them rather than mixing results.
+is done, so memory stays bounded and a killed job resumes from the last finished chunk. A part
+is named by the rows it holds (``part-<start>-<end>.parquet``), not by its chunk number, so a
+job resumed with another ``chunk_size`` encodes exactly the rows no part holds yet. The parts
+sit in ``<output>.parts/`` with the cache key that produced them; a different key (a new model
+revision, prompt, max length, resolved dtype or input) discards them rather than mixing
+results. Each part records the seconds its encoding took, so the throughput of a resumed job
+counts every row against the time spent on it.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
@@ -38,6 +44,9 @@ RESULT_SETTINGS = (
     "normalize",
     "dtype",
 )
+# Part of the cache key: parts written in another layout (an older irflow) are discarded.
+PARTS_LAYOUT = "row-range"
+ENCODE_SECONDS_KEY = b"irflow.encode_seconds"
 
 
 def pick_device(requested: str = "auto") -> str:
@@ -64,20 +73,25 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
     return path, {"model": spec["id"], "revision": Path(path).name}
 
 
+def resolve_dtype(requested: str, device: str) -> str:
+    """dtype "auto" means float16 on a CUDA GPU and float32 elsewhere."""
+    if requested != "auto":
+        return requested
+    return "float16" if device.startswith("cuda") else "float32"
+
+
 def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
     """Build a sentence-transformers model (``factory``) on the configured device and dtype.
 
-    dtype "auto" means float16 on a GPU, float32 elsewhere. Returns the model and its
-    provenance: the exact revision or file hash, device and dtype.
+    Returns the model and its provenance: the exact revision or file hash, the device and the
+    resolved dtype (never "auto").
     """
     import torch
 
     path, provenance = resolve_model(spec)
     device = pick_device(spec["device"])
     model = factory(path, device=device, **options)
-    dtype = spec["dtype"]
-    if dtype == "auto":
-        dtype = "float16" if device.startswith("cuda") else "float32"
+    dtype = resolve_dtype(spec["dtype"], device)
     model.to(getattr(torch, dtype))
     return model, provenance | {"device": device, "dtype": dtype}
 
@@ -124,9 +138,11 @@ def query_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
 
 
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
-    settings = {key: spec[key] for key in RESULT_SETTINGS}
+    # The dtype the model runs in, not the configured one: "auto" is float16 on a GPU and
+    # float32 elsewhere, and the two must never share parts.
+    settings = {key: spec[key] for key in RESULT_SETTINGS} | {"dtype": provenance["dtype"]}
     identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
-    return value_md5([settings, identity, file_md5(input_path)])
+    return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
 
 def _prepare_parts(parts: Path, key: str) -> None:
@@ -139,50 +155,87 @@ def _prepare_parts(parts: Path, key: str) -> None:
 
 
 def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) -> dict:
-    """Embed the ``corpus`` or ``queries`` table at ``input_path`` into ``out_path``."""
+    """Embed the ``corpus`` or ``queries`` table at ``input_path`` into ``out_path``.
+
+    Returns the rows written, how many were encoded by this call and how many were resumed
+    from finished parts, and ``encode_seconds``: the encoding time of every row, resumed ones
+    included, so that rows / encode_seconds is the throughput.
+    """
     to_texts, prompt = {
         "corpus": (document_texts, encoder.spec["document_prompt"]),
         "queries": (query_texts, encoder.spec["query_prompt"]),
     }[side]
     source = pq.ParquetFile(input_path)
-    chunk_size = encoder.spec["chunk_size"]
+    total_rows = source.metadata.num_rows
+    if total_rows == 0:
+        raise InputError(input_path, f"no rows to embed: the {side} table is empty")
     parts = out_path.with_name(out_path.name + ".parts")
     _prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
+    finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
 
-    if source.metadata.num_rows == 0:
-        raise InputError(input_path, f"no rows to embed: the {side} table is empty")
-    chunks = -(-source.metadata.num_rows // chunk_size)
-    resumed = encoded = 0
-    encode_seconds = 0.0
-    for index, batch in enumerate(
-        tqdm(source.iter_batches(chunk_size), total=chunks, desc=f"embed {side}", disable=None)
+    chunk_size = encoder.spec["chunk_size"]
+    chunks = -(-total_rows // chunk_size)
+    encoded_rows = start = 0
+    for batch in tqdm(
+        source.iter_batches(chunk_size), total=chunks, desc=f"embed {side}", disable=None
     ):
-        part = parts / f"part-{index:06d}.parquet"
-        if part.exists():
-            resumed += 1
-            continue
-        ids, texts = to_texts(batch)
-        started = time.perf_counter()
-        vectors = encoder.encode(texts, prompt)
-        encode_seconds += time.perf_counter() - started
-        encoded += len(texts)
-        dim = vectors.shape[1]
-        table = pa.table(
-            {"id": ids, "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), dim)},
-            schema=contracts.embeddings_schema(dim),
-        )
-        contracts.write_table(table, part)
-    if resumed:
-        log.info("resumed: %d of %d chunks were already embedded", resumed, chunks)
-    rows = _concatenate(sorted(parts.glob("part-*.parquet")), out_path)
+        end = start + batch.num_rows
+        for missing_start, missing_end in _missing_ranges(start, end, finished):
+            rows = batch.slice(missing_start - start, missing_end - missing_start)
+            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
+            _encode_part(encoder, *to_texts(rows), prompt, part)
+            encoded_rows += rows.num_rows
+        start = end
+    resumed_rows = total_rows - encoded_rows
+    if resumed_rows:
+        log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
+    part_paths = [path for _, _, path in _finished_parts(parts)]
+    encode_seconds = _concatenate(part_paths, out_path, input_path)
     shutil.rmtree(parts)
     return {
-        "rows": rows,
-        "chunks": chunks,
-        "chunks_resumed": resumed,
-        "rows_encoded": encoded,
+        "rows": total_rows,
+        "rows_encoded": encoded_rows,
+        "rows_resumed": resumed_rows,
         "encode_seconds": encode_seconds,
     }
+
+
+def _finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
+    """(first row, end row, path) of each finished part, in row order."""
+    found = []
+    for path in parts.glob("part-*.parquet"):
+        start, end = path.stem.split("-")[1:]
+        found.append((int(start), int(end), path))
+    return sorted(found)
+
+
+def _missing_ranges(start: int, end: int, finished: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The row ranges within [start, end) that no finished (start, end) range holds."""
+    missing, cursor = [], start
+    for done_start, done_end in finished:
+        if done_end <= cursor or done_start >= end:
+            continue
+        if done_start > cursor:
+            missing.append((cursor, done_start))
+        cursor = max(cursor, done_end)
+    if cursor < end:
+        missing.append((cursor, end))
+    return missing
+
+
+def _encode_part(encoder: Encoder, ids: list[str], texts: list[str], prompt: str, path: Path):
+    """Encode one part and write it with the seconds its encoding took."""
+    started = time.perf_counter()
+    vectors = encoder.encode(texts, prompt)
+    seconds = time.perf_counter() - started
+    dim = vectors.shape[1]
+    table = pa.table(
+        {"id": ids, "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), dim)},
+        schema=contracts.embeddings_schema(dim),
+    )
+    contracts.write_table(
+        table.replace_schema_metadata({ENCODE_SECONDS_KEY: repr(seconds).encode()}), path
+    )
 
 
 def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
@@ -193,22 +246,42 @@ def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str,
     return dict(zip(queries["query_id"], seconds))
 
 
-def _concatenate(part_paths: list[Path], out_path: Path) -> int:
-    """Stream the parts, in order, into one Parquet file that appears atomically."""
+def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> float:
+    """Stream the parts, in order, into one Parquet file that appears atomically.
+
+    Returns the encode seconds the parts recorded. An id that occurs twice is refused: the
+    vectors are looked up by id.
+    """
     tmp = out_path.with_name(f".{out_path.name}.tmp")
-    schema = pq.read_schema(part_paths[0])
-    rows = 0
+    schema = pq.read_schema(part_paths[0]).remove_metadata()
+    id_chunks, encode_seconds = [], 0.0
     with pq.ParquetWriter(tmp, schema) as writer:
         for part in part_paths:
             table = pq.read_table(part)
-            rows += table.num_rows
-            writer.write_table(table)
+            encode_seconds += float(table.schema.metadata[ENCODE_SECONDS_KEY])
+            id_chunks += table.column("id").chunks
+            writer.write_table(table.replace_schema_metadata(None))
+    ids = pa.chunked_array(id_chunks, pa.string())
+    if pc.count_distinct(ids).as_py() < len(ids):
+        tmp.unlink()
+        counts = pc.value_counts(ids)
+        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        raise InputError(
+            input_path,
+            f"{len(repeated)} id(s) occur more than once, e.g. {repeated[0].as_py()!r}; "
+            "embeddings are looked up by id",
+        )
     tmp.replace(out_path)
-    return rows
+    return encode_seconds
 
 
-def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
-    table = pq.read_table(path)
+def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[str], np.ndarray]:
+    """(ids, float32 matrix) of an embeddings file; with ``ids``, only the rows of those ids.
+
+    The filter is applied while the file is scanned, so only the selected rows are held.
+    """
+    selection = None if ids is None else pc.field("id").isin(pa.array(list(ids), pa.string()))
+    table = pq.read_table(path, filters=selection)
     vector = table.column("vector").combine_chunks()
     dim = vector.type.list_size
     matrix = vector.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)

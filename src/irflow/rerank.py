@@ -32,7 +32,12 @@ def top_candidates(run: pd.DataFrame, k: int) -> pd.DataFrame:
 
 @dataclass
 class CrossEncoderScorer:
-    """A sentence-transformers CrossEncoder: one forward pass per (query, document) pair."""
+    """A sentence-transformers CrossEncoder: one forward pass per (query, document) pair.
+
+    Scores are the model's raw logits. sentence-transformers would pass a one-label model's
+    logit through a sigmoid, which rounds large logits to exactly 1.0 in float32 and so turns
+    different scores into ties; the logit ranks the same without that loss.
+    """
 
     model: object
     batch_size: int
@@ -40,9 +45,12 @@ class CrossEncoderScorer:
 
     @classmethod
     def load(cls, spec: dict) -> CrossEncoderScorer:
+        import torch
         from sentence_transformers import CrossEncoder
 
-        model, provenance = load_model(CrossEncoder, spec, max_length=spec["max_length"])
+        model, provenance = load_model(
+            CrossEncoder, spec, max_length=spec["max_length"], activation_fn=torch.nn.Identity()
+        )
         provenance["max_length"] = model.max_seq_length
         return cls(model, spec["batch_size"], provenance)
 
@@ -61,9 +69,10 @@ class BiEncoderScorer:
     """Dot product of the query's vector with each document's, as the first stage scores.
 
     With ``document_embeddings`` (the ``embeddings`` contract) and the ``documents`` that were
-    embedded (id -> text), a document's vector is read from the file instead of recomputed.
-    The lookup goes by text, so the vector always belongs to the text being scored: a text the
-    file does not hold (an id missing from it, or a text joined differently) is encoded here.
+    embedded (id -> text), a document's vector is read from the file instead of recomputed;
+    only the rows of those documents (the candidates) are read. The lookup goes by text, so the
+    vector always belongs to the text being scored: a text the file does not hold (an id
+    missing from it, or a text joined differently) is encoded here.
     """
 
     encoder: Encoder
@@ -76,12 +85,8 @@ class BiEncoderScorer:
             return
         if self.documents is None:
             raise ValueError("document_embeddings needs the documents (id -> text) it embedded")
-        ids, vectors = read_embeddings(self.document_embeddings)
-        self.cached = {
-            self.documents[doc_id]: vector
-            for doc_id, vector in zip(ids, vectors)
-            if doc_id in self.documents
-        }
+        ids, vectors = read_embeddings(self.document_embeddings, ids=self.documents)
+        self.cached = {self.documents[doc_id]: vector for doc_id, vector in zip(ids, vectors)}
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         query_vector = self.encoder.encode([query], self.encoder.spec["query_prompt"])[0]

@@ -1,0 +1,47 @@
+"""Snakemake script for rule position: see irflow.position."""
+
+from pathlib import Path
+
+import pandas as pd
+from _common import setup_logging
+
+from irflow import contracts
+from irflow.position import analyse, span_positions
+from irflow.positionalize import load_tokenizer
+
+setup_logging(snakemake)
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+analysis = params.analysis
+scores = dict(zip(map(tuple, params.pairs), inp.scores))
+tokenizers = {}  # loaded once per source, shared by the variants that count with it
+rows = []
+for variant, qrels_path, corpus_path in zip(params.variants, inp.qrels, inp.corpus):
+    source = params.tokenizers[variant]
+    key = (source["id"], source["revision"])
+    if key not in tokenizers:
+        tokenizers[key] = load_tokenizer(source)
+    qrels = pd.read_parquet(qrels_path)
+    relevant = qrels.loc[qrels["relevance"] > 0, "doc_id"].unique().tolist()
+    documents = pd.read_parquet(
+        corpus_path, columns=["doc_id", "text"], filters=[("doc_id", "in", relevant)]
+    )
+    positions = span_positions(qrels, documents, tokenizers[key])
+    if analysis["position"] == "target":
+        positions["relpos"] = params.variants[variant]["position"]
+    # A block's variants are pooled: the length buckets and position bins tell them apart.
+    block = params.variants[variant]["block"]
+    for system in params.systems:
+        per_query = pd.read_parquet(scores[variant, system])
+        per_query = per_query[per_query["metric"] == analysis["metric"]]
+        rows.append(per_query.merge(positions, on="query_id").assign(dataset=block, system=system))
+
+position_bins, psi = analyse(
+    pd.concat(rows, ignore_index=True),
+    bins=analysis["bins"],
+    bucket_tokens=analysis["bucket_tokens"],
+    buckets=analysis["buckets"],
+    min_count=analysis["min_count"],
+    flat_below=analysis["flat_below"],
+)
+contracts.write_frame(position_bins, Path(out.bins))
+contracts.write_frame(psi, Path(out.psi))

@@ -1,0 +1,396 @@
+"""positionalize: position-controlled variants of a dataset, as PosIR builds them.
+
+For every query with exactly one relevant document, that document is replaced, under the same
+doc_id, by a haystack of ``length`` tokens: filler documents of the same corpus with the relevant
+document's text embedded at token offset ``position × (length − its own length)``, so position 0
+puts it at the start and 1 at the end. The result is an ordinary dataset (the contracts' corpus,
+queries and qrels) that the rest of the workflow evaluates unchanged; its qrels give the
+relevant text's character span in the haystack.
+
+Decisions:
+- The relevant text and every filler are a document as the models read it: title, a space,
+  text (``contracts.document_text``). The haystack's title is empty, so its text is all that a
+  model reads, and the span counts characters in it.
+- Pieces are joined by a blank line (``SEPARATOR``): the relevant text and each filler read as
+  paragraphs of their own, and a word-piece tokenizer spends no token on it.
+- Fillers are cut only at a token boundary that splits no word (not between two letters or
+  digits). The filler stream ends at the last such boundary within the budget, and the relevant
+  text goes in at the boundary nearest its target offset. A haystack is therefore at most
+  ``length`` tokens and falls short by at most one word.
+- Fillers depend on the seed and the relevant doc_id only: the same at every position, and a
+  longer variant's fillers extend a shorter one's. ``random``: a seeded random order of the
+  corpus. ``bm25``: first the documents that the workflow's default BM25 ranks highest for the
+  query (near-misses, the harder test), then the random order.
+- A filler is never a document judged relevant (relevance > 0) to any query, nor an empty one.
+- A variant keeps every corpus document (the relevant documents of kept queries replaced), and
+  only the kept queries and their judgements. Queries are skipped, and counted by reason, when
+  they have no relevant document, several, one missing from the corpus, or one that does not fit
+  in ``length`` tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from irflow import contracts
+from irflow.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "\n\n"
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+VARIANT = re.compile(rf"(?P<name>{NAME})@L(?P<length>[1-9][0-9]*)@p(?P<position>[0-9.e-]+)")
+# Random fillers are drawn this many at a time without a pass over the corpus; only a haystack
+# that needs more (very short documents) pays for a full permutation.
+FIRST_DRAW = 64
+NEAR_MISS_DEPTH = 100
+FILLER_MODES = ("random", "bm25")
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def variant_name(dataset: str, length: int, position: float) -> str:
+    """``scifact@L512@p0.25``; the position as the shortest text that reads back the same."""
+    return f"{dataset}@L{int(length)}@p{float(position)!r}".removesuffix(".0")
+
+
+def parse_variant(name: str) -> tuple[str, int, float]:
+    """The (dataset, length, position) a variant name was made from."""
+    match = VARIANT.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a variant name like 'scifact@L512@p0.25'")
+    return match["name"], int(match["length"]), float(match["position"])
+
+
+def list_variants(config: dict) -> dict[str, dict]:
+    """Every variant the ``positionalize`` block defines, by name, with its settings.
+
+    The name starts with the block's key, so two blocks over one dataset (random and bm25
+    fillers, say) give different variants.
+    """
+    variants = {}
+    for key, block in sorted(config.get("positionalize", {}).items()):
+        if block["dataset"] not in config["datasets"]:
+            known = ", ".join(sorted(config["datasets"]))
+            raise ConfigError(
+                f"config key 'positionalize.{key}.dataset': {block['dataset']!r} is not a key "
+                f"of 'datasets'; allowed values: {known}"
+            )
+        for length, position in itertools.product(block["lengths"], block["positions"]):
+            settings = {key: block[key] for key in ("dataset", "tokenizer", "fillers", "seed")}
+            variants[variant_name(key, length, position)] = settings | {
+                "block": key,
+                "length": length,
+                "position": position,
+            }
+    return variants
+
+
+# --- tokenizer --------------------------------------------------------------------------------
+
+
+def tokenizer_source(name: str, models: dict) -> dict:
+    """A key of ``models`` stands for that model's id and revision; anything else is an id or
+    a folder."""
+    if name in models:
+        return {"id": models[name]["id"], "revision": models[name]["revision"]}
+    return {"id": name, "revision": None}
+
+
+def load_tokenizer(source: dict):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source["id"], revision=source["revision"])
+    if not tokenizer.is_fast:
+        raise ConfigError(
+            f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "
+            "offsets that cutting at token boundaries needs"
+        )
+    return tokenizer
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of the tokenizer's full definition (vocabulary, normalizer, pre-tokenizer)."""
+    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
+
+
+def encode(tokenizer, texts, offsets: bool = False):
+    """Token ids (and character offsets) without special tokens, truncation or the warning
+    about texts longer than the model's maximum."""
+    return tokenizer(texts, add_special_tokens=False, return_offsets_mapping=offsets, verbose=False)
+
+
+def variant_checksum(base_checksum: str, settings: dict, tokenizer_sha256: str) -> str:
+    """What the variant's content depends on: the base dataset, the settings, the tokenizer."""
+    record = {"base": base_checksum, "settings": settings, "tokenizer": tokenizer_sha256}
+    return hashlib.md5(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+# --- haystacks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """A relevant document's fillers, joined, with the token boundaries where it may be cut."""
+
+    text: str
+    starts: np.ndarray  # character offset where each token starts
+    ends: np.ndarray  # ... and ends
+    cuts: np.ndarray  # ascending token indices before which a cut splits no word, 0 and n too
+    budget: int  # filler tokens the haystack has room for
+
+
+@dataclass(frozen=True)
+class _Haystack:
+    text: str
+    span_start: int
+    tokens: int  # counted piece by piece; exact for a word-piece tokenizer
+
+
+@dataclass
+class Variant:
+    length: int
+    position: float
+    corpus: pd.DataFrame
+    queries: pd.DataFrame
+    qrels: pd.DataFrame
+    stats: dict
+
+
+def _stable_int(text: str) -> int:
+    """A seed from a string that, unlike hash(), is the same in every process."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def _random_order(rng: np.random.Generator, n: int) -> Iterator[int]:
+    """0 .. n-1 in a random order, drawn lazily."""
+    first = rng.choice(n, size=min(n, FIRST_DRAW), replace=False)
+    yield from first.tolist()
+    rest = np.setdiff1d(np.arange(n), first)
+    yield from rng.permutation(rest).tolist()
+
+
+def _word_cuts(text: str, starts: np.ndarray) -> np.ndarray:
+    """Token indices before which a cut does not fall between two letters or digits."""
+    inner = [
+        i
+        for i in range(1, len(starts))
+        if not (text[starts[i] - 1].isalnum() and text[starts[i]].isalnum())
+    ]
+    return np.array([0, *inner, len(starts)], dtype=np.int64)
+
+
+class Positionalizer:
+    """Builds a dataset's variants; a length's filler streams are built once for all positions."""
+
+    def __init__(
+        self,
+        corpus: pd.DataFrame,
+        queries: pd.DataFrame,
+        qrels: pd.DataFrame,
+        tokenizer,
+        fillers: str = "random",
+        seed: int = 0,
+    ):
+        if fillers not in FILLER_MODES:
+            raise ValueError(f"fillers {fillers!r}: expected one of {FILLER_MODES}")
+        self.corpus, self.queries, self.qrels = corpus, queries, qrels
+        self.tokenizer, self.fillers, self.seed = tokenizer, fillers, seed
+        self.separator_tokens = len(encode(tokenizer, SEPARATOR)["input_ids"])
+        texts = pd.Series(
+            contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist()),
+            index=corpus["doc_id"].to_numpy(),
+        )
+        relevant = qrels[qrels["relevance"] > 0]
+        self.relevant_doc, self.skipped = self._select_queries(relevant, set(texts.index))
+        eligible = ~texts.index.isin(relevant["doc_id"]) & (texts != "").to_numpy()
+        self.filler_texts = texts[eligible].tolist()
+        documents = self.relevant_doc.unique()
+        self.relevant_texts = texts[documents].to_dict()
+        counts = encode(tokenizer, [self.relevant_texts[d] for d in documents])["input_ids"]
+        self.relevant_tokens = {d: len(ids) for d, ids in zip(documents, counts)}
+        self._near_misses: dict[str, list[int]] | None = None
+        self._streams: tuple[int, dict[str, _Stream]] | None = None
+
+    def _select_queries(self, relevant: pd.DataFrame, doc_ids: set) -> tuple[pd.Series, dict]:
+        """query_id -> its one relevant doc_id, and the other queries counted by reason."""
+        query_ids = pd.Index(self.queries["query_id"])
+        counts = relevant.groupby("query_id")["doc_id"].agg(["count", "first"])
+        counts = counts[counts.index.isin(query_ids)]
+        single = counts.loc[counts["count"] == 1, "first"]
+        present = single.isin(doc_ids)
+        skipped = {
+            "unjudged": int((~query_ids.isin(self.qrels["query_id"])).sum()),
+            "no_relevant": int(query_ids.isin(self.qrels["query_id"]).sum() - len(counts)),
+            "several_relevant": int((counts["count"] > 1).sum()),
+            "relevant_document_missing": int((~present).sum()),
+        }
+        return single[present].rename("doc_id"), skipped
+
+    def near_misses(self) -> dict[str, list[int]]:
+        """Per relevant document, the fillers that share a term with its queries, best first by
+        the workflow's default BM25 (lucene, k1 0.9, b 0.4, English stopwords and stemmer)."""
+        if self._near_misses is None:
+            self._near_misses = self._rank_near_misses() if self.filler_texts else {}
+        return self._near_misses
+
+    def _rank_near_misses(self) -> dict[str, list[int]]:
+        import bm25s
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer("english")
+
+        def tokenize(texts):
+            return bm25s.tokenize(
+                texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+            )
+
+        model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+        model.index(tokenize(self.filler_texts), show_progress=False)
+        query_text = self.queries.set_index("query_id")["text"]
+        # A document relevant to several kept queries is a near-miss for all of them at once.
+        by_doc = self.relevant_doc.groupby(self.relevant_doc).groups
+        docs = sorted(by_doc)
+        texts = [" ".join(query_text[sorted(by_doc[d])]) for d in docs]
+        depth = min(NEAR_MISS_DEPTH, len(self.filler_texts))
+        rows, scores = model.retrieve(tokenize(texts), k=depth, show_progress=False)
+        return {doc: row[score > 0].tolist() for doc, row, score in zip(docs, rows, scores)}
+
+    def filler_order(self, doc_id: str) -> Iterator[int]:
+        """Indices into ``filler_texts``, in the order a haystack for ``doc_id`` takes them."""
+        rng = np.random.default_rng([self.seed, _stable_int(doc_id)])
+        first = self.near_misses().get(doc_id, []) if self.fillers == "bm25" else []
+        seen = set()
+        for index in itertools.chain(first, _random_order(rng, len(self.filler_texts))):
+            if index not in seen:
+                seen.add(index)
+                yield index
+
+    def _stream(self, doc_id: str, budget: int) -> _Stream:
+        pieces, tokens = [], 0
+        for index in self.filler_order(doc_id):
+            if tokens >= budget:
+                break
+            piece = self.filler_texts[index]
+            pieces.append(piece)
+            tokens += len(encode(self.tokenizer, piece)["input_ids"]) + self.separator_tokens
+        # Tokenized again as one text, so that the offsets are those of the text we cut.
+        text = SEPARATOR.join(pieces)
+        offsets = np.array(encode(self.tokenizer, text, offsets=True)["offset_mapping"])
+        offsets = offsets.reshape(-1, 2).astype(np.int64)
+        starts, ends = offsets[:, 0], offsets[:, 1]
+        return _Stream(text, starts, ends, _word_cuts(text, starts), budget)
+
+    def streams(self, length: int) -> dict[str, _Stream]:
+        """Filler streams of every relevant document that fits in ``length`` tokens, with a
+        separator on either side; only the latest length is kept."""
+        if self._streams is None or self._streams[0] != length:
+            room = {
+                doc: length - tokens - 2 * self.separator_tokens
+                for doc, tokens in self.relevant_tokens.items()
+            }
+            streams = {
+                doc: self._stream(doc, budget) for doc, budget in room.items() if budget >= 0
+            }
+            self._streams = (length, streams)
+        return self._streams[1]
+
+    def haystack(self, doc_id: str, stream: _Stream, position: float) -> _Haystack:
+        """The stream cut to its budget with the relevant text at the word boundary nearest
+        ``position`` of the way through it."""
+        cuts = stream.cuts
+        end = cuts[np.searchsorted(cuts, stream.budget, side="right") - 1]
+        usable = cuts[cuts <= end]
+        at = usable[np.argmin(np.abs(usable - position * end))]
+        before = stream.text[: stream.ends[at - 1]] if at > 0 else ""
+        after = stream.text[stream.starts[at] : stream.ends[end - 1]] if end > at else ""
+        relevant = self.relevant_texts[doc_id]
+        parts = [part for part in (before, relevant, after) if part]
+        return _Haystack(
+            text=SEPARATOR.join(parts),
+            span_start=len(before) + len(SEPARATOR) if before else 0,
+            tokens=int(end)
+            + self.relevant_tokens[doc_id]
+            + self.separator_tokens * (len(parts) - 1),
+        )
+
+    def variant(self, length: int, position: float) -> Variant:
+        streams = self.streams(length)
+        haystacks = {doc: self.haystack(doc, stream, position) for doc, stream in streams.items()}
+        kept = self.relevant_doc[self.relevant_doc.isin(haystacks)]
+        texts = self.corpus["doc_id"].map({doc: h.text for doc, h in haystacks.items()})
+        replaced = texts.notna()
+        corpus = self.corpus.assign(
+            title=self.corpus["title"].mask(replaced, ""),
+            text=texts.where(replaced, self.corpus["text"]),
+        )
+        qrels = self.qrels[self.qrels["query_id"].isin(kept.index)]
+        is_target = qrels["doc_id"].to_numpy() == kept.reindex(qrels["query_id"]).to_numpy()
+        span_start = qrels["doc_id"].map({doc: h.span_start for doc, h in haystacks.items()})
+        span_end = span_start + qrels["doc_id"].map(self.relevant_texts).str.len()
+        # Other judgements of a replaced document point into text that is no longer there.
+        replaced_doc = qrels["doc_id"].isin(haystacks)
+        qrels = qrels.assign(
+            span_start=span_start.where(is_target, qrels["span_start"].mask(replaced_doc)),
+            span_end=span_end.where(is_target, qrels["span_end"].mask(replaced_doc)),
+        ).astype({"span_start": "Int64", "span_end": "Int64"})
+        tokens = np.array([h.tokens for h in haystacks.values()])
+        underfilled = sum(len(stream.starts) < stream.budget for stream in streams.values())
+        skipped = self.skipped | {"too_long": len(self.relevant_doc) - len(kept)}
+        stats = {
+            "length": length,
+            "position": position,
+            "fillers": self.fillers,
+            "seed": self.seed,
+            "queries_kept": len(kept),
+            "queries_skipped": skipped,
+            "haystacks": len(haystacks),
+            "haystack_tokens": {
+                "min": int(tokens.min()) if len(tokens) else None,
+                "mean": float(tokens.mean()) if len(tokens) else None,
+                "max": int(tokens.max()) if len(tokens) else None,
+            },
+            "underfilled_haystacks": int(underfilled),
+        }
+        if underfilled:
+            log.warning(
+                "%d haystacks of %d tokens are short: the corpus has too few fillers",
+                underfilled,
+                length,
+            )
+        return Variant(
+            length=length,
+            position=position,
+            corpus=corpus,
+            queries=self.queries[self.queries["query_id"].isin(kept.index)],
+            qrels=qrels,
+            stats=stats,
+        )
+
+
+def positionalize(
+    corpus: pd.DataFrame,
+    queries: pd.DataFrame,
+    qrels: pd.DataFrame,
+    tokenizer,
+    lengths: list[int],
+    positions: list[float],
+    fillers: str = "random",
+    seed: int = 0,
+) -> Iterator[Variant]:
+    """Every (length, position) variant, length by length, so only one length's fillers are
+    in memory at a time."""
+    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed)
+    for length in lengths:
+        for position in positions:
+            yield maker.variant(length, position)

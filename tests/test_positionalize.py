@@ -1,0 +1,292 @@
+"""Position-controlled variants: names, haystack arithmetic, fillers, and SciFact."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from irflow.config import load_schema, validate_config
+from irflow.contracts import document_text
+from irflow.errors import ConfigError
+from irflow.positionalize import (
+    SEPARATOR,
+    Positionalizer,
+    encode,
+    list_variants,
+    parse_variant,
+    positionalize,
+    tokenizer_fingerprint,
+    variant_checksum,
+    variant_name,
+)
+
+
+def word_tokenizer():
+    """One token per word or punctuation mark (every word is unknown), with real offsets."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+
+
+WORDS = "river stone cloud maple copper lantern violet harbor meadow falcon".split()
+FILLERS = [
+    {
+        "doc_id": f"f{i:02d}",
+        "title": "",
+        "text": " ".join(WORDS[(i + j) % 10] for j in range(12)) + ".",
+    }
+    for i in range(40)
+]
+NEAR_MISSES = [
+    {"doc_id": f"n{i}", "title": "", "text": f"Penguins of colony {i} huddle on the ice."}
+    for i in range(3)
+]
+RELEVANT = [
+    {"doc_id": "d1", "title": "Zebra", "text": "zebra stripes confuse biting flies."},
+    {"doc_id": "d2", "title": "", "text": "unicorn one"},
+    {"doc_id": "d3", "title": "", "text": "unicorn two"},
+    {"doc_id": "d4", "title": "", "text": " ".join(["giraffe"] * 60)},
+    {"doc_id": "d5", "title": "", "text": "okapi forest"},
+]
+QUERIES = pd.DataFrame(
+    {
+        "query_id": ["q1", "q2", "q3", "q4", "q5", "q6"],
+        "text": [
+            "where do penguins and zebras live",
+            "unicorns",
+            "giraffe necks",
+            "an unjudged query",
+            "judged not relevant only",
+            "okapi",
+        ],
+    }
+)
+QRELS = pd.DataFrame(
+    {
+        "query_id": ["q1", "q1", "q2", "q2", "q3", "q5", "q6"],
+        "doc_id": ["d1", "f00", "d2", "d3", "d4", "f01", "d5"],
+        "relevance": [1, 0, 1, 2, 1, 0, 1],
+        "span_start": pd.array([None] * 7, dtype="Int64"),
+        "span_end": pd.array([None] * 7, dtype="Int64"),
+    }
+)
+CORPUS = pd.DataFrame(FILLERS + NEAR_MISSES + RELEVANT)
+LENGTH = 40
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer()
+
+
+def make(tokenizer, fillers="random", seed=0) -> Positionalizer:
+    return Positionalizer(CORPUS, QUERIES, QRELS, tokenizer, fillers, seed)
+
+
+def haystack(variant, query_id="q1") -> tuple[str, int, int]:
+    row = variant.qrels[(variant.qrels["query_id"] == query_id) & (variant.qrels["relevance"] > 0)]
+    doc_id = row["doc_id"].item()
+    text = variant.corpus.set_index("doc_id").loc[doc_id, "text"]
+    return text, int(row["span_start"].item()), int(row["span_end"].item())
+
+
+def fillers_of(text: str, start: int, end: int) -> str:
+    """The haystack's filler words, the relevant text and separators taken out."""
+    return " ".join((text[:start] + " " + text[end:]).split())
+
+
+def test_variant_names_round_trip():
+    assert variant_name("scifact", 512, 0.25) == "scifact@L512@p0.25"
+    assert variant_name("scifact", 512, 0) == "scifact@L512@p0"
+    assert variant_name("nf-corpus.v2", 2048, 1.0) == "nf-corpus.v2@L2048@p1"
+    for name in ("scifact@L512@p0.25", "scifact@L512@p0", "nf-corpus.v2@L2048@p1"):
+        assert variant_name(*parse_variant(name)) == name
+    assert parse_variant("scifact@L1024@p0.75") == ("scifact", 1024, 0.75)
+    with pytest.raises(ValueError, match="not a variant name"):
+        parse_variant("scifact@512@p0.5")
+
+
+def test_list_variants_from_config():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "positionalize": {
+            "scifact-near": {
+                "dataset": "scifact",
+                "tokenizer": "minilm",
+                "lengths": [512, 1024],
+                "fillers": "bm25",
+            }
+        },
+    }
+    config = validate_config(config, schema)
+    variants = list_variants(config)
+    assert len(variants) == 2 * 5
+    spec = variants["scifact-near@L1024@p0.75"]
+    assert spec == {
+        "block": "scifact-near",
+        "dataset": "scifact",
+        "tokenizer": "minilm",
+        "fillers": "bm25",
+        "seed": 0,
+        "length": 1024,
+        "position": 0.75,
+    }
+    config["positionalize"]["scifact-near"]["dataset"] = "nfcorpus"
+    with pytest.raises(ConfigError, match="positionalize.scifact-near.dataset"):
+        list_variants(config)
+
+
+def test_queries_are_kept_or_skipped_by_reason(tokenizer):
+    variant = make(tokenizer).variant(LENGTH, 0.5)
+    assert variant.stats["queries_kept"] == 2
+    assert variant.stats["queries_skipped"] == {
+        "no_relevant": 1,
+        "relevant_document_missing": 0,
+        "several_relevant": 1,
+        "too_long": 1,
+        "unjudged": 1,
+    }
+    assert variant.queries["query_id"].tolist() == ["q1", "q6"]
+    # The kept queries' judgements, the non-relevant one included.
+    assert sorted(zip(variant.qrels["query_id"], variant.qrels["doc_id"])) == [
+        ("q1", "d1"),
+        ("q1", "f00"),
+        ("q6", "d5"),
+    ]
+
+
+def test_span_holds_the_relevant_document(tokenizer):
+    relevant = document_text("Zebra", "zebra stripes confuse biting flies.")
+    for position in (0, 0.25, 0.5, 0.75, 1.0):
+        text, start, end = haystack(make(tokenizer).variant(LENGTH, position))
+        assert text[start:end] == relevant
+    row = make(tokenizer).variant(LENGTH, 0.5).corpus.set_index("doc_id").loc["d1"]
+    assert row["title"] == ""
+
+
+def test_span_at_the_very_start_and_end(tokenizer):
+    maker = make(tokenizer)
+    text, start, end = haystack(maker.variant(LENGTH, 0))
+    assert start == 0 and text[end:].startswith(SEPARATOR)
+    text, start, end = haystack(maker.variant(LENGTH, 1.0))
+    assert end == len(text) and text[:start].endswith(SEPARATOR)
+
+
+def test_token_offset_follows_the_position(tokenizer):
+    maker = make(tokenizer)
+    relevant_tokens = 7  # Zebra zebra stripes confuse biting flies .
+    for position in (0, 0.25, 0.5, 0.75, 1.0):
+        text, start, _ = haystack(maker.variant(LENGTH, position))
+        offset = len(encode(tokenizer, text[:start])["input_ids"])
+        assert offset == round(position * (LENGTH - relevant_tokens))
+
+
+def test_haystack_has_the_target_length(tokenizer):
+    for position in (0, 0.5, 1.0):
+        variant = make(tokenizer).variant(LENGTH, position)
+        for doc_id in ("d1", "d5"):
+            text = variant.corpus.set_index("doc_id").loc[doc_id, "text"]
+            assert len(encode(tokenizer, text)["input_ids"]) == LENGTH
+        assert variant.stats["haystack_tokens"] == {"min": LENGTH, "mean": LENGTH, "max": LENGTH}
+
+
+def test_fillers_are_the_same_at_every_position(tokenizer):
+    maker = make(tokenizer)
+    fillers = {fillers_of(*haystack(maker.variant(LENGTH, p))) for p in (0, 0.25, 0.5, 1.0)}
+    assert len(fillers) == 1
+    # And a fresh run with the same seed builds the same variant.
+    again, first = make(tokenizer).variant(LENGTH, 0.25), maker.variant(LENGTH, 0.25)
+    pd.testing.assert_frame_equal(again.corpus, first.corpus)
+    pd.testing.assert_frame_equal(again.qrels, first.qrels)
+    assert fillers_of(*haystack(make(tokenizer, seed=1).variant(LENGTH, 0))) != fillers.pop()
+
+
+def test_no_relevant_document_is_a_filler(tokenizer):
+    judged_relevant = CORPUS[CORPUS["doc_id"].isin(QRELS.loc[QRELS["relevance"] > 0, "doc_id"])]
+    for fillers in ("random", "bm25"):
+        variant = make(tokenizer, fillers).variant(LENGTH, 0.5)
+        for query_id in ("q1", "q6"):
+            rest = fillers_of(*haystack(variant, query_id))
+            for text in judged_relevant["text"]:
+                assert text.split()[0] not in rest.split()
+
+
+def test_everything_else_is_untouched(tokenizer):
+    variant = make(tokenizer, "bm25").variant(LENGTH, 0.75)
+    others = ~CORPUS["doc_id"].isin(["d1", "d5"])
+    pd.testing.assert_frame_equal(
+        variant.corpus[others.to_numpy()].reset_index(drop=True),
+        CORPUS[others].reset_index(drop=True),
+    )
+    assert variant.corpus["doc_id"].tolist() == CORPUS["doc_id"].tolist()
+    kept = QUERIES[QUERIES["query_id"].isin(["q1", "q6"])]
+    pd.testing.assert_frame_equal(variant.queries, kept)
+
+
+def test_bm25_fillers_are_near_misses(tokenizer):
+    maker = make(tokenizer, "bm25")
+    order = maker.filler_order("d1")
+    first = {maker.filler_texts[next(order)] for _ in range(3)}
+    assert first == {doc["text"] for doc in NEAR_MISSES}  # they share "penguin" with q1
+    text, start, _ = haystack(maker.variant(LENGTH, 1.0))
+    assert text.startswith("Penguins of colony")
+
+
+def test_positionalize_iterates_lengths_and_positions(tokenizer):
+    variants = list(positionalize(CORPUS, QUERIES, QRELS, tokenizer, [20, 40], [0, 1.0]))
+    assert [(v.length, v.position) for v in variants] == [(20, 0), (20, 1.0), (40, 0), (40, 1.0)]
+    # A longer variant's fillers extend a shorter one's.
+    short = fillers_of(*haystack(variants[0]))
+    assert fillers_of(*haystack(variants[2])).startswith(short)
+
+
+def test_checksum_follows_base_settings_and_tokenizer(tokenizer):
+    settings = {"length": 512, "position": 0.5, "fillers": "random", "seed": 0}
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    checksum = variant_checksum("abc", settings, fingerprint)
+    assert checksum == variant_checksum("abc", dict(reversed(settings.items())), fingerprint)
+    assert checksum != variant_checksum("abd", settings, fingerprint)
+    assert checksum != variant_checksum("abc", settings | {"position": 0.25}, fingerprint)
+    assert checksum != variant_checksum("abc", settings, "0" * 64)
+
+
+def test_scifact_at_1024_tokens(shared_datasets, minilm_path, tmp_path):
+    from irflow.ingest import ingest
+    from irflow.positionalize import load_tokenizer
+
+    folder = shared_datasets / "scifact"
+    ingest(
+        folder / "corpus.jsonl.gz", folder / "queries.jsonl", folder / "qrels/test.tsv", tmp_path
+    )
+    corpus, queries, qrels = (
+        pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("corpus", "queries", "qrels")
+    )
+    tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
+    variant = Positionalizer(corpus, queries, qrels, tokenizer, "bm25").variant(1024, 0.5)
+
+    assert variant.stats["queries_kept"] == 275
+    assert variant.stats["queries_skipped"] == {
+        "no_relevant": 0,
+        "relevant_document_missing": 0,
+        "several_relevant": 23,
+        "too_long": 2,
+        "unjudged": 809,
+    }
+    assert variant.stats["haystacks"] == 227
+    assert len(variant.corpus) == len(corpus) == 5183
+    assert len(variant.queries) == 275
+    original = corpus.set_index("doc_id")
+    haystacks = variant.corpus.set_index("doc_id")
+    target = variant.qrels[variant.qrels["relevance"] > 0]
+    for doc_id, start, end in zip(target["doc_id"], target["span_start"], target["span_end"]):
+        text = haystacks.loc[doc_id, "text"]
+        relevant = document_text(original.loc[doc_id, "title"], original.loc[doc_id, "text"])
+        assert text[start:end] == relevant
+        tokens = len(encode(tokenizer, text)["input_ids"])
+        assert 1024 - 16 <= tokens <= 1024
