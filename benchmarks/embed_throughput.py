@@ -42,7 +42,7 @@ def main() -> None:
         rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
         if len(rows) == args.docs:
             break
-    texts = [f"{r['title']} {r['text']}".strip() for r in rows]
+    texts = contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
     spec = {
         "id": args.model,
         "revision": None,
@@ -52,7 +52,7 @@ def main() -> None:
         "normalize": True,
         "batch_size": 64,
         "chunk_size": 1024,
-        "dtype": "auto",
+        "dtype": "float32",
         "device": "auto",
     }
     encoder = Encoder.load(spec)

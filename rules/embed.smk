@@ -1,5 +1,6 @@
 # embed: filtered corpus and scored queries -> sentence-transformers embeddings per model.
-# Resumable: finished chunks survive a killed job in <output>.parts/.
+# Resumable: finished parts, named by the rows they hold, survive a killed job in
+# <output>.parts/.
 
 
 rule embed:

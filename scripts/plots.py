@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from _common import setup_logging
 
@@ -36,7 +37,12 @@ for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.corre
         Path(path),
         empty=f"a rank correlation needs {MIN_SYSTEMS} systems; this run has {systems}",
     )
-bootstrap_histogram(pd.read_parquet(inp.bootstrap), Path(out.bootstrap))
+draws = pd.read_parquet(inp.bootstrap)
+full = np.nan  # the two groups' correlation on every query, from the benchmarks rows
+if not draws.empty:
+    groups = correlations[correlations["kind"] == "benchmarks"].set_index(["left", "right"])
+    full = groups.loc[(draws["left"].iloc[0], draws["right"].iloc[0]), "spearman"]
+bootstrap_histogram(draws, Path(out.bootstrap), full=full)
 similarity = pd.read_parquet(inp.similarity).pivot(
     index="left", columns="right", values="similarity"
 )

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from irflow.correlate import (
+    BOOTSTRAP_COLUMNS,
     PAIR_COLUMNS,
     against_reference,
     between_benchmarks,
@@ -185,19 +186,86 @@ def bootstrap_per_query(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "system", "query_id", "metric", "value"])
 
 
-def test_bootstrap_with_every_query_equals_the_full_correlation():
+def macro_means(per_query: pd.DataFrame, datasets: list[str]) -> pd.Series:
+    """Each system's mean over ``datasets`` of its per-dataset means."""
+    chosen = per_query[per_query["dataset"].isin(datasets)]
+    per_dataset = chosen.groupby(["system", "dataset"])["value"].mean().unstack("dataset")
+    return per_dataset.mean(axis=1, skipna=False)
+
+
+def test_bootstrap_with_every_query_equals_the_full_correlation(caplog):
     per_query = bootstrap_per_query()
+    # dpr has no d2 scores: like every group score, its mean over d1 and d2 is undefined.
+    per_query = per_query[~((per_query["system"] == "dpr") & (per_query["dataset"] == "d2"))]
     draws = bootstrap_correlation(
         per_query, "m", ["d1", "d2"], ["d3"], resamples=5, sample_size=1000
     )
-    assert list(draws.columns) == ["draw", "sampled_queries", "spearman", "kendall"]
+    assert list(draws.columns) == BOOTSTRAP_COLUMNS
     assert list(draws["draw"]) == [0, 1, 2, 3, 4]
-    assert (draws["sampled_queries"] == 40).all()
-    left = per_query[per_query["dataset"].isin(["d1", "d2"])].groupby("system")["value"].mean()
-    right = per_query[per_query["dataset"] == "d3"].groupby("system")["value"].mean()
-    expected = rank_correlation(left, right)
+    assert (draws["sampled_queries"] == 40).all() and (draws["whole_datasets"] == 2).all()
+    assert draws["every_query"].all()
+    assert "holds every query of d1, d2; all 5 draws are identical" in caplog.text
+    expected = rank_correlation(
+        macro_means(per_query, ["d1", "d2"]), macro_means(per_query, ["d3"])
+    )
+    assert expected["systems"] == 4
     np.testing.assert_allclose(draws["spearman"], expected["spearman"])
     np.testing.assert_allclose(draws["kendall"], expected["kendall"])
+
+
+def two_and_eight_queries() -> pd.DataFrame:
+    """The issue's example: left = a 2-query and an 8-query dataset, right = one dataset.
+
+    Per dataset means: small x 1.0, y 1.0, z 0.0; large x 0.5, y 0.4, z 0.9 (each query
+    within 0.05 of it). Macro means x 0.75 > y 0.70 > z 0.45, the right group's order; pooled
+    over the 10 queries z 0.72 > x 0.60 > y 0.52, a Spearman of -0.5 against it.
+    """
+    jitter = np.linspace(-0.05, 0.05, 8)
+    scores = {
+        "small": {"x": [1.0, 1.0], "y": [1.0, 1.0], "z": [0.0, 0.0]},
+        "large": {"x": 0.5 + jitter, "y": 0.4 + jitter, "z": 0.9 + jitter[::-1]},
+        "right": {"x": [0.9], "y": [0.5], "z": [0.1]},
+    }
+    return pd.DataFrame(
+        [
+            (dataset, system, f"q{i}", "m", float(value))
+            for dataset, systems in scores.items()
+            for system, values in systems.items()
+            for i, value in enumerate(values)
+        ],
+        columns=["dataset", "system", "query_id", "metric", "value"],
+    )
+
+
+def test_bootstrap_macro_averages_like_the_group_scores(caplog):
+    per_query = two_and_eight_queries()
+    summary = per_query.groupby(["dataset", "system", "metric"], as_index=False)["value"].mean()
+    groups = {"left": ["small", "large"], "right": ["right"]}
+    between = between_benchmarks(summary, groups, "m").set_index(["left", "right"])
+    assert between.loc[("left", "right"), "spearman"] == pytest.approx(1.0)
+    pooled = per_query[per_query["dataset"] != "right"].groupby("system")["value"].mean()
+    assert rank_correlation(pooled, macro_means(per_query, ["right"]))["spearman"] == (
+        pytest.approx(-0.5)
+    )
+
+    # A draw holding every query is the group score itself: 1.0, not the pooled -0.5.
+    every = bootstrap_correlation(
+        per_query, "m", groups["left"], groups["right"], resamples=3, sample_size=8
+    )
+    assert (every["sampled_queries"] == 10).all() and every["every_query"].all()
+    np.testing.assert_allclose(every["spearman"], 1.0)
+
+    # Two queries of each dataset: the small one whole, the large one subsampled. Every
+    # such draw keeps the macro order; a pooled draw of 4 of the 10 queries would not.
+    caplog.clear()
+    draws = bootstrap_correlation(
+        per_query, "m", groups["left"], groups["right"], resamples=50, sample_size=2, seed=1
+    )
+    assert (draws["sampled_queries"] == 4).all() and (draws["whole_datasets"] == 1).all()
+    assert not draws["every_query"].any()
+    assert "holds every query of small; their means never vary" in caplog.text
+    np.testing.assert_allclose(draws["spearman"], 1.0)
+    np.testing.assert_allclose(draws["kendall"], 1.0)
 
 
 def test_bootstrap_is_seeded():
@@ -210,7 +278,8 @@ def test_bootstrap_is_seeded():
 
     pd.testing.assert_frame_equal(run(1), run(1))
     assert not run(1).equals(run(2))
-    assert (run(1)["sampled_queries"] == 8).all()
+    # 8 queries of each of d1 (25) and d2 (15): neither is drawn whole.
+    assert (run(1)["sampled_queries"] == 16).all() and (run(1)["whole_datasets"] == 0).all()
     assert run(1)["spearman"].nunique() > 1
 
     summary = summarize_bootstrap(run(1))

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import matplotlib
 import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
-from irflow.correlate import bootstrap_correlation, between_datasets
+from irflow.correlate import between_datasets, bootstrap_correlation
 from irflow.plots import (
     bar_charts,
     bootstrap_histogram,
@@ -174,10 +181,11 @@ def bootstrap_draws(spearman: list[float], every_query: bool) -> pd.DataFrame:
 
 
 def test_bootstrap_histogram_shows_the_draws(tmp_path, text_in_svg):
-    bootstrap_histogram(bootstrap_draws([0.5, 1.0, 1.0, 0.8], False), tmp_path / "b.png")
+    draws = bootstrap_draws([0.5, 1.0, 1.0, 0.8], False)
+    bootstrap_histogram(draws, tmp_path / "b.png", full=0.9)
     written(tmp_path / "b.png")
     svg = svg_text(tmp_path / "b.png")
-    assert "4 draws" in svg and "mean 0.825" in svg
+    assert "4 draws" in svg and "mean 0.825" in svg and "every query 0.900" in svg
     assert "beir (subsampled) vs partial" in svg and "identical" not in svg
     bootstrap_histogram(bootstrap_draws([0.5] * 4, True), tmp_path / "same.png")
     assert "every draw holds every query of beir: the draws are identical" in svg_text(
@@ -201,3 +209,45 @@ def test_significance_table_shows_a_floored_p_as_at_most(per_query):
     for p_value in unbounded:
         assert f"<td>{p_value:.4f}</td>" in html
     assert "randomization p (Holm)" in html
+
+
+def test_one_system_workflow_writes_every_plot_and_the_report(tmp_path):
+    """The plots script and the report, end to end, for BM25 alone on a four-document set."""
+    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    config = workdir / "config.yaml"
+    datasets = {"tiny": {"source": {"path": str(data)}}}
+    config.write_text(
+        yaml.safe_dump(
+            {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
+        )
+    )
+    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    snakemake += ["--directory", str(workdir), "--configfile", str(config)]
+    for args in (["--cores", "1"], ["--report", "results/report.html"]):
+        result = subprocess.run(
+            [*snakemake, *args],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"HF_HUB_OFFLINE": "1"},
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+    plots = workdir / "results" / "plots"
+    names = {
+        "quality",
+        "significance",
+        "correlation_datasets",
+        "correlation_metrics",
+        "bootstrap",
+        "corpus_similarity",
+        "latency_quality",
+    }
+    for name in names:
+        written(plots / f"{name}.png")
+    report = (workdir / "results" / "report.html").read_text()
+    embedded = set(re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,", report))
+    assert embedded == {f"{name}.png" for name in names}
+    table = (workdir / "results" / "report" / "significance_table.html").read_text()
+    assert "Nothing to compare" in table

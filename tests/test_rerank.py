@@ -25,7 +25,7 @@ CROSS_SPEC = {
     "dtype": "float32",
     "device": "cpu",
 }
-DOCUMENTS = {d["_id"]: f"{d['title']} {d['text']}".strip() for d in TINY_CORPUS}
+DOCUMENTS = {d["_id"]: contracts.document_text(d["title"], d["text"]) for d in TINY_CORPUS}
 QUERIES = {"q1": "why do cats purr", "q2": "what is the sun"}
 
 

@@ -163,3 +163,56 @@ def test_holm_is_within_dataset_and_metric():
     assert single["t_p_holm"] == single["t_p_value"]
     d1 = result[(result["dataset"] == "d1") & (result["metric"] == "m1")]
     assert (d1["t_p_holm"] > d1["t_p_value"]).any()
+
+
+def test_p_at_the_permutation_floor_is_reported_as_at_most_the_floor():
+    """No permutation reaches a clear difference: scipy's p is then 2 / (permutations + 1)
+    however small the true p, and after Holm that floor times the family size."""
+    a, b = noisy_pair(0.3)
+    noise = np.random.default_rng(7).normal(0, 0.1, len(a) // 2)
+    c = a + np.concatenate([noise, -noise])  # no difference from a on average
+    rows = paired_comparisons(
+        per_query_frame({"a": a, "b": b, "c": c}), permutations=199, seed=0
+    ).set_index(["system_a", "system_b"])
+    assert set(rows.reset_index().columns) == set(COLUMNS)
+    floor = 2 / 200
+    assert rows["randomization_p_floor"].tolist() == pytest.approx([floor] * 3)
+    for pair in [("a", "b"), ("b", "c")]:
+        row = rows.loc[pair]
+        assert row["randomization_p_value"] == pytest.approx(floor)
+        assert row["randomization_p_at_floor"] and row["randomization_p_holm_at_floor"]
+        assert row["randomization_p_holm"] == pytest.approx(3 * floor)
+        assert row["randomization_p_holm_text"] == (
+            "≤ 0.0300 (floor 0.0100 for 199 permutations, × 3 comparisons by Holm)"
+        )
+    unclear = rows.loc[("a", "c")]
+    assert unclear["randomization_p_value"] > 0.05
+    assert not unclear["randomization_p_at_floor"]
+    assert not unclear["randomization_p_holm_at_floor"]
+    assert unclear["randomization_p_holm_text"] == f"{unclear['randomization_p_holm']:.4f}"
+
+    alone = paired_comparisons(per_query_frame({"a": a, "b": b}), permutations=1999).iloc[0]
+    assert alone["randomization_p_holm"] == pytest.approx(2 / 2000)
+    assert alone["randomization_p_holm_text"] == "≤ 0.0010 (floor 0.0010 for 1999 permutations)"
+
+
+def test_exact_test_has_no_floor():
+    """With 2**queries sign flips no more than the permutations, scipy enumerates them all:
+    the p is exact (2 / 2**5 here), not a bound."""
+    a = np.array([0.9, 0.8, 0.7, 0.95, 0.85])
+    b = a - np.array([0.5, 0.4, 0.6, 0.45, 0.55])
+    row = paired_comparisons(per_query_frame({"a": a, "b": b}), permutations=100).iloc[0]
+    assert row["randomization_p_value"] == pytest.approx(2 / 2**5)
+    assert np.isnan(row["randomization_p_floor"])
+    assert not row["randomization_p_at_floor"] and not row["randomization_p_holm_at_floor"]
+    assert row["randomization_p_holm_text"] == "0.0625"
+
+
+def test_one_system_or_one_query_gives_no_test():
+    one_system = paired_comparisons(per_query_frame({"a": [0.5, 0.7]}), permutations=100)
+    assert one_system.empty and list(one_system.columns) == COLUMNS
+    one_query = paired_comparisons(per_query_frame({"a": [0.5], "b": [0.7]}), permutations=100)
+    row = one_query.iloc[0]
+    assert row["queries"] == 1 and row["difference"] == pytest.approx(-0.2)
+    assert np.isnan(row["randomization_p_holm"]) and np.isnan(row["randomization_p_floor"])
+    assert row["randomization_p_holm_text"] == "–" and not row["significant"]

@@ -2,10 +2,10 @@
 
 Rank correlations (Spearman's rho, Kendall's tau-b, both from scipy) between system scores:
 across datasets, across metrics, against published numbers (e.g. MTEB), and between groups
-of datasets ("benchmarks"), plus AIR-Bench's bootstrap check of how stable that agreement is
-when one side is a sample of its queries. BEIR's weighted Jaccard similarity of the corpora's
-unigram distributions (appendix F) says how alike the datasets' vocabularies are, which helps
-to read the correlations.
+of datasets ("benchmarks"), plus AIR-Bench's check of how stable that agreement is when one
+side is a subsample of its queries (named "bootstrap" in the config and the results). BEIR's
+weighted Jaccard similarity of the corpora's unigram distributions (appendix F) says how alike
+the datasets' vocabularies are, which helps to read the correlations.
 
 Unless said otherwise a system's score over several datasets is the plain mean of its
 per-dataset scores, and a system missing any of those datasets is left out of that
@@ -14,6 +14,7 @@ correlation rather than compared on a different set of datasets.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import sys
@@ -29,9 +30,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+BOOTSTRAP_COLUMNS = [
+    "draw",
+    "sampled_queries",
+    "whole_datasets",
+    "every_query",
+    "spearman",
+    "kendall",
+]
 PAIR_COLUMNS = ["left", "right", "systems", "spearman", "spearman_p", "kendall", "kendall_p"]
 REFERENCE_COLUMNS = ["system", "benchmark", "score"]
 MIN_SYSTEMS = 3
+
+log = logging.getLogger(__name__)
 
 
 def rank_correlation(a: pd.Series, b: pd.Series) -> dict:
@@ -179,12 +190,20 @@ def bootstrap_correlation(
     sample_size: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Would the left group rank systems as the right one does from only a sample of queries?
+    """Would the left group rank systems as the right one does from a subsample of its queries?
 
-    AIR-Bench's check. Each draw samples ``sample_size`` (dataset, query) pairs of the left
-    group without replacement (all of them if there are fewer), scores each system by its
-    mean over the sampled queries (a query a system lacks scores 0), and correlates that with
-    the right group's full scores (mean over its datasets of the per-dataset means).
+    AIR-Bench's check, by subsampling (without replacement, so not a bootstrap in the strict
+    sense). Each draw takes ``sample_size`` queries of every left dataset (all of them when it
+    has fewer), scores each system on each dataset by its mean over the drawn queries (a query
+    a system lacks scores 0), and averages over the datasets, as every group score in irflow
+    is a macro mean: pooling the queries instead would let a large dataset outvote a small
+    one. That ordering is correlated with the right group's full scores (the mean over its
+    datasets of the per-dataset means).
+
+    ``sampled_queries`` is the draw's total over the left datasets; ``whole_datasets`` counts
+    those it holds whole (their means are the same in every draw). ``every_query`` is True
+    when it holds them all: every draw is then the full group, all draws are identical, and a
+    warning is logged.
     """
     selected = per_query[per_query["metric"] == metric]
     for side, datasets in (("left", left), ("right", right)):
@@ -198,29 +217,55 @@ def bootstrap_correlation(
         .unstack("dataset")
     )
     right_scores = _group_mean(right_table, list(right))
-    left_table = (
-        selected[selected["dataset"].isin(left)]
-        .pivot(index=["dataset", "query_id"], columns="system", values="value")
+    systems = sorted(selected["system"].unique())
+    # Queries x systems per left dataset; a system with no scores on a dataset stays NaN, so
+    # its macro mean is NaN and it is left out, as _group_mean leaves it out.
+    left_values = [
+        selected[selected["dataset"] == dataset]
+        .pivot(index="query_id", columns="system", values="value")
         .sort_index()
         .fillna(0.0)
-    )
-    values = left_table.to_numpy(dtype=float)
-    take = min(sample_size, len(values))
+        .reindex(columns=systems)
+        .to_numpy(dtype=float)
+        for dataset in left
+    ]
+    takes = [min(sample_size, len(values)) for values in left_values]
+    whole = [
+        dataset for dataset, take, values in zip(left, takes, left_values) if take == len(values)
+    ]
+    if len(whole) == len(left):
+        log.warning(
+            "subsampling: sample_size %d holds every query of %s; all %d draws are identical",
+            sample_size,
+            ", ".join(left),
+            resamples,
+        )
+    elif whole:
+        log.warning(
+            "subsampling: sample_size %d holds every query of %s; their means never vary",
+            sample_size,
+            ", ".join(whole),
+        )
     rng = np.random.default_rng(seed)
     rows = []
     for draw in range(resamples):
-        sample = rng.choice(len(values), size=take, replace=False)
-        left_scores = pd.Series(values[sample].mean(axis=0), index=left_table.columns)
+        dataset_means = [
+            values[rng.choice(len(values), size=take, replace=False)].mean(axis=0)
+            for values, take in zip(left_values, takes)
+        ]
+        left_scores = pd.Series(np.mean(dataset_means, axis=0), index=systems)
         correlation = rank_correlation(left_scores, right_scores)
         rows.append(
             {
                 "draw": draw,
-                "sampled_queries": take,
+                "sampled_queries": sum(takes),
+                "whole_datasets": len(whole),
+                "every_query": len(whole) == len(left),
                 "spearman": correlation["spearman"],
                 "kendall": correlation["kendall"],
             }
         )
-    return pd.DataFrame(rows, columns=["draw", "sampled_queries", "spearman", "kendall"])
+    return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
 def summarize_bootstrap(draws: pd.DataFrame) -> dict:

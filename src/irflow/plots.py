@@ -1,4 +1,9 @@
-"""plots: the figures of the report, each written as PNG and SVG so people can reuse them."""
+"""plots: the figures of the report, each written as PNG and SVG so people can reuse them.
+
+Every figure is always written, so the report's file list is fixed: when there is nothing to
+draw (one system, no pair to test, fewer systems than a rank correlation needs, no bootstrap
+configured) the figure says so in words instead.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,15 @@ def save(figure, path: Path) -> None:
     figure.savefig(path, dpi=120, bbox_inches="tight")
     figure.savefig(path.with_suffix(".svg"), bbox_inches="tight")
     plt.close(figure)
+
+
+def note(title: str, message: str, path: Path) -> None:
+    """A figure that says in words why there is nothing to draw."""
+    figure, axis = plt.subplots(figsize=(6, 2.5))
+    axis.set_axis_off()
+    axis.set_title(title)
+    axis.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=11)
+    save(figure, path)
 
 
 def confidence_intervals(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
@@ -42,6 +56,9 @@ def confidence_intervals(per_query: pd.DataFrame, level: float = 0.95) -> pd.Dat
 def bar_charts(per_query: pd.DataFrame, metric: str, path: Path) -> None:
     """One panel per dataset: each system's mean with its 95% confidence interval."""
     intervals = confidence_intervals(per_query[per_query["metric"] == metric])
+    if intervals.empty:
+        note(f"{metric} per system", f"no per-query scores for {metric}", path)
+        return
     datasets = sorted(intervals["dataset"].unique())
     systems = sorted(intervals["system"].unique())
     figure, axes = plt.subplots(
@@ -83,8 +100,13 @@ def matrix(
     vmin: float = -1.0,
     vmax: float = 1.0,
     cmap: str = "RdBu",
+    empty: str = "no values",
 ) -> None:
-    """A heatmap of a table, each cell annotated with its value."""
+    """A heatmap of a table, each cell annotated with its value; ``empty`` says why when the
+    table holds no number at all."""
+    if not np.isfinite(values.to_numpy(dtype=float)).any():
+        note(title, empty, path)
+        return
     size = max(3.0, 0.7 * max(values.shape) + 2)
     figure, axis = plt.subplots(figsize=(size, size * 0.85))
     figure.colorbar(_heatmap(axis, values, None, vmin, vmax, cmap), ax=axis, shrink=0.8)
@@ -95,6 +117,13 @@ def matrix(
 def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) -> None:
     """Per dataset, the difference row − column; a star where it is significant."""
     rows = comparisons[(comparisons["metric"] == metric) & (comparisons["family"] == "all pairs")]
+    if rows.empty:
+        note(
+            f"Significance of differences in {metric}",
+            "nothing to compare: no dataset has two systems",
+            path,
+        )
+        return
     datasets = sorted(rows["dataset"].unique())
     systems = sorted(set(rows["system_a"]) | set(rows["system_b"]))
     size = 0.7 * len(systems) + 2
@@ -121,6 +150,10 @@ def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
     """Median query latency against quality: colour is the system, marker the dataset."""
     from matplotlib.lines import Line2D
 
+    points = points.dropna(subset=["latency_median_ms", "value"])
+    if points.empty:
+        note(f"Latency and {metric}", "no system has both a latency and a score", path)
+        return
     figure, axis = plt.subplots(figsize=(8, 5))
     systems, datasets = sorted(points["system"].unique()), sorted(points["dataset"].unique())
     colors = dict(zip(systems, plt.cm.tab10(np.arange(len(systems)) % 10)))
@@ -140,3 +173,61 @@ def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
     axis.set_xlabel("median latency per query (ms, log scale)")
     axis.set_ylabel(metric)
     save(figure, path)
+
+
+def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -> None:
+    """The subsampling draws' Spearman correlations, with their mean and 5th-95th percentiles,
+    and ``full``, the correlation on every query, when given."""
+    title = "Subsampling: Spearman correlation of system orderings"
+    if draws.empty:
+        note(title, "not configured (correlation.bootstrap)", path)
+        return
+    left, right = draws["left"].iloc[0], draws["right"].iloc[0]
+    spearman = draws["spearman"].dropna()
+    if spearman.empty:
+        note(title, f"{left} vs {right}: too few systems for a rank correlation", path)
+        return
+    figure, axis = plt.subplots(figsize=(7, 4))
+    # Bins centred on multiples of 0.05, so the common values (1.0, 0.8, 0.5) sit mid-bin.
+    axis.hist(spearman, bins=41, range=(-1.025, 1.025), color="tab:blue", edgecolor="white")
+    low, high = spearman.quantile([0.05, 0.95])
+    axis.axvline(spearman.mean(), color="black", label=f"mean {spearman.mean():.3f}")
+    if not np.isnan(full):
+        axis.axvline(full, color="tab:red", linestyle="--", label=f"every query {full:.3f}")
+    axis.axvspan(
+        low, high, color="gray", alpha=0.2, label=f"5th-95th percentile [{low:.3f}, {high:.3f}]"
+    )
+    axis.set_xlim(-1.05, 1.05)
+    axis.set_xlabel(f"Spearman: {left} (subsampled) vs {right}")
+    axis.set_ylabel("draws")
+    axis.legend(fontsize=8, loc="upper left")
+    if draws["every_query"].all():
+        axis.set_title(
+            f"{title}\nevery draw holds every query of {left}: the draws are identical", fontsize=10
+        )
+    else:
+        axis.set_title(f"{title}\n{len(draws)} draws", fontsize=10)
+    save(figure, path)
+
+
+def significance_table(comparisons: pd.DataFrame) -> str:
+    """HTML table of the comparisons, the randomization p as reported (with "≤" at the floor)."""
+    if comparisons.empty:
+        return "<p>Nothing to compare: no dataset has two systems.</p>"
+    columns = {
+        "family": "family",
+        "dataset": "dataset",
+        "metric": "metric",
+        "system_a": "system a",
+        "system_b": "system b",
+        "difference": "a − b",
+        "effect_size": "d_z",
+        "randomization_p_holm_text": "randomization p (Holm)",
+        "significant": "significant",
+    }
+    table = comparisons.sort_values(["family", "dataset", "metric", "system_a", "system_b"])
+    return (
+        table[list(columns)]
+        .rename(columns=columns)
+        .to_html(index=False, float_format="{:+.4f}".format, na_rep="–")
+    )

@@ -8,6 +8,13 @@ because that is the set of claims a reader of one results table makes at once.
 
 ``difference`` is ``mean_a - mean_b``: negative when system_b scores higher. ``effect_size``
 is Cohen's d_z of the paired differences (a - b), so it has the same sign.
+
+A randomization p-value cannot go below its floor: scipy counts the observed difference as one
+of the permutations, so a difference that no sampled permutation reaches gets
+2 / (permutations + 1), however small the true p is. Such a p is an upper bound and is shown
+as "≤" (``randomization_p_holm_text``), with the floor; after Holm it is the floor times the
+family size. When 2**queries is no more than ``permutations`` scipy enumerates every sign
+flip instead: that p-value is exact and has no floor (NaN).
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ COLUMNS = [
     "effect_size",
     "t_p_holm",
     "randomization_p_holm",
+    "randomization_p_floor",
+    "randomization_p_at_floor",
+    "randomization_p_holm_at_floor",
+    "randomization_p_holm_text",
     "significant",
 ]
 
@@ -60,6 +71,44 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def sampled_floor(permutations: int) -> float:
+    """The smallest two-sided p of a randomization test on sampled permutations.
+
+    scipy's p is 2 (permutations at least as extreme + 1) / (permutations + 1).
+    """
+    return min(1.0, 2 / (permutations + 1))
+
+
+def randomization_floor(queries: int, permutations: int) -> float:
+    """sampled_floor, or NaN when scipy runs the exact test instead (every one of the
+    2**queries sign flips, when that is no more than ``permutations``): that p is exact."""
+    if 2**queries <= permutations:
+        return float("nan")
+    return sampled_floor(permutations)
+
+
+def _is_at_floor(p_value: float, floor: float) -> bool:
+    # scipy divides (0 + 1) / (permutations + 1) before doubling: allow for the rounding.
+    return bool(p_value <= floor * (1 + 1e-9))
+
+
+def _p_text(p_value: float) -> str:
+    return f"{p_value:.4f}" if p_value >= 0.0001 else f"{p_value:.1e}"
+
+
+def holm_text(p_holm: float, at_floor: bool, permutations: int, family_size: int) -> str:
+    """A Holm-adjusted randomization p as a reader should see it: with "≤" and the floor when
+    it is only an upper bound, e.g. "≤ 0.0020 (floor 0.0010 for 2000 permutations, × 2
+    comparisons by Holm)"."""
+    if np.isnan(p_holm):
+        return "–"
+    if not at_floor:
+        return _p_text(p_holm)
+    floor = _p_text(sampled_floor(permutations))
+    comparisons = f", × {family_size} comparisons by Holm" if family_size > 1 else ""
+    return f"≤ {_p_text(p_holm)} (floor {floor} for {permutations} permutations{comparisons})"
+
+
 def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(a, axis=axis) - np.mean(b, axis=axis)
 
@@ -76,7 +125,7 @@ def _cohens_dz(diff: np.ndarray) -> float:
 
 
 def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) -> dict:
-    """Both tests on aligned per-query values; unadjusted.
+    """Both tests on aligned per-query values; unadjusted, with the randomization p's floor.
 
     No difference at all is p = 1 (scipy's t-test gives NaN for zero variance); a single
     query that differs can't be tested and gives NaN.
@@ -88,6 +137,7 @@ def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) 
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
         "difference": float(a.mean() - b.mean()),
+        "randomization_p_floor": randomization_floor(n, permutations),
     }
     if not diff.any():
         return result | {
@@ -141,6 +191,8 @@ def paired_comparisons(
     (datasets the baseline was not run on are skipped). Queries are the union of the pair's
     query ids; a query one system lacks scores 0 for it, as score.py scores a query the run
     returned nothing for. ``significant`` is randomization_p_holm < alpha.
+    ``randomization_p_at_floor``: the p is at its floor, so the true p is at most that.
+    ``randomization_p_holm_at_floor``: the Holm p rests on such a p, so it is an upper bound.
     """
     if baseline is not None and baseline not in set(per_query["system"]):
         known = ", ".join(sorted(per_query["system"].unique()))
@@ -161,12 +213,31 @@ def paired_comparisons(
         if not family_rows:
             continue
         t_holm = holm([row["t_p_value"] for row in family_rows])
-        randomization_holm = holm([row["randomization_p_value"] for row in family_rows])
-        for row, t_adjusted, r_adjusted in zip(family_rows, t_holm, randomization_holm):
+        p_values = [row["randomization_p_value"] for row in family_rows]
+        floored = [
+            _is_at_floor(row["randomization_p_value"], row["randomization_p_floor"])
+            for row in family_rows
+        ]
+        randomization_holm = holm(p_values)
+        # Holm is monotone in every p, and a floored p's true value lies in [0, floor]: an
+        # adjusted p that drops when the floored p's are set to 0 is only an upper bound.
+        lowest_holm = holm([0.0 if at_floor else p for p, at_floor in zip(p_values, floored)])
+        family_size = int(np.count_nonzero(~np.isnan(p_values)))
+        for row, t_adjusted, r_adjusted, at_floor, r_lowest in zip(
+            family_rows, t_holm, randomization_holm, floored, lowest_holm
+        ):
             row["t_p_holm"] = float(t_adjusted)
             row["randomization_p_holm"] = float(r_adjusted)
+            row["randomization_p_at_floor"] = at_floor
+            row["randomization_p_holm_at_floor"] = bool(r_adjusted > r_lowest)
+            row["randomization_p_holm_text"] = holm_text(
+                float(r_adjusted), row["randomization_p_holm_at_floor"], permutations, family_size
+            )
             row["significant"] = bool(r_adjusted < alpha)
         rows.extend(family_rows)
-    floats = dict.fromkeys(COLUMNS[5:-1], "float64")
-    types = {"queries": "int64", "significant": "bool"} | floats
+    floats = dict.fromkeys(COLUMNS[5 : COLUMNS.index("randomization_p_floor") + 1], "float64")
+    flags = dict.fromkeys(
+        ["randomization_p_at_floor", "randomization_p_holm_at_floor", "significant"], "bool"
+    )
+    types = {"queries": "int64", "randomization_p_holm_text": "str"} | floats | flags
     return pd.DataFrame(rows, columns=COLUMNS).astype(types)
