@@ -362,7 +362,8 @@ def test_correlations_and_corpus_similarity(workflow):
     diagonal = correlations.query("kind == 'datasets' and left == right")
     assert len(diagonal) == DATASETS and (diagonal["spearman"] == 1.0).all()
     bootstrap = read_result(workdir, "bootstrap")
-    assert len(bootstrap) == 30 and (bootstrap["sampled_queries"] == 1000).all()
+    # 1000 queries of each left dataset, all of those with fewer (SciFact 300, NFCorpus 323).
+    assert len(bootstrap) == 30 and (bootstrap["sampled_queries"] == 300 + 323 + 1000).all()
     assert bootstrap["spearman"].between(-1, 1).all()
     similarity = read_result(workdir, "corpus_similarity").pivot(
         index="left", columns="right", values="similarity"
@@ -386,6 +387,7 @@ def test_report_embeds_every_plot_drawn(workflow):
         "significance",
         "correlation_datasets",
         "correlation_metrics",
+        "bootstrap",
         "corpus_similarity",
         "latency_quality",
     }
