@@ -23,19 +23,17 @@ settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.outpu
 summary = pd.read_parquet(inp.summary)
 per_query = pd.read_parquet(inp.per_query)
 metric = settings["metric"]
-# Orderings by quality only: the summary's cost measurements are not metrics to correlate.
-quality = summary[summary["metric"].isin(per_query["metric"].unique())]
 
-tables = [between_datasets(quality, metric).assign(kind="datasets", metric=metric)]
-tables.append(between_metrics(quality).assign(kind="metrics", metric="(all)"))
+tables = [between_datasets(summary, metric).assign(kind="datasets", metric=metric)]
+tables.append(between_metrics(summary).assign(kind="metrics", metric="(all)"))
 if settings["benchmarks"]:
     tables.append(
-        between_benchmarks(quality, settings["benchmarks"], metric).assign(
+        between_benchmarks(summary, settings["benchmarks"], metric).assign(
             kind="benchmarks", metric=metric
         )
     )
 if inp.reference:
-    reference = against_reference(quality, load_reference(inp.reference[0]), metric)
+    reference = against_reference(summary, load_reference(inp.reference[0]), metric)
     tables.append(
         reference.rename(columns={"benchmark": "right"}).assign(
             left="irflow", kind="reference", metric=metric

@@ -173,6 +173,7 @@ def bootstrap_draws(spearman: list[float], every_query: bool) -> pd.DataFrame:
         {
             "draw": range(len(spearman)),
             "spearman": spearman,
+            "kendall": spearman,
             "every_query": every_query,
             "left": "beir",
             "right": "partial",
@@ -186,6 +187,7 @@ def test_bootstrap_histogram_shows_the_draws(tmp_path, text_in_svg):
     written(tmp_path / "b.png")
     svg = svg_text(tmp_path / "b.png")
     assert "4 draws" in svg and "mean 0.825" in svg and "every query 0.900" in svg
+    assert "5th-95th percentile [0.545, 1.000]" in svg
     assert "beir (subsampled) vs partial" in svg and "identical" not in svg
     bootstrap_histogram(bootstrap_draws([0.5] * 4, True), tmp_path / "same.png")
     assert "every draw holds every query of beir: the draws are identical" in svg_text(

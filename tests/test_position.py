@@ -89,9 +89,18 @@ def test_a_bucket_with_one_usable_bin_has_no_psi():
     cells = [("a", 0.46, 0.7), ("b", 0.48, 0.3), ("c", 0.9, 1.0)]
     _, psi = analyse(rows(cells), min_count=2)
     row = psi.iloc[0]
-    assert np.isnan(row["psi"]) and np.isnan(row["slope"]) and row["trend"] is None
+    assert np.isnan(row["psi"]) and np.isnan(row["slope"]) and pd.isna(row["trend"])
     assert row["bins_used"] == 1 and row["bins_excluded"] == 1
     assert row["reason"] == "usable bins: 1; PSI and the trend need 2"
+
+
+def test_psi_columns_keep_their_types_in_parquet(tmp_path):
+    from irflow import contracts
+
+    _, psi = analyse(rows([("a", 0.0, 0.5), ("b", 1.0, 0.4)]), min_count=1)
+    contracts.write_frame(psi, tmp_path / "psi.parquet")
+    schema = pd.read_parquet(tmp_path / "psi.parquet").dtypes
+    assert str(schema["reason"]) == "string" and str(schema["trend"]) == "string"
 
 
 def test_all_zero_scores_have_no_psi():

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from irflow.correlate import summarize_bootstrap
+
 
 def save(figure, path: Path) -> None:
     """Write ``path`` (PNG) and the same figure as SVG beside it."""
@@ -187,11 +189,13 @@ def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -
     if spearman.empty:
         note(title, f"{left} vs {right}: too few systems for a rank correlation", path)
         return
+    spread = summarize_bootstrap(draws)
+    low, high = spread["spearman_p5"], spread["spearman_p95"]
     figure, axis = plt.subplots(figsize=(7, 4))
     # Bins centred on multiples of 0.05, so the common values (1.0, 0.8, 0.5) sit mid-bin.
     axis.hist(spearman, bins=41, range=(-1.025, 1.025), color="tab:blue", edgecolor="white")
-    low, high = spearman.quantile([0.05, 0.95])
-    axis.axvline(spearman.mean(), color="black", label=f"mean {spearman.mean():.3f}")
+    mean = spread["spearman_mean"]
+    axis.axvline(mean, color="black", label=f"mean {mean:.3f}")
     if not np.isnan(full):
         axis.axvline(full, color="tab:red", linestyle="--", label=f"every query {full:.3f}")
     axis.axvspan(

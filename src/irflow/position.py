@@ -160,4 +160,6 @@ def analyse(
         )
     columns = [*GROUP, "metric", "psi", "bins_used", "bins_excluded", "trend", "slope"]
     psi = pd.DataFrame(summaries, columns=[*columns, "queries", "reason"])
+    # Typed, so that a column with no value yet is still a string column in Parquet.
+    psi = psi.astype({"trend": "string", "reason": "string"})
     return position_bins.reset_index(drop=True), psi
