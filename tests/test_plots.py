@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import REPO, REPORT_PLOTS, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.correlate import between_datasets, bootstrap_correlation
 from irflow.plots import (
@@ -237,19 +237,10 @@ def test_one_system_workflow_writes_every_plot_and_the_report(tmp_path):
         )
         assert result.returncode == 0, result.stderr
     plots = workdir / "results" / "plots"
-    names = {
-        "quality",
-        "significance",
-        "correlation_datasets",
-        "correlation_metrics",
-        "bootstrap",
-        "corpus_similarity",
-        "latency_quality",
-    }
-    for name in names:
+    for name in REPORT_PLOTS:
         written(plots / f"{name}.png")
     report = (workdir / "results" / "report.html").read_text()
     embedded = set(re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,", report))
-    assert embedded == {f"{name}.png" for name in names}
+    assert embedded == {f"{name}.png" for name in REPORT_PLOTS}
     table = (workdir / "results" / "report" / "significance_table.html").read_text()
     assert "Nothing to compare" in table

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import REPO, build_tiny_cross_encoder
+from conftest import REPO, REPORT_PLOTS, build_tiny_cross_encoder
 
 from irflow import contracts
 
@@ -382,16 +382,7 @@ def test_report_embeds_every_plot_drawn(workflow):
     embedded = dict(
         re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,([A-Za-z0-9+/=]+)", report)
     )
-    plots = {
-        "quality",
-        "significance",
-        "correlation_datasets",
-        "correlation_metrics",
-        "bootstrap",
-        "corpus_similarity",
-        "latency_quality",
-    }
-    assert set(embedded) == {f"{plot}.png" for plot in plots}
+    assert set(embedded) == {f"{plot}.png" for plot in REPORT_PLOTS}
     for name, data in embedded.items():
         image = matplotlib.image.imread(io.BytesIO(base64.b64decode(data)), format="png")
         assert image.shape[0] > 200 and image.std() > 0.05, name  # drawn, not blank
