@@ -1,4 +1,4 @@
-# irflow: download -> ingest -> filter -> embed -> index -> retrieve -> (fuse, rerank) -> score
+# irflow: download -> ingest (or positionalize) -> filter -> embed -> index -> retrieve -> (fuse, rerank) -> score
 #         -> cost, aggregate -> significance, correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
@@ -37,12 +37,14 @@ wildcard_constraints:
     dataset=one_of(DATASETS),
     model=one_of(config["models"]),
     index=one_of(config["indexes"]),
-    side="corpus|queries",
+    side="corpus|passages|queries",
 
 
 include: "rules/download.smk"
+include: "rules/positionalize.smk"
 include: "rules/ingest.smk"
 include: "rules/filter.smk"
+include: "rules/passages.smk"
 include: "rules/embed.smk"
 include: "rules/index.smk"
 include: "rules/retrieve.smk"
@@ -54,6 +56,7 @@ include: "rules/aggregate.smk"
 include: "rules/significance.smk"
 include: "rules/correlate.smk"
 include: "rules/report.smk"
+include: "rules/position.smk"
 
 
 rule all:
@@ -62,3 +65,4 @@ rule all:
         rules.aggregate.output,
         rules.plots.output,
         rules.database.output,
+        rules.position.output if VARIANTS else [],

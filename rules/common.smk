@@ -4,8 +4,16 @@
 from irflow.config import reranked_name, system_kinds
 from irflow.download import beir_files, is_beir_layout
 from irflow.embed import RESULT_SETTINGS
+from irflow.passages import document_side
+from irflow.positionalize import list_variants, tokenizer_source
 
-DATASETS = sorted(config["datasets"])
+# Position-controlled variants (PosIR) are datasets built from a base dataset, not downloaded.
+VARIANTS = list_variants(config)
+BASE_DATASETS = sorted(config["datasets"])
+DATASETS = BASE_DATASETS + sorted(VARIANTS)
+DATASET_SPECS = config["datasets"] | {
+    variant: config["datasets"][spec["dataset"]] for variant, spec in VARIANTS.items()
+}
 RETRIEVERS = config["retrievers"]
 SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
@@ -22,6 +30,10 @@ RERANKED = {
     for k in item["k"]
 }
 DENSE_MODELS = sorted({RETRIEVERS[s]["model"] for s in DENSE_SYSTEMS})
+# Models whose documents are embedded as passages (long_documents firstp or maxp).
+PASSAGE_MODELS = [
+    m for m in DENSE_MODELS if document_side(config["models"][m]) == "passages"
+]
 DENSE_INDEXES = sorted(
     {(RETRIEVERS[s]["model"], RETRIEVERS[s]["index"]) for s in DENSE_SYSTEMS}
 )
@@ -33,16 +45,15 @@ RUN_STAGE = {
     "rerank": "rerank",
 }
 MANIFESTS = (
-    [
-        f"results/manifests/{stage}/{d}.json"
-        for stage in ("ingest", "filter")
-        for d in DATASETS
-    ]
+    [f"results/manifests/ingest/{d}.json" for d in BASE_DATASETS]
+    + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
+    + [f"results/manifests/filter/{d}.json" for d in DATASETS]
+    + [f"results/manifests/passages/{d}/{m}.json" for d in DATASETS for m in PASSAGE_MODELS]
     + [
         f"results/manifests/embed/{d}/{m}/{side}.json"
         for d in DATASETS
         for m in DENSE_MODELS
-        for side in ("corpus", "queries")
+        for side in (document_side(config["models"][m]), "queries")
     ]
     + [
         f"results/manifests/index/{d}/{m}/{i}.json"
@@ -83,21 +94,74 @@ def model_files(wildcards):
     )
 
 
+# The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
+# folder, so that replacing those does not rebuild what only the tokenizer decides).
+TOKENIZER_FILES = re.compile(r"(.*token.*|vocab.*|merges\.txt|.*\.model|config\.json)")
+
+
+def tokenizer_files(source):
+    """A local tokenizer's files, as inputs; none for a Hugging Face id."""
+    folder = Path(source["id"])
+    if not folder.is_dir():
+        return []
+    return sorted(
+        str(p)
+        for p in folder.iterdir()
+        if p.is_file() and TOKENIZER_FILES.fullmatch(p.name)
+    )
+
+
 def model_result_settings(model):
     """The settings that determine a model's vectors; batch size and device are not among them."""
     spec = config["models"][model]
     return {key: spec[key] for key in RESULT_SETTINGS}
 
 
+def document_embeddings(wildcards):
+    """The embeddings a model's index is built from: of documents, or of their passages."""
+    side = document_side(config["models"][wildcards.model])
+    return f"results/embeddings/{wildcards.dataset}/{wildcards.model}/{side}.parquet"
+
+
+def texts_to_embed(dataset, model, side):
+    if side == "passages":
+        return f"results/datasets/{dataset}/passages/{model}.parquet"
+    return f"results/datasets/{dataset}/filtered/{side}.parquet"
+
+
+def embed_inputs(wildcards):
+    """The texts and model; for a variant, its base dataset's texts and embeddings, whose
+    vectors it reuses for unchanged rows."""
+    dataset, model, side = wildcards.dataset, wildcards.model, wildcards.side
+    inputs = {
+        "source": f"results/datasets/{dataset}/source.json",
+        "texts": texts_to_embed(dataset, model, side),
+        "model": model_files(wildcards),
+    }
+    if dataset in VARIANTS:
+        base = VARIANTS[dataset]["dataset"]
+        inputs["reuse_texts"] = texts_to_embed(base, model, side)
+        inputs["reuse_embeddings"] = f"results/embeddings/{base}/{model}/{side}.parquet"
+    return inputs
+
+
 def dense_inputs(wildcards):
+    """The index and query embeddings; the rows the index holds, and for passages the
+    documents they belong to."""
     retriever = RETRIEVERS[wildcards.system]
     model, index = retriever["model"], retriever["index"]
+    folder = f"results/embeddings/{wildcards.dataset}/{model}"
+    side = document_side(config["models"][model])
     return {
         "source": f"results/datasets/{wildcards.dataset}/source.json",
         "index": f"results/indexes/{wildcards.dataset}/{model}/{index}.faiss",
-        "corpus": f"results/embeddings/{wildcards.dataset}/{model}/corpus.parquet",
-        "queries": f"results/embeddings/{wildcards.dataset}/{model}/queries.parquet",
-    }
+        "corpus": f"{folder}/{side}.parquet",
+        "queries": f"{folder}/queries.parquet",
+    } | (
+        {"passages": f"results/datasets/{wildcards.dataset}/passages/{model}.parquet"}
+        if side == "passages"
+        else {}
+    )
 
 
 def retrieval_settings(wildcards):
@@ -106,9 +170,7 @@ def retrieval_settings(wildcards):
     settings = {
         "retriever": retriever,
         "top_k": config["top_k"],
-        "remove_self_matches": config["datasets"][wildcards.dataset][
-            "remove_self_matches"
-        ],
+        "remove_self_matches": DATASET_SPECS[wildcards.dataset]["remove_self_matches"],
         "latency_queries": config["cost"]["latency_queries"],
     }
     if retriever["type"] == "dense":
@@ -160,6 +222,11 @@ def database_inputs(wildcards):
         "queries": per_dataset("queries"),
         "qrels": per_dataset("qrels"),
         "filter_audit": per_dataset("filtered/audit"),
+        "passages": [
+            f"results/datasets/{d}/passages/{m}.parquet"
+            for d in DATASETS
+            for m in PASSAGE_MODELS
+        ],
         "runs": [f"results/runs/{d}/{s}.parquet" for d, s in PAIRS],
         "per_query": [f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
         "summary": ["results/summary.parquet"],
@@ -169,4 +236,8 @@ def database_inputs(wildcards):
         "bootstrap": ["results/bootstrap.parquet"],
         "corpus_similarity": ["results/corpus_similarity.parquet"],
         "manifests": MANIFESTS,
-    }
+    } | (
+        {"position_bins": ["results/position_bins.parquet"], "psi": ["results/psi.parquet"]}
+        if VARIANTS
+        else {}
+    )

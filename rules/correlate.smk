@@ -19,7 +19,7 @@ rule correlate:
     input:
         summary="results/summary.parquet",
         per_query="results/per_query.parquet",
-        unigrams=expand("results/datasets/{dataset}/unigrams.parquet", dataset=DATASETS),
+        unigrams=expand("results/datasets/{dataset}/unigrams.parquet", dataset=BASE_DATASETS),
         reference=(
             [config["correlation"]["reference"]]
             if config["correlation"]["reference"]
@@ -35,6 +35,6 @@ rule correlate:
         "../envs/data.yaml"
     params:
         settings=config["correlation"],
-        datasets=DATASETS,
+        datasets=BASE_DATASETS,
     script:
         "../scripts/correlate.py"

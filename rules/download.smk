@@ -9,6 +9,8 @@ rule download:
         "results/datasets/{dataset}/source.json",
     log:
         "results/logs/download/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(BASE_DATASETS),
     conda:
         "../envs/data.yaml"
     params:

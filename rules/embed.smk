@@ -1,13 +1,11 @@
-# embed: filtered corpus and scored queries -> sentence-transformers embeddings per model.
-# Resumable: finished parts, named by the rows they hold, survive a killed job in
-# <output>.parts/.
+# embed: filtered corpus (or its passages) and queries -> sentence-transformers embeddings per
+# model. A variant reuses its base dataset's vectors for unchanged rows. Resumable: finished
+# parts, named by the rows they hold, survive a killed job in <output>.parts/.
 
 
 rule embed:
     input:
-        source="results/datasets/{dataset}/source.json",
-        texts="results/datasets/{dataset}/filtered/{side}.parquet",
-        model=model_files,
+        unpack(embed_inputs),
     output:
         embeddings="results/embeddings/{dataset}/{model}/{side}.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/{side}.json",

@@ -1,11 +1,11 @@
-# index: document embeddings -> faiss index (flat inner product, or HNSW), with build time
+# index: document (or passage) embeddings -> faiss index (flat inner product, or HNSW), with build time
 # and size recorded in the manifest.
 
 
 rule index:
     input:
         source="results/datasets/{dataset}/source.json",
-        embeddings="results/embeddings/{dataset}/{model}/corpus.parquet",
+        embeddings=document_embeddings,
     output:
         index="results/indexes/{dataset}/{model}/{index}.faiss",
         manifest="results/manifests/index/{dataset}/{model}/{index}.json",

@@ -12,6 +12,8 @@ rule ingest:
         manifest="results/manifests/ingest/{dataset}.json",
     log:
         "results/logs/ingest/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(BASE_DATASETS),
     conda:
         "../envs/data.yaml"
     params:

@@ -1,9 +1,6 @@
 # position: per-query scores on the positionalized variants -> mean score per length bucket and
 # relative-position bin, and each bucket's PSI and trend (PosIR). See irflow.position.
 
-from irflow.positionalize import tokenizer_source
-
-
 def position_tokenizers():
     """Per variant, what counts its documents' tokens: position_analysis.tokenizer, or the
     variant's own."""

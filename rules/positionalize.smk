@@ -1,37 +1,20 @@
 # positionalize: a dataset -> its position-controlled variants (PosIR), each an ordinary dataset
 # under results/datasets/<variant>/ that filter, embed, retrieve and score read like any other.
 
-from irflow.positionalize import tokenizer_source
-
-
 def variant_tokenizer(wildcards):
     return tokenizer_source(VARIANTS[wildcards.dataset]["tokenizer"], config["models"])
-
-
-# The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
-# folder, so that replacing those does not rebuild every variant).
-TOKENIZER_FILES = re.compile(r"(.*token.*|vocab.*|merges\.txt|.*\.model|config\.json)")
 
 
 def positionalize_inputs(wildcards):
     """The base dataset's tables, and a local tokenizer's files, so that editing them rebuilds
     the variant."""
     base = f"results/datasets/{VARIANTS[wildcards.dataset]['dataset']}"
-    folder = Path(variant_tokenizer(wildcards)["id"])
     return {
         "base_source": f"{base}/source.json",
         "corpus": f"{base}/corpus.parquet",
         "queries": f"{base}/queries.parquet",
         "qrels": f"{base}/qrels.parquet",
-        "tokenizer": (
-            sorted(
-                str(p)
-                for p in folder.iterdir()
-                if p.is_file() and TOKENIZER_FILES.fullmatch(p.name)
-            )
-            if folder.is_dir()
-            else []
-        ),
+        "tokenizer": tokenizer_files(variant_tokenizer(wildcards)),
     }
 
 

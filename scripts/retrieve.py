@@ -29,6 +29,7 @@ else:
         remove_self,
         retriever["query_batch_size"],
         latency_queries,
+        Path(inp.passages) if "passages" in inp.keys() else None,
     )
 logging.getLogger("irflow.retrieve").info(
     "%s on %s: %d queries in %.2f s",

@@ -9,6 +9,7 @@ import pytest
 from irflow.cost import CostModel, in_sequence, time_each
 
 CONFIG = {
+    "models": {"m": {"long_documents": {"strategy": "truncate"}}},
     "retrievers": {
         "bm25": {"type": "bm25"},
         "dense": {"type": "dense", "model": "m", "index": "flat"},

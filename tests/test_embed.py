@@ -12,7 +12,7 @@ import irflow.embed
 from irflow import contracts
 from irflow.config import load_schema, validate_config
 from irflow.cost import CostModel
-from irflow.embed import Encoder, embed_file, read_embeddings, resolve_dtype
+from irflow.embed import Encoder, Reuse, embed_file, read_embeddings, resolve_dtype
 from irflow.errors import InputError
 
 
@@ -105,6 +105,26 @@ def counting(encoder, fail_after: int | None = None, clock: Clock | None = None,
     return Counting(encoder.model, spec, encoder.device, dict(encoder.provenance)), calls
 
 
+def test_a_variant_reuses_the_vectors_of_unchanged_rows_only(encoder, tmp_path):
+    base = write_corpus(tmp_path / "base.parquet", TEN_DOCUMENTS)
+    base_out = tmp_path / "base-emb.parquet"
+    embed_file(encoder, base, "corpus", base_out)
+    changed = [d | {"text": "A haystack."} if d["_id"] == "d03" else d for d in TEN_DOCUMENTS]
+    retitled = [d | {"title": "New"} if d["_id"] == "d07" else d for d in changed]
+    added = [*retitled, {"_id": "new", "title": "", "text": "Only in the variant."}]
+    variant = write_corpus(tmp_path / "variant.parquet", added)
+    out = tmp_path / "variant-emb.parquet"
+    reusing, calls = counting(encoder, chunk_size=4)
+    result = embed_file(reusing, variant, "corpus", out, Reuse(base, base_out, "corpus"))
+    assert result["rows"] == 11 and result["rows_reused"] == 8
+    assert calls == [1, 1, 1]  # d03, d07 and "new", one in each chunk of 4
+    fresh = tmp_path / "fresh.parquet"
+    embed_file(encoder, variant, "corpus", fresh)
+    ids, vectors = read_embeddings(out)
+    assert ids == [d["_id"] for d in added]
+    np.testing.assert_allclose(vectors, read_embeddings(fresh)[1], atol=1e-5)
+
+
 def test_killed_job_resumes_from_the_last_finished_chunk(encoder, corpus, tmp_path):
     out = tmp_path / "emb.parquet"
     dying, _ = counting(encoder, fail_after=1)
@@ -119,6 +139,7 @@ def test_killed_job_resumes_from_the_last_finished_chunk(encoder, corpus, tmp_pa
         "rows": 4,
         "rows_encoded": 2,
         "rows_resumed": 2,
+        "rows_reused": 0,
         "encode_seconds": None,
     }
     assert result["encode_seconds"] > 0
@@ -199,8 +220,17 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
     resumed, calls = counting(encoder, clock=clock)
     result = embed_file(resumed, corpus, "corpus", out)
     assert calls == []
-    assert result == {"rows": 4, "rows_encoded": 0, "rows_resumed": 4, "encode_seconds": 4.0}
-    config = {"retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}}}
+    assert result == {
+        "rows": 4,
+        "rows_encoded": 0,
+        "rows_resumed": 4,
+        "rows_reused": 0,
+        "encode_seconds": 4.0,
+    }
+    config = {
+        "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+        "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
+    }
     manifests = {
         ("embed", "d", "m", "corpus"): result | {"device": "cpu"},
         ("embed", "d", "m", "queries"): {"latency": {"q1": 0.01}},

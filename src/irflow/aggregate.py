@@ -94,6 +94,7 @@ PATTERNS = {
     "queries": (r"datasets/([^/]+)/queries\.parquet$", ["dataset"]),
     "qrels": (r"datasets/([^/]+)/qrels\.parquet$", ["dataset"]),
     "filter_audit": (r"datasets/([^/]+)/filtered/audit\.parquet$", ["dataset"]),
+    "passages": (r"datasets/([^/]+)/passages/([^/]+)\.parquet$", ["dataset", "model"]),
     "runs": (r"runs/([^/]+)/([^/]+)\.parquet$", ["dataset", "system"]),
     "per_query": (r"scores/([^/]+)/([^/]+)\.parquet$", ["dataset", "system"]),
 }

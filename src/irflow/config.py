@@ -128,12 +128,28 @@ def _cross_references(config: dict) -> list[str]:
                             f"retrievers.{name}.{key}", retriever[key], table, config[table]
                         )
                     )
+    for name, model in config["models"].items():
+        passages = model["long_documents"]
+        if passages["overlap"] >= passages["passage_tokens"]:
+            problems.append(
+                f"config key 'models.{name}.long_documents.overlap': {passages['overlap']} must "
+                f"be less than passage_tokens ({passages['passage_tokens']})"
+            )
     for name, reranker in config["rerankers"].items():
-        if reranker["type"] == "bi-encoder" and reranker["model"] not in config["models"]:
+        if reranker["type"] != "bi-encoder":
+            continue
+        if reranker["model"] not in config["models"]:
             problems.append(
                 _missing_key(
                     f"rerankers.{name}.model", reranker["model"], "models", config["models"]
                 )
+            )
+        elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
+            # A reranker scores a document by one vector; passage scores are not combined there.
+            problems.append(
+                f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
+                "into passages; a bi-encoder reranker needs a model with long_documents.strategy "
+                "truncate"
             )
     for name, fusion in config["fusion"].items():
         if name in config["retrievers"]:

@@ -9,7 +9,10 @@ qrels       query_id, doc_id, relevance, span_start, span_end  one row per judge
             the span columns are character offsets of the relevant passage in the
             document text, null when the collection gives none
 audit       doc_id, action, reason, judged                     one row per filter decision
-embeddings  id, vector (fixed-size list of float32)            queries or documents
+passages    passage_id, doc_id, title, text                    a document's passages for
+            the long-document strategies, in corpus order (see irflow.passages)
+embeddings  id, vector (fixed-size list of float32)            queries, documents or
+            passages
 run         query_id, doc_id, score, rank                      rank 1 is best; order and
             rank follow trec_eval (score descending, then doc_id descending); a
             document appears at most once per query;
@@ -24,8 +27,10 @@ summary     dataset, system, metric, value, queries            each metric over 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -46,6 +51,14 @@ def document_texts(titles: list, texts: list) -> list[str]:
 
 
 CORPUS = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+PASSAGES = pa.schema(
+    [
+        ("passage_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+    ]
+)
 QUERIES = pa.schema([("query_id", pa.string()), ("text", pa.string())])
 QRELS = pa.schema(
     [
@@ -105,6 +118,28 @@ def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = No
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+def write_rows(rows: Iterable[dict], schema: pa.Schema, path: str | Path, batch_rows: int) -> int:
+    """Stream rows into a Parquet file in batches of ``batch_rows``, atomically as
+    ``write_table``; returns the number of rows."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    count = 0
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            rows = iter(rows)
+            while batch := list(itertools.islice(rows, batch_rows)):
+                writer.write_table(pa.Table.from_pylist(batch, schema))
+                count += len(batch)
+            if count == 0:
+                writer.write_table(schema.empty_table())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return count
 
 
 def write_frame(frame, path: str | Path, schema: pa.Schema | None = None) -> None:

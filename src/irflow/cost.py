@@ -18,6 +18,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from irflow.passages import document_side
+
 
 def time_each(function: Callable[[object], object], items: Iterable) -> list[float]:
     """Wall-clock seconds of ``function(item)`` for each item, one at a time."""
@@ -89,11 +91,15 @@ class CostModel:
         if kind == "dense":
             spec = self.config["retrievers"][system]
             index = self.manifest("index", dataset, spec["model"], spec["index"])
-            corpus = self.manifest("embed", dataset, spec["model"], "corpus")
+            # Rows per second: documents, or passages for a model that splits documents.
+            side = document_side(self.config["models"][spec["model"]])
+            corpus = self.manifest("embed", dataset, spec["model"], side)
             return {
                 "index_bytes": index["index_bytes"],
                 "index_build_seconds": index["build_seconds"],
-                "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
+                "encode_docs_per_second": throughput(
+                    corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
+                ),
                 "device": corpus["device"],
             }
         if kind == "rerank":

@@ -8,10 +8,17 @@ sit in ``<output>.parts/`` with the cache key that produced them; a different ke
 revision, prompt, max length, resolved dtype or input) discards them rather than mixing
 results. Each part records the seconds its encoding took, so the throughput of a resumed job
 counts every row against the time spent on it.
+
+A dataset derived from another (a position-controlled variant) shares most of its texts with
+it. Given the other dataset's texts and embeddings (``Reuse``), a row whose id and text (as the
+model reads it) are the same there takes its vector from there instead of being encoded: equal
+to encoding it again up to the float noise that batching causes anyway. Parts record how many
+rows they reused, so throughput counts only encoded rows.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -19,6 +26,7 @@ import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +53,9 @@ RESULT_SETTINGS = (
     "dtype",
 )
 # Part of the cache key: parts written in another layout (an older irflow) are discarded.
-PARTS_LAYOUT = "row-range"
+PARTS_LAYOUT = "row-range+reused"
 ENCODE_SECONDS_KEY = b"irflow.encode_seconds"
+REUSED_ROWS_KEY = b"irflow.reused_rows"
 
 
 def pick_device(requested: str = "auto") -> str:
@@ -127,14 +136,47 @@ class Encoder:
         return vectors.astype(np.float32, copy=False)
 
 
-def document_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
-    """(ids, title + " " + text) as BEIR and MTEB build document inputs."""
+def titled_texts(batch: pa.RecordBatch, id_column: str) -> tuple[list[str], list[str]]:
+    """(ids, title + " " + text) as BEIR and MTEB build document (and passage) inputs."""
     titles, texts = batch.column("title").to_pylist(), batch.column("text").to_pylist()
-    return batch.column("doc_id").to_pylist(), contracts.document_texts(titles, texts)
+    return batch.column(id_column).to_pylist(), contracts.document_texts(titles, texts)
 
 
 def query_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
     return batch.column("query_id").to_pylist(), batch.column("text").to_pylist()
+
+
+# Per side: the rows' texts and the prompt put before them.
+SIDES = {
+    "corpus": (partial(titled_texts, id_column="doc_id"), "document_prompt"),
+    "passages": (partial(titled_texts, id_column="passage_id"), "document_prompt"),
+    "queries": (query_texts, "query_prompt"),
+}
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.md5(text.encode()).digest()
+
+
+class Reuse:
+    """Vectors computed before for the same ids and texts, e.g. by the dataset a variant was
+    built from; only the texts' digests are held, the vectors are read when asked for."""
+
+    def __init__(self, texts_path: Path, embeddings_path: Path, side: str):
+        to_texts, _ = SIDES[side]
+        self.digests: dict[str, bytes] = {}
+        for batch in pq.ParquetFile(texts_path).iter_batches():
+            ids, texts = to_texts(batch)
+            self.digests.update(zip(ids, map(_digest, texts)))
+        self.embeddings_path = embeddings_path
+
+    def vectors(self, ids: list[str], texts: list[str]) -> dict[str, np.ndarray]:
+        """The known vector of each id whose text is unchanged."""
+        same = [i for i, text in zip(ids, texts) if self.digests.get(i) == _digest(text)]
+        if not same:
+            return {}
+        found, matrix = read_embeddings(self.embeddings_path, same)
+        return dict(zip(found, matrix))
 
 
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
@@ -154,17 +196,19 @@ def _prepare_parts(parts: Path, key: str) -> None:
     key_file.write_text(json.dumps(key))
 
 
-def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) -> dict:
-    """Embed the ``corpus`` or ``queries`` table at ``input_path`` into ``out_path``.
+def embed_file(
+    encoder: Encoder, input_path: Path, side: str, out_path: Path, reuse: Reuse | None = None
+) -> dict:
+    """Embed the ``corpus``, ``passages`` or ``queries`` table at ``input_path`` into
+    ``out_path``, taking unchanged rows' vectors from ``reuse`` when given.
 
-    Returns the rows written, how many were encoded by this call and how many were resumed
-    from finished parts, and ``encode_seconds``: the encoding time of every row, resumed ones
-    included, so that rows / encode_seconds is the throughput.
+    Returns the rows written, how many were handled by this call and how many were resumed
+    from finished parts, how many of all rows were reused rather than encoded, and
+    ``encode_seconds``: the encoding time of every row, resumed ones included, so that
+    (rows − rows_reused) / encode_seconds is the throughput.
     """
-    to_texts, prompt = {
-        "corpus": (document_texts, encoder.spec["document_prompt"]),
-        "queries": (query_texts, encoder.spec["query_prompt"]),
-    }[side]
+    to_texts, prompt_key = SIDES[side]
+    prompt = encoder.spec[prompt_key]
     source = pq.ParquetFile(input_path)
     total_rows = source.metadata.num_rows
     if total_rows == 0:
@@ -183,19 +227,20 @@ def embed_file(encoder: Encoder, input_path: Path, side: str, out_path: Path) ->
         for missing_start, missing_end in _missing_ranges(start, end, finished):
             rows = batch.slice(missing_start - start, missing_end - missing_start)
             part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            _encode_part(encoder, *to_texts(rows), prompt, part)
+            _encode_part(encoder, *to_texts(rows), prompt, part, reuse)
             encoded_rows += rows.num_rows
         start = end
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
     part_paths = [path for _, _, path in _finished_parts(parts)]
-    encode_seconds = _concatenate(part_paths, out_path, input_path)
+    encode_seconds, reused_rows = _concatenate(part_paths, out_path, input_path)
     shutil.rmtree(parts)
     return {
         "rows": total_rows,
         "rows_encoded": encoded_rows,
         "rows_resumed": resumed_rows,
+        "rows_reused": reused_rows,
         "encode_seconds": encode_seconds,
     }
 
@@ -223,19 +268,33 @@ def _missing_ranges(start: int, end: int, finished: list[tuple[int, int]]) -> li
     return missing
 
 
-def _encode_part(encoder: Encoder, ids: list[str], texts: list[str], prompt: str, path: Path):
-    """Encode one part and write it with the seconds its encoding took."""
+def _encode_part(
+    encoder: Encoder,
+    ids: list[str],
+    texts: list[str],
+    prompt: str,
+    path: Path,
+    reuse: Reuse | None,
+):
+    """Encode one part (or reuse its known vectors) and write it with the seconds its
+    encoding took and the rows it reused."""
+    known = reuse.vectors(ids, texts) if reuse is not None else {}
+    todo = [i for i, row_id in enumerate(ids) if row_id not in known]
     started = time.perf_counter()
-    vectors = encoder.encode(texts, prompt)
+    encoded = encoder.encode([texts[i] for i in todo], prompt) if todo else None
     seconds = time.perf_counter() - started
+    rows = dict(zip(todo, encoded)) if todo else {}
+    vectors = np.stack([rows[i] if i in rows else known[row_id] for i, row_id in enumerate(ids)])
     dim = vectors.shape[1]
     table = pa.table(
         {"id": ids, "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), dim)},
         schema=contracts.embeddings_schema(dim),
     )
-    contracts.write_table(
-        table.replace_schema_metadata({ENCODE_SECONDS_KEY: repr(seconds).encode()}), path
-    )
+    metadata = {
+        ENCODE_SECONDS_KEY: repr(seconds).encode(),
+        REUSED_ROWS_KEY: str(len(known)).encode(),
+    }
+    contracts.write_table(table.replace_schema_metadata(metadata), path)
 
 
 def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
@@ -246,19 +305,20 @@ def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str,
     return dict(zip(queries["query_id"], seconds))
 
 
-def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> float:
+def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> tuple[float, int]:
     """Stream the parts, in order, into one Parquet file that appears atomically.
 
-    Returns the encode seconds the parts recorded. An id that occurs twice is refused: the
-    vectors are looked up by id.
+    Returns the encode seconds and reused rows the parts recorded. An id that occurs twice is
+    refused: the vectors are looked up by id.
     """
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     schema = pq.read_schema(part_paths[0]).remove_metadata()
-    id_chunks, encode_seconds = [], 0.0
+    id_chunks, encode_seconds, reused_rows = [], 0.0, 0
     with pq.ParquetWriter(tmp, schema) as writer:
         for part in part_paths:
             table = pq.read_table(part)
             encode_seconds += float(table.schema.metadata[ENCODE_SECONDS_KEY])
+            reused_rows += int(table.schema.metadata[REUSED_ROWS_KEY])
             id_chunks += table.column("id").chunks
             writer.write_table(table.replace_schema_metadata(None))
     ids = pa.chunked_array(id_chunks, pa.string())
@@ -272,7 +332,7 @@ def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> fl
             "embeddings are looked up by id",
         )
     tmp.replace(out_path)
-    return encode_seconds
+    return encode_seconds, reused_rows
 
 
 def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[str], np.ndarray]:

@@ -36,27 +36,63 @@ def dense_search(
     remove_self_matches: bool,
     batch_size: int,
     latency_queries: int,
+    passages: Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
+    """Top-k documents per query. With ``passages`` (the table the index rows were embedded
+    from, in the same order) a document scores its best passage (MaxP)."""
     index = load_index(index_path, index_spec)
-    doc_ids = np.array(
-        pq.read_table(doc_embeddings, columns=["id"]).column("id").to_pylist(), dtype=object
+    rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
+    row_docs = np.array(
+        pq.read_table(rows_source, columns=[column]).column(column).to_pylist(), dtype=object
     )
     query_ids, queries = read_embeddings(query_embeddings)
-    depth = min(top_k + remove_self_matches, index.ntotal)
+    documents = len(pd.unique(row_docs)) if passages is not None else index.ntotal
+    depth = min(top_k + remove_self_matches, documents)
+    # Passages per document, on average: the first search is that much deeper.
+    first_depth = min(index.ntotal, -(-depth * index.ntotal // max(documents, 1)))
     hits_ids, hits_scores = [], []
     started = time.perf_counter()
     for start in range(0, len(queries), batch_size):
-        scores, rows = index.search(queries[start : start + batch_size], depth)
-        for score_row, doc_row in zip(scores, rows):
-            found = doc_row >= 0  # HNSW may return fewer than depth hits
-            hits_ids.append(doc_ids[doc_row[found]])
-            hits_scores.append(score_row[found])
+        for doc_ids, scores in best_per_document(
+            index, queries[start : start + batch_size], row_docs, depth, first_depth
+        ):
+            hits_ids.append(doc_ids)
+            hits_scores.append(scores)
     seconds = time.perf_counter() - started
     one_by_one = time_each(
-        lambda vector: index.search(vector[None], depth), queries[:latency_queries]
+        lambda vector: best_per_document(index, vector[None], row_docs, depth, first_depth),
+        queries[:latency_queries],
     )
     run, removed = build_run(query_ids, hits_ids, hits_scores, top_k, remove_self_matches)
     return run, _timing(seconds, query_ids, removed, one_by_one)
+
+
+def best_per_document(
+    index, queries: np.ndarray, row_docs: np.ndarray, depth: int, first_depth: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per query, the ``depth`` documents whose best row scores highest, with that score.
+
+    Rows come from faiss best first, so a document's first row is its best, and documents in
+    the order of their first rows are ranked by it. A query whose ``first_depth`` rows name
+    fewer than ``depth`` documents is searched again twice as deep, up to every row. With one
+    row per document this is the plain top ``depth``.
+    """
+    results: list = [None] * len(queries)
+    pending, k = np.arange(len(queries)), min(first_depth, index.ntotal)
+    while len(pending):
+        scores, rows = index.search(queries[pending], k)
+        deeper = []
+        for query, score_row, row_row in zip(pending, scores, rows):
+            found = row_row >= 0  # HNSW may return fewer than k rows
+            docs, row_scores = row_docs[row_row[found]], score_row[found]
+            _, first = np.unique(docs, return_index=True)
+            if len(first) < depth and k < index.ntotal:
+                deeper.append(query)
+                continue
+            best = np.sort(first)[:depth]
+            results[query] = (docs[best], row_scores[best])
+        pending, k = np.array(deeper, dtype=int), min(2 * k, index.ntotal)
+    return results
 
 
 def _timing(seconds: float, query_ids: list[str], removed: int, one_by_one: list[float]) -> dict:

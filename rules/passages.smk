@@ -1,0 +1,27 @@
+# passages: a filtered corpus -> overlapping passages by a model's tokenizer, for models that
+# read long documents as passages (long_documents firstp or maxp). See irflow.passages.
+
+
+def passages_tokenizer(wildcards):
+    return tokenizer_source(wildcards.model, config["models"])
+
+
+rule passages:
+    input:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
+        tokenizer=lambda wc: tokenizer_files(passages_tokenizer(wc)),
+    output:
+        passages="results/datasets/{dataset}/passages/{model}.parquet",
+        manifest="results/manifests/passages/{dataset}/{model}.json",
+    log:
+        "results/logs/passages/{dataset}/{model}.log",
+    wildcard_constraints:
+        model=one_of(PASSAGE_MODELS),
+    conda:
+        "../envs/models.yaml"
+    params:
+        long_documents=lambda wc: config["models"][wc.model]["long_documents"],
+        tokenizer=passages_tokenizer,
+    script:
+        "../scripts/passages.py"

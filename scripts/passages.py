@@ -1,0 +1,21 @@
+"""Snakemake script for rule passages: see irflow.passages."""
+
+from pathlib import Path
+
+from _common import start_job
+
+from irflow.passages import split_corpus
+from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
+
+manifest = start_job(snakemake, "passages")
+params = snakemake.params
+tokenizer = load_tokenizer(params.tokenizer)
+stats = split_corpus(
+    Path(snakemake.input.corpus), tokenizer, params.long_documents, Path(snakemake.output.passages)
+)
+manifest.add(
+    settings=params.long_documents,
+    tokenizer=params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)},
+    **stats,
+)
+manifest.write()
