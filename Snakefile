@@ -65,4 +65,4 @@ rule all:
         rules.aggregate.output,
         rules.plots.output,
         rules.database.output,
-        rules.position.output if VARIANTS else [],
+        rules.position_plots.output if POSITION_DATASETS else [],

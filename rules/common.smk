@@ -11,6 +11,8 @@ from irflow.positionalize import list_variants, tokenizer_source
 VARIANTS = list_variants(config)
 BASE_DATASETS = sorted(config["datasets"])
 DATASETS = BASE_DATASETS + sorted(VARIANTS)
+# Datasets whose per-query scores the position analysis places by the relevant span.
+POSITION_DATASETS = sorted(VARIANTS) + config["position_analysis"]["datasets"]
 DATASET_SPECS = config["datasets"] | {
     variant: config["datasets"][spec["dataset"]] for variant, spec in VARIANTS.items()
 }
@@ -238,6 +240,6 @@ def database_inputs(wildcards):
         "manifests": MANIFESTS,
     } | (
         {"position_bins": ["results/position_bins.parquet"], "psi": ["results/psi.parquet"]}
-        if VARIANTS
+        if POSITION_DATASETS
         else {}
     )

@@ -1,5 +1,6 @@
 # correlate: how far orderings of systems agree between datasets, metrics, benchmarks and a
-# reference leaderboard; AIR-Bench's bootstrap; corpus similarity (weighted Jaccard).
+# reference leaderboard, and per length bucket of the position analysis (PosIR); AIR-Bench's
+# bootstrap; corpus similarity (weighted Jaccard).
 
 
 rule unigrams:
@@ -25,6 +26,7 @@ rule correlate:
             if config["correlation"]["reference"]
             else []
         ),
+        psi=["results/psi.parquet"] if POSITION_DATASETS else [],
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
@@ -36,5 +38,7 @@ rule correlate:
     params:
         settings=config["correlation"],
         datasets=BASE_DATASETS,
+        # Each length bucket's ranking against the dataset a positionalize block was built from.
+        buckets={spec["block"]: [spec["dataset"]] for spec in VARIANTS.values()},
     script:
         "../scripts/correlate.py"

@@ -1,21 +1,28 @@
-# position: per-query scores on the positionalized variants -> mean score per length bucket and
-# relative-position bin, and each bucket's PSI and trend (PosIR). See irflow.position.
+# position: per-query scores on the positionalized variants (and datasets whose qrels carry
+# spans) -> mean score per length bucket and relative-position bin, each bucket's PSI and trend
+# (PosIR); the plots and PSI table of the report. See irflow.position.
 
-def position_tokenizers():
-    """Per variant, what counts its documents' tokens: position_analysis.tokenizer, or the
-    variant's own."""
+def position_groups():
+    """Per dataset analysed: the group its queries are pooled in (a variant's positionalize
+    block, whose lengths and positions the buckets and bins tell apart), the tokenizer that
+    counts its documents' tokens, and a variant's configured position."""
     chosen = config["position_analysis"]["tokenizer"]
-    return {
-        variant: tokenizer_source(chosen or spec["tokenizer"], config["models"])
-        for variant, spec in VARIANTS.items()
-    }
+    groups = {}
+    for dataset in POSITION_DATASETS:
+        spec = VARIANTS.get(dataset, {})
+        groups[dataset] = {
+            "group": spec.get("block", dataset),
+            "tokenizer": tokenizer_source(chosen or spec["tokenizer"], config["models"]),
+            "position": spec.get("position"),
+        }
+    return groups
 
 
 rule position:
     input:
-        scores=[f"results/scores/{v}/{s}.parquet" for v in VARIANTS for s in SYSTEMS],
-        qrels=[f"results/datasets/{v}/qrels.parquet" for v in VARIANTS],
-        corpus=[f"results/datasets/{v}/corpus.parquet" for v in VARIANTS],
+        scores=[f"results/scores/{d}/{s}.parquet" for d in POSITION_DATASETS for s in SYSTEMS],
+        qrels=[f"results/datasets/{d}/qrels.parquet" for d in POSITION_DATASETS],
+        corpus=[f"results/datasets/{d}/corpus.parquet" for d in POSITION_DATASETS],
     output:
         bins="results/position_bins.parquet",
         psi="results/psi.parquet",
@@ -25,9 +32,31 @@ rule position:
         "../envs/positionalize.yaml"
     params:
         analysis=config["position_analysis"],
-        variants=VARIANTS,
+        datasets=POSITION_DATASETS,
+        groups=position_groups(),
         systems=SYSTEMS,
-        pairs=[(v, s) for v in VARIANTS for s in SYSTEMS],
-        tokenizers=position_tokenizers(),
     script:
         "../scripts/position.py"
+
+
+rule position_plots:
+    input:
+        bins="results/position_bins.parquet",
+        psi="results/psi.parquet",
+    output:
+        curves=report(
+            "results/plots/position.png",
+            caption="../report/position.rst",
+            category="Position bias",
+        ),
+        psi_table=report(
+            "results/report/psi_table.html",
+            caption="../report/psi_table.rst",
+            category="Position bias",
+        ),
+    log:
+        "results/logs/position_plots.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/position_plots.py"

@@ -11,6 +11,7 @@ from irflow.correlate import (
     BOOTSTRAP_COLUMNS,
     against_reference,
     between_benchmarks,
+    between_buckets,
     between_datasets,
     between_metrics,
     bootstrap_correlation,
@@ -20,7 +21,9 @@ from irflow.correlate import (
 
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
-summary = pd.read_parquet(inp.summary)
+everything = pd.read_parquet(inp.summary)
+# Position-controlled variants are compared by length bucket below, not as datasets.
+summary = everything[everything["dataset"].isin(snakemake.params.datasets)]
 per_query = pd.read_parquet(inp.per_query)
 metric = settings["metric"]
 
@@ -39,6 +42,9 @@ if inp.reference:
             left="irflow", kind="reference", metric=metric
         )
     )
+if inp.psi:
+    buckets = between_buckets(pd.read_parquet(inp.psi[0]), everything, snakemake.params.buckets)
+    tables.append(buckets.assign(kind="buckets"))
 correlations = pd.concat(tables, ignore_index=True)
 contracts.write_frame(correlations, out.correlations)
 

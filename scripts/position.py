@@ -12,11 +12,12 @@ from irflow.positionalize import load_tokenizer
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 analysis = params.analysis
-scores = dict(zip(map(tuple, params.pairs), inp.scores))
-tokenizers = {}  # loaded once per source, shared by the variants that count with it
+score_files = iter(inp.scores)  # dataset-major, as the rule lists them
+tokenizers = {}  # loaded once per source, shared by the datasets that count with it
 rows = []
-for variant, qrels_path, corpus_path in zip(params.variants, inp.qrels, inp.corpus):
-    source = params.tokenizers[variant]
+for dataset, qrels_path, corpus_path in zip(params.datasets, inp.qrels, inp.corpus):
+    group = params.groups[dataset]
+    source = group["tokenizer"]
     key = (source["id"], source["revision"])
     if key not in tokenizers:
         tokenizers[key] = load_tokenizer(source)
@@ -26,14 +27,14 @@ for variant, qrels_path, corpus_path in zip(params.variants, inp.qrels, inp.corp
         corpus_path, columns=["doc_id", "text"], filters=[("doc_id", "in", relevant)]
     )
     positions = span_positions(qrels, documents, tokenizers[key])
-    if analysis["position"] == "target":
-        positions["relpos"] = params.variants[variant]["position"]
-    # A block's variants are pooled: the length buckets and position bins tell them apart.
-    block = params.variants[variant]["block"]
+    if analysis["position"] == "target" and group["position"] is not None:
+        positions["relpos"] = group["position"]
     for system in params.systems:
-        per_query = pd.read_parquet(scores[variant, system])
+        per_query = pd.read_parquet(next(score_files))
         per_query = per_query[per_query["metric"] == analysis["metric"]]
-        rows.append(per_query.merge(positions, on="query_id").assign(dataset=block, system=system))
+        rows.append(
+            per_query.merge(positions, on="query_id").assign(dataset=group["group"], system=system)
+        )
 
 position_bins, psi = analyse(
     pd.concat(rows, ignore_index=True),

@@ -11,6 +11,7 @@ from irflow.correlate import (
     PAIR_COLUMNS,
     against_reference,
     between_benchmarks,
+    between_buckets,
     between_datasets,
     between_metrics,
     bootstrap_correlation,
@@ -320,3 +321,23 @@ def test_corpus_similarity_is_symmetric_with_unit_diagonal():
     np.testing.assert_allclose(matrix, matrix.T)
     assert matrix.loc["scifact", "nfcorpus"] == pytest.approx(1 / 7)
     assert matrix.loc["fiqa", "scifact"] == 0.0
+
+
+def test_each_length_bucket_is_ranked_against_its_base_dataset():
+    summary = summary_frame({("scifact", "ndcg_cut_10"): [0.1, 0.2, 0.3, 0.4, 0.5]})
+    psi = pd.DataFrame(
+        [
+            ("scifact-pos", bucket, system, "ndcg_cut_10", value)
+            for bucket, values in (("Q1", [1, 2, 3, 4, 5]), ("Q2", [5, 4, 3, 2, 1]))
+            for system, value in zip(SYSTEMS, values)
+        ],
+        columns=["dataset", "bucket", "system", "metric", "mean_ndcg"],
+    )
+    rows = between_buckets(psi, summary, {"scifact-pos": ["scifact"]}).set_index("left")
+    assert rows.loc["scifact-pos Q1", "spearman"] == pytest.approx(1.0)
+    assert rows.loc["scifact-pos Q2", "spearman"] == pytest.approx(-1.0)
+    assert rows.loc["scifact-pos Q2", "kendall"] == pytest.approx(-1.0)
+    assert set(rows["right"]) == {"scifact"} and set(rows["systems"]) == {5}
+    assert between_buckets(psi, summary, {}).empty
+    with pytest.raises(ValueError, match="'nfcorpus' of 'scifact-pos'"):
+        between_buckets(psi, summary, {"scifact-pos": ["nfcorpus"]})

@@ -22,9 +22,12 @@ from irflow.plots import (
     confidence_intervals,
     latency_quality,
     matrix,
+    position_curves,
+    psi_table,
     significance_matrices,
     significance_table,
 )
+from irflow.position import analyse
 from irflow.significance import paired_comparisons
 
 
@@ -244,3 +247,28 @@ def test_one_system_workflow_writes_every_plot_and_the_report(tmp_path):
     assert embedded == {f"{name}.png" for name in REPORT_PLOTS}
     table = (workdir / "results" / "report" / "significance_table.html").read_text()
     assert "Nothing to compare" in table
+
+
+def test_position_curves_one_panel_per_bucket_and_the_psi_table(tmp_path, text_in_svg):
+    rows = pd.DataFrame(
+        [
+            ("pos", system, "ndcg_cut_10", f"q{i}-{p}", value, p, tokens)
+            for system, decay in (("dense", 0.8), ("bm25", 0.0))
+            for tokens in (300, 900)
+            for p in (0.0, 0.5, 1.0)
+            for i in range(5)
+            for value in [0.9 - decay * p]
+        ],
+        columns=["dataset", "system", "metric", "query_id", "value", "relpos", "doc_tokens"],
+    )
+    bins, psi = analyse(rows)
+    position_curves(bins, tmp_path / "position.png")
+    written(tmp_path / "position.png")
+    text = svg_text(tmp_path / "position.png")
+    assert "pos Q1 (15 queries)" in text and "pos Q2 (15 queries)" in text
+    html = psi_table(psi)
+    assert html.count("<tr>") == 4 and "&lt;NA&gt;" not in html  # 2 systems x 2 buckets
+    assert "0.8889" in html and "primacy" in html and "flat" in html  # PSI 1 - 0.1/0.9
+    position_curves(bins.iloc[0:0], tmp_path / "none.png")
+    assert "no query with a single relevant span" in svg_text(tmp_path / "none.png")
+    assert "No position analysis" in psi_table(psi.iloc[0:0])

@@ -59,6 +59,7 @@ def test_psi_and_primacy_on_known_values():
     assert row["trend"] == "primacy"
     assert row["slope"] == pytest.approx((0.4 - 0.8) / 0.95)  # between centres .025 and .975
     assert (row["bins_used"], row["bins_excluded"], row["queries"]) == (2, 0, 4)
+    assert row["mean_ndcg"] == pytest.approx(0.6)  # over the bucket's 4 queries
     assert pd.isna(row["reason"])
     used = bins[bins["queries"] > 0]
     assert used["bin"].tolist() == [0, 19]

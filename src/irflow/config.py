@@ -15,6 +15,7 @@ import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from irflow.errors import ConfigError
+from irflow.positionalize import list_variants
 
 # How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
 PATH_PREFIXES = ("/", "./", "../", "~")
@@ -178,6 +179,31 @@ def _cross_references(config: dict) -> list[str]:
         problems.append(
             _missing_key("significance.baseline", baseline, "systems", system_kinds(config))
         )
+    analysis = config["position_analysis"]
+    for i, dataset in enumerate(analysis["datasets"]):
+        if dataset not in config["datasets"]:
+            path = f"position_analysis.datasets.{i}"
+            problems.append(_missing_key(path, dataset, "datasets", config["datasets"]))
+    if analysis["datasets"] and analysis["tokenizer"] is None:
+        problems.append(
+            "config key 'position_analysis.tokenizer': needed to count tokens of "
+            "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
+        )
+    saliency = analysis["saliency"]
+    for i, model in enumerate(saliency["models"]):
+        if model not in config["models"]:
+            path = f"position_analysis.saliency.models.{i}"
+            problems.append(_missing_key(path, model, "models", config["models"]))
+    if saliency["models"] and saliency["dataset"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
+            "not empty"
+        )
+    elif saliency["dataset"] is not None and not problems:
+        known = set(config["datasets"]) | set(list_variants(config))
+        if saliency["dataset"] not in known:
+            path = "position_analysis.saliency.dataset"
+            problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
     correlation = config["correlation"]
     for group, datasets in correlation["benchmarks"].items():
         for dataset in datasets:

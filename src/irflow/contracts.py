@@ -23,6 +23,22 @@ per_query   query_id, metric, value                            trec_eval metric 
 summary     dataset, system, metric, value, queries            each metric over the judged
             queries as trec_eval aggregates it: mean, sum for num_*, geometric mean for
             gm_*; quality metrics only (cost is its own table)
+
+Tables of the analysis stages (one file each, not read by another stage's contract):
+significance   family, dataset, metric, system_a, system_b, queries, mean_a, mean_b,
+               difference, t and randomization p-values raw and Holm-corrected, effect_size,
+               randomization_p_floor (1 / (permutations + 1)) and whether a p sits at it
+               (see irflow.significance)
+correlations   kind, left, right, metric, systems, spearman(_p), kendall(_p); kind is
+               datasets, metrics, benchmarks, reference or buckets (see irflow.correlate)
+bootstrap      left, right, draw, sampled_queries, whole_datasets, every_query, spearman,
+               kendall: one row per subsampling draw
+position_bins  dataset, system, bucket, metric, bin, bin_start, bin_end, mean_ndcg,
+               queries, excluded: the mean score of every relative-position bin of every
+               length bucket (see irflow.position); dataset is a positionalize block for
+               variants
+psi            dataset, system, bucket, metric, mean_ndcg, psi, bins_used, bins_excluded,
+               trend, slope, queries, reason: one row per length bucket
 """
 
 from __future__ import annotations

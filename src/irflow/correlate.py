@@ -180,6 +180,28 @@ def between_benchmarks(
     return _pairwise(means)
 
 
+def between_buckets(
+    psi: pd.DataFrame, summary: pd.DataFrame, references: dict[str, list[str]]
+) -> pd.DataFrame:
+    """PosIR's Table 2: does each length bucket rank the systems as a short-document benchmark
+    does? ``psi`` gives each (dataset, bucket)'s systems their mean score over the bucket's
+    queries; ``references`` names, per psi dataset, the datasets of ``summary`` to compare it
+    with (for a positionalize block, the dataset it was built from), each scored by the same
+    metric as the buckets. Rows: left "<dataset> <bucket>", right the reference."""
+    rows = []
+    for (dataset, bucket, metric), group in psi.groupby(["dataset", "bucket", "metric"]):
+        buckets = group.set_index("system")["mean_ndcg"]
+        scores = _scores(summary, metric)
+        for reference in references.get(dataset, []):
+            if reference not in scores.columns:
+                raise ValueError(f"reference {reference!r} of {dataset!r} has no {metric} scores")
+            rows.append(
+                {"left": f"{dataset} {bucket}", "right": reference, "metric": metric}
+                | rank_correlation(buckets, scores[reference])
+            )
+    return pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "metric"])
+
+
 def bootstrap_correlation(
     per_query: pd.DataFrame,
     metric: str,

@@ -235,3 +235,60 @@ def significance_table(comparisons: pd.DataFrame) -> str:
         .rename(columns=columns)
         .to_html(index=False, float_format="{:+.4f}".format, na_rep="–")
     )
+
+
+def position_curves(bins: pd.DataFrame, path: Path) -> None:
+    """PosIR's Fig. 3: mean score against the relevant text's relative position, one line per
+    system, one panel per dataset and length bucket; bins left out of PSI drawn hollow."""
+    title = "Score by position of the relevant text"
+    used = bins[bins["queries"] > 0]
+    if used.empty:
+        note(title, "no query with a single relevant span to place", path)
+        return
+    panels = list(used.groupby(["dataset", "bucket"]).groups)
+    figure, axes = plt.subplots(
+        1, len(panels), figsize=(4.5 * len(panels), 3.8), sharey=True, squeeze=False
+    )
+    metric = used["metric"].iloc[0]
+    for axis, (dataset, bucket) in zip(axes[0], panels):
+        panel = used[(used["dataset"] == dataset) & (used["bucket"] == bucket)]
+        for system, line in panel.groupby("system"):
+            centre = (line["bin_start"] + line["bin_end"]) / 2
+            drawn = axis.plot(centre, line["mean_ndcg"], marker="o", label=system)[0]
+            hollow = line["excluded"].to_numpy()
+            axis.plot(
+                centre[hollow], line["mean_ndcg"][hollow], "o", mfc="white", color=drawn.get_color()
+            )
+        queries = panel.groupby("system")["queries"].sum().max()
+        axis.set_title(f"{dataset} {bucket} ({queries} queries)", fontsize=10)
+        axis.set_xlim(-0.02, 1.02)
+        axis.set_xlabel("relative position of the relevant text")
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"mean {metric}")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    figure.suptitle(title)
+    save(figure, path)
+
+
+def psi_table(psi: pd.DataFrame) -> str:
+    """HTML table: per dataset and length bucket, each system's mean score, PSI and trend, so
+    that systems (one model read two ways, say) sit side by side."""
+    if psi.empty:
+        return "<p>No position analysis: no query with a single relevant span.</p>"
+    columns = {
+        "dataset": "dataset",
+        "bucket": "bucket",
+        "system": "system",
+        "queries": "queries",
+        "mean_ndcg": "mean score",
+        "psi": "PSI",
+        "trend": "trend",
+        "bins_used": "bins used",
+        "bins_excluded": "bins excluded",
+        "reason": "note",
+    }
+    table = psi.sort_values(["dataset", "bucket", "system"])[list(columns)]
+    table = table.astype({"trend": object, "reason": object}).fillna({"trend": "–", "reason": ""})
+    return table.rename(columns=columns).to_html(
+        index=False, float_format="{:.4f}".format, na_rep="–"
+    )

@@ -149,16 +149,19 @@ def analyse(
             log.warning(
                 "%s: bins %s have fewer than %d queries and are left out", key, excluded, min_count
             )
+        queries = int(bucket["queries"].sum())
         summaries.append(
             dict(zip([*GROUP, "metric"], key))
             | summary
             | {
                 "bins_used": len(usable),
                 "bins_excluded": len(excluded),
-                "queries": int(bucket["queries"].sum()),
+                "queries": queries,
+                # Over every query of the bucket: its score as a benchmark of its own.
+                "mean_ndcg": (bucket["mean_ndcg"] * bucket["queries"]).sum() / queries,
             }
         )
-    columns = [*GROUP, "metric", "psi", "bins_used", "bins_excluded", "trend", "slope"]
+    columns = [*GROUP, "metric", "mean_ndcg", "psi", "bins_used", "bins_excluded", "trend", "slope"]
     psi = pd.DataFrame(summaries, columns=[*columns, "queries", "reason"])
     # Typed, so that a column with no value yet is still a string column in Parquet.
     psi = psi.astype({"trend": "string", "reason": "string"})

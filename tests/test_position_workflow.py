@@ -1,0 +1,135 @@
+"""End to end: position-controlled variants of a SciFact subset through the whole graph, with
+BM25 and all-MiniLM-L6-v2 read truncated and as MaxP passages (PosIR's sanity facts)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import duckdb
+import pandas as pd
+import pytest
+from conftest import write_beir
+from test_workflow import planned_jobs, read_result, snakemake
+
+pytestmark = pytest.mark.e2e
+QUERIES = 60
+CORPUS = 600
+
+
+def scifact_subset(shared, folder):
+    """The first QUERIES test queries with one relevant document, and CORPUS documents that
+    include theirs."""
+    qrels = pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)
+    single = qrels.groupby("query-id").filter(lambda group: len(group) == 1).head(QUERIES)
+    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in lines]
+    relevant = set(single["corpus-id"])
+    kept = [doc for doc in corpus if doc["_id"] in relevant]
+    kept += [doc for doc in corpus if doc["_id"] not in relevant][: CORPUS - len(kept)]
+    queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
+    asked = set(single["query-id"])
+    return write_beir(
+        folder,
+        kept,
+        [q for q in queries if q["_id"] in asked],
+        [(row["query-id"], row["corpus-id"], 1) for _, row in single.iterrows()],
+    )
+
+
+def position_config(data: str, minilm: str, positions: list[float]) -> dict:
+    return {
+        "offline": True,
+        "datasets": {"sub": {"source": {"path": data}}},
+        "models": {
+            "minilm": {"id": minilm},
+            "minilm-maxp": {"id": minilm, "long_documents": {"strategy": "maxp"}},
+        },
+        "retrievers": {
+            "bm25": {"type": "bm25"},
+            "minilm": {"type": "dense", "model": "minilm"},
+            "minilm-maxp": {"type": "dense", "model": "minilm-maxp"},
+        },
+        "metrics": ["ndcg_cut.10", "recall.100"],
+        "positionalize": {
+            "pos": {
+                "dataset": "sub",
+                "tokenizer": "minilm",
+                "lengths": [512],
+                "positions": positions,
+            }
+        },
+        "position_analysis": {"position": "target", "min_count": 5},
+    }
+
+
+@pytest.fixture(scope="module")
+def position_run(tmp_path_factory, shared_datasets, minilm_path):
+    workdir = tmp_path_factory.mktemp("position")
+    data = scifact_subset(shared_datasets / "scifact", workdir / "sub")
+    config = position_config(str(data), str(minilm_path), [0, 0.5, 1.0])
+    snakemake(workdir, config, "--cores", "2")
+    return workdir, config
+
+
+def test_minilm_collapses_past_its_window_and_maxp_recovers(position_run):
+    workdir, _ = position_run
+    bins = read_result(workdir, "position_bins")
+    score = bins[bins["queries"] > 0].set_index(["system", "bin_start"])["mean_ndcg"]
+    # Target positions 0, 0.5 and 1 fall into bins starting at 0, 0.45 and 0.95.
+    truncated = score["minilm"].to_numpy()
+    assert truncated[0] > 0.3 and truncated[-1] < 0.1  # the answer past 256 tokens is unseen
+    assert score["minilm-maxp"].min() > 0.3
+    psi = read_result(workdir, "psi").set_index("system")
+    assert set(psi["bucket"]) == {"Q1"} and set(psi["dataset"]) == {"pos"}
+    assert psi.loc["minilm", "trend"] == "primacy" and psi.loc["minilm", "psi"] > 0.7
+    assert psi.loc["minilm-maxp", "psi"] < psi.loc["minilm", "psi"] / 2
+    # BM25 reads a bag of words: the same haystack scores the same wherever the answer is.
+    assert psi.loc["bm25", "psi"] < 0.05 and psi.loc["bm25", "trend"] == "flat"
+    assert psi["queries"].nunique() == 1  # every system is scored on the same queries
+
+
+def test_variants_reuse_the_base_vectors_and_split_passages(position_run, monkeypatch):
+    workdir, _ = position_run
+    monkeypatch.chdir(workdir)  # the views' paths are relative to the working directory
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
+        reused = db.execute(
+            "SELECT record->>'dataset', (record->>'rows')::INT, (record->>'rows_reused')::INT "
+            "FROM manifests WHERE record->>'stage' = 'embed' AND record->>'side' = 'corpus' "
+            "ORDER BY 1"
+        ).fetchall()
+        passages = db.execute(
+            "SELECT dataset, count(*), count(DISTINCT doc_id) FROM passages GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        views = {row[0] for row in db.execute("SHOW TABLES").fetchall()}
+    *variants, base = reused  # "pos@..." sorts before "sub"
+    assert base == ("sub", 600, 0) and len(variants) == 3
+    # Only the haystacks (one per kept query) are encoded again.
+    assert all(
+        rows == 600 and 600 - QUERIES <= reused_rows < 600 for _, rows, reused_rows in variants
+    )
+    assert all(documents == 600 and count > documents for _, count, documents in passages)
+    assert {"position_bins", "psi", "passages"} <= views
+
+
+def test_each_bucket_is_correlated_with_the_base_dataset(position_run):
+    workdir, _ = position_run
+    correlations = read_result(workdir, "correlations")
+    buckets = correlations[correlations["kind"] == "buckets"]
+    assert buckets[["left", "right", "systems"]].values.tolist() == [["pos Q1", "sub", 3]]
+    assert (workdir / "results" / "plots" / "position.png").stat().st_size > 10_000
+    assert "PSI" in (workdir / "results" / "report" / "psi_table.html").read_text()
+
+
+def test_a_new_position_runs_only_its_own_variant(position_run):
+    workdir, config = position_run
+    config = config | {
+        "positionalize": {
+            "pos": config["positionalize"]["pos"] | {"positions": [0, 0.5, 1.0, 0.25]}
+        }
+    }
+    jobs = planned_jobs(workdir, config)
+    per_dataset = {wildcards.get("dataset") for rule, wildcards in jobs if "dataset" in wildcards}
+    assert per_dataset == {"pos@L512@p0.25"}
+    rules = {rule for rule, _ in jobs}
+    assert "ingest" not in rules and {"positionalize", "passages", "position"} <= rules
