@@ -57,6 +57,7 @@ include: "rules/significance.smk"
 include: "rules/correlate.smk"
 include: "rules/report.smk"
 include: "rules/position.smk"
+include: "rules/saliency.smk"
 
 
 rule all:
@@ -66,3 +67,4 @@ rule all:
         rules.plots.output,
         rules.database.output,
         rules.position_plots.output if POSITION_DATASETS else [],
+        rules.saliency_plot.output if SALIENCY_MODELS else [],

@@ -2,7 +2,7 @@
 # Every wildcard value comes from the validated config.
 
 from irflow.config import reranked_name, system_kinds
-from irflow.download import beir_files, is_beir_layout
+from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
 from irflow.passages import document_side
 from irflow.positionalize import list_variants, tokenizer_source
@@ -13,6 +13,8 @@ BASE_DATASETS = sorted(config["datasets"])
 DATASETS = BASE_DATASETS + sorted(VARIANTS)
 # Datasets whose per-query scores the position analysis places by the relevant span.
 POSITION_DATASETS = sorted(VARIANTS) + config["position_analysis"]["datasets"]
+# Models whose gradient saliency profile (PosIR §5.3) is computed.
+SALIENCY_MODELS = config["position_analysis"]["saliency"]["models"]
 DATASET_SPECS = config["datasets"] | {
     variant: config["datasets"][spec["dataset"]] for variant, spec in VARIANTS.items()
 }
@@ -50,7 +52,11 @@ MANIFESTS = (
     [f"results/manifests/ingest/{d}.json" for d in BASE_DATASETS]
     + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
     + [f"results/manifests/filter/{d}.json" for d in DATASETS]
-    + [f"results/manifests/passages/{d}/{m}.json" for d in DATASETS for m in PASSAGE_MODELS]
+    + [
+        f"results/manifests/passages/{d}/{m}.json"
+        for d in DATASETS
+        for m in PASSAGE_MODELS
+    ]
     + [
         f"results/manifests/embed/{d}/{m}/{side}.json"
         for d in DATASETS
@@ -81,8 +87,8 @@ def local_files(wildcards):
     candidates.append(Path(config["download_dir"]) / wildcards.dataset)
     candidates += [Path(source["path"])] if "path" in source else []
     for folder in candidates:
-        if is_beir_layout(folder, config["split"]):
-            return [str(p) for p in beir_files(folder, config["split"])]
+        if dataset_layout(folder, config["split"]):
+            return [str(p) for p in dataset_files(folder, config["split"])]
     return [source["path"]] if "path" in source else []
 
 
@@ -219,7 +225,7 @@ def database_inputs(wildcards):
     per_dataset = lambda name: [
         f"results/datasets/{d}/{name}.parquet" for d in DATASETS
     ]
-    return {
+    views = {
         "corpus": per_dataset("corpus"),
         "queries": per_dataset("queries"),
         "qrels": per_dataset("qrels"),
@@ -238,8 +244,49 @@ def database_inputs(wildcards):
         "bootstrap": ["results/bootstrap.parquet"],
         "corpus_similarity": ["results/corpus_similarity.parquet"],
         "manifests": MANIFESTS,
-    } | (
-        {"position_bins": ["results/position_bins.parquet"], "psi": ["results/psi.parquet"]}
-        if POSITION_DATASETS
-        else {}
-    )
+    }
+    if POSITION_DATASETS:
+        views["position_bins"] = ["results/position_bins.parquet"]
+        views["psi"] = ["results/psi.parquet"]
+    if SALIENCY_MODELS:
+        views["saliency"] = [f"results/saliency/{m}.parquet" for m in SALIENCY_MODELS]
+    return views
+
+
+def variant_tokenizer(wildcards):
+    return tokenizer_source(VARIANTS[wildcards.dataset]["tokenizer"], config["models"])
+
+
+def positionalize_inputs(wildcards):
+    """The base dataset's tables, and a local tokenizer's files, so that editing them rebuilds
+    the variant."""
+    base = f"results/datasets/{VARIANTS[wildcards.dataset]['dataset']}"
+    return {
+        "base_source": f"{base}/source.json",
+        "corpus": f"{base}/corpus.parquet",
+        "queries": f"{base}/queries.parquet",
+        "qrels": f"{base}/qrels.parquet",
+        "tokenizer": tokenizer_files(variant_tokenizer(wildcards)),
+    }
+
+
+def position_groups():
+    """Per dataset analysed: the group its queries are pooled in (a variant's positionalize
+    block, whose lengths and positions the buckets and bins tell apart), the tokenizer that
+    counts its documents' tokens, and a variant's configured position."""
+    chosen = config["position_analysis"]["tokenizer"]
+    groups = {}
+    for dataset in POSITION_DATASETS:
+        spec = VARIANTS.get(dataset, {})
+        groups[dataset] = {
+            "group": spec.get("block", dataset),
+            "tokenizer": tokenizer_source(
+                chosen or spec["tokenizer"], config["models"]
+            ),
+            "position": spec.get("position"),
+        }
+    return groups
+
+
+def passages_tokenizer(wildcards):
+    return tokenizer_source(wildcards.model, config["models"])

@@ -20,7 +20,9 @@ rule correlate:
     input:
         summary="results/summary.parquet",
         per_query="results/per_query.parquet",
-        unigrams=expand("results/datasets/{dataset}/unigrams.parquet", dataset=BASE_DATASETS),
+        unigrams=expand(
+            "results/datasets/{dataset}/unigrams.parquet", dataset=BASE_DATASETS
+        ),
         reference=(
             [config["correlation"]["reference"]]
             if config["correlation"]["reference"]

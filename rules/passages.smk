@@ -2,10 +2,6 @@
 # read long documents as passages (long_documents firstp or maxp). See irflow.passages.
 
 
-def passages_tokenizer(wildcards):
-    return tokenizer_source(wildcards.model, config["models"])
-
-
 rule passages:
     input:
         source="results/datasets/{dataset}/source.json",

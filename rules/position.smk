@@ -2,25 +2,14 @@
 # spans) -> mean score per length bucket and relative-position bin, each bucket's PSI and trend
 # (PosIR); the plots and PSI table of the report. See irflow.position.
 
-def position_groups():
-    """Per dataset analysed: the group its queries are pooled in (a variant's positionalize
-    block, whose lengths and positions the buckets and bins tell apart), the tokenizer that
-    counts its documents' tokens, and a variant's configured position."""
-    chosen = config["position_analysis"]["tokenizer"]
-    groups = {}
-    for dataset in POSITION_DATASETS:
-        spec = VARIANTS.get(dataset, {})
-        groups[dataset] = {
-            "group": spec.get("block", dataset),
-            "tokenizer": tokenizer_source(chosen or spec["tokenizer"], config["models"]),
-            "position": spec.get("position"),
-        }
-    return groups
-
 
 rule position:
     input:
-        scores=[f"results/scores/{d}/{s}.parquet" for d in POSITION_DATASETS for s in SYSTEMS],
+        scores=[
+            f"results/scores/{d}/{s}.parquet"
+            for d in POSITION_DATASETS
+            for s in SYSTEMS
+        ],
         qrels=[f"results/datasets/{d}/qrels.parquet" for d in POSITION_DATASETS],
         corpus=[f"results/datasets/{d}/corpus.parquet" for d in POSITION_DATASETS],
     output:

@@ -1,22 +1,6 @@
 # positionalize: a dataset -> its position-controlled variants (PosIR), each an ordinary dataset
 # under results/datasets/<variant>/ that filter, embed, retrieve and score read like any other.
 
-def variant_tokenizer(wildcards):
-    return tokenizer_source(VARIANTS[wildcards.dataset]["tokenizer"], config["models"])
-
-
-def positionalize_inputs(wildcards):
-    """The base dataset's tables, and a local tokenizer's files, so that editing them rebuilds
-    the variant."""
-    base = f"results/datasets/{VARIANTS[wildcards.dataset]['dataset']}"
-    return {
-        "base_source": f"{base}/source.json",
-        "corpus": f"{base}/corpus.parquet",
-        "queries": f"{base}/queries.parquet",
-        "qrels": f"{base}/qrels.parquet",
-        "tokenizer": tokenizer_files(variant_tokenizer(wildcards)),
-    }
-
 
 rule positionalize:
     input:

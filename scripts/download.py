@@ -5,7 +5,7 @@ from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.download import beir_files, dataset_fingerprint, locate_dataset
+from irflow.download import dataset_files, dataset_fingerprint, dataset_layout, locate_dataset
 
 setup_logging(snakemake)
 config, dataset = snakemake.config, snakemake.wildcards.dataset
@@ -18,10 +18,11 @@ folder = locate_dataset(
     offline=config["offline"],
 )
 fingerprint = dataset_fingerprint(folder, config["split"])
-corpus, queries, qrels = (str(p) for p in beir_files(folder, config["split"]))
+corpus, queries, qrels = (str(p) for p in dataset_files(folder, config["split"]))
 record = {
     "dataset": dataset,
     "split": config["split"],
+    "layout": dataset_layout(folder, config["split"]),
     "corpus": corpus,
     "queries": queries,
     "qrels": qrels,

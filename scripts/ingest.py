@@ -14,6 +14,7 @@ stats = ingest(
     *(Path(source[name]) for name in ("corpus", "queries", "qrels")),
     Path(out.corpus).parent,
     snakemake.params.unknown_qrels,
+    source["layout"],
 )
 stats |= {"split": source["split"], "dataset_checksum": source["checksum"]}
 Path(out.stats).write_text(json.dumps(stats, indent=2) + "\n")

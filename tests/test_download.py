@@ -18,10 +18,10 @@ import pytest
 
 from irflow import download
 from irflow.download import (
-    beir_files,
+    dataset_files,
     dataset_fingerprint,
+    dataset_layout,
     fetch_url,
-    is_beir_layout,
     locate_dataset,
     safe_extract_zip,
 )
@@ -161,25 +161,89 @@ def contents(folder: Path) -> list[str]:
 
 
 def assert_scifact(folder: Path) -> None:
-    assert is_beir_layout(folder, "test")
+    assert dataset_layout(folder, "test") == "beir"
     assert gzip.decompress((folder / "corpus.jsonl.gz").read_bytes()) == jsonl(CORPUS)
     assert (folder / "qrels" / "test.tsv").read_text() == QRELS
 
 
-# --- BEIR layout and fingerprint --------------------------------------------------------------
+# --- layouts and fingerprint -----------------------------------------------------------------
+
+
+def write_posir(folder: Path, split: str = "test") -> Path:
+    """The three PosIR files; their content does not matter to layout detection."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for name in ("corpus.parquet", "queries.parquet", f"qrels/{split}.parquet"):
+        (folder / name).write_bytes(b"PAR1")
+    return folder
 
 
 def test_beir_files_in_order_and_missing_file_named(tmp_path):
     folder = write_beir(tmp_path / "scifact")
-    assert beir_files(folder, "test") == [
+    assert dataset_layout(folder, "test") == "beir"
+    assert dataset_files(folder, "test") == [
         folder / "corpus.jsonl.gz",
         folder / "queries.jsonl",
         folder / "qrels" / "test.tsv",
     ]
-    assert not is_beir_layout(folder, "dev")
-    with pytest.raises(DownloadError, match=r"qrels/dev\.tsv"):
-        beir_files(folder, "dev")
-    assert not is_beir_layout(tmp_path / "absent", "test")
+    assert dataset_layout(folder, "dev") is None
+    with pytest.raises(DownloadError, match=r"BEIR layout lacks qrels/dev\.tsv"):
+        dataset_files(folder, "dev")
+    assert dataset_layout(tmp_path / "absent", "test") is None
+
+
+def test_posir_layout_is_detected_from_its_file_names(tmp_path):
+    folder = write_posir(tmp_path / "eng-Latn" / "biology")
+    assert dataset_layout(folder, "test") == "posir"
+    assert dataset_files(folder, "test") == [
+        folder / "corpus.parquet",
+        folder / "queries.parquet",
+        folder / "qrels" / "test.parquet",
+    ]
+    assert sorted(dataset_fingerprint(folder, "test")["files"]) == [
+        "corpus.parquet",
+        "qrels/test.parquet",
+        "queries.parquet",
+    ]
+    (folder / "queries.parquet").unlink()
+    assert dataset_layout(folder, "test") is None
+    with pytest.raises(DownloadError) as raised:
+        dataset_files(folder, "test")
+    assert "PosIR layout lacks queries.parquet" in str(raised.value)
+    assert "BEIR layout lacks corpus.jsonl or corpus.jsonl.gz" in str(raised.value)
+
+
+def test_partial_other_layout_does_not_confuse_detection(tmp_path):
+    folder = write_posir(tmp_path / "d")
+    (folder / "queries.jsonl").write_bytes(jsonl(QUERIES))  # a stray BEIR file
+    assert dataset_layout(folder, "test") == "posir"
+
+
+def test_folder_complete_in_both_layouts_is_refused(tmp_path):
+    folder = write_posir(write_beir(tmp_path / "both"))
+    with pytest.raises(DownloadError, match="both BEIR and PosIR layout") as raised:
+        dataset_layout(folder, "test")
+    assert "qrels/test.parquet" in str(raised.value) and "qrels/test.tsv" in str(raised.value)
+
+
+def test_local_posir_folder_is_used_in_place(dirs, tmp_path):
+    data_dir, cache_dir = dirs
+    folder = write_posir(tmp_path / "PosIR-Benchmark-v1" / "eng-Latn" / "biology")
+    found = locate_dataset(
+        "biology", {"path": str(folder)}, split="test", data_dir=data_dir, cache_dir=cache_dir
+    )
+    assert found == folder
+
+
+def test_posir_zip_is_unpacked_into_cache(dirs, tmp_path):
+    data_dir, cache_dir = dirs
+    members = {f"biology/{n}": b"PAR1" for n in ("corpus.parquet", "queries.parquet")}
+    local_zip = tmp_path / "biology.zip"
+    local_zip.write_bytes(zip_bytes(members | {"biology/qrels/test.parquet": b"PAR1"}))
+    found = locate_dataset(
+        "biology", {"path": str(local_zip)}, split="test", data_dir=data_dir, cache_dir=cache_dir
+    )
+    assert found == cache_dir / "biology"
+    assert dataset_layout(found, "test") == "posir"
 
 
 def test_fingerprint_is_stable_and_tracks_changes(tmp_path):

@@ -1,4 +1,4 @@
-"""ingest: BEIR files -> Parquet contracts, and clear errors for bad input."""
+"""ingest: BEIR and PosIR files -> Parquet contracts, and clear errors for bad input."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow import contracts
+from irflow.download import dataset_files, dataset_layout
 from irflow.errors import InputError
 from irflow.ingest import ingest
 from irflow.score import score_run
@@ -244,3 +245,217 @@ def test_real_arguana_reports_its_five_missing_documents(shared_datasets, tmp_pa
     assert stats["judged_queries"] == 1406
     assert stats["unknown_qrels"]["unknown_documents"] == 5
     assert json.dumps(stats)  # statistics are JSON-serialisable
+
+
+# --- PosIR layout ---------------------------------------------------------------------------
+
+POSIR_CORPUS = [
+    {"_id": "d1", "title": "ignored", "text": "Cats purr and sleep in the sun."},  # 31 chars
+    {"_id": "d2", "title": "ignored", "text": "Dogs bark at the postman."},  # 25 chars
+    {"_id": "d3", "title": "ignored", "text": "The sun is a star."},
+]
+POSIR_QUERIES = [
+    {"_id": "q1", "text": "why do cats purr", "pos_char_span": [5, 9], "pos_char_length": 31},
+    {"_id": "q2", "text": "what barks", "pos_char_span": [5, 9], "pos_char_length": 25},
+    {"_id": "q3", "text": "what is the sun", "pos_char_span": [-1, -1], "pos_char_length": 18},
+    {"_id": "q4", "text": "sunny animals", "pos_char_span": [0, 3], "pos_char_length": 31},
+    {"_id": "q5", "text": "unjudged", "pos_char_span": None, "pos_char_length": None},
+]
+POSIR_QRELS = [
+    {"query-id": "q1", "corpus-id": "d1", "score": 1},
+    {"query-id": "q2", "corpus-id": "d2", "score": 1},
+    {"query-id": "q2", "corpus-id": "d1", "score": 0},
+    {"query-id": "q3", "corpus-id": "d3", "score": 1},
+    {"query-id": "q4", "corpus-id": "d1", "score": 1},
+    {"query-id": "q4", "corpus-id": "d3", "score": 2},
+]
+
+
+def write_posir(folder: Path, corpus=None, queries=None, qrels=None) -> Path:
+    """A PosIR-layout folder, as PosIR-Benchmark-v1 holds one language and domain."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    tables = {
+        "corpus.parquet": POSIR_CORPUS if corpus is None else corpus,
+        "queries.parquet": [
+            q | {"pos_token_length": 9} for q in (POSIR_QUERIES if queries is None else queries)
+        ],
+        "qrels/test.parquet": POSIR_QRELS if qrels is None else qrels,
+    }
+    for name, rows in tables.items():
+        pd.DataFrame(rows).to_parquet(folder / name, index=False)
+    return folder
+
+
+def ingest_posir(folder: Path, out: Path, unknown: str = "keep") -> dict:
+    assert dataset_layout(folder, "test") == "posir"
+    return ingest(*dataset_files(folder, "test"), out, unknown, "posir")
+
+
+def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
+    stats = ingest_posir(write_posir(tmp_path / "biology"), tmp_path / "out")
+    corpus = pq.read_table(tmp_path / "out" / "corpus.parquet")
+    queries = pq.read_table(tmp_path / "out" / "queries.parquet")
+    qrels = pq.read_table(tmp_path / "out" / "qrels.parquet")
+    assert corpus.schema.equals(contracts.CORPUS)
+    assert queries.schema.equals(contracts.QUERIES)
+    assert qrels.schema.equals(contracts.QRELS)
+    assert corpus.to_pylist()[1] == {
+        "doc_id": "d2",
+        "title": "",
+        "text": "Dogs bark at the postman.",
+    }
+    assert queries.column("query_id").to_pylist() == ["q1", "q2", "q3", "q4", "q5"]
+    assert [tuple(row.values()) for row in qrels.to_pylist()] == [
+        ("q1", "d1", 1, 5, 9),  # "purr"
+        ("q2", "d2", 1, 5, 9),  # "bark"
+        ("q2", "d1", 0, None, None),  # not the relevant document
+        ("q3", "d3", 1, None, None),  # [-1, -1]: not located
+        ("q4", "d1", 1, None, None),  # two relevant documents: which one is a guess
+        ("q4", "d3", 2, None, None),
+    ]
+    assert stats["layout"] == "posir"
+    assert stats["documents"] == 3 and stats["queries"] == 5
+    assert stats["judged_queries"] == 4
+    assert stats["relevance_levels"] == {"0": 1, "1": 4, "2": 1}
+    assert stats["spans"] == {
+        "attached": 2,
+        "left_out": {
+            "missing": 1,
+            "not_located": 1,
+            "no_relevant": 0,
+            "several_relevant": 1,
+            "unknown_document": 0,
+        },
+        "length_mismatches": 0,
+        "length_mismatch_examples": [],
+    }
+    assert json.dumps(stats)
+
+
+def test_posir_spans_that_cannot_be_checked_are_counted_and_warned(tmp_path, caplog):
+    queries = [
+        POSIR_QUERIES[0] | {"pos_char_length": 40},  # d1 has 31 characters
+        POSIR_QUERIES[1],
+        POSIR_QUERIES[2] | {"pos_char_span": [0, 3]},
+    ]
+    qrels = [POSIR_QRELS[0], POSIR_QRELS[1], {"query-id": "q3", "corpus-id": "gone", "score": 1}]
+    folder = write_posir(tmp_path / "d", queries=queries, qrels=qrels)
+    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+        stats = ingest_posir(folder, tmp_path / "out")
+    assert stats["spans"]["attached"] == 2
+    assert stats["spans"]["left_out"]["unknown_document"] == 1
+    assert stats["spans"]["length_mismatches"] == 1
+    assert stats["spans"]["length_mismatch_examples"] == ["query 'q1': 40 for document 'd1' of 31"]
+    assert any("pos_char_length differs" in message for message in caplog.messages)
+    assert any("1 a relevant document unknown" in message for message in caplog.messages)
+    spans = pd.read_parquet(tmp_path / "out" / "qrels.parquet").set_index("query_id")
+    assert spans.loc["q1", "span_start"] == 5 and spans.loc["q1", "span_end"] == 9
+    assert pd.isna(spans.loc["q3", "span_start"])
+
+
+def with_row(rows: list[dict], index: int, **changes) -> list[dict]:
+    return [row | changes if i == index else row for i, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize(
+    ("tables", "file", "expected"),
+    [
+        (
+            {"queries": with_row(POSIR_QUERIES, 0, pos_char_span=[5, 32])},
+            "queries.parquet",
+            "row 0, field 'pos_char_span': span 5..32 ends past the text of document 'd1', "
+            "31 characters long",
+        ),
+        (
+            {"queries": with_row(POSIR_QUERIES, 1, pos_char_span=[9, 5])},
+            "queries.parquet",
+            "row 1, field 'pos_char_span': invalid span 9..5",
+        ),
+        (
+            {"queries": with_row(POSIR_QUERIES, 1, pos_char_span=[-1, 5])},
+            "queries.parquet",
+            "row 1, field 'pos_char_span': invalid span -1..5",
+        ),
+        (
+            {"queries": with_row(POSIR_QUERIES, 4, pos_char_span=[1, 2, 3])},
+            "queries.parquet",
+            "row 4, field 'pos_char_span': expected integer offsets [start, end], got [1, 2, 3]",
+        ),
+        (
+            {"queries": [q | {"pos_char_span": [[0, 4], [5, 9]]} for q in POSIR_QUERIES]},
+            "queries.parquet",
+            "row 0, field 'pos_char_span': a list of spans [[0, 4], [5, 9]]; "
+            "expected one pair [start, end]",
+        ),
+        (
+            {
+                "queries": [
+                    {k: v for k, v in q.items() if k != "pos_char_span"} for q in POSIR_QUERIES
+                ]
+            },
+            "queries.parquet",
+            "queries.parquet, field 'pos_char_span': missing column (the table has: _id, "
+            "pos_char_length, pos_token_length, text)",
+        ),
+        (
+            {"qrels": [{k: v for k, v in r.items() if k != "score"} for r in POSIR_QRELS]},
+            "qrels/test.parquet",
+            "test.parquet, field 'score': missing column",
+        ),
+        (
+            {"corpus": with_row(POSIR_CORPUS, 2, _id="d1")},
+            "corpus.parquet",
+            "corpus.parquet, row 2, field '_id': duplicate id 'd1' (first on row 0)",
+        ),
+        (
+            {"corpus": with_row(POSIR_CORPUS, 1, text=None)},
+            "corpus.parquet",
+            "row 1, field 'text': missing",
+        ),
+        (
+            {"queries": with_row(POSIR_QUERIES, 3, _id=" ")},
+            "queries.parquet",
+            "row 3, field '_id': empty id",
+        ),
+        (
+            {"queries": with_row(POSIR_QUERIES, 3, _id="q1")},
+            "queries.parquet",
+            "row 3, field '_id': duplicate id 'q1' (first on row 0)",
+        ),
+        (
+            {"qrels": [*POSIR_QRELS, POSIR_QRELS[0]]},
+            "qrels/test.parquet",
+            "row 6: duplicate judgement of 'd1' for query 'q1' (first on row 0)",
+        ),
+        (
+            {"qrels": with_row(POSIR_QRELS, 2, score=0.5)},
+            "qrels/test.parquet",
+            "row 2, field 'score': not an integer grade: 0.5",
+        ),
+    ],
+)
+def test_bad_posir_input_names_file_row_and_field(tmp_path, tables, file, expected):
+    folder = write_posir(tmp_path / "d", **tables)
+    with pytest.raises(InputError) as error:
+        ingest_posir(folder, tmp_path / "out")
+    assert expected in str(error.value)
+    assert str(folder / file) in str(error.value)
+    assert not (tmp_path / "out" / "corpus.parquet").exists()
+
+
+def test_posir_unknown_qrels_follow_the_policy(tmp_path):
+    qrels = [*POSIR_QRELS, {"query-id": "q9", "corpus-id": "d1", "score": 1}]
+    folder = write_posir(tmp_path / "d", qrels=qrels)
+    stats = ingest_posir(folder, tmp_path / "kept", "keep")
+    assert stats["unknown_qrels"]["unknown_queries"] == 1
+    assert stats["unknown_qrels"]["examples"] == ["row 6: query 'q9'"]
+    assert ingest_posir(folder, tmp_path / "dropped", "drop")["qrels_rows"] == 6
+    with pytest.raises(InputError, match=r"test\.parquet, row 6: names unknown query 'q9'"):
+        ingest_posir(folder, tmp_path / "error", "error")
+
+
+def test_file_that_is_not_parquet_is_reported(tmp_path):
+    folder = write_posir(tmp_path / "d")
+    (folder / "queries.parquet").write_text('{"_id": "q1"}\n')
+    with pytest.raises(InputError, match=r"queries\.parquet: cannot be read as Parquet"):
+        ingest_posir(folder, tmp_path / "out")

@@ -59,7 +59,11 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
                 "positions": positions,
             }
         },
-        "position_analysis": {"position": "target", "min_count": 5},
+        "position_analysis": {
+            "position": "target",
+            "min_count": 5,
+            "saliency": {"models": ["minilm"], "dataset": "pos@L512@p0.5", "queries": 8},
+        },
     }
 
 
@@ -119,6 +123,19 @@ def test_each_bucket_is_correlated_with_the_base_dataset(position_run):
     assert buckets[["left", "right", "systems"]].values.tolist() == [["pos Q1", "sub", 3]]
     assert (workdir / "results" / "plots" / "position.png").stat().st_size > 10_000
     assert "PSI" in (workdir / "results" / "report" / "psi_table.html").read_text()
+
+
+def test_saliency_stops_where_the_window_ends(position_run):
+    workdir, _ = position_run
+    profile = pd.read_parquet(workdir / "results" / "saliency" / "minilm.parquet")
+    assert len(profile) == 100 and set(profile["pairs"]) == {8}
+    # Every 512-token haystack is longer than MiniLM's 256-token window: about half its
+    # tokens are never read, so they get no gradient.
+    assert set(profile["truncated_pairs"]) == {8}
+    read = profile[profile["bin_end"] <= 0.45]["saliency"]
+    unread = profile[profile["bin_start"] >= 0.6]["saliency"]
+    assert (read > 0).all() and (unread == 0).all()
+    assert (workdir / "results" / "plots" / "saliency.png").stat().st_size > 10_000
 
 
 def test_a_new_position_runs_only_its_own_variant(position_run):

@@ -1,6 +1,10 @@
-"""Download stage: put a dataset on local disk in BEIR layout, verified and safely unpacked.
+"""Download stage: put a dataset on local disk, in BEIR or PosIR layout, verified and unpacked.
 
-A BEIR folder holds ``corpus.jsonl[.gz]``, ``queries.jsonl[.gz]`` and ``qrels/<split>.tsv``.
+A dataset folder is in one of two layouts, told apart by its file names alone:
+- BEIR: ``corpus.jsonl[.gz]``, ``queries.jsonl[.gz]`` and ``qrels/<split>.tsv``;
+- PosIR (one language/domain folder of PosIR-Benchmark-v1, as its eval.sh reads it):
+  ``corpus.parquet``, ``queries.parquet`` and ``qrels/<split>.parquet``.
+A folder complete in both is refused rather than guessed at.
 ``locate_dataset`` looks in the offline data directory, then the cache, and only then fetches
 from the configured source (a zip URL with mirrors, a Hugging Face dataset repo, or a local
 folder or zip). Everything lands in place with ``os.replace``, so an interrupted run never
@@ -42,41 +46,75 @@ class _TransferInterrupted(OSError):
     """The transfer stopped early; retried, resuming from the bytes already on disk."""
 
 
-# --- BEIR layout ------------------------------------------------------------------------------
+# --- dataset layouts --------------------------------------------------------------------------
 
-
-def _layout(folder: Path, split: str) -> tuple[list[Path], list[str]]:
-    """The BEIR files present in ``folder`` (corpus, queries, qrels) and the names missing."""
-    found, missing = [], []
-    for candidates in (
+# Each layout's corpus, queries and qrels files, in that order; each entry lists the names the
+# file may have, the first found wins.
+LAYOUT_FILES = {
+    "beir": (
         ("corpus.jsonl", "corpus.jsonl.gz"),
         ("queries.jsonl", "queries.jsonl.gz"),
-        (f"qrels/{split}.tsv",),
-    ):
-        present = [folder / name for name in candidates if (folder / name).is_file()]
+        ("qrels/{split}.tsv",),
+    ),
+    "posir": (("corpus.parquet",), ("queries.parquet",), ("qrels/{split}.parquet",)),
+}
+LAYOUT_NAMES = {"beir": "BEIR", "posir": "PosIR"}
+
+
+def _layout_files(folder: Path, layout: str, split: str) -> tuple[list[Path], list[str]]:
+    """The files of ``layout`` present in ``folder`` (corpus, queries, qrels) and those missing."""
+    found, missing = [], []
+    for candidates in LAYOUT_FILES[layout]:
+        names = [name.format(split=split) for name in candidates]
+        present = [folder / name for name in names if (folder / name).is_file()]
         if present:
             found.append(present[0])
         else:
-            missing.append(" or ".join(candidates))
+            missing.append(" or ".join(names))
     return found, missing
 
 
-def is_beir_layout(folder: Path, split: str) -> bool:
-    return folder.is_dir() and not _layout(folder, split)[1]
+def _missing_files(folder: Path, split: str) -> str:
+    """What each layout lacks in ``folder``, for an error message."""
+    return "; ".join(
+        f"{LAYOUT_NAMES[layout]} layout lacks {', '.join(_layout_files(folder, layout, split)[1])}"
+        for layout in LAYOUT_FILES
+    )
 
 
-def beir_files(folder: Path, split: str) -> list[Path]:
-    """The corpus, queries and qrels files of ``folder``, in that order."""
-    found, missing = _layout(folder, split)
-    if missing:
-        raise DownloadError(f"{folder} is not a BEIR folder: missing {', '.join(missing)}")
-    return found
+def dataset_layout(folder: Path, split: str) -> str | None:
+    """``"beir"`` or ``"posir"``: the layout whose files are all in ``folder``; None if neither.
+
+    A folder complete in both layouts is refused: which files are the dataset would be a guess.
+    """
+    if not folder.is_dir():
+        return None
+    complete = [layout for layout in LAYOUT_FILES if not _layout_files(folder, layout, split)[1]]
+    if len(complete) > 1:
+        files = ", ".join(
+            str(path.relative_to(folder))
+            for layout in complete
+            for path in _layout_files(folder, layout, split)[0]
+        )
+        raise DownloadError(
+            f"{folder} holds a dataset in both BEIR and PosIR layout ({files}); "
+            "keep the files of one layout only"
+        )
+    return complete[0] if complete else None
+
+
+def dataset_files(folder: Path, split: str) -> list[Path]:
+    """The corpus, queries and qrels files of ``folder``, in that order, in its layout."""
+    layout = dataset_layout(folder, split)
+    if layout is None:
+        raise DownloadError(f"{folder} is not a dataset folder: {_missing_files(folder, split)}")
+    return _layout_files(folder, layout, split)[0]
 
 
 def dataset_fingerprint(folder: Path, split: str) -> dict:
-    """MD5 of each BEIR file, keyed by path relative to ``folder``, and one checksum over all."""
+    """MD5 of each dataset file, keyed by path relative to ``folder``, and one checksum over all."""
     files = {
-        path.relative_to(folder).as_posix(): file_md5(path) for path in beir_files(folder, split)
+        path.relative_to(folder).as_posix(): file_md5(path) for path in dataset_files(folder, split)
     }
     lines = "".join(f"{relpath}:{md5}\n" for relpath, md5 in sorted(files.items()))
     return {"files": files, "checksum": hashlib.md5(lines.encode()).hexdigest()}
@@ -218,19 +256,18 @@ def _env_offline() -> bool:
     )
 
 
-def _beir_root(folder: Path, split: str, origin: str) -> Path:
-    """``folder`` itself or the top-level folder inside it that is in BEIR layout."""
-    if is_beir_layout(folder, split):
+def _dataset_root(folder: Path, split: str, origin: str) -> Path:
+    """``folder`` itself or the top-level folder inside it that is a dataset folder."""
+    if dataset_layout(folder, split):
         return folder
     for child in sorted(folder.iterdir()):
-        if is_beir_layout(child, split):
+        if dataset_layout(child, split):
             return child
-    missing = ", ".join(_layout(folder, split)[1])
-    raise DownloadError(f"{origin} is not in BEIR layout: missing {missing}")
+    raise DownloadError(f"{origin} is not a dataset folder: {_missing_files(folder, split)}")
 
 
 def _install(folder: Path, target: Path) -> Path:
-    """Move a complete BEIR folder into the cache in one step."""
+    """Move a complete dataset folder into the cache in one step."""
     if target.exists():
         log.warning("replacing incomplete cache folder %s", target)
         shutil.rmtree(target)
@@ -242,7 +279,7 @@ def _unpack_into_cache(zip_path: Path, target: Path, split: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         extracted = safe_extract_zip(zip_path, staging / "zip")
-        return _install(_beir_root(extracted, split, str(zip_path)), target)
+        return _install(_dataset_root(extracted, split, str(zip_path)), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -261,7 +298,7 @@ def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: s
         except Exception as exc:
             reason = " ".join(str(exc).split())
             raise DownloadError(f"Hugging Face dataset {repo_id}: {reason}") from exc
-        return _install(_beir_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
+        return _install(_dataset_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -293,12 +330,13 @@ def locate_dataset(
     retries: int = 4,
     backoff_s: float = 1.0,
 ) -> Path:
-    """A folder in BEIR layout holding dataset ``name``, fetched from ``source`` if need be."""
-    if data_dir is not None and is_beir_layout(data_dir / name, split):
+    """A folder in BEIR or PosIR layout holding dataset ``name``, fetched from ``source`` if
+    need be."""
+    if data_dir is not None and dataset_layout(data_dir / name, split):
         log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
         return data_dir / name
     target = cache_dir / name
-    if is_beir_layout(target, split):
+    if dataset_layout(target, split):
         log.info("dataset %r: using the cached copy %s", name, target)
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -306,7 +344,7 @@ def locate_dataset(
     if "path" in source:
         local = Path(source["path"]).expanduser()
         if local.is_dir():
-            beir_files(local, split)
+            dataset_files(local, split)
             log.info("dataset %r: using the local folder %s", name, local)
             return local
         if local.is_file() and local.suffix == ".zip":
@@ -322,7 +360,8 @@ def locate_dataset(
     offline = offline or _env_offline()
     folder_hint = (
         f"place the BEIR folder at {(data_dir or cache_dir) / name}/ "
-        f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv)"
+        f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv) or a PosIR folder there "
+        f"(corpus.parquet, queries.parquet, qrels/{split}.parquet)"
     )
 
     if "huggingface" in source:

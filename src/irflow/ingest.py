@@ -1,8 +1,37 @@
-"""ingest: a BEIR-layout folder -> corpus, queries and qrels Parquet, plus statistics.
+"""ingest: a dataset folder in BEIR or PosIR layout -> corpus, queries and qrels Parquet, plus
+statistics.
 
-Input is read as a stream (a corpus never sits in memory as JSON), checked line by line, and
-every problem is reported with its file, line and field. Nothing is written unless the whole
-input is valid, so a bad file never replaces a good earlier result.
+BEIR layout (``corpus.jsonl[.gz]``, ``queries.jsonl[.gz]``, ``qrels/<split>.tsv``) is read as a
+stream (a corpus never sits in memory as JSON) and checked line by line; a problem is reported
+with its file, line and field.
+
+PosIR layout (``corpus.parquet``, ``queries.parquet``, ``qrels/<split>.parquet``, the tables
+PosIR's eval.py reads) is read in bounded batches; a problem is reported with its file, row
+(counted from 0, as pandas and polars number a table's rows) and column. Its columns:
+- corpus ``_id``, ``text``. The title is left empty (a ``title`` column is not read): PosIR
+  embeds ``text`` alone, and its spans count characters of ``text``.
+- queries ``_id``, ``text``, ``pos_char_span`` and, when present, ``pos_char_length``.
+  ``pos_char_span`` is one pair [start, end]: character offsets, end exclusive as in a Python
+  slice, of the evidence in the text of the query's relevant document, whose length in
+  characters ``pos_char_length`` gives. ``pos_token_length`` is not read: the position analysis
+  counts tokens with its own tokenizer.
+- qrels ``query-id``, ``corpus-id``, ``score``.
+
+Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
+- a query's span goes to its one relevant judgement (score > 0): PosIR pairs each query with
+  one positive document;
+- a query with several relevant judgements, or none, has its span counted and left out: which
+  document it points into would be a guess (the position analysis uses single-relevant queries
+  only), and so is a span whose relevant document is kept though unknown to the corpus;
+- a null span, or one whose ends are both negative (PosIR's analysis drops negative positions,
+  its mark of evidence it did not locate), leaves the judgement without a span, counted;
+- any other span must satisfy 0 <= start <= end <= the document's length in characters, and be
+  one pair: a list of several spans is refused, as which one places the query would be a guess;
+- a ``pos_char_length`` other than the document's length is counted and warned about: the span
+  may count characters of a different string.
+
+Nothing is written unless the whole input is valid, so a bad file never replaces a good earlier
+result.
 """
 
 from __future__ import annotations
@@ -24,6 +53,28 @@ from irflow.errors import InputError
 
 log = logging.getLogger(__name__)
 ROWS_PER_BATCH = 50_000
+EXAMPLES = 10
+
+
+class RowError(InputError):
+    """Bad value in a Parquet table: names the file, the row (counted from 0) and the column."""
+
+    def __init__(self, path: str | Path, message: str, *, row: int, field: str | None = None):
+        super().__init__(f"{path}, row {row}", message, field=field)
+        self.path, self.row = str(path), row
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where records come from: the lines of a text file or the rows of a Parquet table."""
+
+    path: Path
+    unit: str  # "line" or "row"
+
+    def error(self, at: int, message: str, field: str | None = None) -> InputError:
+        if self.unit == "row":
+            return RowError(self.path, message, row=at, field=field)
+        return InputError(self.path, message, line=at, field=field)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -44,17 +95,25 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise InputError(path, f"cannot be read: {error}") from None
 
 
-def _string_field(record: dict, key: str, path: Path, line: int, required: bool) -> str:
+def _string_field(record: dict, key: str, place: _Place, at: int, required: bool) -> str:
     value = record.get(key)
     if value is None:
         if required:
-            raise InputError(path, "missing", line=line, field=key)
+            raise place.error(at, "missing", key)
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(
-            path, f"expected a string, got {type(value).__name__}", line=line, field=key
-        )
+        raise place.error(at, f"expected a string, got {type(value).__name__}", key)
     return str(value)
+
+
+def _string_fields(record: dict, fields: dict[str, bool], place: _Place, at: int) -> dict:
+    """{field: string} of ``record``; ``fields`` maps each to whether it is required, and the
+    id fields (``_id``, ``query-id``, ``corpus-id``) among them must be non-empty."""
+    values = {key: _string_field(record, key, place, at, req) for key, req in fields.items()}
+    for key in ("_id", "query-id", "corpus-id"):
+        if key in values and not values[key].strip():
+            raise place.error(at, "empty id", key)
+    return values
 
 
 def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -62,6 +121,7 @@ def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[
 
     ``fields`` maps each field to whether it is required; ``_id`` must be non-empty.
     """
+    place = _Place(path, "line")
     for number, text in _lines(path):
         if not text.strip():
             continue
@@ -71,49 +131,56 @@ def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[
             raise InputError(path, f"malformed JSON: {error.msg}", line=number) from None
         if not isinstance(record, dict):
             raise InputError(path, "expected a JSON object", line=number)
-        values = {key: _string_field(record, key, path, number, req) for key, req in fields.items()}
-        if not values["_id"].strip():
-            raise InputError(path, "empty id", line=number, field="_id")
-        yield number, values
+        yield number, _string_fields(record, fields, place, number)
+
+
+def read_parquet_rows(path: Path, columns: dict[str, bool]) -> Iterator[tuple[int, dict]]:
+    """Yield (row, {column: value}) of a Parquet table in bounded batches.
+
+    ``columns`` maps each column to read to whether the table must have it; an absent optional
+    column is absent from the dicts.
+    """
+    try:
+        table = pq.ParquetFile(path)
+        present = set(table.schema_arrow.names)
+        for name, required in columns.items():
+            if required and name not in present:
+                has = ", ".join(sorted(present))
+                raise InputError(path, f"missing column (the table has: {has})", field=name)
+        wanted = [name for name in columns if name in present]
+        row = 0
+        for batch in table.iter_batches(batch_size=ROWS_PER_BATCH, columns=wanted):
+            for record in batch.to_pylist():
+                yield row, record
+                row += 1
+    except (OSError, pa.ArrowException) as error:
+        raise InputError(path, f"cannot be read as Parquet: {error}") from None
 
 
 class _UniqueIds:
-    def __init__(self, path: Path):
-        self.path = path
-        self.first_line: dict[str, int] = {}
+    def __init__(self, place: _Place):
+        self.place = place
+        self.first: dict[str, int] = {}
 
-    def add(self, identifier: str, line: int) -> None:
-        earlier = self.first_line.setdefault(identifier, line)
-        if earlier != line:
-            raise InputError(
-                self.path,
-                f"duplicate id {identifier!r} (first on line {earlier})",
-                line=line,
-                field="_id",
+    def add(self, identifier: str, at: int) -> None:
+        earlier = self.first.setdefault(identifier, at)
+        if earlier != at:
+            raise self.place.error(
+                at,
+                f"duplicate id {identifier!r} (first on {self.place.unit} {earlier})",
+                "_id",
             )
 
 
-def _write_batches(rows: Iterator[dict], schema: pa.Schema, path: Path) -> int:
-    """Stream rows into a Parquet file in bounded batches; the file appears atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    count = 0
+def _grade(value) -> int | None:
+    """An integer relevance grade from a number or its text ("2", "2.0"); None if not one."""
+    if isinstance(value, bool):
+        return None
     try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            batch: list[dict] = []
-            for row in rows:
-                batch.append(row)
-                if len(batch) == ROWS_PER_BATCH:
-                    writer.write_table(pa.Table.from_pylist(batch, schema))
-                    count += len(batch)
-                    batch = []
-            writer.write_table(pa.Table.from_pylist(batch, schema))
-            count += len(batch)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(path)
-    return count
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else None
 
 
 @dataclass
@@ -126,17 +193,61 @@ class QrelsReport:
     examples: list[str] = field(default_factory=list)
 
 
-def read_qrels(
-    path: Path, doc_ids: set[str], query_ids: set[str], unknown: str
-) -> tuple[list[dict], QrelsReport]:
-    """Parse a BEIR qrels TSV (header ``query-id corpus-id score``).
-
+class _Judgements:
+    """The judgements of one qrels file: a repeated (query, document) pair is refused, and
     ``unknown`` says what a row naming a missing document or query does: ``keep`` (count and
-    report it), ``drop`` or ``error``.
-    """
-    report = QrelsReport()
-    rows: list[dict] = []
-    seen: dict[tuple[str, str], int] = {}
+    report it), ``drop`` or ``error``."""
+
+    def __init__(self, place: _Place, doc_ids, query_ids, unknown: str):
+        self.place, self.doc_ids, self.query_ids, self.unknown = place, doc_ids, query_ids, unknown
+        self.rows: list[dict] = []
+        self.report = QrelsReport()
+        self.first: dict[tuple[str, str], int] = {}
+
+    def add(self, at: int, query_id: str, doc_id: str, relevance: int, span=(None, None)) -> None:
+        earlier = self.first.setdefault((query_id, doc_id), at)
+        if earlier != at:
+            raise self.place.error(
+                at,
+                f"duplicate judgement of {doc_id!r} for query {query_id!r} "
+                f"(first on {self.place.unit} {earlier})",
+            )
+        missing = [
+            f"{kind} {value!r}"
+            for kind, value, known in (
+                ("document", doc_id, self.doc_ids),
+                ("query", query_id, self.query_ids),
+            )
+            if value not in known
+        ]
+        report = self.report
+        if missing:
+            report.unknown_documents += doc_id not in self.doc_ids
+            report.unknown_queries += query_id not in self.query_ids
+            if self.unknown == "error":
+                raise self.place.error(at, f"names unknown {' and '.join(missing)}")
+            if len(report.examples) < EXAMPLES:
+                report.examples.append(f"{self.place.unit} {at}: {' and '.join(missing)}")
+            if self.unknown == "drop":
+                report.dropped += 1
+                return
+        report.rows += 1
+        report.relevance_levels[relevance] += 1
+        self.rows.append(
+            {
+                "query_id": query_id,
+                "doc_id": doc_id,
+                "relevance": relevance,
+                "span_start": span[0],
+                "span_end": span[1],
+            }
+        )
+
+
+def read_qrels(path: Path, doc_ids, query_ids, unknown: str) -> tuple[list[dict], QrelsReport]:
+    """Parse a BEIR qrels TSV (header ``query-id corpus-id score``, optionally two more columns
+    with the span); ``unknown`` as in ``_Judgements``."""
+    judgements = _Judgements(_Place(path, "line"), doc_ids, query_ids, unknown)
     for number, text in _lines(path):
         cells = text.rstrip("\r\n").split("\t")
         if not text.strip():
@@ -151,52 +262,11 @@ def read_qrels(
         for name, value in (("query-id", query_id), ("corpus-id", doc_id)):
             if not value:
                 raise InputError(path, "empty", line=number, field=name)
-        try:
-            relevance = int(float(score)) if float(score).is_integer() else None
-        except ValueError:
-            relevance = None
+        relevance = _grade(score)
         if relevance is None:
             raise InputError(path, f"not an integer grade: {score!r}", line=number, field="score")
-        span = _span(cells, path, number)
-        key = (query_id, doc_id)
-        if key in seen:
-            raise InputError(
-                path,
-                f"duplicate judgement of {doc_id!r} for query {query_id!r} "
-                f"(first on line {seen[key]})",
-                line=number,
-            )
-        seen[key] = number
-        missing = [
-            f"{kind} {value!r}"
-            for kind, value, known in (
-                ("document", doc_id, doc_ids),
-                ("query", query_id, query_ids),
-            )
-            if value not in known
-        ]
-        if missing:
-            report.unknown_documents += doc_id not in doc_ids
-            report.unknown_queries += query_id not in query_ids
-            if unknown == "error":
-                raise InputError(path, f"names unknown {' and '.join(missing)}", line=number)
-            if len(report.examples) < 10:
-                report.examples.append(f"line {number}: {' and '.join(missing)}")
-            if unknown == "drop":
-                report.dropped += 1
-                continue
-        report.rows += 1
-        report.relevance_levels[relevance] += 1
-        rows.append(
-            {
-                "query_id": query_id,
-                "doc_id": doc_id,
-                "relevance": relevance,
-                "span_start": span[0],
-                "span_end": span[1],
-            }
-        )
-    return rows, report
+        judgements.add(number, query_id, doc_id, relevance, _span(cells, path, number))
+    return judgements.rows, judgements.report
 
 
 def _span(cells: list[str], path: Path, line: int) -> tuple[int | None, int | None]:
@@ -210,6 +280,133 @@ def _span(cells: list[str], path: Path, line: int) -> tuple[int | None, int | No
     if not 0 <= start <= end:
         raise InputError(path, f"invalid span {start}..{end}", line=line, field="span")
     return start, end
+
+
+# --- PosIR layout ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _QuerySpan:
+    row: int  # of the query in queries.parquet
+    start: int
+    end: int
+    document_chars: int | None  # pos_char_length
+
+
+def _posir_span(record: dict, place: _Place, row: int) -> tuple[int, int] | None:
+    """The query's [start, end], or None when it has none (null, or both ends negative)."""
+    value = record["pos_char_span"]
+    if value is None:
+        return None
+    if isinstance(value, list) and value and all(isinstance(end, list) for end in value):
+        raise place.error(
+            row, f"a list of spans {value!r}; expected one pair [start, end]", "pos_char_span"
+        )
+    ends = [_grade(end) for end in value] if isinstance(value, list) else []
+    if len(ends) != 2 or None in ends:
+        raise place.error(
+            row, f"expected integer offsets [start, end], got {value!r}", "pos_char_span"
+        )
+    start, end = ends
+    if start < 0 and end < 0:
+        return None
+    if not 0 <= start <= end:
+        raise place.error(row, f"invalid span {start}..{end}", "pos_char_span")
+    return start, end
+
+
+def _posir_corpus(path: Path) -> Iterator[tuple[int, dict]]:
+    place = _Place(path, "row")
+    for row, record in read_parquet_rows(path, {"_id": True, "text": True}):
+        values = _string_fields(record, {"_id": True, "text": True}, place, row)
+        yield row, values | {"title": ""}
+
+
+def _posir_queries(
+    path: Path, spans: dict[str, _QuerySpan], counts: Counter
+) -> Iterator[tuple[int, dict]]:
+    """The queries of queries.parquet; each query's span goes into ``spans``."""
+    place = _Place(path, "row")
+    columns = {"_id": True, "text": True, "pos_char_span": True, "pos_char_length": False}
+    for row, record in read_parquet_rows(path, columns):
+        values = _string_fields(record, {"_id": True, "text": True}, place, row)
+        span = _posir_span(record, place, row)
+        if span is None:
+            counts["missing" if record["pos_char_span"] is None else "not_located"] += 1
+        else:
+            spans[values["_id"]] = _QuerySpan(row, *span, _document_chars(record, place, row))
+        yield row, values
+
+
+def _document_chars(record: dict, place: _Place, row: int) -> int | None:
+    """pos_char_length, when the table has it and the row gives it."""
+    value = record.get("pos_char_length")
+    if value is None:
+        return None
+    chars = _grade(value)
+    if chars is None or chars < 0:
+        raise place.error(row, f"expected a character count, got {value!r}", "pos_char_length")
+    return chars
+
+
+def _read_posir_qrels(path: Path, doc_ids, query_ids, unknown: str) -> _Judgements:
+    place = _Place(path, "row")
+    judgements = _Judgements(place, doc_ids, query_ids, unknown)
+    columns = {"query-id": True, "corpus-id": True, "score": True}
+    for row, record in read_parquet_rows(path, columns):
+        ids = _string_fields(record, {"query-id": True, "corpus-id": True}, place, row)
+        relevance = _grade(record["score"])
+        if relevance is None:
+            raise place.error(row, f"not an integer grade: {record['score']!r}", "score")
+        judgements.add(row, ids["query-id"], ids["corpus-id"], relevance)
+    return judgements
+
+
+def _attach_spans(
+    qrels: list[dict],
+    spans: dict[str, _QuerySpan],
+    document_chars: dict[str, int],
+    queries_path: Path,
+    counts: Counter,
+) -> list[str]:
+    """Put each query's span on its one relevant judgement (see the module docstring); the
+    examples of a pos_char_length other than the document's length are returned."""
+    relevant: dict[str, list[dict]] = {}
+    for row in qrels:
+        if row["relevance"] > 0:
+            relevant.setdefault(row["query_id"], []).append(row)
+    mismatches = []
+    for query_id, span in spans.items():
+        judged = relevant.get(query_id, [])
+        if len(judged) != 1:
+            counts["several_relevant" if judged else "no_relevant"] += 1
+            continue
+        (judgement,) = judged
+        chars = document_chars.get(judgement["doc_id"])
+        if chars is None:
+            counts["unknown_document"] += 1
+            continue
+        if span.end > chars:
+            raise RowError(
+                queries_path,
+                f"span {span.start}..{span.end} ends past the text of document "
+                f"{judgement['doc_id']!r}, {chars} characters long",
+                row=span.row,
+                field="pos_char_span",
+            )
+        if span.document_chars is not None and span.document_chars != chars:
+            counts["length_mismatches"] += 1
+            if len(mismatches) < EXAMPLES:
+                mismatches.append(
+                    f"query {query_id!r}: {span.document_chars} for document "
+                    f"{judgement['doc_id']!r} of {chars}"
+                )
+        judgement["span_start"], judgement["span_end"] = span.start, span.end
+        counts["attached"] += 1
+    return mismatches
+
+
+# --- both layouts ---------------------------------------------------------------------------
 
 
 def _unknown_qrels_outcome(report: QrelsReport, policy: str) -> str:
@@ -233,39 +430,61 @@ def ingest(
     qrels_path: Path,
     out_dir: Path,
     unknown_qrels: str = "keep",
+    layout: str = "beir",
 ) -> dict:
-    """Convert BEIR files to ``corpus``, ``queries`` and ``qrels`` Parquet in ``out_dir``.
+    """Convert the files of a dataset in ``layout`` (``beir`` or ``posir``, as
+    irflow.download.dataset_layout names it) to ``corpus``, ``queries`` and ``qrels`` Parquet
+    in ``out_dir``.
 
     Returns the dataset statistics (also written by the caller as JSON).
     """
-
-    doc_ids = _UniqueIds(corpus_path)
+    unit = {"beir": "line", "posir": "row"}[layout]
+    document_chars: dict[str, int] = {}
+    doc_ids = _UniqueIds(_Place(corpus_path, unit))
+    query_ids = _UniqueIds(_Place(queries_path, unit))
     words = Counter()
+    spans: dict[str, _QuerySpan] = {}
+    span_counts = Counter()
+    mismatches: list[str] = []
+    if layout == "beir":
+        corpus_records = read_jsonl(corpus_path, {"_id": True, "title": False, "text": True})
+        query_records = read_jsonl(queries_path, {"_id": True, "text": True})
+    else:
+        corpus_records = _posir_corpus(corpus_path)
+        query_records = _posir_queries(queries_path, spans, span_counts)
 
     def corpus_rows():
-        for line, record in read_jsonl(corpus_path, {"_id": True, "title": False, "text": True}):
-            doc_ids.add(record["_id"], line)
+        for at, record in corpus_records:
+            doc_ids.add(record["_id"], at)
+            document_chars[record["_id"]] = len(record["text"])
             words["docs"] += len(record["title"].split()) + len(record["text"].split())
             yield {"doc_id": record["_id"], "title": record["title"], "text": record["text"]}
 
-    query_ids = _UniqueIds(queries_path)
-
     def query_rows():
-        for line, record in read_jsonl(queries_path, {"_id": True, "text": True}):
-            query_ids.add(record["_id"], line)
+        for at, record in query_records:
+            query_ids.add(record["_id"], at)
             if not record["text"].strip():
-                raise InputError(queries_path, "empty query text", line=line, field="text")
+                raise query_ids.place.error(at, "empty query text", "text")
             words["queries"] += len(record["text"].split())
             yield {"query_id": record["_id"], "text": record["text"]}
 
     # All three tables are staged and only moved into place once every input is valid.
     staging = out_dir / ".staging"
     try:
-        num_docs = _write_batches(corpus_rows(), contracts.CORPUS, staging / "corpus.parquet")
-        num_queries = _write_batches(query_rows(), contracts.QUERIES, staging / "queries.parquet")
-        qrels, report = read_qrels(
-            qrels_path, set(doc_ids.first_line), set(query_ids.first_line), unknown_qrels
+        num_docs = contracts.write_rows(
+            corpus_rows(), contracts.CORPUS, staging / "corpus.parquet", ROWS_PER_BATCH
         )
+        num_queries = contracts.write_rows(
+            query_rows(), contracts.QUERIES, staging / "queries.parquet", ROWS_PER_BATCH
+        )
+        if layout == "beir":
+            qrels, report = read_qrels(qrels_path, document_chars, query_ids.first, unknown_qrels)
+        else:
+            judgements = _read_posir_qrels(
+                qrels_path, document_chars, query_ids.first, unknown_qrels
+            )
+            qrels, report = judgements.rows, judgements.report
+            mismatches = _attach_spans(qrels, spans, document_chars, queries_path, span_counts)
         if not qrels:
             raise InputError(qrels_path, "no judgements")
         contracts.write_table(
@@ -286,7 +505,8 @@ def ingest(
             "; ".join(report.examples),
         )
     judged_queries = {row["query_id"] for row in qrels}
-    return {
+    stats = {
+        "layout": layout,
         "documents": num_docs,
         "queries": num_queries,
         "qrels_rows": report.rows,
@@ -301,4 +521,39 @@ def ingest(
         },
         "mean_document_words": words["docs"] / max(num_docs, 1),
         "mean_query_words": words["queries"] / max(num_queries, 1),
+    }
+    if layout == "posir":
+        stats["spans"] = _span_stats(span_counts, queries_path, mismatches)
+    return stats
+
+
+def _span_stats(counts: Counter, queries_path: Path, mismatches: list[str]) -> dict:
+    """How many queries' spans reached the qrels, and why the others did not; warns of those
+    it had to leave out."""
+    left_out = {
+        key: counts[key]
+        for key in ("missing", "not_located", "no_relevant", "several_relevant", "unknown_document")
+    }
+    if counts["several_relevant"] or counts["no_relevant"] or counts["unknown_document"]:
+        log.warning(
+            "%s: %d spans left out, their query having several relevant judgements, %d none, "
+            "%d a relevant document unknown to the corpus",
+            queries_path,
+            counts["several_relevant"],
+            counts["no_relevant"],
+            counts["unknown_document"],
+        )
+    if mismatches:
+        log.warning(
+            "%s: pos_char_length differs from the document's length in characters for %d "
+            "queries; their spans may count another string: %s",
+            queries_path,
+            counts["length_mismatches"],
+            "; ".join(mismatches),
+        )
+    return {
+        "attached": counts["attached"],
+        "left_out": left_out,
+        "length_mismatches": counts["length_mismatches"],
+        "length_mismatch_examples": mismatches,
     }

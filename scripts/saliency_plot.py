@@ -1,0 +1,13 @@
+"""Snakemake script for rule saliency_plot: see irflow.saliency.saliency_figure."""
+
+from pathlib import Path
+
+import pandas as pd
+from _common import setup_logging
+
+from irflow.plots import save
+from irflow.saliency import saliency_figure
+
+setup_logging(snakemake)
+profiles = pd.concat([pd.read_parquet(path) for path in snakemake.input.profiles])
+save(saliency_figure(profiles), Path(snakemake.output.figure))

@@ -1,0 +1,220 @@
+"""saliency: where in a document a dense model looks, as PosIR's gradient saliency (§5.3).
+
+For a (query, relevant document) pair the query is encoded without gradients; the document's
+word embeddings are fed to the model as ``inputs_embeds`` that require a gradient, and the
+cosine between the two sentence embeddings is differentiated with respect to them. A token's
+saliency is the L2 norm of its gradient. Special tokens ([CLS], [SEP]) and the tokens of a
+document prompt are dropped, the remaining document tokens are divided by their maximum, and
+the per-token profile is averaged into ``bins`` equal relative-position bins. The bins are
+averaged over pairs, one profile per model.
+
+Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
+
+- Relative position is over the *whole* document as the model's tokenizer splits it, not over
+  the model's window. The model reads only its first ``max_seq_length`` tokens (specials and
+  prompt included); the document tokens past that window get saliency exactly 0, and the
+  profile shows where the window ends. PosIR truncates at 2048 tokens and resamples the window,
+  which hides this. Each pair records how many document tokens the window cut.
+- A bin's value is the mean of the per-token profile over the bin, each token covering an equal
+  share 1/n of [0, 1] and weighted by its overlap with the bin. For n >= bins this is the mean of
+  the tokens in the bin (split at the edges); for a document shorter than ``bins`` tokens a bin
+  takes the value of the token that covers it. The mean over bins then equals the mean over
+  tokens, so the share of saliency in the first bins is a share of the document's total. PosIR
+  instead samples the profile by linear interpolation at ``bins`` evenly spaced points, which
+  ignores most tokens of a long document.
+- Normalisation divides by the maximum, as our issue defines it; PosIR first clips at the 99th
+  percentile. A profile whose gradient is zero everywhere stays zero.
+- The model is put in eval mode (no dropout), so the profile is deterministic, and runs on the
+  device and in the dtype it was loaded with; the norms are taken in float32.
+- The window's special tokens are the tokenizer's special ids except [UNK], which is a document
+  token; truncation is assumed to cut the end of the document (the tokenizers' default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from irflow.contracts import document_texts
+from irflow.errors import ConfigError
+
+
+def bin_profile(profile: np.ndarray, bins: int) -> np.ndarray:
+    """The mean of a per-token profile over each of ``bins`` equal bins of [0, 1].
+
+    Token i covers [i/n, (i+1)/n); each bin's value is the integral of that step function over
+    the bin divided by the bin's width, computed from the profile's cumulative sum.
+    """
+    profile = np.asarray(profile, dtype=np.float64)
+    if profile.size == 0:
+        raise ValueError("an empty profile has no bins")
+    knots = np.linspace(0.0, 1.0, profile.size + 1)
+    integral = np.concatenate([[0.0], np.cumsum(profile)]) / profile.size
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return np.diff(np.interp(edges, knots, integral)) * bins
+
+
+@dataclass
+class PairSaliency:
+    """One pair's normalised saliency per document token, zero past the model's window."""
+
+    profile: np.ndarray
+    window_tokens: int  # document tokens the model read
+    cosine: float
+
+    @property
+    def cut_tokens(self) -> int:
+        return self.profile.size - self.window_tokens
+
+
+def _text_tokens(tokenizer, text: str) -> int:
+    # verbose=False: a document longer than the model's window is expected here.
+    return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+def pair_saliency(
+    model, query: str, document: str, query_prompt: str = "", document_prompt: str = ""
+) -> PairSaliency:
+    """Gradient saliency of ``document``'s tokens for its cosine with ``query``.
+
+    ``model`` is a SentenceTransformer whose first module is a Transformer; its own modules
+    (pooling, dense, normalize) turn the token states into the document embedding.
+    """
+    import torch
+
+    transformer = model[0]
+    if not hasattr(transformer, "auto_model"):
+        raise ConfigError(
+            f"saliency needs a model whose first module is a Transformer, not "
+            f"{type(transformer).__name__}"
+        )
+    model.eval()
+    tokenizer = model.tokenizer
+    with torch.no_grad():
+        query_embedding = model.encode(
+            [query], prompt=query_prompt or None, convert_to_tensor=True, show_progress_bar=False
+        )
+
+    features = model.preprocess([document], prompt=document_prompt or None)
+    features = {
+        key: value.to(model.device) if isinstance(value, torch.Tensor) else value
+        for key, value in features.items()
+    }
+    input_ids = features.pop("input_ids")
+    word_embeddings = transformer.auto_model.get_input_embeddings()
+    inputs_embeds = word_embeddings(input_ids).detach().requires_grad_()
+    document_embedding = model({**features, "inputs_embeds": inputs_embeds})["sentence_embedding"]
+    cosine = torch.nn.functional.cosine_similarity(query_embedding, document_embedding)[0]
+    # autograd.grad, not backward: only the input gradient is needed, no parameter gradients.
+    (gradient,) = torch.autograd.grad(cosine, inputs_embeds)
+    norms = gradient[0].float().norm(dim=-1).cpu().numpy()
+
+    ids = input_ids[0].cpu().numpy()
+    special = np.isin(ids, tokenizer.all_special_ids) & (ids != tokenizer.unk_token_id)
+    prompt_tokens = _text_tokens(tokenizer, document_prompt) if document_prompt else 0
+    document_tokens = _text_tokens(tokenizer, document)
+    read = np.flatnonzero(~special)[prompt_tokens:][:document_tokens]
+
+    profile = np.zeros(document_tokens)
+    profile[: read.size] = norms[read]
+    peak = profile.max(initial=0.0)
+    if peak > 0:
+        profile /= peak
+    return PairSaliency(profile, int(read.size), float(cosine.detach()))
+
+
+def saliency_profile(
+    model,
+    pairs: list[tuple[str, str]],
+    name: str,
+    bins: int = 100,
+    query_prompt: str = "",
+    document_prompt: str = "",
+) -> pd.DataFrame:
+    """The mean binned saliency of ``pairs`` of (query text, document text) for one model.
+
+    One row per bin: ``model`` (``name``), ``bin``, ``bin_start``, ``bin_end``, ``saliency``
+    (mean over pairs) and ``saliency_sd`` (its standard deviation), with, on every row, the
+    number of ``pairs``, how many documents were longer than the window (``truncated_pairs``)
+    and the document tokens the window cut in all (``cut_tokens``).
+    """
+    if not pairs:
+        raise ValueError("saliency needs at least one (query, document) pair")
+    results = [pair_saliency(model, q, d, query_prompt, document_prompt) for q, d in pairs]
+    binned = np.stack([bin_profile(result.profile, bins) for result in results])
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    spread = binned.std(axis=0, ddof=1) if len(results) > 1 else np.full(bins, np.nan)
+    return pd.DataFrame(
+        {
+            "model": name,
+            "bin": np.arange(bins),
+            "bin_start": edges[:-1],
+            "bin_end": edges[1:],
+            "saliency": binned.mean(axis=0),
+            "saliency_sd": spread,
+            "pairs": len(results),
+            "truncated_pairs": sum(result.cut_tokens > 0 for result in results),
+            "cut_tokens": sum(result.cut_tokens for result in results),
+        }
+    )
+
+
+def sample_pairs(
+    queries: pd.DataFrame, corpus: pd.DataFrame, qrels: pd.DataFrame, count: int, seed: int
+) -> pd.DataFrame:
+    """``count`` queries drawn with ``seed`` among those with a relevant, non-empty document
+    in the corpus, each with its most relevant document (ties: the smallest doc_id).
+
+    Returns query_id, doc_id, query (text) and document (title and text as models read them),
+    ordered by query_id; all such queries when there are fewer than ``count``.
+    """
+    positive = qrels[qrels["relevance"] > 0]
+    judged = corpus[corpus["doc_id"].isin(positive["doc_id"])]
+    # A null title reads as NaN in pandas; an empty document has no token to place.
+    texts = pd.Series(
+        document_texts(judged["title"].fillna("").tolist(), judged["text"].tolist()),
+        index=judged["doc_id"],
+    )
+    texts = texts[texts != ""]
+    best = (
+        positive[positive["doc_id"].isin(texts.index)]
+        .sort_values(["query_id", "relevance", "doc_id"], ascending=[True, False, True])
+        .drop_duplicates("query_id")
+        .merge(queries.rename(columns={"text": "query"}), on="query_id")
+    )
+    drawn = best.sample(n=min(count, len(best)), random_state=seed).sort_values("query_id")
+    drawn["document"] = texts.loc[drawn["doc_id"]].to_numpy()
+    return drawn[["query_id", "doc_id", "query", "document"]].reset_index(drop=True)
+
+
+def saliency_figure(table: pd.DataFrame):
+    """Mean normalised saliency against relative position in the whole document, one line per
+    model with a band of one standard deviation over pairs (as PosIR's Fig. 6)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2))
+    axis = figure.subplots()
+    for name, line in table.sort_values("bin").groupby("model", sort=True):
+        centre = (line["bin_start"] + line["bin_end"]) / 2
+        pairs, truncated = line["pairs"].iloc[0], line["truncated_pairs"].iloc[0]
+        drawn = axis.plot(
+            centre, line["saliency"], label=f"{name} ({pairs} pairs, {truncated} truncated)"
+        )[0]
+        axis.fill_between(
+            centre,
+            line["saliency"] - line["saliency_sd"],
+            line["saliency"] + line["saliency_sd"],
+            color=drawn.get_color(),
+            alpha=0.15,
+            linewidth=0,
+        )
+    axis.set_xlim(0, 1)
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("relative position in the document (all its tokens)")
+    axis.set_ylabel("mean normalised gradient L2 norm")
+    axis.set_title("Gradient saliency of the relevant document")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    return figure
