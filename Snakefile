@@ -42,14 +42,17 @@ wildcard_constraints:
 
 include: "rules/download.smk"
 include: "rules/positionalize.smk"
+include: "rules/generate.smk"
 include: "rules/ingest.smk"
 include: "rules/filter.smk"
+include: "rules/negatives.smk"
 include: "rules/passages.smk"
 include: "rules/embed.smk"
 include: "rules/index.smk"
 include: "rules/retrieve.smk"
 include: "rules/fuse.smk"
 include: "rules/rerank.smk"
+include: "rules/qc.smk"
 include: "rules/score.smk"
 include: "rules/cost.smk"
 include: "rules/aggregate.smk"
@@ -66,5 +69,8 @@ rule all:
         rules.aggregate.output,
         rules.plots.output,
         rules.database.output,
+        rules.filter_summary.output,
         rules.position_plots.output if POSITION_DATASETS else [],
         rules.saliency_plot.output if SALIENCY_MODELS else [],
+        rules.label_audit_summary.output if AUDITED else [],
+        rules.quality_control_summary.output if QUALITY_CONTROLLED else [],

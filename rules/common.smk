@@ -4,20 +4,49 @@
 from irflow.config import reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
+from irflow.generate import list_generated
 from irflow.passages import document_side
 from irflow.positionalize import list_variants, tokenizer_source
+from irflow.qc import audited_datasets, list_quality_controlled
 
 # Position-controlled variants (PosIR) are datasets built from a base dataset, not downloaded.
 VARIANTS = list_variants(config)
 BASE_DATASETS = sorted(config["datasets"])
-DATASETS = BASE_DATASETS + sorted(VARIANTS)
+# Benchmarks written by a language model from a dataset's corpus (AIR-Bench), not downloaded.
+GENERATED = list_generated(config)
+# Curated copies: a dataset's tables filtered with their own filter block (rules/filter.smk).
+CURATED = {name: spec["dataset"] for name, spec in config["curate"].items()}
+# Quality-controlled copies of generated datasets (AIR-Bench's QC; rules/qc.smk).
+QUALITY_CONTROLLED = list_quality_controlled(config)
+DATASETS = (
+    BASE_DATASETS
+    + sorted(VARIANTS)
+    + sorted(GENERATED)
+    + sorted(CURATED)
+    + sorted(QUALITY_CONTROLLED)
+)
+# Datasets whose labels are audited (rules/qc.smk), and the rerankers that vote.
+AUDITED = audited_datasets(config)
+QC_RERANKERS = config["quality_control"]["rerankers"]
+# Datasets whose system orderings the correlate stage compares: real and generated ones.
+CORRELATED_DATASETS = BASE_DATASETS + sorted(GENERATED) + sorted(QUALITY_CONTROLLED)
 # Datasets whose per-query scores the position analysis places by the relevant span.
 POSITION_DATASETS = sorted(VARIANTS) + config["position_analysis"]["datasets"]
 # Models whose gradient saliency profile (PosIR §5.3) is computed.
 SALIENCY_MODELS = config["position_analysis"]["saliency"]["models"]
-DATASET_SPECS = config["datasets"] | {
-    variant: config["datasets"][spec["dataset"]] for variant, spec in VARIANTS.items()
-}
+DATASET_SPECS = (
+    config["datasets"]
+    | {
+        variant: config["datasets"][spec["dataset"]]
+        for variant, spec in VARIANTS.items()
+    }
+    | {
+        # Generated query ids never name a document: nothing to remove, no unknown qrels.
+        name: {"remove_self_matches": False, "unknown_qrels": "keep"}
+        for name in [*GENERATED, *QUALITY_CONTROLLED]
+    }
+    | {name: config["datasets"][base] for name, base in CURATED.items()}
+)
 RETRIEVERS = config["retrievers"]
 SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
@@ -51,6 +80,20 @@ RUN_STAGE = {
 MANIFESTS = (
     [f"results/manifests/ingest/{d}.json" for d in BASE_DATASETS]
     + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
+    + [f"results/manifests/generate/{g}.json" for g in GENERATED]
+    + [f"results/manifests/curate/{c}.json" for c in CURATED]
+    + [f"results/manifests/quality_control/{q}.json" for q in QUALITY_CONTROLLED]
+    + [
+        f"results/manifests/qc_votes/{q}/{r}.json"
+        for q in QUALITY_CONTROLLED
+        for r in QC_RERANKERS
+    ]
+    + [f"results/manifests/label_audit/{d}.json" for d in AUDITED]
+    + [
+        f"results/manifests/audit_votes/{d}/{r}.json"
+        for d in AUDITED
+        for r in QC_RERANKERS
+    ]
     + [f"results/manifests/filter/{d}.json" for d in DATASETS]
     + [
         f"results/manifests/passages/{d}/{m}.json"
@@ -146,8 +189,12 @@ def embed_inputs(wildcards):
         "texts": texts_to_embed(dataset, model, side),
         "model": model_files(wildcards),
     }
-    if dataset in VARIANTS:
-        base = VARIANTS[dataset]["dataset"]
+    if dataset in VARIANTS or dataset in CURATED or dataset in QUALITY_CONTROLLED:
+        base = (
+            VARIANTS[dataset]["dataset"]
+            if dataset in VARIANTS
+            else CURATED.get(dataset) or QUALITY_CONTROLLED[dataset]["dataset"]
+        )
         inputs["reuse_texts"] = texts_to_embed(base, model, side)
         inputs["reuse_embeddings"] = f"results/embeddings/{base}/{model}/{side}.parquet"
     return inputs
@@ -230,11 +277,8 @@ def database_inputs(wildcards):
         "queries": per_dataset("queries"),
         "qrels": per_dataset("qrels"),
         "filter_audit": per_dataset("filtered/audit"),
-        "passages": [
-            f"results/datasets/{d}/passages/{m}.parquet"
-            for d in DATASETS
-            for m in PASSAGE_MODELS
-        ],
+        "clusters": per_dataset("filtered/clusters"),
+        "filter_summary": ["results/filter_summary.parquet"],
         "runs": [f"results/runs/{d}/{s}.parquet" for d, s in PAIRS],
         "per_query": [f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
         "summary": ["results/summary.parquet"],
@@ -245,11 +289,32 @@ def database_inputs(wildcards):
         "corpus_similarity": ["results/corpus_similarity.parquet"],
         "manifests": MANIFESTS,
     }
+    if PASSAGE_MODELS:  # read_parquet of no file is an error
+        views["passages"] = [
+            f"results/datasets/{d}/passages/{m}.parquet"
+            for d in DATASETS
+            for m in PASSAGE_MODELS
+        ]
     if POSITION_DATASETS:
         views["position_bins"] = ["results/position_bins.parquet"]
         views["psi"] = ["results/psi.parquet"]
     if SALIENCY_MODELS:
         views["saliency"] = [f"results/saliency/{m}.parquet" for m in SALIENCY_MODELS]
+    if config["negatives"]:
+        views["negatives"] = [
+            f"results/negatives/{n}.parquet" for n in config["negatives"]
+        ]
+    if QUALITY_CONTROLLED:
+        views["qc_audit"] = [
+            f"results/qc/{q}/audit.parquet" for q in QUALITY_CONTROLLED
+        ]
+        views["quality_control_summary"] = ["results/quality_control.parquet"]
+    if AUDITED:
+        views["label_audit"] = [
+            f"results/audit/{d}/candidates.parquet" for d in AUDITED
+        ]
+        views["label_audit_hole"] = [f"results/audit/{d}/hole.parquet" for d in AUDITED]
+        views["label_audit_summary"] = ["results/label_audit.parquet"]
     return views
 
 
@@ -290,3 +355,51 @@ def position_groups():
 
 def passages_tokenizer(wildcards):
     return tokenizer_source(wildcards.model, config["models"])
+
+
+def generate_inputs(wildcards):
+    """The source dataset's corpus, the prompts file and a local tokenizer's files, so that
+    editing any of them regenerates (the answer cache makes unchanged prompts free)."""
+    spec = GENERATED[wildcards.dataset]
+    base = f"results/datasets/{spec['dataset']}"
+    tokenizer = (
+        tokenizer_files(tokenizer_source(spec["tokenizer"], config["models"]))
+        if spec["chunk_tokens"] and spec["tokenizer"]
+        else []
+    )
+    return {
+        "base_source": f"{base}/source.json",
+        "corpus": f"{base}/corpus.parquet",
+        "prompts": prompts_file(spec),
+        "tokenizer": tokenizer,
+    }
+
+
+def prompts_file(spec):
+    """A relative prompts path is looked up in the working directory, then beside the
+    Snakefile, so the shipped config/prompts are found from any working directory."""
+    path = Path(spec["prompts"])
+    if not path.is_absolute() and not path.exists():
+        shipped = Path(workflow.basedir) / path
+        if shipped.exists():
+            return str(shipped)
+    return str(path)
+
+
+def filter_rules(wildcards):
+    """A curated dataset's own filter block, or the top-level one."""
+    if wildcards.dataset in CURATED:
+        return config["curate"][wildcards.dataset]["filter"]
+    return config["filter"]
+
+
+def negatives_inputs(wildcards):
+    spec = config["negatives"][wildcards.export]
+    base = f"results/datasets/{spec['dataset']}"
+    return {
+        "source": f"{base}/source.json",
+        "run": f"results/runs/{spec['dataset']}/{spec['system']}.parquet",
+        "qrels": f"{base}/qrels.parquet",
+        "queries": f"{base}/filtered/queries.parquet",
+        "corpus": f"{base}/filtered/corpus.parquet",
+    }

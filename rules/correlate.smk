@@ -21,7 +21,7 @@ rule correlate:
         summary="results/summary.parquet",
         per_query="results/per_query.parquet",
         unigrams=expand(
-            "results/datasets/{dataset}/unigrams.parquet", dataset=BASE_DATASETS
+            "results/datasets/{dataset}/unigrams.parquet", dataset=CORRELATED_DATASETS
         ),
         reference=(
             [config["correlation"]["reference"]]
@@ -39,7 +39,8 @@ rule correlate:
         "../envs/data.yaml"
     params:
         settings=config["correlation"],
-        datasets=BASE_DATASETS,
+        # Real datasets, and generated ones (with their quality-controlled copies) to compare.
+        datasets=CORRELATED_DATASETS,
         # Each length bucket's ranking against the dataset a positionalize block was built from.
         buckets={spec["block"]: [spec["dataset"]] for spec in VARIANTS.values()},
     script:

@@ -1,5 +1,32 @@
-# filter: drop empty, out-of-bounds and duplicate documents (judged ones are flagged, not
-# dropped, by default) and keep the queries that have judgements in the split.
+# filter: drop empty, out-of-bounds and duplicate documents, and, when configured, documents
+# failing the quality filters and near-duplicates (judged ones are flagged, not dropped, by
+# default); keep the queries that have judgements in the split.
+# curate: a curated dataset starts from its base dataset's tables and is filtered with its own
+# filter block. filter_summary: what every filter removed and flagged, for the report.
+
+
+rule curate:
+    input:
+        source=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/source.json",
+        corpus=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/corpus.parquet",
+        queries=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/queries.parquet",
+        qrels=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/qrels.parquet",
+    output:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/corpus.parquet",
+        queries="results/datasets/{dataset}/queries.parquet",
+        qrels="results/datasets/{dataset}/qrels.parquet",
+        manifest="results/manifests/curate/{dataset}.json",
+    log:
+        "results/logs/curate/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(CURATED),
+    conda:
+        "../envs/data.yaml"
+    params:
+        base=lambda wc: CURATED[wc.dataset],
+    script:
+        "../scripts/curate.py"
 
 
 rule filter:
@@ -12,12 +39,42 @@ rule filter:
         corpus="results/datasets/{dataset}/filtered/corpus.parquet",
         queries="results/datasets/{dataset}/filtered/queries.parquet",
         audit="results/datasets/{dataset}/filtered/audit.parquet",
+        clusters="results/datasets/{dataset}/filtered/clusters.parquet",
         manifest="results/manifests/filter/{dataset}.json",
     log:
         "results/logs/filter/{dataset}.log",
     conda:
         "../envs/data.yaml"
     params:
-        rules=config["filter"],
+        rules=filter_rules,
     script:
         "../scripts/filter.py"
+
+
+rule filter_summary:
+    input:
+        corpus=expand("results/datasets/{dataset}/corpus.parquet", dataset=DATASETS),
+        filtered=expand(
+            "results/datasets/{dataset}/filtered/corpus.parquet", dataset=DATASETS
+        ),
+        audit=expand(
+            "results/datasets/{dataset}/filtered/audit.parquet", dataset=DATASETS
+        ),
+        clusters=expand(
+            "results/datasets/{dataset}/filtered/clusters.parquet", dataset=DATASETS
+        ),
+    output:
+        summary="results/filter_summary.parquet",
+        table=report(
+            "results/report/filter_table.html",
+            caption="../report/filter_table.rst",
+            category="Tables",
+        ),
+    log:
+        "results/logs/filter_summary.log",
+    conda:
+        "../envs/data.yaml"
+    params:
+        datasets=DATASETS,
+    script:
+        "../scripts/filter_summary.py"

@@ -5,6 +5,7 @@ import logging
 import sys
 from pathlib import Path
 
+from irflow import contracts
 from irflow.errors import UserError
 from irflow.manifest import Manifest
 
@@ -44,3 +45,34 @@ def start_job(snakemake, stage: str) -> Manifest:
     if hasattr(snakemake.input, "source"):
         facts["dataset_checksum"] = json.loads(Path(snakemake.input.source).read_text())["checksum"]
     return Manifest(snakemake.output.manifest, **facts)
+
+
+def write_dataset_tables(tables, out) -> None:
+    """The corpus, queries and qrels of ``tables`` (attributes of those names) as the
+    contracts' Parquet files at the rule's outputs of the same names."""
+    for name, schema in (
+        ("corpus", contracts.CORPUS),
+        ("queries", contracts.QUERIES),
+        ("qrels", contracts.QRELS),
+    ):
+        contracts.write_frame(getattr(tables, name), Path(out[name]), schema)
+
+
+def write_dataset_record(
+    snakemake, base_name: str, base: dict, checksum: str, stats: dict, provenance: dict
+) -> dict:
+    """stats.json and source.json of a dataset made from dataset ``base_name`` (whose
+    source.json is ``base``): a variant, a generated or a checked benchmark. Downstream jobs
+    read only the checksum; ``provenance`` says how the dataset was made. Returns the stats."""
+    out = snakemake.output
+    stats = stats | {"base_dataset": base_name, "dataset_checksum": checksum}
+    Path(out.stats).write_text(json.dumps(stats, indent=2) + "\n")
+    source = {
+        "dataset": snakemake.wildcards.dataset,
+        "base_dataset": base_name,
+        "split": base["split"],
+        "checksum": checksum,
+        "base_checksum": base["checksum"],
+    } | provenance
+    Path(out.source).write_text(json.dumps(source, indent=2) + "\n")
+    return stats

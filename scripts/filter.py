@@ -17,6 +17,7 @@ counts = run_filter(
     Path(out.corpus),
     Path(out.queries),
     Path(out.audit),
+    Path(out.clusters),
 )
 logging.getLogger("irflow.filter").info("%s", counts)
 manifest.add(**counts)

@@ -4,9 +4,8 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from _common import start_job
+from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow import contracts
 from irflow.positionalize import (
     Positionalizer,
     load_tokenizer,
@@ -30,26 +29,15 @@ maker = Positionalizer(
     spec["seed"],
 )
 variant = maker.variant(spec["length"], spec["position"])
-for name, schema in (
-    ("corpus", contracts.CORPUS),
-    ("queries", contracts.QUERIES),
-    ("qrels", contracts.QRELS),
-):
-    contracts.write_frame(getattr(variant, name), Path(out[name]), schema)
-
-stats = variant.stats | {"base_dataset": spec["dataset"], "dataset_checksum": checksum}
-Path(out.stats).write_text(json.dumps(stats, indent=2) + "\n")
-# Downstream jobs read only the checksum; the rest says where the variant comes from.
-source = {
-    "dataset": snakemake.wildcards.dataset,
-    "base_dataset": spec["dataset"],
-    "split": base["split"],
-    "checksum": checksum,
-    "base_checksum": base["checksum"],
-    "positionalize": spec,
-    "tokenizer": tokenizer_record,
-}
-Path(out.source).write_text(json.dumps(source, indent=2) + "\n")
+write_dataset_tables(variant, out)
+stats = write_dataset_record(
+    snakemake,
+    spec["dataset"],
+    base,
+    checksum,
+    variant.stats,
+    {"positionalize": spec, "tokenizer": tokenizer_record},
+)
 manifest.add(
     dataset_checksum=checksum,
     base_checksum=base["checksum"],

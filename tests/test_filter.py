@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
-from conftest import write_beir
+import os
 
-from irflow.filter import run_filter
+import pyarrow.parquet as pq
+from conftest import REPO, write_beir
+
+from irflow.config import load_schema, validate_config
+from irflow.dedup import CLUSTERS
+from irflow.filter import copy_tables, filter_table_html, run_filter, summarize_filters
 from irflow.ingest import ingest
 
 CORPUS = [
@@ -27,8 +31,8 @@ RULES = {
 }
 
 
-def filtered(tmp_path, **rules):
-    folder = write_beir(tmp_path / "raw", CORPUS, QUERIES, QRELS)
+def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, **rules):
+    folder = write_beir(tmp_path / "raw", corpus, QUERIES, qrels)
     data = tmp_path / "data"
     ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
     out = tmp_path / "out"
@@ -57,11 +61,23 @@ def test_drops_are_audited_and_judged_documents_flagged(tmp_path):
         "e": ("flag", "empty", True),
         "f": ("flag", "exact duplicate", True),
     }
+    assert {k: (v["filter"], v["value"]) for k, v in audit.items()} == {
+        "a": ("empty", 0.0),
+        "c": ("exact_duplicate", None),
+        "d": ("max_words", 50.0),
+        "e": ("empty", 0.0),
+        "f": ("exact_duplicate", None),
+    }
     assert counts | {"rules": None} == {
         "documents_in": 6,
         "documents_out": 3,
         "dropped": 3,
         "flagged": 2,
+        "by_filter": {
+            "empty": {"dropped": 1, "flagged": 1},
+            "exact_duplicate": {"dropped": 1, "flagged": 1},
+            "max_words": {"dropped": 1, "flagged": 0},
+        },
         "queries_scored": 2,
         "rules": None,
     }
@@ -84,3 +100,104 @@ def test_rules_can_be_switched_off(tmp_path):
 def test_only_judged_queries_are_scored(tmp_path):
     _, _, queries, _ = filtered(tmp_path)
     assert queries == ["q1", "q2"]  # q2's only judgement is grade 0: still judged
+
+
+def schema_rules(**quality) -> dict:
+    """The validated ``filter`` block with the named quality filters on."""
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "retrievers": {"r": {"type": "bm25"}},
+        "filter": {"quality": {name: {"enabled": True} for name in quality}},
+    }
+    return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))["filter"]
+
+
+PROSE = "The cells divide when the growth factors in the medium reach their threshold."
+QUALITY_CORPUS = [
+    {"_id": "good", "title": "Growth", "text": PROSE},
+    {"_id": "numbers", "title": "", "text": "12 13 14 15 16 17 18 19 20 21 22"},
+    {"_id": "short", "title": "", "text": "the cells"},
+    {"_id": "judged", "title": "", "text": "1 2 3 4 5 6 7 8 9 10 11"},
+]
+
+
+def test_quality_filters_audit_every_failure_with_its_value(tmp_path):
+    rules = schema_rules(words=True, words_without_letter=True, stop_words=True)
+    corpus, audit_rows, _, counts = filtered(
+        tmp_path, corpus=QUALITY_CORPUS, qrels=[("q1", "judged", 1)], **rules
+    )
+    assert corpus == ["good", "judged"]
+    audit = pq.read_table(tmp_path / "out" / "audit.parquet").to_pylist()
+    assert [(r["doc_id"], r["filter"], r["value"], r["action"]) for r in audit] == [
+        ("numbers", "words_without_letter", 1.0, "drop"),
+        ("numbers", "stop_words", 0.0, "drop"),
+        ("short", "words", 2.0, "drop"),
+        ("judged", "words_without_letter", 1.0, "flag"),
+        ("judged", "stop_words", 0.0, "flag"),
+    ]
+    assert audit[0]["reason"] == "words_without_letter 1 > 0.2"
+    assert counts["dropped"] == 2 and counts["flagged"] == 1
+    assert counts["by_filter"] == {
+        "words_without_letter": {"dropped": 1, "flagged": 1},
+        "stop_words": {"dropped": 1, "flagged": 1},
+        "words": {"dropped": 1, "flagged": 0},
+    }
+
+
+def test_a_document_the_basic_rules_drop_is_not_measured_further(tmp_path):
+    rules = schema_rules(words=True)
+    _, audit, _, _ = filtered(tmp_path, **rules)
+    assert audit["a"]["filter"] == "empty"  # one row: no "words" row besides it
+    rows = pq.read_table(tmp_path / "out" / "audit.parquet").column("doc_id").to_pylist()
+    assert rows.count("a") == 1
+
+
+def test_default_schema_rules_change_nothing(tmp_path):
+    """With the schema's defaults (every new filter off) the output is what it always was."""
+    corpus, audit, _, counts = filtered(tmp_path, corpus=QUALITY_CORPUS, **schema_rules())
+    assert corpus == ["good", "numbers", "short", "judged"]
+    assert audit == {} and "by_filter" not in counts
+
+
+def test_summary_counts_each_filter_and_the_total_once_per_document(tmp_path):
+    rules = schema_rules(words=True, words_without_letter=True, stop_words=True)
+    filtered(tmp_path, corpus=QUALITY_CORPUS, qrels=[("q1", "judged", 1)], **rules)
+    out = tmp_path / "out"
+    (out / "clusters.parquet").parent.mkdir(exist_ok=True)
+    pq.write_table(CLUSTERS.empty_table(), out / "clusters.parquet")
+    paths = {
+        "corpus": tmp_path / "data" / "corpus.parquet",
+        "filtered": out / "corpus.parquet",
+        "audit": out / "audit.parquet",
+        "clusters": out / "clusters.parquet",
+    }
+    rows = summarize_filters({"tiny": paths}).to_pylist()
+    # In the order the filters run; "numbers" failed two filters but is one document.
+    assert [(r["filter"], r["dropped"], r["flagged"]) for r in rows] == [
+        ("words", 1, 0),
+        ("words_without_letter", 1, 1),
+        ("stop_words", 1, 1),
+        ("total", 2, 1),
+    ]
+    assert {(r["documents_in"], r["documents_out"], r["clusters"]) for r in rows} == {(4, 2, 0)}
+    html = filter_table_html(summarize_filters({"tiny": paths}))
+    assert "<th>words_without_letter</th>\n      <td>1 / 1</td>" in html
+    assert "<th>documents out</th>\n      <td>2</td>" in html
+
+
+def test_a_curated_dataset_copies_its_base_tables(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    sources = [base / "corpus.parquet", base / "source.json"]
+    sources[0].write_bytes(b"PAR1 corpus")
+    sources[1].write_text('{"checksum": "x"}')
+    targets = [tmp_path / "curated" / "corpus.parquet", tmp_path / "curated" / "source.json"]
+    copy_tables(sources, targets)
+    assert [t.read_bytes() for t in targets] == [s.read_bytes() for s in sources]
+    # Dating the copy (as Snakemake dates a job's outputs) leaves the base as it was.
+    before = sources[0].stat().st_mtime_ns
+    os.utime(targets[0], ns=(before + 10**9, before + 10**9))
+    assert sources[0].stat().st_mtime_ns == before
+    sources[0].write_bytes(b"PAR1 changed")
+    copy_tables(sources, targets)
+    assert targets[0].read_bytes() == b"PAR1 changed"

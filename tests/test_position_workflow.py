@@ -51,6 +51,7 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
             "minilm-maxp": {"type": "dense", "model": "minilm-maxp"},
         },
         "metrics": ["ndcg_cut.10", "recall.100"],
+        "report_metrics": ["ndcg_cut_10"],
         "positionalize": {
             "pos": {
                 "dataset": "sub",

@@ -94,6 +94,8 @@ PATTERNS = {
     "queries": (r"datasets/([^/]+)/queries\.parquet$", ["dataset"]),
     "qrels": (r"datasets/([^/]+)/qrels\.parquet$", ["dataset"]),
     "filter_audit": (r"datasets/([^/]+)/filtered/audit\.parquet$", ["dataset"]),
+    "clusters": (r"datasets/([^/]+)/filtered/clusters\.parquet$", ["dataset"]),
+    "negatives": (r"negatives/([^/]+)\.parquet$", ["export"]),
     "passages": (r"datasets/([^/]+)/passages/([^/]+)\.parquet$", ["dataset", "model"]),
     "runs": (r"runs/([^/]+)/([^/]+)\.parquet$", ["dataset", "system"]),
     "per_query": (r"scores/([^/]+)/([^/]+)\.parquet$", ["dataset", "system"]),
@@ -124,7 +126,8 @@ def build_database(db_path: Path, files: dict[str, list]) -> None:
     tmp.unlink(missing_ok=True)
     with duckdb.connect(str(tmp)) as db:
         for name, paths in files.items():
-            db.execute(_view(name, paths))
+            if paths:  # DuckDB cannot read no files (e.g. passages when no model has any)
+                db.execute(_view(name, paths))
         if "runs" in files:
             pattern, _ = PATTERNS["runs"]
             db.execute(

@@ -16,6 +16,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from irflow.errors import ConfigError
 from irflow.positionalize import list_variants
+from irflow.qc import quality_control_problems
 
 # How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
 PATH_PREFIXES = ("/", "./", "../", "~")
@@ -204,12 +205,18 @@ def _cross_references(config: dict) -> list[str]:
         if saliency["dataset"] not in known:
             path = "position_analysis.saliency.dataset"
             problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
+    problems += _generate_problems(config)
+    problems += _curation_problems(config)
+    problems += quality_control_problems(config, system_kinds(config))
     correlation = config["correlation"]
+    # Generated datasets and their quality-controlled copies are compared with real ones.
+    comparable = set(config["datasets"]) | set(config["generate"])
+    comparable |= set(config["quality_control"]["generated"])
     for group, datasets in correlation["benchmarks"].items():
         for dataset in datasets:
-            if dataset not in config["datasets"]:
+            if dataset not in comparable:
                 path = f"correlation.benchmarks.{group}"
-                problems.append(_missing_key(path, dataset, "datasets", config["datasets"]))
+                problems.append(_missing_key(path, dataset, "datasets", comparable))
     if correlation["bootstrap"] is not None:
         for side in ("left", "right"):
             group = correlation["bootstrap"][side]
@@ -217,6 +224,55 @@ def _cross_references(config: dict) -> list[str]:
                 path = f"correlation.bootstrap.{side}"
                 known = correlation["benchmarks"]
                 problems.append(_missing_key(path, group, "correlation.benchmarks", known))
+    return problems
+
+
+def _generate_problems(config: dict) -> list[str]:
+    """The generate blocks: a known source dataset, a new name, a model to ask."""
+    problems = []
+    taken = set(config["datasets"]) | set(list_variants(config)) | set(config.get("curate", {}))
+    for name, spec in config["generate"].items():
+        if spec["dataset"] not in config["datasets"]:
+            path = f"generate.{name}.dataset"
+            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+        if name in taken:
+            problems.append(f"config key 'generate.{name}': the name is already a dataset's")
+        low, high = spec["negatives"]
+        if low > high:
+            problems.append(
+                f"config key 'generate.{name}.negatives': the least ({low}) exceeds the most "
+                f"({high})"
+            )
+        if spec["chunk_tokens"] is not None and spec["overlap"] >= spec["chunk_tokens"]:
+            problems.append(
+                f"config key 'generate.{name}.overlap': {spec['overlap']} must be less than "
+                f"chunk_tokens ({spec['chunk_tokens']})"
+            )
+    if config["generate"] and not config["llm"]["model"]:
+        problems.append("config key 'llm.model': needed by 'generate'; name the model to ask")
+    return problems
+
+
+def _curation_problems(config: dict) -> list[str]:
+    """The curate blocks (a known dataset, a new name) and the negatives blocks (a known
+    dataset and system)."""
+    problems = []
+    datasets = set(config["datasets"]) | set(list_variants(config))
+    for name, spec in config["curate"].items():
+        if spec["dataset"] not in config["datasets"]:
+            path = f"curate.{name}.dataset"
+            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+        if name in datasets | set(config["generate"]):
+            problems.append(f"config key 'curate.{name}': the name is already a dataset's")
+    datasets |= set(config["curate"]) | set(config["generate"])
+    systems = system_kinds(config)
+    for name, spec in config["negatives"].items():
+        if spec["dataset"] not in datasets:
+            path = f"negatives.{name}.dataset"
+            problems.append(_missing_key(path, spec["dataset"], "datasets", datasets))
+        if spec["system"] not in systems:
+            path = f"negatives.{name}.system"
+            problems.append(_missing_key(path, spec["system"], "systems", systems))
     return problems
 
 

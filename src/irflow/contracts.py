@@ -8,7 +8,10 @@ queries     query_id, text                                     one row per query
 qrels       query_id, doc_id, relevance, span_start, span_end  one row per judgement;
             the span columns are character offsets of the relevant passage in the
             document text, null when the collection gives none
-audit       doc_id, action, reason, judged                     one row per filter decision
+audit       doc_id, action, reason, judged, filter, value      one row per filter decision:
+            the filter's name and the value it measured (null when none, e.g. an
+            exact duplicate); a document failing several quality filters has a row
+            for each (see irflow.filter)
 passages    passage_id, doc_id, title, text                    a document's passages for
             the long-document strategies, in corpus order (see irflow.passages)
 embeddings  id, vector (fixed-size list of float32)            queries, documents or
@@ -25,6 +28,13 @@ summary     dataset, system, metric, value, queries            each metric over 
             gm_*; quality metrics only (cost is its own table)
 
 Tables of the analysis stages (one file each, not read by another stage's contract):
+clusters       dataset's near-duplicate clusters: cluster (the kept doc_id), doc_id, position,
+               kept, judged, jaccard, estimated_jaccard, size (see irflow.dedup)
+filter_summary dataset, filter, dropped, flagged, documents_in, documents_out, clusters
+               (see irflow.filter)
+negatives      query_id, query, positive_id, positive, positive_score, negative_ids,
+               negatives, negative_scores, negative_ranks: hard-negative training triples
+               (see irflow.negatives)
 significance   family, dataset, metric, system_a, system_b, queries, mean_a, mean_b,
                difference, t and randomization p-values raw and Holm-corrected, effect_size,
                randomization_p_floor (1 / (permutations + 1)) and whether a p sits at it
@@ -91,6 +101,8 @@ AUDIT = pa.schema(
         ("action", pa.string()),
         ("reason", pa.string()),
         ("judged", pa.bool_()),
+        ("filter", pa.string()),
+        ("value", pa.float64()),
     ]
 )
 RUN = pa.schema(

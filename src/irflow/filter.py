@@ -1,77 +1,162 @@
-"""filter: drop empty, out-of-bounds and duplicate documents; pick the queries to score.
+"""filter: drop empty, out-of-bounds, duplicate and low-quality documents; pick the queries to
+score.
 
-Every decision lands in an audit table with its reason. A judged document is never dropped
-silently: by default it is kept and flagged, so published numbers stay comparable.
+Every decision lands in an audit table with the filter that made it, the value it measured and
+a readable reason. A judged document is never dropped silently: by default it is kept and
+flagged, so published numbers stay comparable.
+
+The basic rules (empty, word bounds, exact duplicates) decide first and alone, as they always
+have. A document they keep is then measured by every enabled quality filter
+(``irflow.quality``), each failure its own audit row, so the audit tells how many documents
+each filter would remove on its own. Near-duplicates (``irflow.dedup``) are found last, among
+the documents still kept, because a cluster needs the whole corpus.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import os
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irflow import contracts
+from irflow.dedup import CLUSTERS, NearDuplicateFinder
+from irflow.quality import build_checks, check_order, failed_checks
 
 BATCH_ROWS = 50_000
 
+# The basic rules' names in the audit, in the order they decide.
+BASIC_FILTERS = ("empty", "min_words", "max_words", "exact_duplicate")
+# A failed rule: (filter name, measured value or None, reason).
+Failure = tuple[str, float | None, str]
 
-def _decide(title: str, text: str, rules: dict, seen: set[bytes]) -> str | None:
-    """The reason to drop a document, or None to keep it."""
+
+def _decide(title: str, text: str, rules: dict, seen: set[bytes]) -> Failure | None:
+    """The basic rule that drops a document, or None to keep it."""
     words = len(title.split()) + len(text.split())
     if rules["drop_empty"] and words == 0:
-        return "empty"
+        return "empty", float(words), "empty"
     if rules["min_words"] is not None and words < rules["min_words"]:
-        return f"shorter than {rules['min_words']} words"
+        return "min_words", float(words), f"shorter than {rules['min_words']} words"
     if rules["max_words"] is not None and words > rules["max_words"]:
-        return f"longer than {rules['max_words']} words"
+        return "max_words", float(words), f"longer than {rules['max_words']} words"
     if rules["drop_duplicates"]:
         digest = hashlib.blake2b(f"{title}\0{text}".encode(), digest_size=16).digest()
         if digest in seen:
-            return "exact duplicate"
+            return "exact_duplicate", None, "exact duplicate"
         seen.add(digest)
     return None
 
 
+def _near_duplicate_finder(rules: dict) -> NearDuplicateFinder | None:
+    spec = rules.get("near_duplicates") or {}
+    if not spec.get("enabled"):
+        return None
+    return NearDuplicateFinder(
+        shingle_words=spec["shingle_words"],
+        permutations=spec["permutations"],
+        threshold=spec["threshold"],
+        seed=spec["seed"],
+    )
+
+
+def _texts_at(corpus_path: Path, positions: set[int]) -> dict[int, str]:
+    """The document texts at these corpus rows."""
+    texts, offset = {}, 0
+    for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS, columns=["title", "text"]):
+        wanted = [p - offset for p in positions if offset <= p < offset + batch.num_rows]
+        if wanted:
+            titles, bodies = batch.column("title"), batch.column("text")
+            for i in wanted:
+                texts[offset + i] = contracts.document_text(titles[i].as_py(), bodies[i].as_py())
+        offset += batch.num_rows
+    return texts
+
+
 def filter_corpus(
     corpus_path: Path, judged: set[str], rules: dict, out_path: Path
-) -> tuple[pa.Table, dict]:
-    """Stream the corpus through the rules; return the audit table and counts."""
-    audit: list[dict] = []
+) -> tuple[pa.Table, pa.Table, dict]:
+    """Decide every document, then write the kept ones; return the audit table, the
+    near-duplicate clusters and the counts."""
+    checks = build_checks(rules.get("quality") or {})
+    finder = _near_duplicate_finder(rules)
+    flag_judged = rules["judged"] == "flag"
+    audit: list[tuple[int, dict]] = []  # (corpus row, audit row)
+    keep: list[bool] = []
     seen: set[bytes] = set()
-    counts = {"documents_in": 0, "documents_out": 0, "dropped": 0, "flagged": 0}
 
-    def kept_batches() -> Iterator[pa.RecordBatch]:
-        for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS):
-            keep = []
-            for doc_id, title, text in zip(
-                *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
-            ):
-                reason = _decide(title, text, rules, seen)
-                is_judged = doc_id in judged
-                action = "keep"
-                if reason is not None:
-                    action = "flag" if is_judged and rules["judged"] == "flag" else "drop"
-                    audit.append(
-                        {"doc_id": doc_id, "action": action, "reason": reason, "judged": is_judged}
-                    )
-                keep.append(action != "drop")
-            counts["documents_in"] += batch.num_rows
-            yield batch.filter(pa.array(keep, pa.bool_()))
+    def record(position: int, doc_id: str, is_judged: bool, failures: list[Failure]) -> str:
+        action = "flag" if is_judged and flag_judged else "drop"
+        for name, value, reason in failures:
+            row = {"doc_id": doc_id, "action": action, "reason": reason, "judged": is_judged}
+            audit.append((position, row | {"filter": name, "value": value}))
+        return action
+
+    for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS):
+        for doc_id, title, text in zip(
+            *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
+        ):
+            position, is_judged = len(keep), doc_id in judged
+            basic = _decide(title, text, rules, seen)
+            document = contracts.document_text(title, text) if checks or finder else ""
+            failures = [basic] if basic else failed_checks(document, checks)
+            kept = not failures or record(position, doc_id, is_judged, failures) == "flag"
+            keep.append(kept)
+            if kept and finder is not None:
+                finder.add(position, doc_id, document, is_judged)
+
+    clusters = CLUSTERS.empty_table()
+    if finder is not None and (groups := finder.groups()):
+        clusters = finder.clusters(_texts_at(corpus_path, {p for g in groups for p in g}))
+        for row in clusters.to_pylist():
+            if not row["kept"]:
+                reason = f"near duplicate of {row['cluster']} (Jaccard {row['jaccard']:.3f})"
+                failure = ("near_duplicate", row["jaccard"], reason)
+                action = record(row["position"], row["doc_id"], row["judged"], [failure])
+                keep[row["position"]] = action == "flag"
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
+    offset = 0
     with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
-        for batch in kept_batches():
-            counts["documents_out"] += batch.num_rows
-            writer.write_batch(batch)
+        for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS):
+            mask = pa.array(keep[offset : offset + batch.num_rows], pa.bool_())
+            writer.write_batch(batch.filter(mask))
+            offset += batch.num_rows
     tmp.replace(out_path)
+
+    audit.sort(key=lambda item: item[0])  # corpus order; near-duplicates were decided last
+    rows = [row for _, row in audit]
+    order = [*BASIC_FILTERS, *(check.name for check in checks), "near_duplicate"]
+    counts = _counts(keep, rows, clusters, order)
+    return pa.Table.from_pylist(rows, contracts.AUDIT), clusters, counts
+
+
+def _counts(keep: list[bool], audit: list[dict], clusters: pa.Table, order: list[str]) -> dict:
+    """Documents in, out, dropped and flagged, and per filter (in the order they run) the
+    documents it dropped and the judged ones it flagged (a document failing two filters counts
+    under both)."""
+    actions = {row["doc_id"]: row["action"] for row in audit}
+    by_filter = {name: {"dropped": 0, "flagged": 0} for name in order}
     for row in audit:
-        counts["dropped" if row["action"] == "drop" else "flagged"] += 1
-    return pa.Table.from_pylist(audit, contracts.AUDIT), counts
+        by_filter[row["filter"]]["dropped" if row["action"] == "drop" else "flagged"] += 1
+    by_filter = {name: tally for name, tally in by_filter.items() if any(tally.values())}
+    counts = {
+        "documents_in": len(keep),
+        "documents_out": sum(keep),
+        "dropped": sum(1 for a in actions.values() if a == "drop"),
+        "flagged": sum(1 for a in actions.values() if a == "flag"),
+    }
+    if by_filter:
+        counts["by_filter"] = by_filter
+    if clusters.num_rows:
+        counts["near_duplicate_clusters"] = len(set(clusters.column("cluster").to_pylist()))
+    return counts
 
 
 def queries_to_score(queries_path: Path, qrels_path: Path) -> pa.Table:
@@ -89,10 +174,101 @@ def run_filter(
     out_corpus: Path,
     out_queries: Path,
     out_audit: Path,
+    out_clusters: Path | None = None,
 ) -> dict:
     judged = set(pq.read_table(qrels, columns=["doc_id"]).column("doc_id").to_pylist())
-    audit, counts = filter_corpus(corpus, judged, rules, out_corpus)
+    audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus)
     contracts.write_table(audit, out_audit, contracts.AUDIT)
+    if out_clusters is not None:
+        contracts.write_table(clusters, out_clusters, CLUSTERS)
     scored = queries_to_score(queries, qrels)
     contracts.write_table(scored, out_queries, contracts.QUERIES)
     return counts | {"queries_scored": scored.num_rows, "rules": rules}
+
+
+def copy_tables(sources: list[Path], targets: list[Path]) -> None:
+    """Give a curated dataset its base dataset's tables, each replaced atomically.
+
+    Copies, not hard links: Snakemake sets the modification time of a job's outputs, and on a
+    hard link that would date the base dataset's files too, so the base would be filtered and
+    everything after it recomputed on the next run."""
+    for source, target in zip(sources, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+
+
+FILTER_SUMMARY = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("filter", pa.string()),  # "total": documents any filter dropped or flagged
+        ("dropped", pa.int64()),
+        ("flagged", pa.int64()),
+        ("documents_in", pa.int64()),
+        ("documents_out", pa.int64()),
+        ("clusters", pa.int64()),  # near-duplicate clusters found
+    ]
+)
+
+
+def summarize_filters(datasets: dict[str, dict[str, Path]]) -> pa.Table:
+    """Per dataset and filter, the documents it dropped and the judged ones it flagged (a
+    document failing two filters counts under both; "total" counts each document once), with
+    the corpus sizes before and after and the number of near-duplicate clusters.
+
+    ``datasets`` maps a dataset to its ``corpus``, ``filtered`` corpus, ``audit`` and
+    ``clusters`` files."""
+    rows = []
+    for dataset, paths in datasets.items():
+        audit = pq.read_table(paths["audit"]).to_pylist()
+        clusters = pq.read_table(paths["clusters"], columns=["cluster"]).column("cluster")
+        shared = {
+            "dataset": dataset,
+            "documents_in": pq.ParquetFile(paths["corpus"]).metadata.num_rows,
+            "documents_out": pq.ParquetFile(paths["filtered"]).metadata.num_rows,
+            "clusters": len(pc.unique(clusters)),
+        }
+        tallies: dict[str, dict[str, int]] = {}
+        for row in audit:
+            tally = tallies.setdefault(row["filter"], {"dropped": 0, "flagged": 0})
+            tally["dropped" if row["action"] == "drop" else "flagged"] += 1
+        actions = {row["doc_id"]: row["action"] for row in audit}
+        tallies["total"] = {
+            "dropped": sum(1 for a in actions.values() if a == "drop"),
+            "flagged": sum(1 for a in actions.values() if a == "flag"),
+        }
+        rows += [shared | {"filter": name} | tallies[name] for name in sorted(tallies, key=_order)]
+    return pa.Table.from_pylist(rows, FILTER_SUMMARY)
+
+
+def _order(name: str) -> tuple:
+    """Basic rules in the order they decide, quality filters by name, near-duplicates (decided
+    last), then the total."""
+    if name in BASIC_FILTERS:
+        return (0, (BASIC_FILTERS.index(name),))
+    if name in ("near_duplicate", "total"):
+        return (2 if name == "near_duplicate" else 3, ())
+    return (1, check_order(name))
+
+
+def filter_table_html(summary: pa.Table) -> str:
+    """The report's table: a row per filter, a column per dataset, each cell "dropped /
+    flagged", then the corpus sizes and the near-duplicate clusters."""
+    rows = summary.to_pylist()
+    datasets = list(dict.fromkeys(row["dataset"] for row in rows))
+    filters = sorted({row["filter"] for row in rows}, key=_order)
+    cells = {
+        (row["filter"], row["dataset"]): f"{row['dropped']} / {row['flagged']}" for row in rows
+    }
+    table = {name: [cells.get((name, d), "–") for d in datasets] for name in filters}
+    first = {row["dataset"]: row for row in rows}
+    for label, column in (
+        ("documents in", "documents_in"),
+        ("documents out", "documents_out"),
+        ("near-duplicate clusters", "clusters"),
+    ):
+        table[label] = [str(first[d][column]) for d in datasets]
+    frame = pd.DataFrame.from_dict(table, orient="index", columns=datasets)
+    frame.index.name = "filter (dropped / judged flagged)"
+    return frame.to_html()

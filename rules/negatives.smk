@@ -1,0 +1,22 @@
+# negatives: a system's run on a dataset -> training triples (query, positive, hard negatives)
+# as Parquet and as sentence-transformers JSONL (Arctic-Embed §3.6), one export per key of
+# config["negatives"].
+
+
+rule negatives:
+    input:
+        unpack(negatives_inputs),
+    output:
+        parquet="results/negatives/{export}.parquet",
+        jsonl="results/negatives/{export}.jsonl",
+        manifest="results/manifests/negatives/{export}.json",
+    log:
+        "results/logs/negatives/{export}.log",
+    wildcard_constraints:
+        export=one_of(config["negatives"]),
+    conda:
+        "../envs/data.yaml"
+    params:
+        settings=lambda wildcards: config["negatives"][wildcards.export],
+    script:
+        "../scripts/negatives.py"

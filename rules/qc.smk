@@ -1,0 +1,152 @@
+# qc: AIR-Bench's quality control of generated datasets, and the label audit of any dataset.
+# qc_votes / audit_votes: each voting reranker's ranking of a query's candidates (a generated
+# dataset's top `depth` of a retriever's run; an audited dataset's pool of every system's top
+# `depth`). quality_control: the judge and Table 2 -> a new dataset under
+# results/datasets/<name>/ and its audit under results/qc/<name>/. label_audit: the proposed
+# judgements and Hole@k before/after under results/audit/<dataset>/.
+
+from irflow.llm import answer_settings
+
+
+include: "qc_common.smk"
+
+
+rule qc_votes:
+    input:
+        unpack(qc_votes_inputs),
+    output:
+        votes="results/qc/{dataset}/votes/{reranker}.parquet",
+        manifest="results/manifests/qc_votes/{dataset}/{reranker}.json",
+    log:
+        "results/logs/qc_votes/{dataset}/{reranker}.log",
+    wildcard_constraints:
+        dataset=one_of(QUALITY_CONTROLLED),
+        reranker=one_of(QC_RERANKERS),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores
+    resources:
+        gpu=1,
+    params:
+        depth=lambda wc: qc_spec(wc)["depth"],
+        settings=lambda wc: reranker_settings(wc.reranker),
+    script:
+        "../scripts/qc_votes.py"
+
+
+rule audit_votes:
+    input:
+        unpack(audit_votes_inputs),
+    output:
+        votes="results/audit/{dataset}/votes/{reranker}.parquet",
+        manifest="results/manifests/audit_votes/{dataset}/{reranker}.json",
+    log:
+        "results/logs/audit_votes/{dataset}/{reranker}.log",
+    wildcard_constraints:
+        dataset=one_of(AUDITED),
+        reranker=one_of(QC_RERANKERS),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores
+    resources:
+        gpu=1,
+    params:
+        depth=config["quality_control"]["label_audit"]["depth"],
+        settings=lambda wc: reranker_settings(wc.reranker),
+    script:
+        "../scripts/qc_votes.py"
+
+
+rule quality_control:
+    input:
+        unpack(quality_control_inputs),
+    output:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/corpus.parquet",
+        queries="results/datasets/{dataset}/queries.parquet",
+        qrels="results/datasets/{dataset}/qrels.parquet",
+        stats="results/datasets/{dataset}/stats.json",
+        audit="results/qc/{dataset}/audit.parquet",
+        manifest="results/manifests/quality_control/{dataset}.json",
+    log:
+        "results/logs/quality_control/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(QUALITY_CONTROLLED),
+    conda:
+        "../envs/generate.yaml"
+    params:
+        spec=qc_spec,
+        rerankers=QC_RERANKERS,
+        majority=config["quality_control"]["majority"],
+        judge=config["quality_control"]["judge"],
+        # Only what changes the answers: a new address, concurrency or timeout reruns nothing.
+        llm=answer_settings(config["llm"]) if QUALITY_CONTROLLED else {},
+    script:
+        "../scripts/quality_control.py"
+
+
+rule label_audit:
+    input:
+        unpack(label_audit_inputs),
+    output:
+        candidates="results/audit/{dataset}/candidates.parquet",
+        trec="results/audit/{dataset}/candidate_qrels.trec",
+        csv="results/audit/{dataset}/candidates.csv",
+        hole="results/audit/{dataset}/hole.parquet",
+        summary="results/audit/{dataset}/summary.parquet",
+        manifest="results/manifests/label_audit/{dataset}.json",
+    log:
+        "results/logs/label_audit/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(AUDITED),
+    conda:
+        "../envs/generate.yaml"
+    params:
+        audit=config["quality_control"]["label_audit"],
+        systems=audit_systems(),
+        rerankers=QC_RERANKERS,
+        majority=config["quality_control"]["majority"],
+        judge=config["quality_control"]["judge"],
+        llm=(
+            answer_settings(config["llm"])
+            if AUDITED and config["quality_control"]["label_audit"]["judge"]
+            else {}
+        ),
+    script:
+        "../scripts/label_audit.py"
+
+
+rule label_audit_summary:
+    input:
+        summaries=expand("results/audit/{dataset}/summary.parquet", dataset=AUDITED),
+    output:
+        summary="results/label_audit.parquet",
+        table=report(
+            "results/report/label_audit_table.html",
+            caption="../report/label_audit_table.rst",
+            category="Tables",
+        ),
+    log:
+        "results/logs/label_audit_summary.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/label_audit_summary.py"
+
+
+rule quality_control_summary:
+    input:
+        audits=expand("results/qc/{dataset}/audit.parquet", dataset=QUALITY_CONTROLLED),
+    output:
+        summary="results/quality_control.parquet",
+        table=report(
+            "results/report/quality_control_table.html",
+            caption="../report/quality_control_table.rst",
+            category="Tables",
+        ),
+    log:
+        "results/logs/quality_control_summary.log",
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../scripts/quality_control_summary.py"

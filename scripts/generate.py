@@ -1,0 +1,57 @@
+"""Snakemake script for rule generate: see irflow.generate and irflow.llm."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from _common import start_job, write_dataset_record
+
+from irflow.generate import content_checksum, generate_dataset, load_prompts, write_generated
+from irflow.llm import LLMClient
+
+manifest = start_job(snakemake, "generate")
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+spec = params.spec
+base = json.loads(Path(inp.base_source).read_text())
+prompts = load_prompts(inp.prompts)
+tokenizer, tokenizer_record = None, None
+if spec["chunk_tokens"] and params.tokenizer:
+    from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
+
+    tokenizer = load_tokenizer(params.tokenizer)
+    tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}
+
+# Operational settings (address, key variable, concurrency, timeout, retries, cache folder)
+# come from the config; params.llm holds only those that change answers.
+with LLMClient(snakemake.config["llm"]) as client:
+    try:
+        generated = generate_dataset(
+            pd.read_parquet(inp.corpus), spec, prompts, client, tokenizer, inp.corpus
+        )
+    finally:
+        manifest.add(llm=client.summary())
+
+paths = write_generated(generated, Path(out.corpus).parent)
+checksum = content_checksum([paths[name] for name in ("corpus", "queries", "qrels")])
+prompts_record = {"path": prompts.path, "sha256": prompts.sha256}
+stats = write_dataset_record(
+    snakemake,
+    spec["dataset"],
+    base,
+    checksum,
+    generated.stats,
+    {
+        "generate": spec,
+        "llm": params.llm,
+        "prompts": prompts_record,
+        "tokenizer": tokenizer_record,
+    },
+)
+manifest.add(
+    dataset_checksum=checksum,
+    base_checksum=base["checksum"],
+    prompts=prompts_record,
+    tokenizer=tokenizer_record,
+    statistics=stats,
+)
+manifest.write()

@@ -1,0 +1,68 @@
+"""Snakemake script for rule quality_control: see irflow.qc."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from _common import start_job, write_dataset_record, write_dataset_tables
+
+from irflow import contracts
+from irflow.generate import content_checksum
+from irflow.llm import LLMClient
+from irflow.qc import Judge, load_judge_prompts, quality_control, read_votes
+
+manifest = start_job(snakemake, "quality_control")
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+spec, judge_settings = params.spec, params.judge
+base = json.loads(Path(inp.base_source).read_text())
+prompts = load_judge_prompts(inp.prompts)
+ranks = read_votes(dict(zip(params.rerankers, inp.votes)))
+settings = {
+    "thresholds": spec["thresholds"],
+    "majority": params.majority,
+    "relevant_level": judge_settings["relevant_level"],
+    "relevant_negative": spec["relevant_negative"],
+}
+
+# Operational settings (address, key variable, concurrency, timeout, retries, cache folder)
+# come from the config; params.llm holds only those that change answers.
+with LLMClient(snakemake.config["llm"]) as client:
+    judge = Judge(prompts, client, judge_settings["temperature"])
+    try:
+        controlled = quality_control(
+            snakemake.wildcards.dataset,
+            pd.read_parquet(inp.corpus),
+            pd.read_parquet(inp.queries),
+            pd.read_parquet(inp.qrels),
+            pd.read_parquet(inp.negatives),
+            ranks,
+            judge,
+            settings,
+        )
+    finally:
+        manifest.add(llm=client.summary())
+
+write_dataset_tables(controlled, out)
+contracts.write_frame(controlled.audit, out.audit)
+checksum = content_checksum([Path(out[name]) for name in ("corpus", "queries", "qrels")])
+prompts_record = {"path": prompts.path, "sha256": prompts.sha256}
+stats = write_dataset_record(
+    snakemake,
+    spec["dataset"],
+    base,
+    checksum,
+    controlled.stats,
+    {
+        "quality_control": spec | {"rerankers": params.rerankers, "majority": params.majority},
+        "judge": judge_settings,
+        "llm": params.llm,
+        "prompts": prompts_record,
+    },
+)
+manifest.add(
+    dataset_checksum=checksum,
+    base_checksum=base["checksum"],
+    prompts=prompts_record,
+    statistics=stats,
+)
+manifest.write()

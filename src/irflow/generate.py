@@ -1,0 +1,660 @@
+"""generate: a new benchmark from any dataset's corpus, written by a language model (AIR-Bench).
+
+AIR-Bench (Chen et al., 2024, §2.3 and App. A.2) builds a test collection from a corpus alone:
+for each sampled document a language model names characters who would find it useful, then
+scenarios in which one of them would search, writes that character's query for one scenario
+with sampled attributes (length, type, information type, expression style), rewrites the query
+so that it does not copy the document's words, and writes hard negatives: documents that look
+relevant to the query but do not answer it. The document is the query's relevant document.
+
+The result is an ordinary dataset (the contracts' corpus, queries and qrels) that the rest of
+the workflow evaluates unchanged. Three more tables say how it was made, for quality control:
+``negatives`` (each generated document, the query it was written for and its source
+document), ``generation`` (per query: character, scenario, attributes, the query before and
+after each rewrite) and ``dropped`` (each sampled document that gave no query: the step, the
+reason, the detail).
+
+Decisions:
+- The prompts and the attribute vocabularies live in a YAML file (``prompts``, by default
+  config/prompts/airbench.yaml), checked on load: an unknown placeholder or a missing field is
+  an error naming the file and the field.
+- Long documents are cut first (``chunk_tokens``, ``overlap``; AIR-Bench: 200 and 50), by a
+  Hugging Face ``tokenizer`` or, when none is named, by whitespace-separated words, in windows
+  as ``irflow.passages`` makes them. A document with more than one window is replaced by its
+  windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is kept as it is. The chunks
+  are the corpus that is sampled from and evaluated.
+- Sampling is seeded and stable: candidates (documents of at least ``min_words`` words) are
+  ordered by a hash of the seed and doc_id, and the first ``documents`` are taken. With
+  ``stratify: k``, candidates are split into k groups of equal size by length in words, and
+  each group gives its share, in the same hash order (a group too small gives all it has and
+  the others make up for it). So widening a sample keeps every earlier document, and with the
+  answer cache a widened run pays only for the new ones.
+- Every random choice for a document (which character, which scenario, the query attributes,
+  how many negatives between ``negatives[0]`` and ``negatives[1]``) comes from a generator
+  seeded by the seed and the doc_id only, so a document's prompts never depend on the others.
+- A step's answer must be a JSON object with the step's ``answer_key``: a non-empty list of
+  strings (characters, scenarios), a non-empty string (query, rewritten query), or a list of
+  at least ``negatives[0]`` documents (strings, or objects with a ``text`` and an optional
+  ``title``), of which at most the requested number are kept. Any other answer is re-asked by
+  the client (see ``irflow.llm``); a document whose answer is still unusable is dropped with
+  the client's reason.
+- Ids: query ``gen-q-<doc_id>``, hard negative ``gen-neg-<doc_id>-<n>``. An id that already
+  names a corpus document is an error, never a silent overwrite.
+- The corpus is the whole (chunked) source corpus, then the hard negatives in query order.
+  qrels give relevance 1 to the source document and 0 to the query's own hard negatives, as
+  AIR-Bench labels them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import string
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from irflow import contracts
+from irflow.errors import ConfigError, InputError
+from irflow.llm import LLMClient, Request
+from irflow.passages import passage_id, window_starts
+
+log = logging.getLogger(__name__)
+
+STEPS = ("characters", "scenarios", "query", "rewrite", "negatives")
+ATTRIBUTES = ("query_length", "query_type", "information_type", "expression_style")
+# The placeholders each step's templates may use, and those they must use.
+ALLOWED = {
+    "characters": {"language", "document", "count"},
+    "scenarios": {"language", "document", "count", "character"},
+    "query": {"language", "document", "character", "scenario", *ATTRIBUTES},
+    "rewrite": {"language", "document", "character", "scenario", "query", *ATTRIBUTES},
+    "negatives": {"language", "document", "character", "scenario", "query", "count", *ATTRIBUTES},
+}
+REQUIRED = {
+    "characters": {"document"},
+    "scenarios": {"document", "character"},
+    "query": {"document", "character", "scenario"},
+    "rewrite": {"query"},
+    "negatives": {"document", "query"},
+}
+WORDS = re.compile(r"\S+")
+QUERY_PREFIX = "gen-q-"
+NEGATIVE_PREFIX = "gen-neg-"
+EXTRA_SCHEMAS = {
+    "negatives": {
+        "doc_id": "string",
+        "query_id": "string",
+        "source_doc_id": "string",
+        "number": "int32",
+    },
+    "generation": {
+        "query_id": "string",
+        "doc_id": "string",
+        "character": "string",
+        "scenario": "string",
+        "query_length": "string",
+        "query_type": "string",
+        "information_type": "string",
+        "expression_style": "string",
+        "first_query": "string",
+        "rewrites": "list<string>",
+        "query": "string",
+        "negatives_requested": "int32",
+        "negatives": "int32",
+    },
+    "dropped": {"doc_id": "string", "step": "string", "reason": "string", "detail": "string"},
+}
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def list_generated(config: dict) -> dict[str, dict]:
+    """Every dataset the ``generate`` block defines, by name, with its settings."""
+    generated = {}
+    for name, spec in sorted(config.get("generate", {}).items()):
+        if spec["dataset"] not in config["datasets"]:
+            known = ", ".join(sorted(config["datasets"]))
+            raise ConfigError(
+                f"config key 'generate.{name}.dataset': {spec['dataset']!r} is not a key of "
+                f"'datasets'; allowed values: {known}"
+            )
+        generated[name] = dict(spec)
+    return generated
+
+
+# --- prompts ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prompts:
+    path: str
+    steps: dict
+    attributes: dict[str, list[str]]
+    sha256: str
+
+    def messages(self, step: str, values: dict) -> list[dict]:
+        spec = self.steps[step]
+        messages = [{"role": "system", "content": spec["system"]}] if spec.get("system") else []
+        messages.append({"role": "user", "content": spec["user"]})
+        return [
+            {"role": m["role"], "content": string.Template(m["content"]).substitute(values)}
+            for m in messages
+        ]
+
+
+def _placeholders(template: str) -> set[str]:
+    return {
+        match.group("named") or match.group("braced")
+        for match in string.Template.pattern.finditer(template)
+        if match.group("named") or match.group("braced")
+    }
+
+
+def read_prompts_file(path: str | Path, what: str) -> tuple[dict, str]:
+    """The mapping in a YAML prompts file and the SHA-256 of its bytes; errors name the file
+    (``what`` it is) and, for bad YAML, the line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, f"{what} does not exist") from None
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(path, f"not valid YAML: {error}", line=line) from None
+    if not isinstance(data, dict):
+        raise InputError(path, "must be a mapping")
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+def load_prompts(path: str | Path) -> Prompts:
+    """Read and check a prompts file; errors name the file and the field."""
+    path = Path(path)
+    data, sha256 = read_prompts_file(path, "the prompts file")
+    attributes = data.get("attributes")
+    if not isinstance(attributes, dict):
+        raise InputError(path, "missing: a mapping of attribute lists", field="attributes")
+    for name in ATTRIBUTES:
+        values = attributes.get(name)
+        if not values or not all(isinstance(v, str) and v.strip() for v in values):
+            raise InputError(
+                path, "must be a non-empty list of strings", field=f"attributes.{name}"
+            )
+    for step in STEPS:
+        spec = data.get(step)
+        if not isinstance(spec, dict):
+            raise InputError(path, "missing: the step's system and user templates", field=step)
+        if not isinstance(spec.get("user"), str) or not spec["user"].strip():
+            raise InputError(path, "must be a non-empty template", field=f"{step}.user")
+        if not isinstance(spec.get("answer_key"), str) or not spec["answer_key"]:
+            raise InputError(path, "must name the answer's JSON key", field=f"{step}.answer_key")
+        for part in ("system", "user"):
+            template = spec.get(part)
+            if template is None:
+                continue
+            if not isinstance(template, str):
+                raise InputError(path, "must be a string", field=f"{step}.{part}")
+            try:
+                used = _placeholders(template)
+                string.Template(template).substitute(dict.fromkeys(used, ""))
+            except ValueError as error:
+                raise InputError(
+                    path, f"bad placeholder: {error}", field=f"{step}.{part}"
+                ) from None
+            unknown = used - ALLOWED[step]
+            if unknown:
+                raise InputError(
+                    path,
+                    f"unknown placeholder(s) {', '.join(sorted(unknown))}; allowed: "
+                    f"{', '.join(sorted(ALLOWED[step]))}",
+                    field=f"{step}.{part}",
+                )
+        used = _placeholders(spec["user"]) | _placeholders(spec.get("system") or "")
+        missing = REQUIRED[step] - used
+        if missing:
+            raise InputError(
+                path, f"must use ${{{'}, ${'.join(sorted(missing))}}}", field=f"{step}.user"
+            )
+    for step, key, low in (("characters", "count", 1), ("scenarios", "count", 1)):
+        if not isinstance(data[step].get(key, 1), int) or data[step].get(key, 1) < low:
+            raise InputError(path, f"must be an integer >= {low}", field=f"{step}.{key}")
+    rounds = data["rewrite"].get("rounds", 1)
+    if not isinstance(rounds, int) or rounds < 0:
+        raise InputError(path, "must be an integer >= 0", field="rewrite.rounds")
+    return Prompts(
+        path=str(path),
+        steps={step: data[step] for step in STEPS},
+        attributes={name: list(attributes[name]) for name in ATTRIBUTES},
+        sha256=sha256,
+    )
+
+
+# --- chunking and sampling --------------------------------------------------------------------
+
+
+def _word_spans(texts: list[str]) -> list[list[tuple[int, int]]]:
+    return [[m.span() for m in WORDS.finditer(text)] for text in texts]
+
+
+def chunk_corpus(
+    corpus: pd.DataFrame, size: int, overlap: int, tokenizer=None
+) -> tuple[pd.DataFrame, dict]:
+    """Documents of more than one window of ``size`` tokens replaced by their windows."""
+    texts = corpus["text"].fillna("").tolist()
+    if tokenizer is None:
+        spans = _word_spans(texts)
+    else:
+        from irflow.positionalize import encode
+
+        spans = encode(tokenizer, texts, offsets=True)["offset_mapping"]
+    rows, chunked = [], 0
+    for doc_id, title, text, offsets in zip(corpus["doc_id"], corpus["title"], texts, spans):
+        starts = window_starts(len(offsets), size, overlap)
+        if len(starts) <= 1:
+            rows.append({"doc_id": doc_id, "title": title, "text": text})
+            continue
+        chunked += 1
+        for number, start in enumerate(starts):
+            window = offsets[start : start + size]
+            rows.append(
+                {
+                    "doc_id": passage_id(doc_id, number),
+                    "title": title,
+                    "text": text[window[0][0] : window[-1][1]],
+                }
+            )
+    frame = pd.DataFrame(rows, columns=["doc_id", "title", "text"])
+    stats = {"documents": len(corpus), "documents_chunked": chunked, "chunks": len(frame)}
+    return frame, stats
+
+
+def _order_key(seed: int, doc_id: str) -> str:
+    return hashlib.sha256(f"{seed}\0{doc_id}".encode()).hexdigest()
+
+
+def document_rng(seed: int, doc_id: str) -> np.random.Generator:
+    """The generator of every choice made for one document."""
+    digest = hashlib.sha256(f"{seed}\0{doc_id}".encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+def word_count(title: str | None, text: str | None) -> int:
+    return len(WORDS.findall(contracts.document_text(title, text or "")))
+
+
+def sample_documents(
+    corpus: pd.DataFrame, count: int, seed: int, strata: int | None, min_words: int
+) -> tuple[list[int], dict]:
+    """Row positions of the sampled documents, in hash order, and what the sample holds."""
+    words = np.array([word_count(t, x) for t, x in zip(corpus["title"], corpus["text"])])
+    candidates = np.flatnonzero(words >= min_words)
+    keys = {int(i): _order_key(seed, corpus["doc_id"].iat[i]) for i in candidates}
+    if not strata or strata <= 1:
+        chosen = sorted(candidates.tolist(), key=keys.__getitem__)[:count]
+        quotas = [len(chosen)]
+    else:
+        by_length = sorted(candidates.tolist(), key=lambda i: (words[i], corpus["doc_id"].iat[i]))
+        groups = [g.tolist() for g in np.array_split(np.array(by_length, dtype=int), strata)]
+        groups = [sorted(g, key=keys.__getitem__) for g in groups]
+        quotas = _allocate(count, [len(g) for g in groups])
+        chosen = [i for group, quota in zip(groups, quotas) for i in group[:quota]]
+    chosen.sort(key=keys.__getitem__)
+    stats = {
+        "candidates": int(len(candidates)),
+        "too_short": int(len(corpus) - len(candidates)),
+        "sampled": len(chosen),
+        "per_stratum": quotas,
+    }
+    if len(chosen) < count:
+        log.warning(
+            "asked for %d documents, only %d have at least %d words", count, len(chosen), min_words
+        )
+    return chosen, stats
+
+
+def _allocate(count: int, sizes: list[int]) -> list[int]:
+    """Shares of ``count`` over groups of ``sizes``: as even as the sizes allow, the remainder
+    to the first groups."""
+    quotas = [0] * len(sizes)
+    left = min(count, sum(sizes))
+    while left > 0:
+        open_groups = [i for i, size in enumerate(sizes) if quotas[i] < size]
+        share, extra = divmod(left, len(open_groups))
+        for rank, i in enumerate(open_groups):
+            take = min(share + (rank < extra), sizes[i] - quotas[i])
+            quotas[i] += take
+            left -= take
+    return quotas
+
+
+# --- answer checks ----------------------------------------------------------------------------
+
+
+def _list_of_strings(key: str):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(value, list) or not value:
+            return f"expected a JSON object with a non-empty list {key!r}"
+        if not any(isinstance(v, str) and v.strip() for v in value):
+            return f"{key!r} holds no non-empty string"
+        return None
+
+    return check
+
+
+def _string(key: str):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            return f"expected a JSON object with a non-empty string {key!r}"
+        return None
+
+    return check
+
+
+def _negative_documents(value: Any) -> list[dict]:
+    documents = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, str) and item.strip():
+            documents.append({"title": "", "text": item.strip()})
+        elif isinstance(item, dict) and isinstance(item.get("text"), str) and item["text"].strip():
+            title = item.get("title")
+            documents.append(
+                {
+                    "title": title.strip() if isinstance(title, str) else "",
+                    "text": item["text"].strip(),
+                }
+            )
+    return documents
+
+
+def _negatives_check(key: str, minimum: int):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        found = len(_negative_documents(value))
+        if found < minimum:
+            return (
+                f"expected a JSON object whose list {key!r} holds at least {minimum} "
+                f"documents; found {found}"
+            )
+        return None
+
+    return check
+
+
+# --- generation -------------------------------------------------------------------------------
+
+
+@dataclass
+class Generated:
+    corpus: pd.DataFrame
+    queries: pd.DataFrame
+    qrels: pd.DataFrame
+    negatives: pd.DataFrame
+    generation: pd.DataFrame
+    dropped: pd.DataFrame
+    stats: dict
+
+
+@dataclass
+class _Item:
+    """One sampled document on its way to a query."""
+
+    doc_id: str
+    document: str
+    rng: np.random.Generator
+    values: dict
+    rewrites: list
+    negatives_requested: int = 0
+
+
+class Generator:
+    """Runs the steps for all sampled documents, one batch of requests per step."""
+
+    def __init__(self, prompts: Prompts, client: LLMClient, spec: dict):
+        self.prompts = prompts
+        self.client = client
+        self.spec = spec
+        self.dropped: list[dict] = []
+
+    def _ask(
+        self, step: str, items: list[_Item], check, count: dict | str | None = None
+    ) -> list[tuple[_Item, Any]]:
+        """Ask ``step`` for every item; the survivors with their answer's value. ``count`` is
+        the ${count} of the prompt: fixed, or the name of the item's attribute that holds it."""
+        key = self.prompts.steps[step]["answer_key"]
+        requests = []
+        for item in items:
+            values = dict(item.values)
+            if isinstance(count, dict):
+                values |= count
+            elif isinstance(count, str):
+                values["count"] = getattr(item, count)
+            requests.append(Request(self.prompts.messages(step, values), check=check(key)))
+        answers = self.client.complete(requests, desc=f"generate: {step}")
+        survivors = []
+        for item, answer in zip(items, answers):
+            if answer.ok:
+                survivors.append((item, answer.data[key]))
+            else:
+                self.dropped.append(
+                    {
+                        "doc_id": item.doc_id,
+                        "step": step,
+                        "reason": answer.error,
+                        "detail": answer.detail,
+                    }
+                )
+        return survivors
+
+    @staticmethod
+    def _pick(item: _Item, options: list) -> str:
+        options = [o.strip() for o in options if isinstance(o, str) and o.strip()]
+        return options[int(item.rng.integers(len(options)))]
+
+    def run(self, items: list[_Item]) -> list[_Item]:
+        steps = self.prompts.steps
+        low, high = self.spec["negatives"]
+        counts = {
+            "characters": steps["characters"].get("count", 5),
+            "scenarios": steps["scenarios"].get("count", 3),
+        }
+        # The attribute and count draws come first, in a fixed order; each step's pick follows.
+        for item in items:
+            for attribute in ATTRIBUTES:
+                item.values[attribute] = self._draw(item, attribute)
+            item.negatives_requested = int(item.rng.integers(low, high + 1))
+        characters = {"count": counts["characters"]}
+        for item, value in self._ask("characters", items, _list_of_strings, characters):
+            item.values["character"] = self._pick(item, value)
+        items = [i for i in items if "character" in i.values]
+        scenarios = {"count": counts["scenarios"]}
+        for item, value in self._ask("scenarios", items, _list_of_strings, scenarios):
+            item.values["scenario"] = self._pick(item, value)
+        items = [i for i in items if "scenario" in i.values]
+        for item, value in self._ask("query", items, _string):
+            item.values["query"] = value.strip()
+            item.rewrites.append(value.strip())
+        items = [i for i in items if "query" in i.values]
+        for _ in range(steps["rewrite"].get("rounds", 1)):
+            kept = []
+            for item, value in self._ask("rewrite", items, _string):
+                item.values["query"] = value.strip()
+                item.rewrites.append(value.strip())
+                kept.append(item)
+            items = kept
+        if high == 0:  # no hard negatives wanted: nothing to ask
+            for item in items:
+                item.values["negatives"] = []
+            return items
+        survivors = []
+        check = partial(_negatives_check, minimum=low)
+        for item, value in self._ask("negatives", items, check, "negatives_requested"):
+            item.values["negatives"] = _negative_documents(value)[: item.negatives_requested]
+            survivors.append(item)
+        return survivors
+
+    def _draw(self, item: _Item, attribute: str) -> str:
+        options = self.prompts.attributes[attribute]
+        return options[int(item.rng.integers(len(options)))]
+
+
+def generate_dataset(
+    corpus: pd.DataFrame,
+    spec: dict,
+    prompts: Prompts,
+    client: LLMClient,
+    tokenizer=None,
+    corpus_path: str | Path = "corpus",
+) -> Generated:
+    """The generated dataset from a source corpus (the contract's corpus table)."""
+    stats: dict = {}
+    if spec.get("chunk_tokens"):
+        corpus, stats["chunking"] = chunk_corpus(
+            corpus, spec["chunk_tokens"], spec["overlap"], tokenizer
+        )
+    corpus = corpus.reset_index(drop=True)
+    duplicated = corpus["doc_id"][corpus["doc_id"].duplicated()]
+    if len(duplicated):
+        raise InputError(corpus_path, f"doc_id {duplicated.iat[0]!r} occurs twice", field="doc_id")
+    rows, stats["sample"] = sample_documents(
+        corpus, spec["documents"], spec["seed"], spec.get("stratify"), spec["min_words"]
+    )
+    items = []
+    for row in rows:
+        doc_id = corpus["doc_id"].iat[row]
+        document = contracts.document_text(corpus["title"].iat[row], corpus["text"].iat[row])
+        values = {"document": document, "language": spec["language"]}
+        items.append(_Item(doc_id, document, document_rng(spec["seed"], doc_id), values, []))
+    generator = Generator(prompts, client, spec)
+    made = generator.run(items)
+
+    known = set(corpus["doc_id"])
+    queries, qrels, negatives, generation, new_docs = [], [], [], [], []
+    for item in made:
+        query_id = f"{QUERY_PREFIX}{item.doc_id}"
+        queries.append({"query_id": query_id, "text": item.values["query"]})
+        qrels.append(_qrel(query_id, item.doc_id, 1))
+        for number, document in enumerate(item.values["negatives"]):
+            doc_id = f"{NEGATIVE_PREFIX}{item.doc_id}-{number}"
+            if doc_id in known:
+                raise InputError(
+                    corpus_path,
+                    f"doc_id {doc_id!r} is the id a generated hard negative needs; rename it",
+                    field="doc_id",
+                )
+            known.add(doc_id)
+            new_docs.append({"doc_id": doc_id} | document)
+            qrels.append(_qrel(query_id, doc_id, 0))
+            negatives.append(
+                {
+                    "doc_id": doc_id,
+                    "query_id": query_id,
+                    "source_doc_id": item.doc_id,
+                    "number": number,
+                }
+            )
+        generation.append(
+            {
+                "query_id": query_id,
+                "doc_id": item.doc_id,
+                **{key: item.values[key] for key in ("character", "scenario", *ATTRIBUTES)},
+                "first_query": item.rewrites[0],
+                "rewrites": item.rewrites[1:],
+                "query": item.values["query"],
+                "negatives_requested": item.negatives_requested,
+                "negatives": len(item.values["negatives"]),
+            }
+        )
+    dropped = pd.DataFrame(generator.dropped, columns=list(EXTRA_SCHEMAS["dropped"]))
+    for (step, reason), group in dropped.groupby(["step", "reason"]):
+        log.warning(
+            "dropped %d of %d documents at step %s: %s (e.g. %s: %s)",
+            len(group),
+            len(items),
+            step,
+            reason,
+            group["doc_id"].iat[0],
+            group["detail"].iat[0],
+        )
+    stats |= {
+        "queries": len(queries),
+        "negatives": len(negatives),
+        "corpus": len(corpus) + len(new_docs),
+        "dropped": len(dropped),
+        "dropped_by_step_and_reason": {
+            f"{step}/{reason}": int(n)
+            for (step, reason), n in dropped.groupby(["step", "reason"]).size().items()
+        },
+    }
+    return Generated(
+        corpus=pd.concat(
+            [corpus, pd.DataFrame(new_docs, columns=["doc_id", "title", "text"])],
+            ignore_index=True,
+        ),
+        queries=pd.DataFrame(queries, columns=["query_id", "text"]),
+        qrels=pd.DataFrame(qrels, columns=contracts.QRELS.names),
+        negatives=pd.DataFrame(negatives, columns=list(EXTRA_SCHEMAS["negatives"])),
+        generation=pd.DataFrame(generation, columns=list(EXTRA_SCHEMAS["generation"])),
+        dropped=dropped,
+        stats=stats,
+    )
+
+
+def _qrel(query_id: str, doc_id: str, relevance: int) -> dict:
+    return {
+        "query_id": query_id,
+        "doc_id": doc_id,
+        "relevance": relevance,
+        "span_start": None,
+        "span_end": None,
+    }
+
+
+def extra_schema(name: str):
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int32": pa.int32(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(column, types[kind]) for column, kind in EXTRA_SCHEMAS[name].items()])
+
+
+def write_generated(generated: Generated, folder: str | Path) -> dict[str, Path]:
+    """Write the dataset's tables under ``folder`` and the extra tables under
+    ``folder/generation``; returns the paths by table name."""
+    folder = Path(folder)
+    paths = {}
+    for name, schema in (
+        ("corpus", contracts.CORPUS),
+        ("queries", contracts.QUERIES),
+        ("qrels", contracts.QRELS),
+    ):
+        paths[name] = folder / f"{name}.parquet"
+        contracts.write_frame(getattr(generated, name), paths[name], schema)
+    for name in EXTRA_SCHEMAS:
+        paths[name] = folder / "generation" / f"{name}.parquet"
+        contracts.write_frame(getattr(generated, name), paths[name], extra_schema(name))
+    return paths
+
+
+def content_checksum(paths: list[Path]) -> str:
+    """MD5 over the written tables' contents: a generated dataset is what the model wrote, so
+    its checksum is of its content, not of the settings."""
+    import pyarrow.parquet as pq
+
+    digest = hashlib.md5()
+    for path in paths:
+        table = pq.read_table(path)
+        for batch in table.to_batches():
+            for column in batch.columns:
+                digest.update(repr(column.to_pylist()).encode())
+    return digest.hexdigest()

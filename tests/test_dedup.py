@@ -1,0 +1,179 @@
+"""Near-duplicates: MinHash LSH finds known near-copies, keeps a deterministic member, and the
+filter stage drops (or flags) the others with their Jaccard similarity in the audit."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import write_beir
+
+from irflow.dedup import NearDuplicateFinder, jaccard, shingles
+from irflow.filter import run_filter
+from irflow.ingest import ingest
+
+VOCABULARY = [f"term{i}" for i in range(5000)]
+
+
+def words(seed: int, count: int = 60) -> list[str]:
+    return random.Random(seed).sample(VOCABULARY, count)
+
+
+BASE = words(1)
+ONE_WORD_CHANGED = BASE[:30] + ["changed"] + BASE[31:]  # 5 of 56 shingles differ
+TAIL_DROPPED = BASE[:-2]  # 54 of 56 shingles
+UNRELATED = words(2)
+HALF_SHARED = BASE[:30] + words(3, 30)  # Jaccard about 0.3
+
+
+def text(tokens: list[str]) -> str:
+    return " ".join(tokens)
+
+
+def find(documents: list[tuple[str, list[str], bool]], **settings) -> list[dict]:
+    finder = NearDuplicateFinder(**settings)
+    for position, (doc_id, tokens, judged) in enumerate(documents):
+        finder.add(position, doc_id, text(tokens), judged)
+    texts = {p: text(tokens) for p, (_, tokens, _) in enumerate(documents)}
+    return finder.clusters(texts).to_pylist()
+
+
+def test_shingles_are_lowercase_word_ngrams_without_punctuation():
+    assert shingles("The cat, the HAT.", 2) == {"the cat", "cat the", "the hat"}
+    assert shingles("Too short", 5) == {"too short"}
+    assert shingles(" ... ", 5) == set()
+
+
+def test_known_near_duplicates_form_one_cluster_kept_by_corpus_order():
+    rows = find(
+        [
+            ("unrelated", UNRELATED, False),
+            ("base", BASE, False),
+            ("half", HALF_SHARED, False),
+            ("changed", ONE_WORD_CHANGED, False),
+            ("tail", TAIL_DROPPED, False),
+        ]
+    )
+    assert [(r["cluster"], r["doc_id"], r["kept"], r["size"]) for r in rows] == [
+        ("base", "base", True, 3),
+        ("base", "changed", False, 3),
+        ("base", "tail", False, 3),
+    ]
+    exact = {r["doc_id"]: r["jaccard"] for r in rows}
+    assert exact["base"] == 1.0
+    assert exact["changed"] == pytest.approx(51 / 61)  # 56 shingles each, 51 shared
+    assert exact["tail"] == pytest.approx(54 / 56)
+    for row in rows:  # 128 permutations estimate within a few hundredths
+        assert row["estimated_jaccard"] == pytest.approx(row["jaccard"], abs=0.12)
+
+
+def test_a_judged_document_is_kept_even_when_it_comes_later():
+    rows = find([("base", BASE, False), ("changed", ONE_WORD_CHANGED, True)])
+    assert {r["doc_id"]: r["kept"] for r in rows} == {"base": False, "changed": True}
+    assert {r["cluster"] for r in rows} == {"changed"}
+
+
+def test_the_threshold_decides():
+    documents = [("base", BASE, False), ("changed", ONE_WORD_CHANGED, False)]
+    assert find(documents, threshold=0.95) == []
+    assert len(find(documents, threshold=0.7)) == 2
+
+
+def test_clusters_do_not_depend_on_hash_order():
+    documents = [
+        ("base", BASE, False),
+        ("changed", ONE_WORD_CHANGED, False),
+        ("tail", TAIL_DROPPED, False),
+    ]
+    first = find(documents, seed=1)
+    assert find(documents, seed=1) == first
+    assert [r["doc_id"] for r in find(documents, seed=7) if r["kept"]] == ["base"]
+    # The earliest member is the keeper whichever order the documents come in.
+    reordered = find(list(reversed(documents)))
+    assert [r["doc_id"] for r in reordered if r["kept"]] == ["tail"]
+
+
+def test_exact_jaccard_helper():
+    assert jaccard({"a", "b"}, {"b", "c"}) == 1 / 3
+    assert jaccard(set(), set()) == 1.0
+
+
+NEAR_RULES = {
+    "drop_empty": True,
+    "drop_duplicates": False,
+    "min_words": None,
+    "max_words": None,
+    "judged": "flag",
+    "near_duplicates": {
+        "enabled": True,
+        "shingle_words": 5,
+        "permutations": 128,
+        "threshold": 0.8,
+        "seed": 1,
+    },
+}
+
+
+def test_filter_drops_near_duplicates_and_flags_judged_ones(tmp_path):
+    corpus = [
+        {"_id": "base", "title": "", "text": text(BASE)},
+        {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
+        {"_id": "tail", "title": "", "text": text(TAIL_DROPPED)},
+        {"_id": "other", "title": "", "text": text(UNRELATED)},
+    ]
+    folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], [("q", "tail", 1)])
+    data, out = tmp_path / "data", tmp_path / "out"
+    ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
+    counts = run_filter(
+        data / "corpus.parquet",
+        data / "queries.parquet",
+        data / "qrels.parquet",
+        NEAR_RULES,
+        out / "corpus.parquet",
+        out / "queries.parquet",
+        out / "audit.parquet",
+        out / "clusters.parquet",
+    )
+    # "tail" is judged, so it is kept; "base" and "changed" go.
+    assert pq.read_table(out / "corpus.parquet").column("doc_id").to_pylist() == ["tail", "other"]
+    audit = pq.read_table(out / "audit.parquet").to_pylist()
+    assert [(r["doc_id"], r["action"], r["filter"]) for r in audit] == [
+        ("base", "drop", "near_duplicate"),
+        ("changed", "drop", "near_duplicate"),
+    ]
+    assert audit[0]["value"] == pytest.approx(54 / 56)
+    assert audit[0]["reason"] == "near duplicate of tail (Jaccard 0.964)"
+    clusters = pq.read_table(out / "clusters.parquet").to_pylist()
+    assert {(r["cluster"], r["doc_id"], r["kept"]) for r in clusters} == {
+        ("tail", "base", False),
+        ("tail", "changed", False),
+        ("tail", "tail", True),
+    }
+    assert counts["near_duplicate_clusters"] == 1
+    assert counts["by_filter"] == {"near_duplicate": {"dropped": 2, "flagged": 0}}
+
+
+def test_judged_near_duplicates_are_flagged_not_dropped(tmp_path):
+    corpus = [
+        {"_id": "base", "title": "", "text": text(BASE)},
+        {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
+    ]
+    qrels = [("q", "base", 1), ("q", "changed", 1)]
+    folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], qrels)
+    data, out = tmp_path / "data", tmp_path / "out"
+    ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
+    counts = run_filter(
+        data / "corpus.parquet",
+        data / "queries.parquet",
+        data / "qrels.parquet",
+        NEAR_RULES,
+        out / "corpus.parquet",
+        out / "queries.parquet",
+        out / "audit.parquet",
+        out / "clusters.parquet",
+    )
+    assert pq.read_table(out / "corpus.parquet").num_rows == 2
+    (row,) = pq.read_table(out / "audit.parquet").to_pylist()
+    assert (row["doc_id"], row["action"], row["judged"]) == ("changed", "flag", True)
+    assert counts["flagged"] == 1 and counts["dropped"] == 0

@@ -1,0 +1,461 @@
+"""The generate stage: prompts, chunking, seeded sampling, and whole runs against a fake
+OpenAI-compatible server that answers the shipped AIR-Bench prompts, with scripted failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import REPO
+from fake_llm import FakeLLM, last_user_message
+
+from irflow import contracts
+from irflow.config import load_schema, validate_config
+from irflow.errors import ConfigError, InputError
+from irflow.generate import (
+    ATTRIBUTES,
+    chunk_corpus,
+    content_checksum,
+    generate_dataset,
+    load_prompts,
+    sample_documents,
+    write_generated,
+)
+from irflow.llm import LLMClient
+
+PROMPTS = REPO / "config" / "prompts" / "airbench.yaml"
+DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
+
+
+def airbench_responder(body: dict) -> str:
+    """Canned answers to the shipped prompts, chosen by the JSON key each prompt asks for and
+    built from the document's first word (each test document starts with a distinct word)."""
+    prompt = last_user_message(body)
+    document = DOCUMENT.search(prompt)
+    word = document.group(1).split()[0] if document else "none"
+    if '{"negatives"' in prompt:
+        count = int(re.search(r"Write (\d+) hard negative", prompt).group(1))
+        negatives = [{"title": f"Not {word}", "text": f"{word} decoy {n}"} for n in range(count)]
+        return json.dumps({"negatives": negatives})
+    if '{"rewritten_query"' in prompt:
+        return json.dumps({"rewritten_query": f"rewritten {word}"})
+    if '{"scenarios"' in prompt:
+        return json.dumps({"scenarios": [f"{word} scenario {n}" for n in range(3)]})
+    if '{"characters"' in prompt:
+        return (
+            "```json\n"
+            + json.dumps({"characters": [f"{word} reader {n}" for n in range(5)]})
+            + "\n```"
+        )
+    if '{"query"' in prompt:
+        return json.dumps({"query": f"query about {word}"})
+    return json.dumps({"unexpected": prompt[:40]})
+
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
+
+
+def corpus_frame(n: int = 9, words: int = 30) -> pd.DataFrame:
+    rows = [
+        {
+            "doc_id": f"d{i}",
+            "title": "",
+            "text": " ".join([WORDS[i]] + [f"w{j}" for j in range(words - 1)]),
+        }
+        for i in range(n)
+    ]
+    return pd.DataFrame(rows)
+
+
+def spec(**overrides) -> dict:
+    return {
+        "dataset": "tiny",
+        "documents": 4,
+        "seed": 0,
+        "stratify": None,
+        "min_words": 20,
+        "chunk_tokens": None,
+        "overlap": 50,
+        "tokenizer": None,
+        "negatives": [3, 5],
+        "prompts": str(PROMPTS),
+        "language": "English",
+    } | overrides
+
+
+def run(fake: FakeLLM, cache: Path, corpus: pd.DataFrame, **overrides):
+    settings = {"base_url": fake.base_url, "model": "fake", "max_retries": 2, "timeout_s": 5}
+    with LLMClient(settings, cache, progress=False) as client:
+        generated = generate_dataset(corpus, spec(**overrides), load_prompts(PROMPTS), client)
+        return generated, client.summary()
+
+
+# --- prompts ----------------------------------------------------------------------------------
+
+
+def test_the_shipped_prompts_load_and_render():
+    prompts = load_prompts(PROMPTS)
+    assert set(prompts.attributes) == set(ATTRIBUTES)
+    assert all(len(values) >= 3 for values in prompts.attributes.values())
+    messages = prompts.messages(
+        "query",
+        {
+            "document": "The $5 cure {x}",
+            "language": "English",
+            "character": "a nurse",
+            "scenario": "at night",
+        }
+        | {name: f"<{name}>" for name in ATTRIBUTES},
+    )
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    assert "The $5 cure {x}" in user and "a nurse" in user and "<expression_style>" in user
+    assert "${" not in user
+
+
+def write_prompts(path: Path, change) -> Path:
+    data = yaml.safe_load(PROMPTS.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["query"].update(user="${document} ${character} ${scenario} ${mood}"),
+            r"field 'query.user': unknown placeholder\(s\) mood",
+        ),
+        (lambda d: d.pop("negatives"), r"field 'negatives': missing"),
+        (
+            lambda d: d["scenarios"].update(user="${document} only"),
+            r"field 'scenarios.user': must use \$\{character\}",
+        ),
+        (lambda d: d["attributes"].update(query_type=[]), r"field 'attributes.query_type'"),
+        (lambda d: d["rewrite"].update(rounds=-1), r"field 'rewrite.rounds'"),
+        (lambda d: d["query"].pop("answer_key"), r"field 'query.answer_key'"),
+    ],
+)
+def test_a_bad_prompts_file_is_named_with_its_field(tmp_path, change, message):
+    path = write_prompts(tmp_path / "prompts.yaml", change)
+    with pytest.raises(InputError, match=re.escape(str(path)) + ".*" + message):
+        load_prompts(path)
+
+
+def test_a_prompts_file_that_is_not_yaml_names_the_line(tmp_path):
+    path = tmp_path / "prompts.yaml"
+    path.write_text("version: 1\nquery: [unclosed\n")
+    with pytest.raises(InputError, match=r"prompts.yaml, line \d+: not valid YAML"):
+        load_prompts(path)
+    with pytest.raises(InputError, match="does not exist"):
+        load_prompts(tmp_path / "missing.yaml")
+
+
+# --- chunking and sampling --------------------------------------------------------------------
+
+
+def test_long_documents_become_overlapping_windows_of_words():
+    text = " ".join(f"t{i}" for i in range(450))
+    corpus = pd.DataFrame(
+        [
+            {"doc_id": "long", "title": "Long", "text": text},
+            {"doc_id": "short", "title": "Short", "text": "  a few words  "},
+        ]
+    )
+    chunks, stats = chunk_corpus(corpus, 200, 50)
+    assert chunks["doc_id"].tolist() == ["long#0", "long#1", "long#2", "short"]
+    words = [c.split() for c in chunks["text"]]
+    assert [(w[0], w[-1], len(w)) for w in words[:3]] == [
+        ("t0", "t199", 200),
+        ("t150", "t349", 200),
+        ("t300", "t449", 150),
+    ]
+    assert chunks["title"].tolist() == ["Long", "Long", "Long", "Short"]
+    assert chunks["text"].iat[3] == "  a few words  "  # a one-window document is kept as is
+    assert stats == {"documents": 2, "documents_chunked": 1, "chunks": 4}
+
+
+def test_sampling_is_seeded_stable_when_widened_and_skips_short_documents():
+    corpus = pd.DataFrame(
+        {
+            "doc_id": [f"d{i}" for i in range(50)],
+            "title": [""] * 50,
+            "text": [" ".join(["w"] * (5 + i)) for i in range(50)],  # d0..d14 under 20 words
+        }
+    )
+    five, stats = sample_documents(corpus, 5, seed=1, strata=None, min_words=20)
+    ten, _ = sample_documents(corpus, 10, seed=1, strata=None, min_words=20)
+    other, _ = sample_documents(corpus, 5, seed=2, strata=None, min_words=20)
+    assert stats == {"candidates": 35, "too_short": 15, "sampled": 5, "per_stratum": [5]}
+    assert all(i >= 15 for i in ten)
+    assert set(five) <= set(ten) and [i for i in ten if i in five] == five
+    assert five != other
+    assert sample_documents(corpus, 5, seed=1, strata=None, min_words=20)[0] == five
+
+
+def test_stratified_sampling_takes_every_length_group_evenly():
+    lengths = [20] * 30 + [100] * 30 + [400] * 3
+    corpus = pd.DataFrame(
+        {
+            "doc_id": [f"d{i}" for i in range(len(lengths))],
+            "title": [""] * len(lengths),
+            "text": [" ".join(["w"] * n) for n in lengths],
+        }
+    )
+    chosen, stats = sample_documents(corpus, 9, seed=0, strata=3, min_words=0)
+    # Three groups of 21 by length: 21 short, 9 short + 12 medium, 18 medium + 3 long.
+    assert stats["per_stratum"] == [3, 3, 3]
+    assert len(chosen) == 9
+    # The shortest group holds only 20-word documents, so at least 3 are chosen from it.
+    assert sum(lengths[i] == 20 for i in chosen) >= 3
+    small = sample_documents(corpus.iloc[-4:].reset_index(drop=True), 4, 0, 2, 0)[1]
+    assert small["per_stratum"] == [2, 2]
+    uneven = sample_documents(corpus.iloc[-5:].reset_index(drop=True), 5, 0, 3, 0)[1]
+    assert uneven["per_stratum"] == [2, 2, 1]
+
+
+# --- whole runs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def airbench_llm():
+    with FakeLLM(responder=airbench_responder) as fake:
+        yield fake
+
+
+def test_a_run_writes_an_ordinary_dataset_and_a_rerun_asks_nothing(airbench_llm, tmp_path):
+    corpus = corpus_frame()
+    generated, summary = run(airbench_llm, tmp_path / "cache", corpus)
+    # 4 documents x 5 steps (characters, scenarios, query, one rewrite, negatives).
+    assert airbench_llm.requests == 20 and summary["requests"] == 20
+    queries, qrels, negatives = generated.queries, generated.qrels, generated.negatives
+    assert len(queries) == 4 and queries["query_id"].str.startswith("gen-q-d").all()
+    sources = [q.removeprefix("gen-q-") for q in queries["query_id"]]
+    words = {f"d{i}": w for i, w in enumerate(WORDS)}
+    assert queries["text"].tolist() == [f"rewritten {words[d]}" for d in sources]
+    positives = qrels[qrels["relevance"] == 1]
+    assert list(zip(positives["query_id"], positives["doc_id"])) == list(
+        zip(queries["query_id"], sources)
+    )
+    # Each query has between 3 and 5 hard negatives, labelled 0 and added to the corpus.
+    per_query = negatives.groupby("query_id").size()
+    assert per_query.between(3, 5).all() and len(per_query) == 4
+    assert set(qrels.loc[qrels["relevance"] == 0, "doc_id"]) == set(negatives["doc_id"])
+    assert len(generated.corpus) == 9 + len(negatives)
+    assert generated.corpus["doc_id"].tolist()[:9] == corpus["doc_id"].tolist()
+    added = generated.corpus.iloc[9:]
+    assert added["doc_id"].tolist() == negatives["doc_id"].tolist()
+    first = negatives.iloc[0]
+    assert first["doc_id"] == f"gen-neg-{first['source_doc_id']}-0"
+    assert added["text"].iat[0] == f"{words[first['source_doc_id']]} decoy 0"
+    record = generated.generation.set_index("query_id").loc[queries["query_id"].iat[0]]
+    assert record["first_query"] == f"query about {words[sources[0]]}"
+    assert list(record["rewrites"]) == [queries["text"].iat[0]]
+    assert record["character"].startswith(words[sources[0]] + " reader")
+    prompts = load_prompts(PROMPTS)
+    for attribute in ATTRIBUTES:
+        assert set(generated.generation[attribute]) <= set(prompts.attributes[attribute])
+    assert generated.dropped.empty and generated.stats["dropped"] == 0
+
+    # The tables are the contracts' and the checksum is of their content.
+    folder = tmp_path / "dataset"
+    paths = write_generated(generated, folder)
+    assert pq.read_schema(paths["qrels"]).names == contracts.QRELS.names
+    assert pq.read_table(paths["generation"]).num_rows == 4
+    checksum = content_checksum([paths[n] for n in ("corpus", "queries", "qrels")])
+
+    airbench_llm.reset_counts()
+    again, summary = run(airbench_llm, tmp_path / "cache", corpus)
+    assert airbench_llm.requests == 0 and summary["cache_hits"] == 20
+    pd.testing.assert_frame_equal(again.queries, generated.queries)
+    pd.testing.assert_frame_equal(again.corpus, generated.corpus)
+    other = write_generated(again, tmp_path / "again")
+    assert content_checksum([other[n] for n in ("corpus", "queries", "qrels")]) == checksum
+
+
+def test_a_widened_sample_pays_only_for_the_new_documents(airbench_llm, tmp_path):
+    corpus = corpus_frame()
+    small, _ = run(airbench_llm, tmp_path / "cache", corpus, documents=3)
+    airbench_llm.reset_counts()
+    wide, summary = run(airbench_llm, tmp_path / "cache", corpus, documents=5)
+    assert airbench_llm.requests == 2 * 5 and summary["cache_hits"] == 3 * 5
+    assert set(small.queries["query_id"]) < set(wide.queries["query_id"])
+
+
+def test_failures_are_retried_or_dropped_with_their_step_and_reason(tmp_path):
+    corpus = corpus_frame()
+    probe = FakeLLM(responder=airbench_responder).start()
+    try:
+        sampled = run(probe, tmp_path / "probe", corpus)[0].generation["doc_id"].tolist()
+    finally:
+        probe.stop()
+    words = {f"d{i}": w for i, w in enumerate(WORDS)}
+    down, cut, limited, garbled = (words[d] for d in sampled)
+    script = {
+        # Every prompt of this document fails with a 500: dropped at the first step.
+        f'"""\n{down} ': ["down"],
+        # Its hard negatives come back truncated three times: dropped at the last step.
+        f"Query: rewritten {cut}": ["truncated"] * 3,
+        # A 429 with Retry-After and a malformed body: retried, then fine.
+        f"Person: {limited} reader": ["429"],
+        f"Query: query about {garbled}": ["bad_body"],
+    }
+    with FakeLLM(responder=airbench_responder, script=script, retry_after=1) as fake:
+        generated, summary = run(fake, tmp_path / "cache", corpus)
+        assert fake.behaviours["429"] == 1 and fake.behaviours["bad_body"] == 1
+        assert fake.behaviours["down"] == 3  # one request, two retries
+        assert fake.behaviours["truncated"] == 3
+        dropped = generated.dropped.set_index("doc_id")
+        assert dropped.loc[sampled[0], ["step", "reason"]].tolist() == ["characters", "http_500"]
+        assert dropped.loc[sampled[1], ["step", "reason"]].tolist() == ["negatives", "truncated"]
+        assert "max_tokens" in dropped.loc[sampled[1], "detail"]
+        assert generated.stats["dropped_by_step_and_reason"] == {
+            "characters/http_500": 1,
+            "negatives/truncated": 1,
+        }
+        assert sorted(generated.queries["query_id"]) == sorted(f"gen-q-{d}" for d in sampled[2:])
+        assert summary["dropped_by_reason"] == {"http_500": 1, "truncated": 1}
+        assert summary["failed_answers_by_reason"] == {
+            "http_500": 1,
+            "malformed_response": 1,
+            "truncated": 3,
+        }
+        # A rerun asks again only what failed over HTTP; the truncated answers are cached.
+        fake.reset_counts()
+        again, summary = run(fake, tmp_path / "cache", corpus)
+        assert fake.requests == 3 and fake.behaviours == {"down": 3}
+        assert summary["dropped_by_reason"] == {"http_500": 1, "truncated": 1}
+        pd.testing.assert_frame_equal(again.queries, generated.queries)
+
+
+def test_chunked_documents_are_sampled_as_chunks(airbench_llm, tmp_path):
+    corpus = corpus_frame(n=3, words=450)
+    generated, _ = run(
+        airbench_llm, tmp_path / "cache", corpus, chunk_tokens=200, overlap=50, documents=2
+    )
+    chunk_ids = [f"d{i}#{n}" for i in range(3) for n in range(3)]
+    assert generated.corpus["doc_id"].tolist()[:9] == chunk_ids
+    assert set(generated.generation["doc_id"]) <= set(chunk_ids)
+    assert generated.stats["chunking"] == {"documents": 3, "documents_chunked": 3, "chunks": 9}
+
+
+def test_no_negatives_wanted_skips_the_step(airbench_llm, tmp_path):
+    generated, summary = run(airbench_llm, tmp_path / "cache", corpus_frame(), negatives=[0, 0])
+    assert summary["requests"] == 4 * 4 and len(generated.queries) == 4
+    assert generated.negatives.empty and (generated.qrels["relevance"] == 1).all()
+    assert len(generated.corpus) == 9
+
+
+def test_chunks_can_be_counted_in_a_models_tokens(minilm_path):
+    from irflow.positionalize import load_tokenizer
+
+    tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
+    text = " ".join(["retrieval"] * 300)  # one word-piece token each
+    corpus = pd.DataFrame([{"doc_id": "d", "title": "T", "text": text}])
+    chunks, stats = chunk_corpus(corpus, 200, 50, tokenizer)
+    assert chunks["doc_id"].tolist() == ["d#0", "d#1"]
+    assert [len(t.split()) for t in chunks["text"]] == [200, 150]
+    assert stats["documents_chunked"] == 1
+
+
+def test_a_corpus_id_that_a_negative_needs_is_an_error(airbench_llm, tmp_path):
+    corpus = corpus_frame(n=1)
+    corpus = pd.concat(
+        [corpus, pd.DataFrame([{"doc_id": "gen-neg-d0-0", "title": "", "text": "x"}])]
+    )
+    with pytest.raises(InputError, match="'gen-neg-d0-0' is the id a generated hard negative"):
+        run(airbench_llm, tmp_path / "cache", corpus, documents=1)
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def test_the_config_names_every_generate_problem():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "generate": {
+            "gen": {"dataset": "nope", "negatives": [5, 3]},
+            "scifact": {"dataset": "scifact", "chunk_tokens": 50, "overlap": 50},
+        },
+    }
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, schema)
+    message = str(error.value)
+    assert "'generate.gen.dataset': 'nope' is not a key of 'datasets'" in message
+    assert "'generate.gen.negatives': the least (5) exceeds the most (3)" in message
+    assert "'generate.scifact': the name is already a dataset's" in message
+    assert "'generate.scifact.overlap': 50 must be less than chunk_tokens (50)" in message
+    assert "'llm.model': needed by 'generate'" in message
+    bad_key = config | {"generate": {}, "llm": {"model": "m", "api_key": "sk-1"}}
+    with pytest.raises(ConfigError, match="config key 'llm': Additional properties"):
+        validate_config(bad_key, schema)
+    good = config | {"generate": {"gen": {"dataset": "scifact"}}, "llm": {"model": "m"}}
+    filled = validate_config(good, schema)
+    assert filled["generate"]["gen"]["negatives"] == [3, 7]
+    assert filled["llm"]["cache_dir"] == "results/llm-cache"
+
+
+# --- the workflow -----------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
+    """Five SciFact documents through generate, filter, BM25 and scoring, against the fake
+    server; a second run has nothing to do."""
+    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    config = {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "generate": {"scifact-gen": {"dataset": "scifact", "documents": 5}},
+        "metrics": ["ndcg_cut.10", "recall.100"],
+    }
+    target = "results/scores/scifact-gen/bm25.parquet"
+    with FakeLLM(responder=airbench_responder) as fake:
+        config["llm"] = {"base_url": fake.base_url, "model": "fake", "max_concurrency": 2}
+        config_path = tmp_path / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        command = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(config_path),
+            "--cores",
+            "1",
+            target,
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert fake.requests == 25
+        scores = pd.read_parquet(tmp_path / target)
+        assert len(set(scores["query_id"])) == 5
+        assert scores["query_id"].str.startswith("gen-q-").all()
+        assert set(scores["metric"]) == {"ndcg_cut_10", "recall_100"}
+        manifest = json.loads(
+            (tmp_path / "results/manifests/generate/scifact-gen.json").read_text()
+        )
+        assert manifest["llm"]["requests"] == 25 and manifest["llm"]["model"] == "fake"
+        assert manifest["statistics"]["queries"] == 5
+        source = json.loads((tmp_path / "results/datasets/scifact-gen/source.json").read_text())
+        assert source["base_dataset"] == "scifact" and len(source["checksum"]) == 32
+        fake.reset_counts()
+        rerun = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
+        assert fake.requests == 0

@@ -1,0 +1,315 @@
+"""The LLM client against a fake OpenAI-compatible server on a loopback port: answers in order,
+the cache (a rerun makes no request, a killed run keeps its finished answers), the openai
+client's retries (429 with Retry-After, 500, timeouts) and the re-ask policy for unusable
+answers (malformed body, malformed JSON, truncated, rejected by a check)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
+
+from irflow.errors import ConfigError
+from irflow.llm import LLMClient, Request, answer_settings, cache_key, parse_json
+
+TESTS = Path(__file__).resolve().parent
+
+
+def settings(fake: FakeLLM, **overrides) -> dict:
+    return {
+        "base_url": fake.base_url,
+        "model": "fake-model",
+        "timeout_s": 5,
+        "max_retries": 3,
+        "max_concurrency": 4,
+    } | overrides
+
+
+def ask(text: str, **kwargs) -> Request:
+    return Request([{"role": "user", "content": text}], **kwargs)
+
+
+def client(fake: FakeLLM, cache: Path, **overrides) -> LLMClient:
+    return LLMClient(settings(fake, **overrides), cache, progress=False)
+
+
+def test_answers_come_in_order_and_a_rerun_makes_no_request(fake_llm, tmp_path):
+    prompts = [f"prompt {i}" for i in range(20)]
+    with client(fake_llm, tmp_path) as llm:
+        answers = llm.complete([ask(p) for p in prompts])
+        summary = llm.summary()
+    assert [a.data["echo"] for a in answers] == prompts
+    assert all(a.ok and not a.cached and a.asks == 1 for a in answers)
+    assert fake_llm.requests == 20
+    assert summary["requests"] == 20 and summary["http_attempts"] == 20
+    assert summary["cache_hits"] == 0 and summary["dropped"] == 0
+    assert summary["model"] == "fake-model" and summary["completion_tokens"] > 0
+    # Each answer was written as its own part, then merged into one file.
+    assert len(list(tmp_path.glob("*.parquet"))) == 1
+    assert pq.read_table(next(tmp_path.glob("*.parquet"))).num_rows == 20
+
+    fake_llm.reset_counts()
+    with client(fake_llm, tmp_path, max_concurrency=1, base_url=fake_llm.base_url) as llm:
+        again = llm.complete([ask(p) for p in reversed(prompts)])
+        summary = llm.summary()
+    assert fake_llm.requests == 0
+    assert [a.data["echo"] for a in again] == prompts[::-1]
+    assert all(a.cached for a in again)
+    assert summary["cache_hits"] == 20 and summary["requests"] == 0
+
+
+def test_the_key_holds_model_messages_and_answer_parameters(fake_llm, tmp_path):
+    with client(fake_llm, tmp_path, max_concurrency=1) as llm:  # requests arrive in order
+        llm.complete([ask("same")])
+        llm.complete([ask("same", temperature=0.0), ask("same", max_tokens=7), ask("same")])
+    assert fake_llm.requests == 3  # the plain repeat came from the cache
+    sent = fake_llm.bodies
+    assert [b.get("temperature") for b in sent] == [0.7, 0.0, 0.7]
+    assert [b.get("max_tokens") for b in sent] == [1024, 1024, 7]
+    assert all(b["seed"] == 0 and b["model"] == "fake-model" for b in sent)
+    with client(fake_llm, tmp_path, model="another-model") as llm:
+        llm.complete([ask("same")])
+    assert fake_llm.requests == 4
+    base = {"model": "m", "messages": [], "temperature": 0.7, "max_tokens": 9, "seed": 0}
+    assert cache_key(base) == cache_key(dict(reversed(base.items())))
+    assert cache_key(base) != cache_key(base | {"seed": 1})
+
+
+def test_a_429_is_retried_after_its_retry_after(tmp_path):
+    with FakeLLM(script={"limited": ["429", "ok"]}, retry_after=1) as fake:
+        with client(fake, tmp_path) as llm:
+            [answer] = llm.complete([ask("limited")])
+            summary = llm.summary()
+        arrivals = list(fake.arrivals)
+    assert answer.ok and answer.data["echo"] == "limited"
+    assert [b for _, b in arrivals] == ["429", "ok"]
+    assert arrivals[1][0] - arrivals[0][0] >= 0.9  # Retry-After: 1 was honoured
+    assert summary["requests"] == 1 and summary["http_attempts"] == 2
+    assert summary["dropped"] == 0
+
+
+def test_server_errors_are_retried_and_a_lasting_one_is_dropped_uncached(tmp_path):
+    script = {"flaky": ["500", "500", "ok"], "broken": ["down"]}
+    with FakeLLM(script=script) as fake:
+        with client(fake, tmp_path, max_retries=3) as llm:
+            flaky, broken, fine = llm.complete([ask("flaky"), ask("broken"), ask("fine")])
+            summary = llm.summary()
+        assert fake.behaviours == {"500": 2, "ok": 2, "down": 4}
+        assert flaky.ok and fine.ok
+        assert (broken.ok, broken.error) == (False, "http_500")
+        assert "internal error" in broken.detail
+        assert summary["dropped_by_reason"] == {"http_500": 1}
+        assert summary["http_attempts"] == 3 + 4 + 1 and summary["requests"] == 3
+
+        # A rerun asks only the dropped request again; the endpoint still fails it.
+        fake.reset_counts()
+        with client(fake, tmp_path, max_retries=1) as llm:
+            again = llm.complete([ask("flaky"), ask("broken"), ask("fine")])
+        assert fake.requests == 2 and fake.behaviours == {"down": 2}
+        assert [a.error for a in again] == [None, "http_500", None]
+
+
+def test_a_timeout_is_retried_and_a_lasting_one_is_dropped(tmp_path):
+    script = {"slow once": ["slow", "ok"], "always slow": ["slow", "slow"]}
+    with FakeLLM(script=script, slow_seconds=2.5) as fake:
+        with client(fake, tmp_path, timeout_s=1.0, max_retries=1) as llm:
+            once, always = llm.complete([ask("slow once"), ask("always slow")])
+            summary = llm.summary()
+    assert once.ok and once.data["echo"] == "slow once"
+    assert (always.error, always.ok) == ("timeout", False)
+    assert summary["dropped_by_reason"] == {"timeout": 1}
+    assert summary["http_attempts"] == 4
+
+
+def test_a_malformed_body_is_asked_again_unchanged_and_cached_under_its_key(tmp_path):
+    with FakeLLM(script={"garbled": ["bad_body", "ok"]}) as fake:
+        with client(fake, tmp_path) as llm:
+            [answer] = llm.complete([ask("garbled")])
+            summary = llm.summary()
+        assert answer.ok and answer.asks == 2
+        assert answer.data == {"echo": "garbled", "seed": 0}  # the same seed: the same request
+        assert summary["failed_answers_by_reason"] == {"malformed_response": 1}
+        fake.reset_counts()
+        with client(fake, tmp_path) as llm:
+            [again] = llm.complete([ask("garbled")])
+        assert fake.requests == 0 and again.data == answer.data
+
+
+def test_unusable_answers_are_re_asked_with_the_next_seed_and_replayed_from_cache(tmp_path):
+    script = {
+        "prose": ["bad_json", "ok"],
+        "cut": ["truncated", "truncated", "truncated"],
+    }
+    with FakeLLM(script=script) as fake:
+        with client(fake, tmp_path, reasks=2) as llm:
+            prose, cut = llm.complete([ask("prose"), ask("cut")])
+            summary = llm.summary()
+        assert prose.ok and prose.asks == 2 and prose.data["seed"] == 1
+        assert (cut.ok, cut.error, cut.asks) == (False, "truncated", 3)
+        assert [b["seed"] for b in fake.bodies if "cut" in b["messages"][0]["content"]] == [0, 1, 2]
+        assert summary["dropped_by_reason"] == {"truncated": 1}
+        assert summary["failed_answers_by_reason"] == {"malformed_json": 1, "truncated": 3}
+        assert summary["requests"] == 5
+
+        # Every answer was cached, the bad ones too: a rerun replays the same outcome for free.
+        fake.reset_counts()
+        with client(fake, tmp_path, reasks=2) as llm:
+            prose2, cut2 = llm.complete([ask("prose"), ask("cut")])
+            summary = llm.summary()
+        assert fake.requests == 0
+        assert prose2.data == prose.data and cut2.error == "truncated"
+        assert summary["dropped_by_reason"] == {"truncated": 1} and summary["cache_hits"] == 2
+
+
+def test_a_check_rejects_an_answer_and_plain_text_needs_no_json(fake_llm, tmp_path):
+    def needs_answer_key(data):
+        return None if "answer" in data else "no 'answer' key"
+
+    with client(fake_llm, tmp_path, reasks=1) as llm:
+        rejected, text = llm.complete(
+            [ask("check me", check=needs_answer_key), ask("free text", json=False)]
+        )
+    assert (rejected.error, rejected.detail, rejected.asks) == (
+        "invalid_answer",
+        "no 'answer' key",
+        2,
+    )
+    assert text.ok and text.data is None and json.loads(text.text)["echo"] == "free text"
+
+
+def test_json_mode_asks_for_a_json_object(fake_llm, tmp_path):
+    with client(fake_llm, tmp_path, json_mode=True) as llm:
+        llm.complete([ask("structured"), ask("loose", json=False)])
+    formats = {b["messages"][0]["content"]: b.get("response_format") for b in fake_llm.bodies}
+    assert formats == {"structured": {"type": "json_object"}, "loose": None}
+
+
+def test_the_api_key_comes_from_the_named_variable_and_is_never_cached(
+    fake_llm, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("IRFLOW_TEST_KEY", raising=False)
+    with client(fake_llm, tmp_path, api_key_env="IRFLOW_TEST_KEY") as llm:
+        with pytest.raises(ConfigError, match="'llm.api_key_env'.*IRFLOW_TEST_KEY"):
+            llm.complete([ask("keyed"), ask("other")])
+    assert fake_llm.requests == 0
+    monkeypatch.setenv("IRFLOW_TEST_KEY", "sk-secret-123")
+    with client(fake_llm, tmp_path, api_key_env="IRFLOW_TEST_KEY") as llm:
+        llm.complete([ask("keyed")])
+    assert fake_llm.headers[0]["authorization"] == "Bearer sk-secret-123"
+    for path in tmp_path.iterdir():
+        assert b"sk-secret-123" not in path.read_bytes()
+    # A run whose answers are all cached needs no key.
+    monkeypatch.delenv("IRFLOW_TEST_KEY")
+    with client(fake_llm, tmp_path, api_key_env="IRFLOW_TEST_KEY") as llm:
+        [answer] = llm.complete([ask("keyed")])
+    assert answer.ok and answer.cached and fake_llm.requests == 1
+
+
+def test_a_model_is_required():
+    with pytest.raises(ConfigError, match="'llm.model'"):
+        LLMClient({"base_url": "http://127.0.0.1:9/v1"})
+    assert answer_settings({"model": "m"}) == {
+        "model": "m",
+        "temperature": 0.7,
+        "seed": 0,
+        "max_tokens": 1024,
+        "json_mode": False,
+        "reasks": 2,
+    }
+
+
+def test_the_progress_bar_shows_rate(fake_llm, tmp_path, capsys):
+    with LLMClient(settings(fake_llm), tmp_path, progress=True) as llm:
+        llm.complete([ask("a"), ask("b"), ask("c")], desc="judge")
+    err = capsys.readouterr().err
+    assert "judge" in err and "3/3" in err and "req/s" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": [1, 2]}\n```', {"a": [1, 2]}),
+        ('Here it is: {"a": "x"} Hope this helps.', {"a": "x"}),
+        ("[1, 2, 3]", [1, 2, 3]),
+    ],
+)
+def test_parse_json_finds_the_value(text, value):
+    assert parse_json(text) == value
+
+
+def test_parse_json_rejects_prose():
+    with pytest.raises(ValueError, match="no JSON value"):
+        parse_json("Sorry, I cannot help with that {")
+
+
+CRASHING_RUN = textwrap.dedent(
+    """
+    import sys
+    from irflow.llm import LLMClient, Request
+    base_url, cache = sys.argv[1], sys.argv[2]
+    llm = LLMClient(
+        {"base_url": base_url, "model": "fake-model", "max_concurrency": 1, "timeout_s": 60,
+         "max_retries": 0},
+        cache,
+        progress=False,
+    )
+    llm.complete([Request([{"role": "user", "content": f"item {i}"}]) for i in range(10)])
+    """
+)
+
+
+def test_a_killed_run_keeps_every_finished_answer(tmp_path):
+    """The first five answers arrive, the sixth hangs, the process is killed: a rerun asks
+    exactly the five it never got."""
+    cache = tmp_path / "cache"
+    script = {f"item {i}": ["slow"] for i in range(5, 10)}
+    with FakeLLM(script=script, slow_seconds=5) as fake:
+        process = subprocess.Popen(
+            [sys.executable, "-c", CRASHING_RUN, fake.base_url, str(cache)],
+            cwd=TESTS,
+            env=os.environ | {"PYTHONPATH": str(TESTS.parent / "src")},
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while fake.requests < 6 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fake.requests == 6, "the client never reached the hanging request"
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        assert len(list(cache.glob("part-*.parquet"))) == 5
+        fake.script.clear()
+        fake.reset_counts()
+        with LLMClient(settings(fake), cache, progress=False) as llm:
+            answers = llm.complete([ask(f"item {i}") for i in range(10)])
+        assert fake.requests == 5
+        assert sorted(b["messages"][0]["content"] for b in fake.bodies) == [
+            f"item {i}" for i in range(5, 10)
+        ]
+        assert [a.cached for a in answers] == [True] * 5 + [False] * 5
+
+
+def test_many_cache_files_are_compacted_on_opening(fake_llm, tmp_path, monkeypatch):
+    import irflow.llm
+
+    monkeypatch.setattr(irflow.llm, "COMPACT_AT", 3)
+    for run in range(4):
+        with client(fake_llm, tmp_path) as llm:
+            llm.complete([ask(f"run {run} a"), ask(f"run {run} b")])
+    assert len(list(tmp_path.glob("cache-*.parquet"))) == 4  # one merged file per call
+    fake_llm.reset_counts()
+    with client(fake_llm, tmp_path) as llm:
+        assert len(llm.cache) == 8
+        llm.complete([ask(f"run {run} {x}") for run in range(4) for x in "ab"])
+    [single] = list(tmp_path.glob("*.parquet"))
+    assert pq.read_table(single).num_rows == 8 and fake_llm.requests == 0

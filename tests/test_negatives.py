@@ -1,0 +1,267 @@
+"""Hard-negative mining: never a positive, never a score above the cap, top-k by rank, and the
+JSONL that sentence-transformers reads."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+
+from irflow import contracts
+from irflow.config import load_schema, validate_config
+from irflow.errors import ConfigError
+from irflow.negatives import mine, run_negatives, score_cap
+
+SETTINGS = {
+    "top_k": 6,
+    "num_negatives": 3,
+    "max_score": None,
+    "max_relative": None,
+    "min_relevance": 1,
+    "format": "triplet",
+}
+# q1: positives p1 (grade 1) and p2 (grade 2); n0 is judged non-relevant, so a fair negative.
+RUN_ROWS = [
+    ("q1", "p1", 10.0, 1),
+    ("q1", "x1", 9.5, 2),
+    ("q1", "p2", 9.0, 3),
+    ("q1", "n0", 8.0, 4),
+    ("q1", "x2", 7.0, 5),
+    ("q1", "x3", 5.0, 6),
+    ("q1", "x4", 4.0, 7),  # beyond top_k
+    ("q2", "x1", 3.0, 1),
+    ("q2", "x2", 2.0, 2),
+]
+QRELS_ROWS = [("q1", "p1", 1), ("q1", "p2", 2), ("q1", "n0", 0), ("q2", "p9", 1)]
+
+
+def run_table(rows) -> pa.Table:
+    return pa.Table.from_pylist(
+        [dict(zip(contracts.RUN.names, row)) for row in rows], contracts.RUN
+    )
+
+
+def qrels_table(rows) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"query_id": q, "doc_id": d, "relevance": r} for q, d, r in rows],
+        contracts.QRELS,
+    )
+
+
+def mined(**settings):
+    triples, counts = mine(run_table(RUN_ROWS), qrels_table(QRELS_ROWS), SETTINGS | settings)
+    return {
+        (t["query_id"], t["positive_id"]): [doc_id for doc_id, _, _ in t["negatives"]]
+        for t in triples
+    }, counts
+
+
+def test_positives_are_never_negatives_and_top_k_is_by_rank():
+    triples, counts = mined()
+    assert triples == {
+        ("q1", "p1"): ["x1", "n0", "x2"],
+        ("q1", "p2"): ["x1", "n0", "x2"],
+        ("q2", "p9"): ["x1", "x2"],  # p9 was not retrieved; no relative cap asks for its score
+    }
+    assert counts["candidates_positive"] == 2
+    assert mined(top_k=2)[0][("q1", "p1")] == ["x1"]
+
+
+def test_an_absolute_cap_drops_candidates_scoring_above_it():
+    triples, counts = mined(max_score=9.0)
+    assert triples[("q1", "p1")] == ["n0", "x2", "x3"]  # x1 (9.5) is above the cap
+    assert mined(max_score=8.0)[0][("q1", "p1")] == ["n0", "x2", "x3"]  # the cap is inclusive
+    assert counts["candidates_above_cap"] == 2  # x1, once for each of q1's positives
+
+
+def test_a_relative_cap_follows_each_positive_and_skips_unretrieved_positives():
+    triples, counts = mined(max_relative=0.75)
+    assert triples == {
+        ("q1", "p1"): ["x2", "x3"],  # cap 7.5
+        ("q1", "p2"): ["x3"],  # cap 6.75
+    }
+    assert counts["positives_not_retrieved"] == 1  # q2's p9
+
+
+def test_score_cap_takes_the_tighter_cap_and_handles_negative_scores():
+    assert score_cap(SETTINGS, 10.0) is None
+    assert score_cap(SETTINGS | {"max_score": 6.0, "max_relative": 0.75}, 10.0) == 6.0
+    assert score_cap(SETTINGS | {"max_score": 9.0, "max_relative": 0.75}, 10.0) == 7.5
+    # A negative score of -0.2 with 0.9: the cap is below the positive, as for positive scores.
+    assert score_cap(SETTINGS | {"max_relative": 0.9}, -0.2) == pytest.approx(-0.22)
+
+
+def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
+    rng = random.Random(0)
+    for _ in range(50):
+        docs = [f"d{i}" for i in range(40)]
+        run_rows, qrels_rows = [], []
+        for q in range(5):
+            hits = rng.sample(docs, 30)
+            scores = sorted((rng.uniform(-1, 1) for _ in hits), reverse=True)
+            run_rows += [(f"q{q}", d, s, r + 1) for r, (d, s) in enumerate(zip(hits, scores))]
+            qrels_rows += [(f"q{q}", d, rng.choice([0, 1, 2])) for d in rng.sample(docs, 6)]
+        settings = SETTINGS | {
+            "top_k": 20,
+            "num_negatives": 5,
+            "max_score": rng.uniform(0, 1),
+            "max_relative": rng.choice([None, 0.9]),
+        }
+        triples, _ = mine(run_table(run_rows), qrels_table(qrels_rows), settings)
+        positives = {(q, d) for q, d, r in qrels_rows if r >= 1}
+        scores = {(q, d): s for q, d, s, _ in run_rows}
+        for triple in triples:
+            cap = score_cap(settings, scores.get((triple["query_id"], triple["positive_id"])))
+            assert 0 < len(triple["negatives"]) <= 5
+            for doc_id, score, rank in triple["negatives"]:
+                assert (triple["query_id"], doc_id) not in positives
+                assert score <= cap and rank <= 20
+
+
+def write_inputs(tmp_path):
+    corpus_ids = ["p1", "p2", "n0", "x1", "x2", "x3", "x4"]
+    corpus = pa.Table.from_pylist(
+        [{"doc_id": d, "title": f"T{d}", "text": f"text of {d}"} for d in corpus_ids],
+        contracts.CORPUS,
+    )
+    queries = pa.Table.from_pylist(
+        [{"query_id": "q1", "text": "first query"}, {"query_id": "q2", "text": "second"}],
+        contracts.QUERIES,
+    )
+    paths = {name: tmp_path / f"{name}.parquet" for name in ("run", "qrels", "queries", "corpus")}
+    pq.write_table(run_table(RUN_ROWS), paths["run"])
+    pq.write_table(qrels_table(QRELS_ROWS), paths["qrels"])
+    pq.write_table(queries, paths["queries"])
+    pq.write_table(corpus, paths["corpus"])
+    return paths
+
+
+def test_export_writes_parquet_and_triplet_jsonl(tmp_path):
+    paths = write_inputs(tmp_path)
+    counts = run_negatives(
+        *paths.values(), SETTINGS | {"max_score": 9.0}, tmp_path / "n.parquet", tmp_path / "n.jsonl"
+    )
+    table = pq.read_table(tmp_path / "n.parquet").to_pylist()
+    # q2's positive p9 is not in the corpus, so its triple (mined, counted) is not written.
+    assert [(r["query_id"], r["positive_id"], r["negative_ids"]) for r in table] == [
+        ("q1", "p1", ["n0", "x2", "x3"]),
+        ("q1", "p2", ["n0", "x2", "x3"]),
+    ]
+    first = table[0]
+    assert first["positive"] == "Tp1 text of p1" and first["negatives"][0] == "Tn0 text of n0"
+    assert first["negative_scores"] == [8.0, 7.0, 5.0] and first["negative_ranks"] == [4, 5, 6]
+    assert first["positive_score"] == 10.0
+    lines = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 == counts["jsonl_rows"]
+    assert lines[0] == {
+        "query": "first query",
+        "positive": "Tp1 text of p1",
+        "negative": "Tn0 text of n0",
+    }
+    assert counts["triples"] == 3 and counts["triples_written"] == 2
+
+
+def test_n_tuple_jsonl_keeps_only_full_rows(tmp_path):
+    paths = write_inputs(tmp_path)
+    settings = SETTINGS | {"max_relative": 0.75, "format": "n-tuple", "num_negatives": 2}
+    run_negatives(*paths.values(), settings, tmp_path / "n.parquet", tmp_path / "n.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    # p1 has two negatives (x2, x3); p2 only x3, so it is left out of the JSONL.
+    assert lines == [
+        {
+            "query": "first query",
+            "positive": "Tp1 text of p1",
+            "negative_1": "Tx2 text of x2",
+            "negative_2": "Tx3 text of x3",
+        }
+    ]
+    assert pq.read_table(tmp_path / "n.parquet").num_rows == 2
+
+
+def test_config_errors_name_the_key():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    base = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+    curated = {"curate": {"d-clean": {"dataset": "d"}}}
+    config = validate_config(
+        base | curated | {"negatives": {"n": {"dataset": "d-clean", "system": "bm25"}}}, schema
+    )
+    assert config["negatives"]["n"] | {"dataset": None, "system": None} == {
+        "dataset": None,
+        "system": None,
+        "top_k": 100,
+        "num_negatives": 4,
+        "max_score": None,
+        "max_relative": None,
+        "min_relevance": 1,
+        "format": "triplet",
+    }
+    with pytest.raises(
+        ConfigError, match=r"'negatives\.n\.system': 'dense' is not a key of 'systems'"
+    ):
+        validate_config(base | {"negatives": {"n": {"dataset": "d", "system": "dense"}}}, schema)
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.format': 'pairs' is not allowed"):
+        spec = {"dataset": "d", "system": "bm25", "format": "pairs"}
+        validate_config(base | {"negatives": {"n": spec}}, schema)
+    with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
+        validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
+
+
+def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):
+    """A small Snakemake run on the tiny dataset with BM25: the curated copy is filtered with
+    its own block, the negatives export is written, the summary counts both datasets."""
+    corpus = [dict(doc) for doc in TINY_CORPUS] + [
+        {"_id": "copy", "title": "Cats", "text": "Cats purr and sleep in the sun."},
+    ]
+    write_beir(tiny_beir, corpus, TINY_QUERIES, TINY_QRELS)
+    config = {
+        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "curate": {
+            "tiny-curated": {
+                "dataset": "tiny",
+                "filter": {"near_duplicates": {"enabled": True, "threshold": 0.9}},
+            }
+        },
+        "negatives": {"tiny-bm25": {"dataset": "tiny", "system": "bm25", "num_negatives": 2}},
+    }
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    targets = ["results/filter_summary.parquet", "results/negatives/tiny-bm25.parquet"]
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(config_path), "--cores", "1"]
+        + targets,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = tmp_path / "results"
+    summary = {
+        (r["dataset"], r["filter"]): (r["dropped"], r["documents_out"], r["clusters"])
+        for r in pq.read_table(results / "filter_summary.parquet").to_pylist()
+    }
+    # The judged d1 is kept; its unjudged copy goes, in the curated dataset only.
+    assert summary == {
+        ("tiny", "total"): (0, 5, 0),
+        ("tiny-curated", "near_duplicate"): (1, 4, 1),
+        ("tiny-curated", "total"): (1, 4, 1),
+    }
+    curated = pq.read_table(results / "datasets/tiny-curated/filtered/corpus.parquet")
+    assert "copy" not in curated.column("doc_id").to_pylist()
+    negatives = pq.read_table(results / "negatives/tiny-bm25.parquet").to_pylist()
+    positives = {(q, d) for q, d, r in TINY_QRELS if r > 0}
+    assert negatives and all(
+        (row["query_id"], doc_id) not in positives
+        for row in negatives
+        for doc_id in row["negative_ids"]
+    )
+    lines = (results / "negatives/tiny-bm25.jsonl").read_text().splitlines()
+    assert len(lines) == sum(len(row["negative_ids"]) for row in negatives)

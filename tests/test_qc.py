@@ -1,0 +1,619 @@
+"""Quality control (AIR-Bench §2.4) and the label audit: votes, pre-labels and Table 2 on
+hand-made ranks, the judge's prompts and answers, and whole runs against the fake
+OpenAI-compatible server (tests/fake_llm.py) with scripted failures."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+from fake_llm import FakeLLM, last_user_message
+
+from irflow.config import load_schema, validate_config
+from irflow.errors import ConfigError, InputError
+from irflow.label_audit import (
+    audit_candidates,
+    hole_before_after,
+    proposed_qrels,
+    review_table,
+    write_trec_qrels,
+)
+from irflow.llm import LLMClient
+from irflow.qc import (
+    Judge,
+    Judgement,
+    decide,
+    load_judge_prompts,
+    majority_needed,
+    parse_judgement,
+    pool_runs,
+    quality_control,
+    summarize_audit,
+    vote_table,
+)
+
+JUDGE_PROMPTS = REPO / "config" / "prompts" / "judge.yaml"
+QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
+DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
+
+
+def judge_responder(levels: dict[tuple[str, str], int]):
+    """Answers the shipped judge prompt: the level of (query, document's first word) in
+    ``levels``, else 0; an explanation naming both."""
+
+    def respond(body: dict) -> str:
+        prompt = last_user_message(body)
+        query = QUERY.search(prompt).group(1)
+        word = DOCUMENT.search(prompt).group(1).split()[0]
+        level = levels.get((query, word), 0)
+        return json.dumps({"explanation": f"{word} for {query}", "relevance": level})
+
+    return respond
+
+
+def client(fake: FakeLLM, cache) -> LLMClient:
+    settings = {"base_url": fake.base_url, "model": "fake", "max_retries": 1, "timeout_s": 5}
+    return LLMClient(settings, cache, progress=False)
+
+
+def ranks(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", "rank"])
+
+
+# --- votes and pre-labels ---------------------------------------------------------------------
+
+
+def test_a_majority_of_rerankers_within_the_kinds_threshold_makes_the_prelabel():
+    pairs = pd.DataFrame(
+        [
+            ("q", "neg", "generated_negative"),  # ranks 15, 19, 25: two within 20
+            ("q", "doc", "corpus_document"),  # ranks 15, 9, 3: two within 10
+            ("q", "far", "corpus_document"),  # ranks 11, 12, -: none within 10
+            ("q", "edge", "corpus_document"),  # ranks 10, -, -: one vote, at the threshold
+        ],
+        columns=["query_id", "doc_id", "kind"],
+    )
+    votes = {
+        "a": ranks([("q", "neg", 15), ("q", "doc", 15), ("q", "far", 11), ("q", "edge", 10)]),
+        "b": ranks([("q", "neg", 19), ("q", "doc", 9), ("q", "far", 12)]),
+        "c": ranks([("q", "neg", 25), ("q", "doc", 3)]),
+    }
+    thresholds = {"generated_negative": 20, "corpus_document": 10}
+    table = vote_table(pairs, votes, thresholds, majority_needed(3, None)).set_index("doc_id")
+    assert table["votes"].to_dict() == {"neg": 2, "doc": 2, "far": 0, "edge": 1}
+    assert table["prelabel"].to_dict() == {"neg": True, "doc": True, "far": False, "edge": False}
+    edge = table.loc["edge", ["rank_a", "rank_b", "rank_c"]]
+    assert edge.iloc[0] == 10 and edge.iloc[1:].isna().all()
+    assert (table["needed"] == 2).all()
+    # The same ranks with the negative's threshold for every kind: "doc" gets all three votes.
+    wide = vote_table(pairs, votes, dict.fromkeys(thresholds, 20), 3).set_index("doc_id")
+    assert wide["votes"].to_dict() == {"neg": 2, "doc": 3, "far": 2, "edge": 1}
+    assert wide["prelabel"].to_dict() == {"neg": False, "doc": True, "far": False, "edge": False}
+
+
+@pytest.mark.parametrize(
+    ("rerankers", "majority", "needed"),
+    [(1, None, 1), (2, None, 2), (3, None, 2), (4, None, 3), (5, 2, 2)],
+)
+def test_majority_means_more_than_half_unless_configured(rerankers, majority, needed):
+    assert majority_needed(rerankers, majority) == needed
+
+
+def test_pools_take_each_runs_top_k_and_count_the_systems():
+    first = pd.DataFrame(
+        {"query_id": ["q"] * 3, "doc_id": ["a", "b", "c"], "score": [3.0, 2.0, 1.0]}
+    )
+    second = pd.DataFrame({"query_id": ["q"] * 3, "doc_id": ["c", "d", "a"], "score": [9, 8, 7]})
+    pool = pool_runs([first, second], 2).set_index("doc_id")
+    assert pool["systems"].to_dict() == {"a": 1, "b": 1, "c": 1, "d": 1}
+    assert pool["best_rank"].to_dict() == {"a": 1, "b": 2, "c": 1, "d": 2}
+    assert pool_runs([first, second], 3).loc[lambda f: f["doc_id"] == "a", "systems"].item() == 2
+
+
+# --- Table 2 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "prelabel", "level", "negative", "action"),
+    [
+        ("positive", False, 3, "remove", "keep"),
+        ("positive", True, 2, "remove", "keep"),
+        ("positive", True, 1, "remove", "drop_query"),
+        ("generated_negative", True, 3, "remove", "remove_document"),
+        ("generated_negative", True, 2, "promote", "promote"),
+        ("generated_negative", True, 1, "remove", "keep"),
+        ("generated_negative", False, None, "remove", "keep"),
+        ("corpus_document", True, 2, "remove", "add_positive"),
+        ("corpus_document", True, 0, "remove", "keep"),
+        ("corpus_document", False, None, "remove", "keep"),
+    ],
+)
+def test_table_2_decides_by_kind_and_judgement(kind, prelabel, level, negative, action):
+    judgement = None if level is None else Judgement(level=level)
+    decided, reason = decide(kind, prelabel, judgement, 2, negative)
+    assert decided == action
+    if level is not None:
+        assert f"judged {level}" in reason
+
+
+def test_a_failed_judgement_changes_nothing_and_says_why():
+    failed = Judgement(error="http_500", detail="internal error")
+    for kind in ("positive", "generated_negative", "corpus_document"):
+        action, reason = decide(kind, True, failed, 2)
+        assert action == "keep" and "no usable answer (http_500)" in reason
+    with pytest.raises(ValueError, match="needs a judgement"):
+        decide("corpus_document", True, None, 2)
+
+
+# --- the judge's prompts and answers ----------------------------------------------------------
+
+
+def test_the_shipped_judge_prompt_renders_four_levels():
+    prompts = load_judge_prompts(JUDGE_PROMPTS)
+    assert sorted(prompts.levels) == [0, 1, 2, 3]
+    messages = prompts.messages("why is the sky $blue", "Rayleigh scattering {x}")
+    user = messages[-1]["content"]
+    assert "Query: why is the sky $blue" in user and "Rayleigh scattering {x}" in user
+    assert user.index("3 = fully relevant") < user.index("0 = not relevant")
+    assert "${" not in user
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"relevance": 2, "explanation": " partly "}, (2, "partly")),
+        ({"relevance": 3.0}, (3, None)),
+        ({"relevance": "1"}, (1, None)),
+        ({"relevance": "0 - not relevant"}, (0, None)),
+    ],
+)
+def test_judgements_parse_numbers_and_numeric_strings(data, expected):
+    assert parse_judgement(data, load_judge_prompts(JUDGE_PROMPTS)) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"relevance": 4}, r"'relevance' is 4; expected one of 0, 1, 2, 3"),
+        ({"relevance": True}, "is True"),
+        ({"relevance": "high"}, "is 'high'"),
+        ({"score": 2}, "with the key 'relevance'"),
+        ([2], "with the key 'relevance'"),
+    ],
+)
+def test_unusable_judgements_say_what_is_wrong(data, message):
+    with pytest.raises(ValueError, match=message):
+        parse_judgement(data, load_judge_prompts(JUDGE_PROMPTS))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(levels={0: "no"}), "field 'levels': must map at least two"),
+        (lambda d: d["levels"].update({-1: "x"}), "field 'levels': -1 is not a level"),
+        (lambda d: d.update(user="${query} only"), r"field 'user': must use \$\{document\}"),
+        (lambda d: d.update(user="${query} ${document} ${mood}"), "field 'user': bad placeholder"),
+        (lambda d: d.pop("answer_key"), "field 'answer_key'"),
+    ],
+)
+def test_a_bad_judge_prompts_file_is_named_with_its_field(tmp_path, change, message):
+    data = yaml.safe_load(JUDGE_PROMPTS.read_text())
+    change(data)
+    path = tmp_path / "judge.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=re.escape(str(path)) + ".*" + message):
+        load_judge_prompts(path)
+
+
+# --- quality control against the fake server --------------------------------------------------
+
+SETTINGS = {
+    "thresholds": {"generated_negative": 20, "corpus_document": 10},
+    "majority": None,
+    "relevant_level": 2,
+    "relevant_negative": "remove",
+}
+
+
+def generated_dataset():
+    """Three generated queries over a corpus of six documents and four generated negatives."""
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["d1", "d2", "d3", "d4", "d5", "d6", "n1-0", "n1-1", "n2-0", "n3-0"],
+            "title": [""] * 10,
+            "text": [
+                "alpha text",
+                "bravo text",
+                "charlie text",
+                "delta text",
+                "echo text",
+                "foxtrot text",
+                "alphaneg0 text",
+                "alphaneg1 text",
+                "bravoneg0 text",
+                "charlieneg0 text",
+            ],
+        }
+    )
+    queries = pd.DataFrame({"query_id": ["q1", "q2", "q3"], "text": ["qa", "qb", "qc"]})
+    negatives = pd.DataFrame(
+        {
+            "doc_id": ["n1-0", "n1-1", "n2-0", "n3-0"],
+            "query_id": ["q1", "q1", "q2", "q3"],
+            "source_doc_id": ["d1", "d1", "d2", "d3"],
+            "number": [0, 1, 0, 0],
+        }
+    )
+    positives = [("q1", "d1", 1), ("q2", "d2", 1), ("q3", "d3", 1)]
+    zeros = [(q, d, 0) for d, q in zip(negatives["doc_id"], negatives["query_id"])]
+    qrels = pd.DataFrame(positives + zeros, columns=["query_id", "doc_id", "relevance"])
+    qrels["span_start"] = qrels["span_end"] = None
+    return corpus, queries, qrels, negatives
+
+
+def two_rerankers():
+    # q1: its negative n1-0 is ranked 5 and 18 (two votes within 20), n1-1 at 30 and 2 (one
+    #     vote); corpus document d4 at 3 and 8 (two votes within 10), d5 at 12 and 4 (one).
+    # q2: its positive will be judged not relevant; d6 at 1 and 1 would be a candidate.
+    # q3: d4 at 9 and 10: a candidate whose judge call fails.
+    a = [
+        ("q1", "d1", 1),
+        ("q1", "n1-0", 5),
+        ("q1", "n1-1", 30),
+        ("q1", "d4", 3),
+        ("q1", "d5", 12),
+        ("q2", "d6", 1),
+        ("q2", "d2", 2),
+        ("q3", "d4", 9),
+    ]
+    b = [
+        ("q1", "d1", 2),
+        ("q1", "n1-0", 18),
+        ("q1", "n1-1", 2),
+        ("q1", "d4", 8),
+        ("q1", "d5", 4),
+        ("q2", "d6", 1),
+        ("q2", "d2", 3),
+        ("q3", "d4", 10),
+    ]
+    return {"a": ranks(a), "b": ranks(b)}
+
+
+LEVELS = {
+    ("qa", "alpha"): 3,
+    ("qa", "alphaneg0"): 2,  # the generated negative answers the query: removed
+    ("qa", "delta"): 3,  # an overlooked relevant document: added
+    ("qb", "bravo"): 1,  # the query does not match its own document: dropped
+    ("qb", "foxtrot"): 3,  # never asked: its query is dropped first
+    ("qc", "charlie"): 2,
+}
+
+
+def run_qc(fake, cache, **settings):
+    corpus, queries, qrels, negatives = generated_dataset()
+    with client(fake, cache) as llm:
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        controlled = quality_control(
+            "gen-qc", corpus, queries, qrels, negatives, two_rerankers(), judge, SETTINGS | settings
+        )
+        return controlled, llm.summary()
+
+
+def test_quality_control_follows_table_2_and_a_rerun_asks_nothing(tmp_path):
+    script = {"Query: qc\n": ["down"]}  # every judgement of q3's pairs fails with a 500
+    with FakeLLM(responder=judge_responder(LEVELS), script=script) as fake:
+        controlled, summary = run_qc(fake, tmp_path / "cache")
+        audit = controlled.audit.set_index(["query_id", "doc_id"])
+        actions = audit["action"].to_dict()
+        assert actions == {
+            ("q1", "d1"): "keep",
+            ("q2", "d2"): "drop_query",
+            ("q3", "d3"): "keep",  # the judge failed: unchanged
+            ("q1", "n1-0"): "remove_document",
+            ("q1", "n1-1"): "keep",  # one vote: not judged
+            ("q2", "n2-0"): "keep",
+            ("q3", "n3-0"): "keep",
+            ("q1", "d4"): "add_positive",
+            ("q2", "d6"): "not_judged",  # its query was dropped
+            ("q3", "d4"): "keep",  # the judge failed
+        }
+        assert ("q1", "d5") not in audit.index  # one vote: an unlabelled document not audited
+        assert audit.loc[("q1", "n1-0"), ["rank_a", "rank_b", "votes", "needed"]].tolist() == [
+            5,
+            18,
+            2,
+            2,
+        ]
+        assert audit.loc[("q1", "n1-0"), "judge_level"] == 2
+        assert audit.loc[("q1", "n1-0"), "judge_explanation"] == "alphaneg0 for qa"
+        assert audit.loc[("q1", "n1-1"), "judged"] == np.False_
+        assert audit.loc[("q2", "d6"), "reason"] == "its query was dropped"
+        assert audit.loc[("q3", "d3"), "judge_error"].startswith("http_500")
+        assert "no usable answer (http_500)" in audit.loc[("q3", "d4"), "reason"]
+        assert (controlled.audit["dataset"] == "gen-qc").all()
+
+        # Positives first (3 requests), then the pre-labelled pairs of q1 and q3 (n1-0, d4 and
+        # d4); each q3 request is tried twice (one retry) and fails.
+        assert summary["requests"] == 6 and fake.behaviours["down"] == 4
+        assert summary["dropped_by_reason"] == {"http_500": 2}
+        assert controlled.stats["judge_failures"] == {"http_500": 2}
+        assert controlled.stats["queries_dropped"] == 1 and controlled.stats["queries_kept"] == 2
+        assert controlled.stats["removed_documents"] == 1
+        assert controlled.stats["added_positives"] == 1
+
+        assert controlled.queries["query_id"].tolist() == ["q1", "q3"]
+        summary = summarize_audit(controlled.audit).iloc[0].to_dict()
+        assert summary == {
+            "dataset": "gen-qc",
+            "queries": 3,
+            "queries_dropped": 1,
+            "queries_kept": 2,
+            "negatives": 4,
+            "negatives_judged": 1,
+            "negatives_removed": 1,
+            "negatives_promoted": 0,
+            "documents_judged": 2,
+            "positives_added": 1,
+            "judge_failures": 2,
+        }
+        assert "n1-0" not in set(controlled.corpus["doc_id"]) and len(controlled.corpus) == 9
+        qrels = controlled.qrels[["query_id", "doc_id", "relevance"]].values.tolist()
+        assert qrels == [
+            ["q1", "d1", 1],
+            ["q1", "d4", 1],
+            ["q1", "n1-1", 0],
+            ["q3", "d3", 1],
+            ["q3", "n3-0", 0],
+        ]
+
+        # A rerun asks only what failed over HTTP; the finished answers come from the cache.
+        fake.reset_counts()
+        fake.script = {}
+        again, summary = run_qc(fake, tmp_path / "cache")
+        assert fake.requests == 2 and summary["cache_hits"] == 3 + 1
+        assert again.audit.set_index(["query_id", "doc_id"]).loc[("q3", "d4"), "action"] == "keep"
+        fake.reset_counts()
+        run_qc(fake, tmp_path / "cache")
+        assert fake.requests == 0
+
+
+def test_a_relevant_negative_can_be_promoted_instead(tmp_path):
+    with FakeLLM(responder=judge_responder(LEVELS)) as fake:
+        controlled, _ = run_qc(fake, tmp_path / "cache", relevant_negative="promote")
+    assert "n1-0" in set(controlled.corpus["doc_id"])
+    qrels = controlled.qrels.set_index(["query_id", "doc_id"])["relevance"]
+    assert qrels[("q1", "n1-0")] == 1 and qrels[("q1", "d1")] == 1
+
+
+def test_votes_for_an_unknown_query_name_the_reranker(tmp_path):
+    corpus, queries, qrels, negatives = generated_dataset()
+    votes = {"a": ranks([("q9", "d1", 1)])}
+    with FakeLLM() as fake, client(fake, tmp_path) as llm:
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        with pytest.raises(InputError, match="votes of a: query 'q9' is not a query of gen"):
+            quality_control("gen", corpus, queries, qrels, negatives, votes, judge, SETTINGS)
+
+
+# --- the label audit --------------------------------------------------------------------------
+
+
+def audit_inputs():
+    runs = {
+        "sys-a": pd.DataFrame(
+            {
+                "query_id": ["q1"] * 3 + ["q2"] * 2,
+                "doc_id": ["d1", "d2", "d3", "d4", "d5"],
+                "score": [3.0, 2.0, 1.0, 2.0, 1.0],
+            }
+        ),
+        "sys-b": pd.DataFrame(
+            {
+                "query_id": ["q1"] * 2 + ["q2"] * 2,
+                "doc_id": ["d3", "d6", "d5", "d1"],
+                "score": [2.0, 1.0, 2.0, 1.0],
+            }
+        ),
+    }
+    qrels = pd.DataFrame(
+        {
+            "query_id": ["q1", "q2"],
+            "doc_id": ["d1", "d4"],
+            "relevance": [1, 1],
+            "span_start": [None, None],
+            "span_end": [None, None],
+        }
+    )
+    votes = {
+        "a": ranks(
+            [("q1", "d2", 1), ("q1", "d3", 2), ("q1", "d6", 3), ("q2", "d5", 1), ("q2", "d1", 2)]
+        ),
+        "b": ranks(
+            [("q1", "d2", 3), ("q1", "d3", 1), ("q1", "d6", 2), ("q2", "d5", 2), ("q2", "d1", 1)]
+        ),
+    }
+    return runs, qrels, votes
+
+
+def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path):
+    runs, qrels, votes = audit_inputs()
+    pool = pool_runs(list(runs.values()), 3)
+    queries = {"q1": "first", "q2": "second"}
+    texts = {f"d{i}": f"w{i} text" for i in range(1, 7)}
+    # Threshold 2: d3 (2, 1), d5 (1, 2) and d1 for q2 (2, 1) get two votes; d2 (1, 3) and
+    # d6 (3, 2) one.
+    candidates = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, None, (queries, texts))
+    table = candidates.set_index(["query_id", "doc_id"])
+    assert sorted(table.index) == [
+        ("q1", "d2"),
+        ("q1", "d3"),
+        ("q1", "d6"),
+        ("q2", "d1"),
+        ("q2", "d5"),
+    ]
+    assert table["votes"].to_dict() == {
+        ("q1", "d2"): 1,
+        ("q1", "d3"): 2,
+        ("q1", "d6"): 1,
+        ("q2", "d5"): 2,
+        ("q2", "d1"): 2,
+    }
+    assert table.loc[("q1", "d3"), "systems"] == 2
+    assert table["proposed"].sum() == 3 and not table["judged"].any()
+
+    # With the judge: d3 is rated relevant, d5 not, and q2/d1 fails.
+    levels = {("first", "w3"): 3, ("second", "w5"): 1}
+    script = {'"""\nw1 text': ["down"]}  # q2/d1 fails
+    with (
+        FakeLLM(responder=judge_responder(levels), script=script) as fake,
+        client(fake, tmp_path / "cache") as llm,
+    ):
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        judged = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, judge, (queries, texts))
+    judged = judged.set_index(["query_id", "doc_id"])
+    assert judged["proposed"][lambda s: s].index.tolist() == [("q1", "d3")]
+    assert judged.loc[("q2", "d5"), "reason"].endswith("judged 1 (< 2): not proposed")
+    assert judged["judged"].sum() == 3
+
+    added = proposed_qrels(judged.reset_index())
+    path = tmp_path / "candidate_qrels.trec"
+    write_trec_qrels(added, path)
+    assert path.read_text() == "q1 0 d3 1\n"
+
+    corpus = pd.DataFrame({"doc_id": list(texts), "title": ["T"] * 6, "text": list(texts.values())})
+    review = review_table(candidates, queries, corpus)
+    assert review.columns[:6].tolist() == [
+        "dataset",
+        "query_id",
+        "query",
+        "doc_id",
+        "title",
+        "text",
+    ]
+    assert review["query"].tolist() == ["first", "second", "second"]
+
+
+def test_hole_at_k_falls_when_the_proposed_judgements_are_added():
+    runs, qrels, _ = audit_inputs()
+    added = pd.DataFrame(
+        {
+            "query_id": ["q1"],
+            "doc_id": ["d3"],
+            "relevance": [1],
+            "span_start": [None],
+            "span_end": [None],
+        }
+    )
+    hole = hole_before_after("tiny", runs, qrels, added, 2)
+    hole = hole.set_index(["system", "metric"])
+    # sys-a's top 2: q1 (d1 judged, d2 not) and q2 (d4 judged, d5 not): 0.5 before and after.
+    assert hole.loc[("sys-a", "hole_2"), ["before", "after"]].tolist() == [0.5, 0.5]
+    # sys-b: q1 (d3, d6) both unjudged -> d3 judged after; q2 (d5 unjudged, d1 judged).
+    assert hole.loc[("sys-b", "hole_2"), ["before", "after"]].tolist() == [0.75, 0.5]
+    assert hole.loc[("sys-b", "hole_2"), "change"] == -0.25
+    assert (
+        hole.loc[("sys-b", "ndcg_cut_10"), "after"] > hole.loc[("sys-b", "ndcg_cut_10"), "before"]
+    )
+    assert (hole["queries"] == 2).all()
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def test_the_config_names_every_quality_control_problem():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
+        "generate": {"gen": {"dataset": "scifact"}},
+        "llm": {"model": "fake"},
+        "quality_control": {
+            "rerankers": ["bi", "nope"],
+            "majority": 3,
+            "generated": {
+                "gen-qc": {"dataset": "scifact", "retriever": "dense", "depth": 2000},
+                "scifact": {"dataset": "gen", "retriever": "bm25"},
+            },
+            "label_audit": {"datasets": ["gen-qc", "unknown"], "systems": ["bm25", "x"]},
+        },
+        "correlation": {"benchmarks": {"real": ["scifact"], "made": ["gen-qc", "gen", "what"]}},
+    }
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, schema)
+    message = str(error.value)
+    assert "'quality_control.rerankers.1': 'nope' is not a key of 'rerankers'" in message
+    assert "'quality_control.majority': 3 votes needed but only 2 rerankers vote" in message
+    assert "'quality_control.generated.gen-qc.dataset': 'scifact' is not a key of 'generate'" in (
+        message
+    )
+    assert "'quality_control.generated.gen-qc.retriever': 'dense' is not a key" in message
+    assert "'quality_control.generated.gen-qc.depth': 2000 exceeds top_k (1000)" in message
+    assert "'quality_control.generated.scifact': the name is already a dataset's" in message
+    assert "'quality_control.label_audit.datasets.1': 'unknown' is not a key" in message
+    assert "'quality_control.label_audit.systems.1': 'x' is not a key of 'systems'" in message
+    assert "'correlation.benchmarks.made': 'what' is not a key of 'datasets'" in message
+
+    good = config | {
+        "quality_control": {
+            "rerankers": ["bi"],
+            "generated": {"gen-qc": {"dataset": "gen", "retriever": "bm25"}},
+            "label_audit": {"datasets": ["scifact"]},
+        },
+        "correlation": {"benchmarks": {"real": ["scifact"], "made": ["gen-qc"]}},
+    }
+    filled = validate_config(good, schema)["quality_control"]
+    assert filled["generated"]["gen-qc"]["thresholds"] == {
+        "generated_negative": 20,
+        "corpus_document": 10,
+    }
+    assert filled["generated"]["gen-qc"]["depth"] == 1000
+    assert filled["judge"] == {
+        "prompts": "config/prompts/judge.yaml",
+        "relevant_level": 2,
+        "temperature": 0,
+    }
+    assert filled["label_audit"]["depth"] == 10 and filled["label_audit"]["judge"] is False
+    no_model = good | {"llm": {}}
+    with pytest.raises(ConfigError, match="'llm.model': needed by 'quality_control'"):
+        validate_config(no_model, schema)
+
+
+def test_a_removed_document_is_never_added_as_another_querys_positive():
+    from irflow.qc import apply_decisions
+
+    corpus, queries, qrels, _ = generated_dataset()
+    audit = pd.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3"],
+            "doc_id": ["n1-0", "n1-0", "d5"],
+            "action": ["remove_document", "add_positive", "add_positive"],
+        }
+    )
+    controlled = apply_decisions(corpus, queries, qrels, audit)
+    assert "n1-0" not in set(controlled.corpus["doc_id"]) | set(controlled.qrels["doc_id"])
+    added = controlled.qrels.set_index(["query_id", "doc_id"])["relevance"]
+    assert added[("q3", "d5")] == 1 and len(controlled.qrels) == len(qrels) - 1 + 1
+
+
+def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_path):
+    corpus, queries, qrels, negatives = generated_dataset()
+    votes = two_rerankers()
+    # q3 also finds q1's negative n1-0 near the top, and the judge finds it relevant there too.
+    for name in votes:
+        votes[name] = pd.concat([votes[name], ranks([("q3", "n1-0", 1)])], ignore_index=True)
+    levels = LEVELS | {("qc", "alphaneg0"): 3}
+    with FakeLLM(responder=judge_responder(levels)) as fake, client(fake, tmp_path) as llm:
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        controlled = quality_control(
+            "gen-qc", corpus, queries, qrels, negatives, votes, judge, SETTINGS
+        )
+    row = controlled.audit.set_index(["query_id", "doc_id"]).loc[("q3", "n1-0")]
+    assert row["kind"] == "corpus_document" and row["action"] == "remove_document"
+    assert row["reason"].startswith("judged 3 (>= 2): an overlooked relevant document; but")
+    assert "n1-0" not in set(controlled.qrels["doc_id"]) | set(controlled.corpus["doc_id"])

@@ -1,0 +1,185 @@
+"""Quality filters: each on a hand-made text just inside and just outside its default bound
+(Arctic-Embed's values, as the schema documents them), with the measured value checked."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO
+
+from irflow.config import load_schema, validate_config
+from irflow.errors import ConfigError
+from irflow.quality import (
+    Document,
+    build_checks,
+    check_order,
+    duplicated_ngram_char_fraction,
+    failed_checks,
+    top_ngram_char_fraction,
+)
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+
+
+def quality_config(**enabled: dict) -> dict:
+    """The validated ``filter.quality`` block with the named filters on (and overrides)."""
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "retrievers": {"r": {"type": "bm25"}},
+        "filter": {"quality": {name: {"enabled": True} | spec for name, spec in enabled.items()}},
+    }
+    return validate_config(config, SCHEMA)["filter"]["quality"]
+
+
+def failures(text: str, name: str, **spec) -> dict[str, float]:
+    """The failed checks of the one filter ``name``, by check name, with their values."""
+    checks = build_checks(quality_config(**{name: spec}))
+    return {check: value for check, value, _ in failed_checks(text, checks)}
+
+
+def measured(text: str, name: str, **spec) -> float:
+    (check,) = build_checks(quality_config(**{name: spec}))
+    return check.measure(Document.of(text))
+
+
+def lines(*rows: str) -> str:
+    return "\n".join(rows)
+
+
+WORD = "word"
+SENTENCE = "the quick brown fox jumps over a lazy dog today"  # 10 words
+
+
+def test_all_filters_are_off_by_default():
+    assert build_checks(quality_config()) == []
+
+
+def test_words_per_document_between_10_and_10000():
+    assert failures(" ".join(["alpha"] * 10), "words") == {}
+    assert failures(" ".join(["alpha"] * 9), "words") == {"words": 9.0}
+    assert failures(" ".join(["alpha"] * 10_000), "words") == {}
+    assert failures(" ".join(["alpha"] * 10_001), "words") == {"words": 10_001.0}
+    checks = build_checks(quality_config(words={}))
+    assert failed_checks(" ".join(["alpha"] * 10_001), checks)[0][2] == "words 10001 > 10000"
+    # Punctuation alone is not a word.
+    assert measured(" ".join(["alpha"] * 9 + ["—", "..."]), "words") == 9.0
+
+
+def test_mean_word_length_between_3_and_10():
+    assert failures("cat dog sun", "mean_word_length") == {}
+    assert failures("an is at", "mean_word_length") == {"mean_word_length": 2.0}
+    assert failures("abcdefghij abcdefghij", "mean_word_length") == {}
+    assert failures("abcdefghijk abcdefghij", "mean_word_length") == {"mean_word_length": 10.5}
+
+
+def test_symbols_per_word_at_most_0_1():
+    two_hashes = " ".join(["#word", "#word"] + [WORD] * 18)  # 2 / 20 words
+    three_hashes = " ".join(["#word"] * 3 + [WORD] * 17)
+    three_ellipses = " ".join(["word..."] * 2 + ["word…"] + [WORD] * 17)
+    assert failures(two_hashes, "symbols_per_word") == {}
+    assert failures(three_hashes, "symbols_per_word") == {"symbols_per_word": 0.15}
+    assert failures(three_ellipses, "symbols_per_word") == {"symbols_per_word": 0.15}
+
+
+def test_lines_ending_in_an_ellipsis_at_most_0_3():
+    three = lines(*["it goes on..."] * 2, "and on…", *[SENTENCE] * 7)
+    four = lines(*["it goes on..."] * 4, *[SENTENCE] * 6)
+    assert failures(three, "ellipsis_lines") == {}
+    assert failures(four, "ellipsis_lines") == {"ellipsis_lines": 0.4}
+
+
+def test_words_without_a_letter_at_most_0_2():
+    two = "12 3.5 cells divide fast in warm dense growth media"
+    three = "12 3.5 42 cells divide fast in warm dense media"
+    assert failures(two, "words_without_letter") == {}
+    assert failures(three, "words_without_letter") == {"words_without_letter": 0.3}
+
+
+def test_duplicated_ngram_fractions_follow_gopher():
+    text = "the cat sat on the mat the cat sat on the mat"  # 45 characters
+    doc = Document.of(text)
+    # Most frequent bigram "the cat" (7 characters) occurs twice: 14 / 45.
+    assert top_ngram_char_fraction(doc, 2) == pytest.approx(14 / 45)
+    # The 5-gram at word 6 repeats the one at word 0: "thecatsatonthe", 14 characters.
+    assert duplicated_ngram_char_fraction(doc, 5) == pytest.approx(14 / 45)
+    # After a repeat the scan jumps n words ahead (DataTrove), so only one repeat is counted.
+    assert duplicated_ngram_char_fraction(Document.of(" ".join("a" * 10)), 5) == 5 / 19
+    assert set(failures(text, "duplicate_ngrams")) == {
+        "top_2gram_chars",
+        "top_3gram_chars",
+        "top_4gram_chars",
+        "duplicated_5gram_chars",
+        "duplicated_6gram_chars",
+    }  # a 6-word sentence said twice: no 7-gram repeats
+    # No n-gram occurs twice: nothing is repeated, however short the text.
+    assert failures("one two three four five six seven eight nine ten", "duplicate_ngrams") == {}
+    assert top_ngram_char_fraction(Document.of("cells divide"), 2) == 0.0
+
+
+def test_duplicated_ngram_bound_is_inclusive():
+    text = "the cat sat on the mat the cat sat on the mat"
+    at_bound = {"top": [{"n": 2, "max": 14 / 45}], "duplicated": []}
+    below = {"top": [{"n": 2, "max": 14 / 45 - 1e-9}], "duplicated": []}
+    assert failures(text, "duplicate_ngrams", **at_bound) == {}
+    assert list(failures(text, "duplicate_ngrams", **below)) == ["top_2gram_chars"]
+
+
+def test_at_least_one_stop_word():
+    assert failures("The cells divide", "stop_words") == {}
+    assert failures("Cells divide quickly", "stop_words") == {"stop_words": 0.0}
+    assert failures("Cells divide quickly", "stop_words", words=["cells"]) == {}
+
+
+def test_bullet_lines_at_most_0_9():
+    nine = lines(*["• item one here"] * 5, *["- item two here"] * 4, SENTENCE)
+    ten = lines(*["* item"] * 10)
+    assert failures(nine, "bullet_lines") == {}
+    assert failures(ten, "bullet_lines") == {"bullet_lines": 1.0}
+
+
+def test_lines_under_five_words_at_most_0_1():
+    one = lines("four words only here", *[SENTENCE] * 9)
+    two = lines("four words only here", "and three more", *[SENTENCE] * 8)
+    assert failures(one, "short_lines") == {}
+    assert failures(two, "short_lines") == {"short_lines": 0.2}
+    assert failures(two, "short_lines", words=3) == {}  # lines under 3 words: none
+    # Blank lines are no lines.
+    assert measured(lines(SENTENCE, "", "   ", SENTENCE), "short_lines") == 0.0
+
+
+def test_numeric_only_lines_at_most_0_05():
+    one = lines("12.5 13.0", *[SENTENCE] * 19)
+    two = lines("12.5 13.0", "(2019-01-01) 45%", *[SENTENCE] * 18)
+    assert failures(one, "numeric_lines") == {}
+    assert failures(two, "numeric_lines") == {"numeric_lines": 0.1}
+    assert measured(lines("Table 3: 12.5", "-- ..."), "numeric_lines") == 0.0
+
+
+def test_language_identification_offline():
+    english = "Cells divide when the growth factors in the medium reach a threshold."
+    french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil."
+    assert failures(english, "language") == {}
+    assert measured(english, "language") > 0.9
+    (value,) = failures(french, "language", expected="en").values()
+    assert value < 0.01
+    assert failures(french, "language", expected="fr") == {}
+
+
+def test_unknown_language_names_the_key():
+    with pytest.raises(ConfigError, match=r"filter\.quality\.language\.expected.*'xx'"):
+        build_checks(quality_config(language={"expected": "xx"}))
+
+
+def test_every_failure_is_reported_with_its_reason():
+    text = "an is at"  # 3 words of 2 letters, no stop word
+    checks = build_checks(quality_config(words={}, mean_word_length={}, stop_words={}))
+    assert failed_checks(text, checks) == [
+        ("words", 3.0, "words 3 < 10"),
+        ("mean_word_length", 2.0, "mean_word_length 2 < 3"),
+        ("stop_words", 0.0, "stop_words 0 < 1"),
+    ]
+
+
+def test_checks_are_ordered_as_they_run():
+    names = [check.name for check in build_checks(quality_config(words={}, duplicate_ngrams={}))]
+    assert names[:3] == ["words", "top_2gram_chars", "top_3gram_chars"]
+    assert sorted(reversed(names), key=check_order) == names  # 10-grams after 5-grams
