@@ -171,6 +171,21 @@ def test_empty_tables_give_a_figure_that_says_so(tmp_path, text_in_svg):
     assert "not configured (correlation.bootstrap)" in svg_text(tmp_path / "bootstrap.png")
 
 
+def test_latency_plot_has_a_marker_for_every_one_of_many_datasets(tmp_path, text_in_svg):
+    # Position variants make dozens of datasets; the ten markers repeat.
+    points = pd.DataFrame(
+        {
+            "dataset": [f"scifact@L512@p{i}" for i in range(12)],
+            "system": "bm25",
+            "latency_median_ms": np.linspace(1, 12, 12),
+            "value": np.linspace(0.1, 0.6, 12),
+        }
+    )
+    latency_quality(points, "ndcg_cut_10", tmp_path / "latency.png")
+    legend = svg_text(tmp_path / "latency.png")
+    assert all(f"scifact@L512@p{i}" in legend for i in range(12))
+
+
 def bootstrap_draws(spearman: list[float], every_query: bool) -> pd.DataFrame:
     return pd.DataFrame(
         {

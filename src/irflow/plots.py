@@ -159,7 +159,8 @@ def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
     figure, axis = plt.subplots(figsize=(8, 5))
     systems, datasets = sorted(points["system"].unique()), sorted(points["dataset"].unique())
     colors = dict(zip(systems, plt.cm.tab10(np.arange(len(systems)) % 10)))
-    markers = dict(zip(datasets, "osD^vP*Xph"))
+    # Markers repeat past ten datasets (position variants come in dozens) rather than fail.
+    markers = {d: "osD^vP*Xph"[i % 10] for i, d in enumerate(datasets)}
     for row in points.itertuples():
         axis.scatter(
             row.latency_median_ms,
