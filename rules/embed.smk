@@ -13,7 +13,7 @@ rule embed:
         "results/logs/embed/{dataset}/{model}/{side}.log",
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:

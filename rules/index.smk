@@ -13,7 +13,7 @@ rule index:
         "results/logs/index/{dataset}/{model}/{index}.log",
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     params:
         index=lambda wc: config["indexes"][wc.index],
     script:

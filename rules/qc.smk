@@ -24,7 +24,7 @@ rule qc_votes:
         reranker=one_of(QC_RERANKERS),
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:
@@ -47,7 +47,7 @@ rule audit_votes:
         reranker=one_of(QC_RERANKERS),
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:

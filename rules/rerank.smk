@@ -15,7 +15,7 @@ rule rerank:
         system=one_of(RERANKED),
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:

@@ -17,7 +17,7 @@ rule retrieve_bm25:
         system=one_of(BM25_SYSTEMS),
     conda:
         "../envs/data.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     params:
         settings=retrieval_settings,
     script:
@@ -37,7 +37,7 @@ rule retrieve_dense:
         system=one_of(DENSE_SYSTEMS),
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     params:
         settings=retrieval_settings,
     script:

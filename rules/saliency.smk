@@ -19,7 +19,7 @@ rule saliency:
         model=one_of(SALIENCY_MODELS),
     conda:
         "../envs/models.yaml"
-    threads: 8  # capped by --cores
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:
