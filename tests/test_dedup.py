@@ -115,17 +115,13 @@ NEAR_RULES = {
 }
 
 
-def test_filter_drops_near_duplicates_and_flags_judged_ones(tmp_path):
-    corpus = [
-        {"_id": "base", "title": "", "text": text(BASE)},
-        {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
-        {"_id": "tail", "title": "", "text": text(TAIL_DROPPED)},
-        {"_id": "other", "title": "", "text": text(UNRELATED)},
-    ]
-    folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], [("q", "tail", 1)])
+def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple]) -> dict:
+    """Ingest ``corpus`` with one query judged by ``qrels`` and run the filter with
+    NEAR_RULES; its outputs go to ``tmp_path / "out"``."""
+    folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], qrels)
     data, out = tmp_path / "data", tmp_path / "out"
     ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
-    counts = run_filter(
+    return run_filter(
         data / "corpus.parquet",
         data / "queries.parquet",
         data / "qrels.parquet",
@@ -135,6 +131,17 @@ def test_filter_drops_near_duplicates_and_flags_judged_ones(tmp_path):
         out / "audit.parquet",
         out / "clusters.parquet",
     )
+
+
+def test_filter_drops_near_duplicates_and_flags_judged_ones(tmp_path):
+    corpus = [
+        {"_id": "base", "title": "", "text": text(BASE)},
+        {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
+        {"_id": "tail", "title": "", "text": text(TAIL_DROPPED)},
+        {"_id": "other", "title": "", "text": text(UNRELATED)},
+    ]
+    out = tmp_path / "out"
+    counts = filter_near_duplicates(tmp_path, corpus, [("q", "tail", 1)])
     # "tail" is judged, so it is kept; "base" and "changed" go.
     assert pq.read_table(out / "corpus.parquet").column("doc_id").to_pylist() == ["tail", "other"]
     audit = pq.read_table(out / "audit.parquet").to_pylist()
@@ -160,19 +167,8 @@ def test_judged_near_duplicates_are_flagged_not_dropped(tmp_path):
         {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
     ]
     qrels = [("q", "base", 1), ("q", "changed", 1)]
-    folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], qrels)
-    data, out = tmp_path / "data", tmp_path / "out"
-    ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
-    counts = run_filter(
-        data / "corpus.parquet",
-        data / "queries.parquet",
-        data / "qrels.parquet",
-        NEAR_RULES,
-        out / "corpus.parquet",
-        out / "queries.parquet",
-        out / "audit.parquet",
-        out / "clusters.parquet",
-    )
+    out = tmp_path / "out"
+    counts = filter_near_duplicates(tmp_path, corpus, qrels)
     assert pq.read_table(out / "corpus.parquet").num_rows == 2
     (row,) = pq.read_table(out / "audit.parquet").to_pylist()
     assert (row["doc_id"], row["action"], row["judged"]) == ("changed", "flag", True)

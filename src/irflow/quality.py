@@ -242,24 +242,19 @@ def build_checks(quality: dict) -> list[Check]:
             Check("words_without_letter", words_without_letter_fraction, maximum=spec["max"])
         )
     if spec := on("duplicate_ngrams"):
-        for bound in spec["top"]:
-            n = bound["n"]
-            checks.append(
-                Check(
-                    f"top_{n}gram_chars",
-                    lambda doc, n=n: top_ngram_char_fraction(doc, n),
-                    maximum=bound["max"],
+        for kind, measure in (
+            ("top", top_ngram_char_fraction),
+            ("duplicated", duplicated_ngram_char_fraction),
+        ):
+            for bound in spec[kind]:
+                n = bound["n"]
+                checks.append(
+                    Check(
+                        f"{kind}_{n}gram_chars",
+                        lambda doc, n=n, measure=measure: measure(doc, n),
+                        maximum=bound["max"],
+                    )
                 )
-            )
-        for bound in spec["duplicated"]:
-            n = bound["n"]
-            checks.append(
-                Check(
-                    f"duplicated_{n}gram_chars",
-                    lambda doc, n=n: duplicated_ngram_char_fraction(doc, n),
-                    maximum=bound["max"],
-                )
-            )
     if spec := on("stop_words"):
         words = frozenset(w.lower() for w in spec["words"])
         checks.append(
