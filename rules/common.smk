@@ -42,11 +42,13 @@ DATASET_SPECS = (
     }
     | {
         # Generated query ids never name a document: nothing to remove, no unknown qrels.
-        name: {"remove_self_matches": False, "unknown_qrels": "keep"}
+        name: {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
         for name in [*GENERATED, *QUALITY_CONTROLLED]
     }
     | {name: config["datasets"][base] for name, base in CURATED.items()}
 )
+# Datasets whose documents are embedded in several jobs (rules/embed.smk).
+SHARDED_DATASETS = [d for d in DATASETS if DATASET_SPECS[d]["embed_shards"] > 1]
 RETRIEVERS = config["retrievers"]
 SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
@@ -105,6 +107,14 @@ MANIFESTS = (
         for d in DATASETS
         for m in DENSE_MODELS
         for side in (document_side(config["models"][m]), "queries")
+    ]
+    + [
+        f"results/manifests/embed/{d}/{m}/{side}.shards/{shard}-of-{shards}.json"
+        for d in SHARDED_DATASETS
+        for m in DENSE_MODELS
+        for side in [document_side(config["models"][m])]
+        for shards in [DATASET_SPECS[d]["embed_shards"]]
+        for shard in range(shards)
     ]
     + [
         f"results/manifests/index/{d}/{m}/{i}.json"
@@ -198,6 +208,30 @@ def embed_inputs(wildcards):
         inputs["reuse_texts"] = texts_to_embed(base, model, side)
         inputs["reuse_embeddings"] = f"results/embeddings/{base}/{model}/{side}.parquet"
     return inputs
+
+
+def embed_shards(dataset):
+    return DATASET_SPECS[dataset]["embed_shards"]
+
+
+def shard_paths(stage, wildcards):
+    """The files of every shard of a dataset's document embeddings (stage embeddings or
+    manifests/embed)."""
+    folder = (
+        f"results/{stage}/{wildcards.dataset}/{wildcards.model}/{wildcards.side}.shards"
+    )
+    count = embed_shards(wildcards.dataset)
+    suffix = "json" if stage.startswith("manifests") else "parquet"
+    return [f"{folder}/{shard}-of-{count}.{suffix}" for shard in range(count)]
+
+
+def gather_inputs(wildcards):
+    return {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "texts": texts_to_embed(wildcards.dataset, wildcards.model, wildcards.side),
+        "shards": shard_paths("embeddings", wildcards),
+        "manifests": shard_paths("manifests/embed", wildcards),
+    }
 
 
 def dense_inputs(wildcards):

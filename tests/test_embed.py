@@ -12,7 +12,15 @@ import irflow.embed
 from irflow import contracts
 from irflow.config import load_schema, validate_config
 from irflow.cost import CostModel
-from irflow.embed import Encoder, Reuse, embed_file, read_embeddings, resolve_dtype
+from irflow.embed import (
+    Encoder,
+    Reuse,
+    embed_file,
+    gather,
+    read_embeddings,
+    resolve_dtype,
+    shard_rows,
+)
 from irflow.errors import InputError
 
 
@@ -298,3 +306,78 @@ def test_empty_input_is_an_error(encoder, tmp_path):
     contracts.write_table(pa.Table.from_pylist([], contracts.QUERIES), path)
     with pytest.raises(ValueError, match="queries.parquet: no rows to embed"):
         embed_file(encoder, path, "queries", tmp_path / "out.parquet")
+
+
+@pytest.mark.parametrize("rows", [1, 7, 10, 1000])
+@pytest.mark.parametrize("shards", [1, 3, 7])
+def test_shards_cover_every_row_once_in_order(rows, shards):
+    if shards > rows:
+        return
+    ranges = [shard_rows(rows, shard, shards) for shard in range(shards)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == rows
+    assert all(end == next_first for (_, end), (next_first, _) in zip(ranges, ranges[1:]))
+    assert max(e - f for f, e in ranges) - min(e - f for f, e in ranges) <= 1
+
+
+def embed_in_shards(encoder, corpus, tmp_path, shards: int, **settings):
+    """Each shard embedded by its own call, as by its own job; the paths and their manifests."""
+    paths, manifests = [], []
+    for shard in range(shards):
+        sharding, calls = counting(encoder, **settings)
+        path = tmp_path / f"{shard}-of-{shards}.parquet"
+        stats = embed_file(sharding, corpus, "corpus", path, shard=(shard, shards))
+        provenance = {"device": "cpu", "dtype": "float32", "model": "m", "files_md5": "x"}
+        manifests.append({"shard": str(shard), "settings": sharding.spec, **provenance, **stats})
+        paths.append(path)
+    return paths, manifests
+
+
+def test_gathered_shards_equal_one_job(encoder, tmp_path):
+    # Row groups of 3 rows: each shard reads only the groups that hold its rows.
+    corpus = tmp_path / "corpus.parquet"
+    rows = [{"doc_id": d["_id"], "title": d["title"], "text": d["text"]} for d in TEN_DOCUMENTS]
+    pq.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus, row_group_size=3)
+    whole = tmp_path / "whole.parquet"
+    embed_file(encoder, corpus, "corpus", whole)
+    paths, manifests = embed_in_shards(encoder, corpus, tmp_path, 4, chunk_size=2)
+    assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [2, 3, 2, 3]
+    gathered = tmp_path / "gathered.parquet"
+    facts = gather(paths, manifests, corpus, gathered)
+    ids, vectors = read_embeddings(gathered)
+    assert ids == [d["_id"] for d in TEN_DOCUMENTS]
+    np.testing.assert_allclose(vectors, read_embeddings(whole)[1], atol=1e-6)
+    assert facts["rows"] == facts["rows_encoded"] == 10 and facts["shards"] == 4
+    assert facts["device"] == "cpu" and facts["dtype"] == "float32"
+
+
+def test_a_killed_shard_resumes_alone(encoder, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS)
+    out = tmp_path / "1-of-2.parquet"
+    dying, _ = counting(encoder, fail_after=1, chunk_size=2)
+    with pytest.raises(Killed):
+        embed_file(dying, corpus, "corpus", out, shard=(1, 2))
+    resumed, calls = counting(encoder, chunk_size=2)
+    stats = embed_file(resumed, corpus, "corpus", out, shard=(1, 2))
+    # Chunks follow the file's rows (0-1, 2-3, 4-5, ...): row 5 survived the kill.
+    assert calls == [2, 2]
+    assert stats["rows"] == 5 and stats["rows_resumed"] == 1
+    assert read_embeddings(out)[0] == [f"d{i:02d}" for i in range(5, 10)]
+
+
+def test_gather_refuses_shards_that_disagree(encoder, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS)
+    paths, manifests = embed_in_shards(encoder, corpus, tmp_path, 2)
+    manifests[1]["dtype"] = "float16"  # e.g. one shard ran on a GPU with dtype auto
+    with pytest.raises(InputError, match=r"1-of-2.parquet.*shard 1 was embedded with dtype"):
+        gather(paths, manifests, corpus, tmp_path / "out.parquet")
+    manifests[1]["dtype"] = "float32"
+    longer = write_corpus(tmp_path / "longer.parquet", [*TEN_DOCUMENTS, TEN_DOCUMENTS[0]])
+    with pytest.raises(InputError, match="the shards hold 10 rows, the table 11"):
+        gather(paths, manifests, longer, tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_more_shards_than_rows_is_an_error(encoder, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS[:2])
+    with pytest.raises(InputError, match="shard 0 of 3 would be empty"):
+        embed_file(encoder, corpus, "corpus", tmp_path / "out.parquet", shard=(0, 3))

@@ -14,6 +14,11 @@ it. Given the other dataset's texts and embeddings (``Reuse``), a row whose id a
 model reads it) are the same there takes its vector from there instead of being encoded: equal
 to encoding it again up to the float noise that batching causes anyway. Parts record how many
 rows they reused, so throughput counts only encoded rows.
+
+A large corpus is embedded in shards: shard i of N holds rows [i·R/N, (i+1)·R/N) of the R
+input rows and is an independent, resumable job (a GPU each on a cluster). ``gather`` streams
+the shards, in order, into the one embeddings file that a single job would have written, and
+refuses shards that disagree on the model, its dtype or the input they were cut from.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -56,6 +61,8 @@ RESULT_SETTINGS = (
 PARTS_LAYOUT = "row-range+reused"
 ENCODE_SECONDS_KEY = b"irflow.encode_seconds"
 REUSED_ROWS_KEY = b"irflow.reused_rows"
+# Rows per record batch when embeddings are streamed from one file to another.
+EMBEDDING_BATCH_ROWS = 65536
 
 
 def pick_device(requested: str = "auto") -> str:
@@ -196,11 +203,41 @@ def _prepare_parts(parts: Path, key: str) -> None:
     key_file.write_text(json.dumps(key))
 
 
+def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
+    """[first, end) of shard ``shard`` (from 0) of ``shards`` over ``total_rows`` rows."""
+    return shard * total_rows // shards, (shard + 1) * total_rows // shards
+
+
+def _batches_between(
+    source: pq.ParquetFile, first: int, end: int, chunk_size: int
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
+    that hold them."""
+    groups, group_start, start = [], 0, None
+    for group in range(source.metadata.num_row_groups):
+        group_end = group_start + source.metadata.row_group(group).num_rows
+        if group_end > first and group_start < end:
+            groups.append(group)
+            start = group_start if start is None else start
+        group_start = group_end
+    for batch in source.iter_batches(chunk_size, row_groups=groups):
+        lo, hi = max(start, first), min(start + batch.num_rows, end)
+        if lo < hi:
+            yield lo, batch.slice(lo - start, hi - lo)
+        start += batch.num_rows
+
+
 def embed_file(
-    encoder: Encoder, input_path: Path, side: str, out_path: Path, reuse: Reuse | None = None
+    encoder: Encoder,
+    input_path: Path,
+    side: str,
+    out_path: Path,
+    reuse: Reuse | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict:
     """Embed the ``corpus``, ``passages`` or ``queries`` table at ``input_path`` into
-    ``out_path``, taking unchanged rows' vectors from ``reuse`` when given.
+    ``out_path``, taking unchanged rows' vectors from ``reuse`` when given; with ``shard``
+    (index, count), only that shard's rows.
 
     Returns the rows written, how many were handled by this call and how many were resumed
     from finished parts, how many of all rows were reused rather than encoded, and
@@ -210,26 +247,33 @@ def embed_file(
     to_texts, prompt_key = SIDES[side]
     prompt = encoder.spec[prompt_key]
     source = pq.ParquetFile(input_path)
-    total_rows = source.metadata.num_rows
-    if total_rows == 0:
+    first, end = shard_rows(source.metadata.num_rows, *shard)
+    if source.metadata.num_rows == 0:
         raise InputError(input_path, f"no rows to embed: the {side} table is empty")
+    if first == end:
+        raise InputError(
+            input_path,
+            f"shard {shard[0]} of {shard[1]} would be empty: the {side} table has only "
+            f"{source.metadata.num_rows} rows; use at most that many embed_shards",
+        )
     parts = out_path.with_name(out_path.name + ".parts")
     _prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
     finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
 
     chunk_size = encoder.spec["chunk_size"]
-    chunks = -(-total_rows // chunk_size)
-    encoded_rows = start = 0
-    for batch in tqdm(
-        source.iter_batches(chunk_size), total=chunks, desc=f"embed {side}", disable=None
+    encoded_rows = 0
+    for start, batch in tqdm(
+        _batches_between(source, first, end, chunk_size),
+        total=-(-(end - first) // chunk_size),
+        desc=f"embed {side}",
+        disable=None,
     ):
-        end = start + batch.num_rows
-        for missing_start, missing_end in _missing_ranges(start, end, finished):
+        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
             rows = batch.slice(missing_start - start, missing_end - missing_start)
             part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
             _encode_part(encoder, *to_texts(rows), prompt, part, reuse)
             encoded_rows += rows.num_rows
-        start = end
+    total_rows = end - first
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
@@ -243,6 +287,45 @@ def embed_file(
         "rows_reused": reused_rows,
         "encode_seconds": encode_seconds,
     }
+
+
+# Shard manifest facts that must be the same in every shard of one embeddings file.
+SHARED_FACTS = (
+    "dataset_checksum",
+    "settings",
+    "model",
+    "revision",
+    "files_md5",
+    "dtype",
+    "max_seq_length",
+)
+SUMMED_FACTS = ("rows", "rows_encoded", "rows_resumed", "rows_reused", "encode_seconds")
+
+
+def gather(shard_paths: list[Path], manifests: list[dict], texts_path: Path, out_path: Path):
+    """Join the shards' embeddings, in shard order, into ``out_path``; returns the facts of
+    the whole file: those all shards share, the summed row counts and encoding seconds, and
+    the devices the shards ran on."""
+    expected_rows = pq.ParquetFile(texts_path).metadata.num_rows
+    for path, facts in zip(shard_paths, manifests):
+        for key in SHARED_FACTS:
+            if facts.get(key) != manifests[0].get(key):
+                raise InputError(
+                    path,
+                    f"shard {facts['shard']} was embedded with {key} {facts.get(key)!r}, "
+                    f"shard {manifests[0]['shard']} with {manifests[0].get(key)!r}; "
+                    "rerun the shards so all use the same",
+                )
+    rows = sum(facts["rows"] for facts in manifests)
+    if rows != expected_rows:
+        raise InputError(
+            texts_path, f"the shards hold {rows} rows, the table {expected_rows}: rerun them"
+        )
+    _concatenate(shard_paths, out_path, texts_path)
+    shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
+    summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS}
+    devices = sorted({facts["device"] for facts in manifests})
+    return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
 
 
 def _finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
@@ -306,21 +389,25 @@ def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str,
 
 
 def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> tuple[float, int]:
-    """Stream the parts, in order, into one Parquet file that appears atomically.
+    """Stream the parts, in order and a record batch at a time, into one Parquet file that
+    appears atomically.
 
-    Returns the encode seconds and reused rows the parts recorded. An id that occurs twice is
-    refused: the vectors are looked up by id.
+    Returns the encode seconds and reused rows the parts recorded (none for shards, whose
+    totals are in their manifests). An id that occurs twice is refused:
+    the vectors are looked up by id.
     """
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     schema = pq.read_schema(part_paths[0]).remove_metadata()
     id_chunks, encode_seconds, reused_rows = [], 0.0, 0
+    for part in part_paths:
+        metadata = pq.read_schema(part).metadata or {}
+        encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
+        reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
     with pq.ParquetWriter(tmp, schema) as writer:
         for part in part_paths:
-            table = pq.read_table(part)
-            encode_seconds += float(table.schema.metadata[ENCODE_SECONDS_KEY])
-            reused_rows += int(table.schema.metadata[REUSED_ROWS_KEY])
-            id_chunks += table.column("id").chunks
-            writer.write_table(table.replace_schema_metadata(None))
+            for batch in pq.ParquetFile(part).iter_batches(EMBEDDING_BATCH_ROWS):
+                id_chunks.append(batch.column("id"))
+                writer.write_batch(batch)
     ids = pa.chunked_array(id_chunks, pa.string())
     if pc.count_distinct(ids).as_py() < len(ids):
         tmp.unlink()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import platform
+import resource
 import socket
+import sys
 import time
 from datetime import datetime, timezone
 from importlib import metadata
@@ -38,6 +40,15 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def peak_rss_bytes() -> int:
+    """The most resident memory this process (the job's script) or a child of it has held."""
+    most = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    return most if sys.platform == "darwin" else 1024 * most  # KiB on Linux, bytes on macOS
+
+
 class Manifest:
     """Collects facts during a job and writes them, with timing and environment, as JSON."""
 
@@ -54,6 +65,7 @@ class Manifest:
         record = self.facts | {
             "started_at": self.started_at,
             "wall_seconds": round(time.perf_counter() - self.started, 3),
+            "peak_rss_bytes": peak_rss_bytes(),
             "host": socket.gethostname(),
             "python": platform.python_version(),
             "packages": package_versions(),
