@@ -21,8 +21,8 @@ spec, k = settings["reranker"], settings["k"]
 
 first_stage = read_run(inp.run)
 candidates = pa.array(top_candidates(first_stage, k)["doc_id"].unique())
-corpus = pq.read_table(inp.corpus)
-corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=candidates)).to_pydict()
+# Only the candidates' rows are kept, batch by batch, as the corpus file is scanned.
+corpus = pq.read_table(inp.corpus, filters=pc.field("doc_id").isin(candidates)).to_pydict()
 documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))

@@ -120,6 +120,27 @@ def write_beir(
     return folder
 
 
+def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int = 200) -> Path:
+    """The first test queries with their relevant documents, filled up to `documents`."""
+    import pandas as pd
+
+    qrels = pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)
+    asked = list(dict.fromkeys(qrels["query-id"]))[:queries]
+    qrels = qrels[qrels["query-id"].isin(asked)]
+    relevant = set(qrels["corpus-id"])
+    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in lines]
+    kept = [doc for doc in corpus if doc["_id"] in relevant]
+    kept += [doc for doc in corpus if doc["_id"] not in relevant][: documents - len(kept)]
+    all_queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
+    return write_beir(
+        folder,
+        kept,
+        [q for q in all_queries if q["_id"] in set(asked)],
+        [tuple(row) for row in qrels.itertuples(index=False)],
+    )
+
+
 TINY_CORPUS = [
     {"_id": "d1", "title": "Cats", "text": "Cats purr and sleep in the sun."},
     {"_id": "d2", "title": "Dogs", "text": "Dogs bark at the postman."},

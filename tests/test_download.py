@@ -7,14 +7,12 @@ import hashlib
 import io
 import json
 import stat
-import threading
 import zipfile
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import huggingface_hub
 import pytest
+from loopback_http import serving
 
 from irflow import download
 from irflow.download import (
@@ -75,69 +73,10 @@ ZIP = zip_bytes(beir_members())
 ZIP_MD5 = md5_of(ZIP)
 
 
-# --- loopback server --------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    """What the handler serves, how it misbehaves, and every request it saw."""
-
-    base: str = ""
-    files: dict[str, bytes] = field(default_factory=dict)
-    always_500: set[str] = field(default_factory=set)
-    wrong_bytes: set[str] = field(default_factory=set)
-    ignore_range: bool = False
-    drop_first_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent
-    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
-
-    def url(self, path: str) -> str:
-        return self.base + path
-
-
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        server: Server = self.server.state
-        range_header = self.headers.get("Range")
-        server.requests.append((self.path, range_header))
-        if self.path in server.always_500:
-            self.send_error(500)
-            return
-        if self.path not in server.files:
-            self.send_error(404)
-            return
-        body = server.files[self.path]
-        if self.path in server.wrong_bytes:
-            body = bytes(len(body))
-        start = 0
-        if range_header and not server.ignore_range:
-            start = int(range_header.removeprefix("bytes=").removesuffix("-"))
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        else:
-            self.send_response(200)
-        payload = body[start:]
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        cut = server.drop_first_after.pop(self.path, None)
-        # Closing after `cut` bytes leaves the client short of Content-Length.
-        self.wfile.write(payload if cut is None else payload[:cut])
-        self.close_connection = True
-
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.state = Server(base=f"http://127.0.0.1:{httpd.server_port}")
-    # A short poll interval keeps shutdown (and so each test) fast.
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    yield httpd.state
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with serving() as state:
+        yield state
 
 
 @pytest.fixture(autouse=True)

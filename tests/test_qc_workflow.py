@@ -8,14 +8,13 @@ of the real subset. A second run has nothing to do and asks the server nothing.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 
 import duckdb
 import pandas as pd
 import pytest
-from conftest import write_beir
+from conftest import scifact_subset
 from fake_llm import FakeLLM, last_user_message
 from test_generate import airbench_responder
 from test_workflow import read_result, snakemake
@@ -49,25 +48,6 @@ def responder(body: dict) -> str:
         level = fake_judge_level(query, document)
         return json.dumps({"explanation": "fake", "relevance": level})
     return airbench_responder(body)
-
-
-def scifact_subset(shared, folder):
-    """The first QUERIES test queries whose relevant documents all fit in CORPUS documents."""
-    qrels = pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)
-    asked = qrels["query-id"].drop_duplicates().head(QUERIES)
-    qrels = qrels[qrels["query-id"].isin(asked)]
-    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
-        corpus = [json.loads(line) for line in lines]
-    relevant = set(qrels["corpus-id"])
-    kept = [doc for doc in corpus if doc["_id"] in relevant]
-    kept += [doc for doc in corpus if doc["_id"] not in relevant][: CORPUS - len(kept)]
-    queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
-    return write_beir(
-        folder,
-        kept,
-        [q for q in queries if q["_id"] in set(asked)],
-        [(r["query-id"], r["corpus-id"], 1) for _, r in qrels.iterrows()],
-    )
 
 
 def airbench_config(data: str, minilm: str, base_url: str) -> dict:
@@ -116,7 +96,7 @@ def airbench_config(data: str, minilm: str, base_url: str) -> dict:
 @pytest.fixture(scope="module")
 def airbench_run(tmp_path_factory, shared_datasets, minilm_path):
     workdir = tmp_path_factory.mktemp("airbench")
-    data = scifact_subset(shared_datasets / "scifact", workdir / "scifact")
+    data = scifact_subset(shared_datasets / "scifact", workdir / "scifact", QUERIES, CORPUS)
     with FakeLLM(responder=responder) as fake:
         config = airbench_config(str(data), str(minilm_path), fake.base_url)
         snakemake(workdir, config, "--cores", "2")

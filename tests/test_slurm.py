@@ -8,8 +8,6 @@ the test is skipped, or fails when CI=true. ../shared/notes/slurm.md has the fac
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
 import shutil
@@ -25,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, write_beir
+from conftest import REPO, scifact_subset
 
 PROFILE = REPO / "profiles" / "slurm"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -48,6 +46,11 @@ def gpu_rules() -> set[str]:
             resources = re.search(r"\n    resources:\n((?:        .*\n)+)", block + "\n")
             if name and resources and re.search(r"\bgpu\s*=", resources.group(1)):
                 found.add(name.group(1))
+    # `use rule A as B` inherits A's resources.
+    for path in (REPO / "rules").glob("*.smk"):
+        for base, name in re.findall(r"^use rule (\w+) as (\w+)", path.read_text(), re.M):
+            if base in found:
+                found.add(name)
     return found
 
 
@@ -114,7 +117,7 @@ MEM = "min(max(4000, 3 * input.size_mb) * 2 ** (attempt - 1), {})"
 @pytest.mark.parametrize("sinfo", [GPU_CLUSTER, SHARED_CLUSTER], ids=["gpu-nodes", "shared-node"])
 def test_every_rule_that_declares_a_gpu_goes_to_the_gpu_partition(monkeypatch, tmp_path, sinfo):
     rules = gpu_rules()
-    assert {"embed", "rerank", "saliency"} <= rules
+    assert {"embed", "embed_shard", "rerank", "saliency"} <= rules
     settings = profile_settings(monkeypatch, fake_cluster(tmp_path / "bin", sinfo))
     assert {key.split(":")[0] for key in settings["set-resources"]} == rules
     for rule in rules:
@@ -353,25 +356,6 @@ def _wait(check, seconds: float, message: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(message)
         time.sleep(0.5)
-
-
-def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int = 200) -> Path:
-    """The first test queries with their relevant documents, filled up to `documents`."""
-    qrels = pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)
-    asked = list(dict.fromkeys(qrels["query-id"]))[:queries]
-    qrels = qrels[qrels["query-id"].isin(asked)]
-    relevant = set(qrels["corpus-id"])
-    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
-        corpus = [json.loads(line) for line in lines]
-    kept = [doc for doc in corpus if doc["_id"] in relevant]
-    kept += [doc for doc in corpus if doc["_id"] not in relevant][: documents - len(kept)]
-    all_queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
-    return write_beir(
-        folder,
-        kept,
-        [q for q in all_queries if q["_id"] in set(asked)],
-        [tuple(row) for row in qrels.itertuples(index=False)],
-    )
 
 
 def run_snakemake(workdir: Path, config: dict, *args: str, env: dict | None = None) -> str:

@@ -152,7 +152,8 @@ def _transfer(url: str, part: Path, timeout_s: float) -> None:
                 disable=None if expected_size is not None else True,
             ) as progress,
         ):
-            while chunk := response.read(CHUNK_BYTES):
+            # read1: whatever has arrived, so a killed job keeps every byte it received.
+            while chunk := response.read1(CHUNK_BYTES):
                 out.write(chunk)
                 progress.update(len(chunk))
     size = part.stat().st_size

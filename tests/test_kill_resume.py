@@ -1,0 +1,195 @@
+"""Killed anywhere, resumed: a download SIGKILLed mid-file and an embed shard SIGKILLed
+mid-shard; the rerun resumes both and gives an uninterrupted run's results, with no duplicate
+rows and no partial file left behind.
+
+The dataset is a 200-document SciFact subset served as a zip by a slow loopback server; its
+documents are embedded in two shards of four chunks each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import scifact_subset
+from loopback_http import serving
+from test_workflow import SNAKEMAKE
+
+pytestmark = pytest.mark.e2e
+
+TARGETS = ["results/runs/sub/bm25.parquet", "results/runs/sub/minilm.parquet"]
+SHARD_PARTS = "results/embeddings/sub/minilm/corpus.shards/0-of-2.parquet.parts"
+RUN_TIMEOUT = 600
+# Online, for the loopback download (HF_HUB_OFFLINE would make irflow offline too); the model
+# is a local folder, so nothing else is fetched.
+ONLINE_ENVIRONMENT = {
+    name: value
+    for name, value in os.environ.items()
+    if name not in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
+} | {"no_proxy": "127.0.0.1"}
+
+
+def zipped(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, f"sub/{path.relative_to(folder).as_posix()}")
+    return buffer.getvalue()
+
+
+def start(workdir: Path, config: dict) -> subprocess.Popen:
+    workdir.mkdir(exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    config_path = str(workdir / "config.yaml")
+    command = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", config_path]
+    return subprocess.Popen(
+        [*command, "--cores", "2", *TARGETS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=ONLINE_ENVIRONMENT,
+    )
+
+
+def finish(process: subprocess.Popen) -> str:
+    output, _ = process.communicate(timeout=RUN_TIMEOUT)
+    assert process.returncode == 0, output
+    return output
+
+
+def kill_job_when(process: subprocess.Popen, script: str, ready: Callable[[], bool]) -> str:
+    """SIGKILL the job running ``script`` (Snakemake runs it as .snakemake/scripts/<tmp>.
+    <script>) once ``ready()``; returns Snakemake's output, which must report the failure."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not ready():
+        assert process.poll() is None, f"finished before the kill:\n{process.communicate()[0]}"
+        assert time.monotonic() < deadline, "the job never reached the point of the kill"
+        time.sleep(0.02)
+    jobs = [
+        child
+        for child in psutil.Process(process.pid).children(recursive=True)
+        if any(part.endswith(f".{script}") for part in child.cmdline())
+    ]
+    assert jobs, f"no process runs {script}"
+    for job in jobs:
+        job.kill()
+    output, _ = process.communicate(timeout=RUN_TIMEOUT)
+    assert process.returncode != 0, output
+    return output
+
+
+def leftovers(workdir: Path) -> list[str]:
+    """Partial downloads, unfinished embedding parts and half-written temporary files."""
+    return sorted(
+        str(path.relative_to(workdir))
+        for pattern in ("*.part", "*.parts", ".*.tmp")
+        for path in workdir.rglob(pattern)
+        if ".snakemake" not in path.parts
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, shared_datasets, minilm_path):
+    root = tmp_path_factory.mktemp("kill-resume")
+    archive = zipped(scifact_subset(shared_datasets / "scifact", root / "data"))
+    with serving() as server:
+        server.files["/sub.zip"] = archive
+        config = {
+            "download_dir": "downloads",
+            "datasets": {
+                "sub": {
+                    "source": {
+                        "url": server.url("/sub.zip"),
+                        "md5": hashlib.md5(archive).hexdigest(),
+                    },
+                    "embed_shards": 2,
+                }
+            },
+            "models": {"minilm": {"id": str(minilm_path), "batch_size": 25, "chunk_size": 25}},
+            "retrievers": {
+                "bm25": {"type": "bm25"},
+                "minilm": {"type": "dense", "model": "minilm"},
+            },
+        }
+        finish(start(root / "uninterrupted", config))
+
+        server.chunk_delay_s = 4 / (len(archive) / 2048)  # about 4 s for the whole file
+        killed = root / "killed"
+        partial = killed / "downloads" / "sub.zip.part"
+        download_kill = kill_job_when(
+            start(killed, config),
+            "download.py",
+            lambda: partial.exists() and partial.stat().st_size > len(archive) // 4,
+        )
+        part_bytes = partial.stat().st_size
+        server.chunk_delay_s = 0
+        parts = killed / SHARD_PARTS
+        embed_kill = kill_job_when(
+            start(killed, config),
+            "embed.py",
+            lambda: parts.is_dir() and any(parts.glob("part-*.parquet")),
+        )
+        parts_left = sorted(path.name for path in parts.glob("part-*.parquet"))
+        # The rerun that resumed the download (the next one finds it done).
+        download_log = (killed / "results/logs/download/sub.log").read_text()
+        finish(start(killed, config))
+        ranges = [r for path, r in server.requests if path == "/sub.zip"]
+    return {
+        "root": root,
+        "archive_bytes": len(archive),
+        "part_bytes": part_bytes,
+        "ranges": ranges,
+        "parts_left": parts_left,
+        "download_log": download_log,
+        "outputs": (download_kill, embed_kill),
+    }
+
+
+def test_the_download_resumed_from_the_bytes_it_had(runs):
+    assert 0 < runs["part_bytes"] < runs["archive_bytes"]
+    # The uninterrupted run, the killed one, then the rerun asking for the rest.
+    assert runs["ranges"] == [None, None, f"bytes={runs['part_bytes']}-"]
+    log = runs["download_log"]
+    assert "resuming http://127.0.0.1:" in log and f"at byte {runs['part_bytes']}" in log
+
+
+def test_the_killed_shard_resumed_from_its_finished_parts(runs):
+    assert 1 <= len(runs["parts_left"]) < 4  # killed mid-shard: 100 rows in chunks of 25
+    shard = runs["root"] / "killed/results/manifests/embed/sub/minilm/corpus.shards/0-of-2.json"
+    facts = json.loads(shard.read_text())
+    assert facts["rows"] == 100 and facts["rows_resumed"] == 25 * len(runs["parts_left"])
+    assert facts["rows_encoded"] == 100 - facts["rows_resumed"]
+
+
+def test_results_equal_the_uninterrupted_run(runs):
+    for system in ("bm25", "minilm"):
+        killed = pd.read_parquet(runs["root"] / "killed" / TARGETS[0].replace("bm25", system))
+        clean = pd.read_parquet(runs["root"] / "uninterrupted" / TARGETS[0].replace("bm25", system))
+        pd.testing.assert_frame_equal(killed.drop(columns="score"), clean.drop(columns="score"))
+        assert (killed["score"] - clean["score"]).abs().max() < 1e-6
+    embeddings = pd.read_parquet(
+        runs["root"] / "killed/results/embeddings/sub/minilm/corpus.parquet"
+    )
+    assert len(embeddings) == 200 and embeddings["id"].is_unique
+
+
+def test_nothing_partial_is_left(runs):
+    killed = runs["root"] / "killed"
+    assert leftovers(killed) == []
+    for path in (killed / "results").rglob("*.parquet"):
+        pq.read_metadata(path)  # a complete file, footer and all
+    # The shards were temporary: only the gathered file remains.
+    assert not list((killed / "results/embeddings").rglob("*-of-2.parquet"))
