@@ -9,7 +9,7 @@ import pytest
 import Stemmer
 from conftest import schema_defaults
 
-from irflow import contracts
+from irflow import contracts, retrieve
 from irflow.index import index_file
 from irflow.retrieve import bm25_search, dense_search
 
@@ -166,3 +166,66 @@ def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
         got = run[run["query_id"] == f"q{i}"]
         assert got["doc_id"].tolist() == expected
         assert got["rank"].tolist() == list(range(1, 11))
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_indexed_in_batches_scores_as_bm25s_on_the_whole_corpus(tmp_path, monkeypatch, method):
+    # Read two documents at a time, with one document of no text and one of stopwords only
+    # (both have no tokens, and still count towards the average document length).
+    docs = [
+        ("d1", "cats purr and cats sleep"),
+        ("d2", ""),
+        ("d3", "the and of"),
+        ("d4", "dogs bark at cats"),
+        ("d5", "fish swim"),
+        ("d6", "Dogs chase cats, fish flee"),
+    ]
+    queries = [("q1", "cats dogs cats"), ("q2", "fish"), ("q3", "the")]
+    paths = corpus_and_queries(tmp_path, docs, queries)
+    batch_sizes = []
+    document_texts = contracts.document_texts
+
+    def spy(titles, texts):
+        batch_sizes.append(len(texts))
+        return document_texts(titles, texts)
+
+    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", 2)
+    monkeypatch.setattr(contracts, "document_texts", spy)
+    spec = BM25 | {"method": method}
+    run, _ = bm25_search(*paths, spec, top_k=10, remove_self_matches=False)
+    assert batch_sizes == [2, 2, 2]  # never the whole corpus at once
+    model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
+    stemmer = Stemmer.Stemmer("english")
+    model.index(
+        bm25s.tokenize([x for _, x in docs], stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    for query_id, text in queries:
+        tokens = bm25s.tokenize(
+            text, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )[0]
+        got = run[run["query_id"] == query_id]
+        expected = model.get_scores(tokens) if tokens else np.zeros(len(docs))
+        sharing = [i for i, (_, x) in enumerate(docs) if set(tokens) & set(stem_words(x))]
+        assert sorted(got["doc_id"]) == sorted(docs[i][0] for i in sharing)
+        by_doc = dict(zip(got["doc_id"], got["score"]))
+        for i in sharing:  # the same float32 sums, bit for bit
+            assert by_doc[docs[i][0]] == float(expected[i])
+
+
+def stem_words(text):
+    return bm25s.tokenize(
+        text,
+        stopwords="en",
+        stemmer=Stemmer.Stemmer("english"),
+        return_ids=False,
+        show_progress=False,
+    )[0]
+
+
+def test_bm25_hits_include_documents_matching_only_a_term_of_idf_zero(tmp_path):
+    # robertson: "cats" (3 of 4 documents) scores 0, "swim" more; all four documents match.
+    paths = corpus_and_queries(tmp_path, CATS, [("q", "cats swim")])
+    run, _ = bm25_search(*paths, BM25 | {"method": "robertson"}, 10, remove_self_matches=False)
+    assert run["doc_id"].tolist() == ["d4", "d3", "d2", "d1"]
+    assert run["score"].tolist()[1:] == [0.0, 0.0, 0.0]

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
 from irflow import contracts
 from irflow.errors import InputError
-from irflow.runs import build_run, read_run, trec_order, write_run
+from irflow.runs import (
+    build_run,
+    build_run_from_rows,
+    byte_order_codes,
+    read_run,
+    trec_order,
+    write_run,
+)
 
 
 def test_trec_order_breaks_ties_by_doc_id_descending():
@@ -95,3 +103,61 @@ def test_reading_a_run_file_that_repeats_a_document_fails_naming_file_and_pair(t
         read_run(path)
     contracts.write_table(table.slice(0, 3), path)
     assert read_run(path)["doc_id"].tolist() == ["a", "b", "a"]
+
+
+def rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches):
+    return build_run_from_rows(
+        pa.array(query_ids, pa.string()),
+        pa.array(doc_ids, pa.string()),
+        [(np.asarray(rows, dtype=np.int64), np.asarray(s, dtype=np.float32)) for rows, s in hits],
+        top_k,
+        remove_self_matches,
+    )
+
+
+def test_runs_from_corpus_rows_cut_ties_by_byte_order_of_non_ascii_ids():
+    doc_ids = ["z", "é", "a", "Z", "b"]
+    run, removed = rows_run(["q"], doc_ids, [([0, 1, 2, 3, 4], [1, 1, 1, 1, 2])], 4, False)
+    assert removed == 0
+    assert run["doc_id"].tolist() == ["b", "é", "z", "a"]  # "Z" (0x5A) is cut at the tie
+    assert run["rank"].tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("remove_self_matches", [False, True])
+def test_runs_from_corpus_rows_equal_runs_from_ids(remove_self_matches):
+    # Many ties, ids that sort differently by code point and by position, queries out of
+    # order, a query that is also a document, one with no hits, one id held by two documents.
+    rng = np.random.default_rng(0)
+    doc_ids = ["d10", "d9", "é1", "Z", "q2", "d1", "ä", "d9"]
+    query_ids = ["q2", "q10", "q1", "Q"]
+    hits = []
+    for size in (8, 6, 0, 5):
+        rows = np.sort(rng.choice(len(doc_ids), size=size, replace=False))
+        hits.append((rows, rng.integers(0, 3, size=size).astype(np.float32) / 3))
+    for top_k in (1, 3, 10):
+        got, got_removed = rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
+        expected, expected_removed = build_run(
+            query_ids,
+            [np.array(doc_ids, dtype=object)[rows] for rows, _ in hits],
+            [scores for _, scores in hits],
+            top_k,
+            remove_self_matches,
+        )
+        pd.testing.assert_frame_equal(got, expected)
+        assert got_removed == expected_removed
+
+
+def test_runs_from_corpus_rows_rank_queries_sharing_an_id_as_one_list():
+    run, _ = rows_run(
+        ["q", "p", "q"], ["a", "b", "c"], [([0], [1]), ([1], [1]), ([2], [2])], 5, False
+    )
+    assert run[["query_id", "doc_id", "rank"]].values.tolist() == [
+        ["p", "b", 1],
+        ["q", "c", 1],
+        ["q", "a", 2],
+    ]
+
+
+def test_byte_order_codes_number_distinct_ids_in_utf8_byte_order():
+    codes = byte_order_codes(pa.array(["z", "é", "a", "Z", "a"]))
+    assert codes.tolist() == [2, 3, 1, 0, 1]

@@ -291,6 +291,20 @@ def test_new_reranker_runs_only_its_own_jobs(workflow):
     assert {w["system"] for _, w in jobs if "system" in w} == {"rrf+tiny-ce-short@5"}
 
 
+def test_sharding_a_corpus_reembeds_only_its_documents(workflow):
+    workdir, config, _ = workflow
+    config = json.loads(json.dumps(config))
+    config["datasets"]["scifact"]["embed_shards"] = 3
+    jobs = planned_jobs(workdir, config)
+    rules = sorted(rule for rule, _ in jobs)
+    assert rules.count("embed_shard") == 3 and rules.count("embed_gather") == 1
+    shards = {w["shard"] for rule, w in jobs if rule == "embed_shard"}
+    assert shards == {"0", "1", "2"}
+    # The queries' vectors and BM25 are unchanged; only what reads the documents' vectors reruns.
+    assert not {"embed", "retrieve_bm25", "download", "ingest", "filter"} & set(rules)
+    assert {w["dataset"] for _, w in jobs if "dataset" in w} == {"scifact"}
+
+
 def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))

@@ -96,6 +96,8 @@ def stage_table(workdir: Path, documents: int, queries: int, config: dict) -> li
             continue
         count, unit = job_rows(manifest, documents, queries)
         name = str(path.relative_to(workdir / "results" / "manifests").with_suffix(""))
+        if "shards" in manifest:  # the embed_gather job that joined the shards
+            name += " (gather)"
         seconds = manifest["wall_seconds"]
         rows.append(
             {

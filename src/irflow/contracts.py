@@ -56,7 +56,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -128,6 +128,20 @@ LINEAGE_KEY = b"irflow.lineage"
 
 def embeddings_schema(dim: int) -> pa.Schema:
     return pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+# Bytes read from a Parquet file at a time by ``stream_batches``.
+STREAM_BUFFER_BYTES = 1 << 22
+
+
+def stream_batches(
+    path: str | Path, batch_rows: int, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """A Parquet file's record batches, read through a small buffer: memory stays at a batch,
+    where pyarrow's default pre-buffering reads whole column chunks ahead (1 GB more for a
+    million 256-dimension vectors)."""
+    source = pq.ParquetFile(path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
+    yield from source.iter_batches(batch_rows, columns=columns)
 
 
 def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = None) -> None:

@@ -405,7 +405,7 @@ def _concatenate(part_paths: list[Path], out_path: Path, input_path: Path) -> tu
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
     with pq.ParquetWriter(tmp, schema) as writer:
         for part in part_paths:
-            for batch in pq.ParquetFile(part).iter_batches(EMBEDDING_BATCH_ROWS):
+            for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
                 id_chunks.append(batch.column("id"))
                 writer.write_batch(batch)
     ids = pa.chunked_array(id_chunks, pa.string())

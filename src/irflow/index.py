@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 import pyarrow.parquet as pq
 
+from irflow import contracts
 from irflow.errors import InputError
 
 IVF_TYPES = ("ivf", "ivfpq")
@@ -33,7 +34,7 @@ def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]
     """The embeddings as float32 matrices, one record batch at a time; with ``step``, only
     every ``step``-th row of the file."""
     offset = 0
-    for batch in pq.ParquetFile(embeddings_path).iter_batches(READ_BATCH_ROWS, columns=["vector"]):
+    for batch in contracts.stream_batches(embeddings_path, READ_BATCH_ROWS, ["vector"]):
         vector = batch.column("vector")
         matrix = vector.flatten().to_numpy(zero_copy_only=False).reshape(-1, vector.type.list_size)
         first = -offset % step

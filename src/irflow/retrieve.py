@@ -6,6 +6,8 @@ variant (scoring method, k1, b, stemmer, stopwords, fields) taken from config. A
 document that shares at least one term with the query, whatever its score: ``robertson`` gives a
 term found in more than half the documents idf 0 (bm25s clamps it there), and ``bm25l``/``bm25+``
 give every document a positive score, so the score alone cannot say which documents matched.
+The corpus is read and tokenised in record batches, and documents stay corpus rows (integers)
+until the run is built, so the corpus is never held as Python strings.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from irflow import contracts
 from irflow.cost import time_each
 from irflow.embed import read_embeddings
 from irflow.index import load_index
-from irflow.runs import build_run
+from irflow.runs import build_run, build_run_from_rows
 
 log = logging.getLogger(__name__)
 
@@ -106,44 +108,60 @@ def _timing(seconds: float, query_ids: list[str], removed: int, one_by_one: list
     }
 
 
+# Documents are read and tokenised this many at a time: only their token ids are kept, never
+# the whole corpus as Python strings.
+BM25_BATCH_ROWS = 4096
+
+
 class BM25Retriever:
     """bm25s over a corpus table, with the variant fully set by ``spec``."""
 
     def __init__(self, spec: dict):
+        from bm25s.tokenization import Tokenizer
+
         self.spec = spec
-        self.stemmer = None
+        stemmer = None
         if spec["stemmer"]:
             import Stemmer
 
-            self.stemmer = Stemmer.Stemmer(spec["stemmer"])
+            stemmer = Stemmer.Stemmer(spec["stemmer"])
+        # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
+        # kept across batches and then used for the queries. allow_empty=False: an empty
+        # document has no tokens, as with bm25s.tokenize, rather than an "" token.
+        self.tokenizer = Tokenizer(stopwords=spec["stopwords"], stemmer=stemmer)
 
-    def tokenize(self, texts: list[str], return_ids: bool = True):
-        import bm25s
-
-        return bm25s.tokenize(
-            texts,
-            stopwords=self.spec["stopwords"],
-            stemmer=self.stemmer,
-            return_ids=return_ids,
-            show_progress=False,
+    def _token_ids(self, texts: list[str], update_vocab: bool) -> list[list[int]]:
+        return self.tokenizer.tokenize(
+            texts, update_vocab=update_vocab, show_progress=False, allow_empty=False
         )
 
     def index(self, corpus_path: Path):
         import bm25s
 
-        corpus = pq.read_table(corpus_path)
-        self.doc_ids = corpus.column("doc_id").to_pylist()
-        texts = corpus.column("text").to_pylist()
-        if self.spec["fields"] == "title+text":
-            titles = corpus.column("title").to_pylist()
-            texts = contracts.document_texts(titles, texts)
+        columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
+        token_ids = []
+        for batch in contracts.stream_batches(corpus_path, BM25_BATCH_ROWS, columns):
+            texts = batch.column("text").to_pylist()
+            if self.spec["fields"] == "title+text":
+                texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
+            token_ids += self._token_ids(texts, update_vocab=True)
+        # One Arrow array: ids become strings only for the rows a run keeps.
+        doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
+        self.doc_ids = doc_ids.combine_chunks()
         self.model = bm25s.BM25(
             method=self.spec["method"],
             k1=self.spec["k1"],
             b=self.spec["b"],
             delta=self.spec["delta"],
         )
-        self.model.index(self.tokenize(texts), show_progress=False)
+        self.model.index((token_ids, self.tokenizer.get_vocab_dict()), show_progress=False)
+        # A term with a posting that scores 0 or less: robertson's idf 0, atire's for a term in
+        # every document. Without such terms in a query, and with no score for absent terms
+        # (bm25l, bm25+ have one), a document matches exactly when it scores above 0.
+        matrix = self.model.scores
+        zero_postings = np.flatnonzero(matrix["data"] <= 0)
+        their_terms = np.searchsorted(matrix["indptr"], zero_postings, side="right") - 1
+        self.zero_scoring_terms = np.bincount(their_terms, minlength=len(matrix["indptr"]) - 1) > 0
         return self
 
     def index_bytes(self) -> int:
@@ -155,25 +173,44 @@ class BM25Retriever:
     def search(self, query_texts: list[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query, (rows, scores) of the documents that share a term with it: the ``depth``
         best by score, and any tied with the last of them; rows index the corpus table."""
-        tokens = self.tokenize(query_texts, return_ids=False)
-        return [self._top_matching(self.model.get_tokens_ids(query), depth) for query in tokens]
+        token_ids = self._token_ids(query_texts, update_vocab=False)
+        return [self._top_matching(query, depth) for query in token_ids]
 
     def _top_matching(self, token_ids: list[int], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        # bm25s' score matrix (CSC, one column per term) holds an entry for each document that
-        # contains the term, so the rows under the query's terms are the documents it matches.
-        matrix = self.model.scores
+        scores, posting_docs = self._scores(token_ids)
         terms = np.unique(np.asarray(token_ids, dtype=np.int64))
-        postings = zip(matrix["indptr"][terms], matrix["indptr"][terms + 1])
-        matched = np.zeros(matrix["num_docs"], dtype=bool)
-        for start, end in postings:
-            matched[matrix["indices"][start:end]] = True
-        rows = np.flatnonzero(matched)
-        scores = self.model.get_scores_from_ids(token_ids)[rows]
+        if self.model.nonoccurrence_array is None and not self.zero_scoring_terms[terms].any():
+            rows = np.flatnonzero(scores > 0)
+        else:
+            matched = np.zeros(len(scores), dtype=bool)
+            matched[posting_docs] = True
+            rows = np.flatnonzero(matched)
+        scores = scores[rows]
         if len(rows) > depth:
-            # Ties with the last kept stay: build_run cuts them in trec_eval's order.
+            # Ties with the last kept stay: the run is cut in trec_eval's order.
             last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
             rows, scores = rows[scores >= last_kept], scores[scores >= last_kept]
         return rows, scores
+
+    def _scores(self, token_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """bm25s' ``get_scores_from_ids``, bit for bit, and the documents of the postings read
+        (bm25s' score matrix, CSC with one column per term, has an entry for each document
+        holding the term). bm25s adds each token's postings in turn with ``np.add.at``; one
+        ``np.add.at`` over all of them, in token order, adds in the same order in float32,
+        without a Python step per token."""
+        matrix = self.model.scores
+        tokens = np.asarray(token_ids, dtype=np.int64)
+        starts, ends = matrix["indptr"][tokens], matrix["indptr"][tokens + 1]
+        lengths = ends - starts
+        # Each token's postings at once: its first position plus 0, 1, ...
+        firsts = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        postings = firsts + np.arange(len(firsts))
+        posting_docs = matrix["indices"][postings]
+        scores = np.zeros(matrix["num_docs"], dtype=self.model.dtype)
+        np.add.at(scores, posting_docs, matrix["data"][postings])
+        if self.model.nonoccurrence_array is not None:  # bm25l, bm25+: absent terms score too
+            scores += self.model.nonoccurrence_array[tokens].sum()
+        return scores, posting_docs
 
 
 def bm25_search(
@@ -188,22 +225,17 @@ def bm25_search(
     retriever = BM25Retriever(spec).index(corpus_path)
     index_seconds = time.perf_counter() - started
     queries = pq.read_table(queries_path)
-    query_ids = queries.column("query_id").to_pylist()
+    query_ids = queries.column("query_id").combine_chunks()
     texts = queries.column("text").to_pylist()
     depth = top_k + remove_self_matches
     started = time.perf_counter()
     hits = retriever.search(texts, depth)
     seconds = time.perf_counter() - started
     one_by_one = time_each(lambda text: retriever.search([text], depth), texts[:latency_queries])
-    doc_ids = np.array(retriever.doc_ids, dtype=object)
-    run, removed = build_run(
-        query_ids,
-        [doc_ids[rows] for rows, _ in hits],
-        [scores for _, scores in hits],
-        top_k,
-        remove_self_matches,
+    run, removed = build_run_from_rows(
+        query_ids, retriever.doc_ids, hits, top_k, remove_self_matches
     )
-    return run, _timing(seconds, query_ids, removed, one_by_one) | {
+    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one) | {
         "index_seconds": index_seconds,
         "index_bytes": retriever.index_bytes(),
     }

@@ -1,8 +1,9 @@
 """Runs: ranked lists as the ``run`` contract, in trec_eval's order, and as TREC run files.
 
 trec_eval sorts a query's results by score descending and breaks ties by document id in
-descending (byte) order. Every ordering in irflow goes through ``trec_order`` so that ranks
-here, metrics from pytrec_eval and metrics computed by irflow all agree.
+descending (byte) order. Every ordering in irflow goes through ``trec_order`` (or, for hits
+given as corpus rows, ``build_run_from_rows``, which sorts the same way) so that ranks here,
+metrics from pytrec_eval and metrics computed by irflow all agree.
 
 A run lists a document at most once per query. pytrec_eval would keep one of the repeats and
 irflow's own measures would count each (``recall_cap`` above 1), so a repeated (query, doc)
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from irflow import contracts
 from irflow.errors import InputError
@@ -33,6 +35,13 @@ def trec_order(run: pd.DataFrame) -> pd.DataFrame:
     first_of_query = np.searchsorted(sorted_codes, sorted_codes, side="left")
     run["rank"] = (np.arange(len(run)) - first_of_query + 1).astype(np.int32)
     return run
+
+
+def byte_order_codes(ids: pa.Array) -> np.ndarray:
+    """Each id's place among the distinct ``ids`` in UTF-8 byte order (as trec_eval compares
+    them), from 0; equal ids share one."""
+    ranks = pc.rank(ids, sort_keys="ascending", tiebreaker="dense").to_numpy()
+    return ranks.astype(np.int64) - 1  # signed: the sort negates codes
 
 
 def _flatten(parts: list, dtype) -> np.ndarray:
@@ -65,6 +74,54 @@ def build_run(
         frame = frame[~self_match]
     frame = trec_order(frame)
     return frame[frame["rank"] <= top_k].reset_index(drop=True), removed
+
+
+def build_run_from_rows(
+    query_ids: pa.Array,
+    doc_ids: pa.Array,
+    hits: list[tuple[np.ndarray, np.ndarray]],
+    top_k: int,
+    remove_self_matches: bool,
+) -> tuple[pd.DataFrame, int]:
+    """``build_run`` for hits given per query as (rows of ``doc_ids``, scores): the same run,
+    ordered on integer codes one query at a time, with id strings taken only for the rows
+    kept. ``doc_ids`` is one Arrow array, not chunked."""
+    doc_codes, query_codes = byte_order_codes(doc_ids), byte_order_codes(query_ids)
+    if remove_self_matches:
+        # A query's own id as a doc code (-1 when no document has it): comparing codes finds
+        # every row holding that id, repeated ids included, as comparing strings would.
+        own_row = pc.index_in(query_ids, value_set=doc_ids).fill_null(-1).to_numpy()
+        own_code = np.where(own_row >= 0, doc_codes[own_row], -1)
+    # Queries in byte order of their ids; queries sharing an id are ranked as one list, as
+    # build_run ranks them.
+    same_id: dict[int, list[int]] = {}
+    for query in np.argsort(query_codes, kind="stable"):
+        same_id.setdefault(query_codes[query], []).append(query)
+    run_queries, run_rows, run_scores, run_ranks = [], [], [], []
+    removed = 0
+    for queries in same_id.values():
+        rows = _flatten([hits[query][0] for query in queries], np.int64)
+        scores = _flatten([hits[query][1] for query in queries], np.float64)
+        if remove_self_matches:
+            other = doc_codes[rows] != own_code[queries[0]]
+            removed += len(rows) - int(other.sum())
+            rows, scores = rows[other], scores[other]
+        # Stable, as trec_order: rows tied on score and doc id keep their order.
+        order = np.lexsort((-doc_codes[rows], -scores))[:top_k]
+        run_queries.append(np.full(len(order), queries[0]))
+        run_rows.append(rows[order])
+        run_scores.append(scores[order])
+        run_ranks.append(np.arange(1, len(order) + 1, dtype=np.int32))
+    # Taken as large_string, the type pandas keeps str columns in, so no offsets are rewritten.
+    run = pa.table(
+        {
+            "query_id": query_ids.cast(pa.large_string()).take(_flatten(run_queries, np.int64)),
+            "doc_id": doc_ids.cast(pa.large_string()).take(_flatten(run_rows, np.int64)),
+            "score": _flatten(run_scores, np.float64),
+            "rank": _flatten(run_ranks, np.int32),
+        }
+    )
+    return run.to_pandas(), removed
 
 
 def check_unique(run: pd.DataFrame, path: str | Path) -> None:
