@@ -13,6 +13,7 @@ facts = gather(
     [Path(path) for path in snakemake.input.shards],
     shard_manifests,
     Path(snakemake.input.texts),
+    snakemake.wildcards.side,
     Path(snakemake.output.embeddings),
 )
 manifest.add(**facts)

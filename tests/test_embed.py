@@ -342,7 +342,7 @@ def test_gathered_shards_equal_one_job(encoder, tmp_path):
     paths, manifests = embed_in_shards(encoder, corpus, tmp_path, 4, chunk_size=2)
     assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [2, 3, 2, 3]
     gathered = tmp_path / "gathered.parquet"
-    facts = gather(paths, manifests, corpus, gathered)
+    facts = gather(paths, manifests, corpus, "corpus", gathered)
     ids, vectors = read_embeddings(gathered)
     assert ids == [d["_id"] for d in TEN_DOCUMENTS]
     np.testing.assert_allclose(vectors, read_embeddings(whole)[1], atol=1e-6)
@@ -369,11 +369,11 @@ def test_gather_refuses_shards_that_disagree(encoder, tmp_path):
     paths, manifests = embed_in_shards(encoder, corpus, tmp_path, 2)
     manifests[1]["dtype"] = "float16"  # e.g. one shard ran on a GPU with dtype auto
     with pytest.raises(InputError, match=r"1-of-2.parquet.*shard 1 was embedded with dtype"):
-        gather(paths, manifests, corpus, tmp_path / "out.parquet")
+        gather(paths, manifests, corpus, "corpus", tmp_path / "out.parquet")
     manifests[1]["dtype"] = "float32"
     longer = write_corpus(tmp_path / "longer.parquet", [*TEN_DOCUMENTS, TEN_DOCUMENTS[0]])
     with pytest.raises(InputError, match="the shards hold 10 rows, the table 11"):
-        gather(paths, manifests, longer, tmp_path / "out.parquet")
+        gather(paths, manifests, longer, "corpus", tmp_path / "out.parquet")
     assert not (tmp_path / "out.parquet").exists()
 
 
@@ -381,3 +381,36 @@ def test_more_shards_than_rows_is_an_error(encoder, tmp_path):
     corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS[:2])
     with pytest.raises(InputError, match="shard 0 of 3 would be empty"):
         embed_file(encoder, corpus, "corpus", tmp_path / "out.parquet", shard=(0, 3))
+
+
+def duplicated_corpus(tmp_path):
+    """Ten documents with d07 a copy of d02 and d09 of d05, copies in other chunks of 2."""
+    copies = {"d07": TEN_DOCUMENTS[2], "d09": TEN_DOCUMENTS[5]}
+    documents = [
+        copies[d["_id"]] | {"_id": d["_id"]} if d["_id"] in copies else d for d in TEN_DOCUMENTS
+    ]
+    return write_corpus(tmp_path / "corpus.parquet", documents)
+
+
+def test_copies_of_a_text_get_its_first_vector_bit_for_bit(encoder, tmp_path, monkeypatch):
+    corpus = duplicated_corpus(tmp_path)
+    # A batch's padding moves vectors by ~1e-7: a copy encoded elsewhere would differ slightly.
+    noisy_encode, calls = Encoder.encode, []
+
+    def encode(self, texts, prompt):
+        calls.append(len(texts))
+        return noisy_encode(self, texts, prompt) + np.float32(1e-6) * len(calls)
+
+    monkeypatch.setattr(Encoder, "encode", encode)
+    chunked, _ = counting(encoder, chunk_size=3)
+    embed_file(chunked, corpus, "corpus", tmp_path / "whole.parquet")
+    ids, vectors = read_embeddings(tmp_path / "whole.parquet")
+    np.testing.assert_array_equal(vectors[ids.index("d07")], vectors[ids.index("d02")])
+    np.testing.assert_array_equal(vectors[ids.index("d09")], vectors[ids.index("d05")])
+    assert not np.array_equal(vectors[ids.index("d01")], vectors[ids.index("d02")])
+    # Across shards too: d02 and d07 are embedded by different jobs.
+    paths, manifests = embed_in_shards(encoder, corpus, tmp_path, 2, chunk_size=3)
+    gather(paths, manifests, corpus, "corpus", tmp_path / "gathered.parquet")
+    ids, gathered = read_embeddings(tmp_path / "gathered.parquet")
+    np.testing.assert_array_equal(gathered[ids.index("d07")], gathered[ids.index("d02")])
+    np.testing.assert_array_equal(gathered[ids.index("d09")], gathered[ids.index("d05")])

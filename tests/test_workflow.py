@@ -180,26 +180,7 @@ PUBLISHED = {
 }
 
 
-# Known to disagree today, each with what was measured; strict, so a fix makes the test fail
-# until its entry is removed.
-DISAGREEING = {
-    ("arguana", "minilm", "ndcg_cut_10"): (
-        "measured 0.50188 on 2026-11-23 with sentence-transformers 6.2.0, transformers 5.23.0 "
-        "and torch 2.13.0 (irflow's vectors equal bare SentenceTransformer.encode to 1e-7; "
-        "MAP and Recall@100 still agree): find the library change and pin or adapt"
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(key, marks=pytest.mark.xfail(strict=True, reason=DISAGREEING[key]))
-        if key in DISAGREEING
-        else key
-        for key in sorted(PUBLISHED)
-    ],
-)
+@pytest.mark.parametrize("key", sorted(PUBLISHED))
 def test_numbers_agree_with_published_results(workflow, key):
     workdir, _, _ = workflow
     summary = pd.read_parquet(workdir / "results" / "summary.parquet")
