@@ -37,7 +37,7 @@ MSMARCO_DOCUMENTS, MSMARCO_QUERIES = 8_841_823, 6_980
 GIB = 1 << 30
 
 
-def run_graph(workdir: Path, data: Path, model: Path, cores: int) -> float:
+def run_graph(workdir: Path, data: Path, model: Path, cores: int, again: bool) -> float:
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     link = workdir / "data" / "synthetic-1m"
     if not link.exists():
@@ -54,6 +54,7 @@ def run_graph(workdir: Path, data: Path, model: Path, cores: int) -> float:
         str(workdir),
         "--cores",
         str(cores),
+        *(["--forceall"] if again else []),
     ]
     environment = os.environ | {"HF_HUB_OFFLINE": "1", "IRFLOW_STATIC_MODEL": str(model)}
     started = time.perf_counter()
@@ -96,7 +97,7 @@ def stage_table(workdir: Path, documents: int, queries: int, config: dict) -> li
             continue
         count, unit = job_rows(manifest, documents, queries)
         name = str(path.relative_to(workdir / "results" / "manifests").with_suffix(""))
-        if "shards" in manifest:  # the embed_gather job that joined the shards
+        if manifest["stage"] == "embed" and "shards" in manifest:  # embed_gather's manifest
             name += " (gather)"
         seconds = manifest["wall_seconds"]
         rows.append(
@@ -132,6 +133,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, required=True, help="the static model folder")
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--again", action="store_true", help="rerun every job (--forceall)")
     args = parser.parse_args()
 
     import duckdb
@@ -144,7 +146,7 @@ def main() -> None:
         expand_config(yaml.safe_load((REPO / "config" / "scale.yaml").read_text())),
         load_schema(REPO / "config" / "config.schema.yaml"),
     )
-    wall = run_graph(args.workdir, args.data, args.model, args.cores)
+    wall = run_graph(args.workdir, args.data, args.model, args.cores, args.again)
     summary = json.loads((args.data / "summary.json").read_text())
     rows = stage_table(args.workdir, summary["documents"], summary["queries"], config)
     summary_table = args.workdir / "results" / "summary.parquet"
