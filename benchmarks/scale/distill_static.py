@@ -24,10 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from importlib.metadata import version
 from pathlib import Path
+
+from _folders import building, refuse_existing
 
 
 def local_minilm() -> Path:
@@ -41,8 +42,7 @@ def distill_static(teacher: Path, out: Path, pca_dims: int) -> dict:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import StaticEmbedding
 
-    if out.exists():
-        raise SystemExit(f"{out} exists: remove it or choose another --out")
+    refuse_existing(out)
     started = time.perf_counter()
     static = StaticEmbedding.from_distillation(
         str(teacher), pca_dims=pca_dims, quantize_to="float32", device="cpu"
@@ -50,9 +50,7 @@ def distill_static(teacher: Path, out: Path, pca_dims: int) -> dict:
     model = SentenceTransformer(modules=[static], device="cpu")
     seconds = time.perf_counter() - started
 
-    work = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    with building(out) as work:
         model.save(str(work))
         provenance = {
             "teacher": str(teacher),
@@ -63,10 +61,6 @@ def distill_static(teacher: Path, out: Path, pca_dims: int) -> dict:
             "seconds": round(seconds, 1),
         }
         (work / "distillation.json").write_text(json.dumps(provenance, indent=2) + "\n")
-        work.rename(out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return provenance
 
 

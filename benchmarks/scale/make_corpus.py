@@ -48,15 +48,14 @@ import argparse
 import gzip
 import hashlib
 import json
-import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from _folders import building, refuse_existing
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SOURCES = [
@@ -251,8 +250,7 @@ def make_corpus(
     out: Path, documents: int, queries: int, seed: int, source_folders: list[Path]
 ) -> dict:
     started = time.perf_counter()
-    if out.exists():
-        raise SystemExit(f"{out} exists: remove it or choose another --out")
+    refuse_existing(out)
     rng = np.random.default_rng(seed)
     sources = [load_source(folder) for folder in source_folders]
     plan = make_plan(sources, queries, rng)
@@ -262,10 +260,8 @@ def make_corpus(
             "lower --queries or raise --documents"
         )
 
-    work = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "qrels").mkdir(parents=True)
-    try:
+    with building(out) as work:
+        (work / "qrels").mkdir()
         planted_ids, mean_words = write_corpus(
             work / "corpus.jsonl.gz", plan, {s.name: s for s in sources}, documents, rng
         )
@@ -295,10 +291,6 @@ def make_corpus(
             "seconds": round(time.perf_counter() - started, 2),
         }
         (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        work.rename(out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return summary
 
 
