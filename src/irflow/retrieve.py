@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -108,6 +110,8 @@ def _timing(seconds: float, query_ids: list[str], removed: int, one_by_one: list
     }
 
 
+array_of_ids = partial(array, "I")
+
 # Documents are read and tokenised this many at a time: only their token ids are kept, never
 # the whole corpus as Python strings.
 BM25_BATCH_ROWS = 4096
@@ -144,7 +148,8 @@ class BM25Retriever:
             texts = batch.column("text").to_pylist()
             if self.spec["fields"] == "title+text":
                 texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
-            token_ids += self._token_ids(texts, update_vocab=True)
+            # 4 bytes a token in an array, where a list holds a pointer and an int object.
+            token_ids += map(array_of_ids, self._token_ids(texts, update_vocab=True))
         # One Arrow array: ids become strings only for the rows a run keeps.
         doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
         self.doc_ids = doc_ids.combine_chunks()
