@@ -59,6 +59,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -128,6 +129,17 @@ LINEAGE_KEY = b"irflow.lineage"
 
 def embeddings_schema(dim: int) -> pa.Schema:
     return pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+def vector_matrix(vectors: pa.Array) -> np.ndarray:
+    """An embeddings ``vector`` column (one fixed-size-list array) as a rows x dim matrix; a
+    view of the Arrow buffer where it can be."""
+    return vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, vectors.type.list_size)
+
+
+def vector_array(matrix: np.ndarray) -> pa.FixedSizeListArray:
+    """A rows x dim matrix as an embeddings ``vector`` column."""
+    return pa.FixedSizeListArray.from_arrays(matrix.reshape(-1), matrix.shape[1])
 
 
 # Bytes read from a Parquet file at a time by ``stream_batches``.

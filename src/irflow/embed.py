@@ -374,10 +374,9 @@ def _encode_part(
     seconds = time.perf_counter() - started
     rows = dict(zip(todo, encoded)) if todo else {}
     vectors = np.stack([rows[i] if i in rows else known[row_id] for i, row_id in enumerate(ids)])
-    dim = vectors.shape[1]
     table = pa.table(
-        {"id": ids, "vector": pa.FixedSizeListArray.from_arrays(vectors.reshape(-1), dim)},
-        schema=contracts.embeddings_schema(dim),
+        {"id": ids, "vector": contracts.vector_array(vectors)},
+        schema=contracts.embeddings_schema(vectors.shape[1]),
     )
     metadata = {
         ENCODE_SECONDS_KEY: repr(seconds).encode(),
@@ -429,15 +428,13 @@ class SameTextSameVector:
         copies, originals = np.flatnonzero(sources != rows), np.flatnonzero(self.originals[rows])
         if not len(copies) and not len(originals):
             return batch
-        column = batch.column("vector")
-        dim = column.type.list_size
-        matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).copy()
+        matrix = contracts.vector_matrix(batch.column("vector")).copy()
         for row in originals:
             self.vectors[start + row] = matrix[row]
         for row in copies:
             matrix[row] = self.vectors[sources[row]]
-        vectors = pa.FixedSizeListArray.from_arrays(matrix.reshape(-1), dim)
-        return batch.set_column(batch.schema.get_field_index("vector"), "vector", vectors)
+        column = batch.schema.get_field_index("vector")
+        return batch.set_column(column, "vector", contracts.vector_array(matrix))
 
 
 def _concatenate(
@@ -488,7 +485,5 @@ def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[
     """
     selection = None if ids is None else pc.field("id").isin(pa.array(list(ids), pa.string()))
     table = pq.read_table(path, filters=selection)
-    vector = table.column("vector").combine_chunks()
-    dim = vector.type.list_size
-    matrix = vector.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+    matrix = contracts.vector_matrix(table.column("vector").combine_chunks())
     return table.column("id").to_pylist(), np.ascontiguousarray(matrix, dtype=np.float32)

@@ -35,8 +35,7 @@ def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]
     every ``step``-th row of the file."""
     offset = 0
     for batch in contracts.stream_batches(embeddings_path, READ_BATCH_ROWS, ["vector"]):
-        vector = batch.column("vector")
-        matrix = vector.flatten().to_numpy(zero_copy_only=False).reshape(-1, vector.type.list_size)
+        matrix = contracts.vector_matrix(batch.column("vector"))
         first = -offset % step
         offset += len(matrix)
         yield np.ascontiguousarray(matrix[first::step], dtype=np.float32)
