@@ -66,6 +66,30 @@ def test_run_files_round_trip_with_exact_scores(tmp_path):
     assert float(lines[1].split()[4]) == 0.1 + 0.2
 
 
+def test_trec_scores_read_back_as_the_parquet_scores(tmp_path):
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal(2000) * np.exp(rng.uniform(-30, 30, 2000))
+    scores[:3] = [97.0, 0.0, 1e-5]
+    run, _ = build_run(
+        ["q"], [[f"d{i}" for i in range(2000)]], [scores], top_k=2000, remove_self_matches=False
+    )
+    write_run(run, tmp_path / "r.parquet", {}, tmp_path / "r.trec", "s")
+    fields = [line.split() for line in (tmp_path / "r.trec").read_text().splitlines()]
+    assert [float(f[4]) for f in fields] == pd.read_parquet(tmp_path / "r.parquet")[
+        "score"
+    ].tolist()
+    assert [int(f[3]) for f in fields] == list(range(1, 2001))
+    assert {(f[1], f[5]) for f in fields} == {("Q0", "s")}
+
+
+@pytest.mark.parametrize("doc_id", ["two words", "tab\there", 'say "x"'])
+def test_an_id_a_trec_line_cannot_hold_is_refused_before_anything_is_written(tmp_path, doc_id):
+    run, _ = build_run(["q"], [["a", doc_id]], [[2.0, 1.0]], top_k=10, remove_self_matches=False)
+    with pytest.raises(InputError, match=r"r\.trec: doc_id .* holds whitespace or a double"):
+        write_run(run, tmp_path / "r.parquet", {}, tmp_path / "r.trec", "s")
+    assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "r.trec").exists()
+
+
 def test_ties_follow_byte_order_of_non_ascii_ids():
     # trec_eval compares ids with strcmp: UTF-8 bytes, "é" (0xC3 0xA9) after "z" (0x7A).
     run = pd.DataFrame({"query_id": "q", "doc_id": ["z", "é", "a", "Z"], "score": 1.0})

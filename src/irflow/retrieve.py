@@ -201,18 +201,22 @@ class BM25Retriever:
         """bm25s' ``get_scores_from_ids``, bit for bit, and the documents of the postings read
         (bm25s' score matrix, CSC with one column per term, has an entry for each document
         holding the term). bm25s adds each token's postings in turn with ``np.add.at``; one
-        ``np.add.at`` over all of them, in token order, adds in the same order in float32,
-        without a Python step per token."""
+        ``np.add.at`` over all of them, in token order, adds in the same order in float32
+        with one call."""
         matrix = self.model.scores
         tokens = np.asarray(token_ids, dtype=np.int64)
-        starts, ends = matrix["indptr"][tokens], matrix["indptr"][tokens + 1]
-        lengths = ends - starts
-        # Each token's postings at once: its first position plus 0, 1, ...
-        firsts = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        postings = firsts + np.arange(len(firsts))
-        posting_docs = matrix["indices"][postings]
+        indptr, indices, data = matrix["indptr"], matrix["indices"], matrix["data"]
+        # Each token's postings are one contiguous slice: copying slices beats gathering
+        # postings one index at a time.
+        spans = [
+            slice(start, end)
+            for start, end in zip(indptr[tokens].tolist(), indptr[tokens + 1].tolist())
+        ]
+        posting_docs = np.concatenate([indices[span] for span in spans] or [indices[:0]])
         scores = np.zeros(matrix["num_docs"], dtype=self.model.dtype)
-        np.add.at(scores, posting_docs, matrix["data"][postings])
+        np.add.at(
+            scores, posting_docs, np.concatenate([data[span] for span in spans] or [data[:0]])
+        )
         if self.model.nonoccurrence_array is not None:  # bm25l, bm25+: absent terms score too
             scores += self.model.nonoccurrence_array[tokens].sum()
         return scores, posting_docs
