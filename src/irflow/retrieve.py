@@ -172,7 +172,8 @@ class BM25Retriever:
     def index_bytes(self) -> int:
         """Size of the sparse score matrix and vocabulary, as bm25s saves them."""
         arrays = self.model.scores.values()
-        vocabulary = sum(len(token.encode()) + 8 for token in self.model.vocab_dict)
+        tokens = self.model.vocab_dict
+        vocabulary = len("".join(tokens).encode()) + 8 * len(tokens)
         return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) + vocabulary
 
     def search(self, query_texts: list[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
