@@ -110,8 +110,9 @@ GPU_CLUSTER = (
 # The test cluster below: one node with a GPU in both partitions.
 SHARED_CLUSTER = "cpu*|2|12000|gpu:1|infinite\ngpu|2|12000|gpu:1|infinite\n"
 CPU_CLUSTER = "batch*|2|6000|(null)|infinite\n"
-# A job's memory: 3 x its input, at least 4 GB, doubled with each attempt, capped.
+# A job's memory: 3 x its input (BM25: 8 x), at least 4 GB, doubled with each attempt, capped.
 MEM = "min(max(4000, 3 * input.size_mb) * 2 ** (attempt - 1), {})"
+BM25_MEM = "min(max(4000, 8 * input.size_mb) * 2 ** (attempt - 1), {})"
 
 
 @pytest.mark.parametrize("sinfo", [GPU_CLUSTER, SHARED_CLUSTER], ids=["gpu-nodes", "shared-node"])
@@ -119,7 +120,7 @@ def test_every_rule_that_declares_a_gpu_goes_to_the_gpu_partition(monkeypatch, t
     rules = gpu_rules()
     assert {"embed", "embed_shard", "rerank", "saliency"} <= rules
     settings = profile_settings(monkeypatch, fake_cluster(tmp_path / "bin", sinfo))
-    assert {key.split(":")[0] for key in settings["set-resources"]} == rules
+    assert {key.split(":")[0] for key in settings["set-resources"]} == rules | {"retrieve_bm25"}
     for rule in rules:
         assert partition_of(settings, rule) == "gpu", rule
         assert gpus_of(settings, rule) == 1, rule  # gpu=1 reaches SLURM, as --gpus=1
@@ -141,6 +142,8 @@ def test_no_job_asks_for_more_than_a_node_has(monkeypatch, tmp_path):
     resources = settings["set-resources"]
     assert resources["embed:mem_mb"] == MEM.format(32000)
     assert resources["embed:runtime"] == "min(120 * 2 ** (attempt - 1), 120)"
+    assert resources["retrieve_bm25:mem_mb"] == BM25_MEM.format(8000)
+    assert partition_of(settings, "retrieve_bm25") == "cpu"
     # No accounting: squeue answers, sacct would not; no account is guessed from sacct.
     assert settings["slurm-status-command"] == "squeue"
     assert settings["slurm-no-account"] == "True"
