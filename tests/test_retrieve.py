@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import bm25s
 import numpy as np
 import pyarrow as pa
@@ -65,6 +67,20 @@ def test_bm25_scores_equal_bare_bm25s(tables):
         if score > 0:
             assert by_doc[doc_id] == pytest.approx(float(score), rel=1e-6)
     assert timing["self_matches_removed"] == 0
+
+
+def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):
+    retrieve.BM25Retriever(BM25).index(tables[0])
+    assert gc.isenabled()
+    with pytest.raises(FileNotFoundError):
+        retrieve.BM25Retriever(BM25).index(tmp_path / "missing.parquet")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        retrieve.BM25Retriever(BM25).index(tables[0])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_bm25_removes_self_matches_when_asked(tables):

@@ -12,9 +12,11 @@ until the run is built, so the corpus is never held as Python strings.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from array import array
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -117,6 +119,20 @@ array_of_ids = partial(array, "I")
 BM25_BATCH_ROWS = 4096
 
 
+@contextmanager
+def _without_cyclic_gc():
+    """Building a BM25 index makes millions of small objects and no reference cycles; the
+    cyclic collector would walk every document's token array again and again (a fifth of
+    SciFact's indexing time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class BM25Retriever:
     """bm25s over a corpus table, with the variant fully set by ``spec``."""
 
@@ -140,6 +156,10 @@ class BM25Retriever:
         )
 
     def index(self, corpus_path: Path):
+        with _without_cyclic_gc():
+            return self._index(corpus_path)
+
+    def _index(self, corpus_path: Path):
         import bm25s
 
         columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
