@@ -155,11 +155,8 @@ class BM25Retriever:
             texts, update_vocab=update_vocab, show_progress=False, allow_empty=False
         )
 
+    @_without_cyclic_gc()
     def index(self, corpus_path: Path):
-        with _without_cyclic_gc():
-            return self._index(corpus_path)
-
-    def _index(self, corpus_path: Path):
         import bm25s
 
         columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
