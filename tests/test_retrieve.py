@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gc
+import gzip
+import inspect
+import re
 
 import bm25s
 import numpy as np
 import pyarrow as pa
 import pytest
 import Stemmer
+from bm25s.tokenization import Tokenizer
 from conftest import schema_defaults
 
 from irflow import contracts, retrieve
@@ -67,6 +71,16 @@ def test_bm25_scores_equal_bare_bm25s(tables):
         if score > 0:
             assert by_doc[doc_id] == pytest.approx(float(score), rel=1e-6)
     assert timing["self_matches_removed"] == 0
+
+
+@pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana"])
+def test_bm25_word_pattern_finds_what_bm25s_default_finds(shared_datasets, dataset):
+    default = re.compile(inspect.signature(Tokenizer).parameters["splitter"].default).findall
+    ours = re.compile(retrieve.BM25S_WORDS).findall
+    tricky = ["a b_c d1 x", "Ärzte straße ǅemal", "e\u0301t\u00e9 co-op can't", "_ __ 1 12 ½¼", ""]
+    with gzip.open(shared_datasets / dataset / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        texts = tricky + [line.lower() for line in lines]
+    assert [ours(text) for text in texts] == [default(text) for text in texts]
 
 
 def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):

@@ -14,7 +14,6 @@ leaves a half-written file or folder where a later run would take it for a finis
 from __future__ import annotations
 
 import hashlib
-import http.client
 import logging
 import os
 import posixpath
@@ -22,12 +21,11 @@ import shutil
 import stat
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path, PureWindowsPath
 
+import httpx
+import tenacity
 from tqdm import tqdm
 
 from irflow.errors import ConfigError, DownloadError
@@ -35,7 +33,7 @@ from irflow.fingerprint import file_md5
 
 log = logging.getLogger("irflow.download")
 
-CHUNK_BYTES = 1 << 20
+MAX_BACKOFF_S = 60
 OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
 
 # Module level so tests can replace the backoff wait with a no-op.
@@ -123,13 +121,15 @@ def dataset_fingerprint(folder: Path, split: str) -> dict:
 # --- HTTP -------------------------------------------------------------------------------------
 
 
-def _transfer(url: str, part: Path, timeout_s: float) -> None:
+def _transfer(client: httpx.Client, url: str, part: Path) -> None:
     """One request, appending to ``part`` when the server honours a Range request."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        resuming = offset > 0 and response.status == 206
+    with client.stream("GET", url, headers=headers) as response:
+        if response.status_code == 416:  # the .part is no prefix of this file: start over
+            part.unlink(missing_ok=True)
+        response.raise_for_status()
+        resuming = offset > 0 and response.status_code == 206
         content_range = response.headers.get("Content-Range", "")
         if resuming and not content_range.startswith(f"bytes {offset}-"):
             part.unlink()
@@ -140,25 +140,37 @@ def _transfer(url: str, part: Path, timeout_s: float) -> None:
             log.info("%s ignored the Range request; downloading from the start", url)
             offset = 0
         length = response.headers.get("Content-Length")
-        expected_size = offset + int(length) if length is not None else None
         with (
             part.open("ab" if resuming else "wb") as out,
             tqdm(
-                total=expected_size,
+                total=offset + int(length) if length is not None else None,
                 initial=offset,
                 unit="B",
                 unit_scale=True,
                 desc=part.name.removesuffix(".part"),
-                disable=None if expected_size is not None else True,
+                disable=None if length is not None else True,
             ) as progress,
         ):
-            # read1: whatever has arrived, so a killed job keeps every byte it received.
-            while chunk := response.read1(CHUNK_BYTES):
+            # Each piece as it arrives, so a killed job keeps every byte it received. httpx
+            # raises if the body ends short of Content-Length, and the retry resumes.
+            for chunk in response.iter_raw():
                 out.write(chunk)
                 progress.update(len(chunk))
-    size = part.stat().st_size
-    if expected_size is not None and size < expected_size:
-        raise _TransferInterrupted(f"transfer ended at byte {size} of {expected_size}")
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    """Network failures, server errors and a range the .part made invalid; other client errors
+    will not change on retry."""
+    if isinstance(error, httpx.HTTPStatusError):
+        code = error.response.status_code
+        return code >= 500 or code in (408, 416, 429)
+    return isinstance(error, (httpx.TransportError, _TransferInterrupted))
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, httpx.HTTPStatusError):
+        return f"HTTP {error.response.status_code} {error.response.reason_phrase}"
+    return str(error) or type(error).__name__
 
 
 def fetch_url(
@@ -178,27 +190,24 @@ def fetch_url(
         dest.unlink()
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    for attempt in range(retries + 1):
-        try:
-            _transfer(url, part, timeout_s)
-            break
-        except urllib.error.HTTPError as exc:
-            exc.close()  # it holds the response's socket
-            # Client errors will not change on retry, except a range the .part made invalid.
-            if exc.code < 500 and exc.code not in (408, 416, 429):
-                raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
-            if exc.code == 416:
-                part.unlink(missing_ok=True)
-            failure: Exception = exc
-        except (OSError, http.client.HTTPException) as exc:
-            failure = exc
-        if attempt == retries:
-            raise DownloadError(
-                f"{url}: download failed after {retries + 1} attempts: {failure}"
-            ) from failure
-        delay = backoff_s * 2**attempt
-        log.warning("%s: %s; retry %d of %d in %.1f s", url, failure, attempt + 1, retries, delay)
-        _sleep(delay)
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(retries + 1),
+        wait=tenacity.wait_exponential(multiplier=backoff_s, max=MAX_BACKOFF_S),
+        retry=tenacity.retry_if_exception(_worth_retrying),
+        sleep=_sleep,
+        before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
+        reraise=True,
+    )
+    # identity: the bytes on disk are the file's bytes, so a Range request can resume them.
+    client = httpx.Client(
+        timeout=timeout_s, follow_redirects=True, headers={"Accept-Encoding": "identity"}
+    )
+    try:
+        with client:
+            retrying(_transfer, client, url, part)
+    except (httpx.HTTPError, _TransferInterrupted) as exc:
+        attempts = retrying.statistics.get("attempt_number", 1)
+        raise DownloadError(f"{url}: {_reason(exc)} (after {attempts} attempts)") from exc
     if md5 is not None:
         actual = file_md5(part)
         if actual != md5:
@@ -372,7 +381,7 @@ def locate_dataset(
         return _from_huggingface(source["huggingface"], source.get("revision"), target, split)
 
     url, md5 = source["url"], source.get("md5")
-    zip_name = posixpath.basename(urllib.parse.urlparse(url).path) or f"{name}.zip"
+    zip_name = posixpath.basename(httpx.URL(url).path) or f"{name}.zip"
     zip_path = cache_dir / zip_name
     if offline:
         if not zip_path.is_file():

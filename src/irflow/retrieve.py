@@ -114,6 +114,11 @@ def _timing(seconds: float, query_ids: list[str], removed: int, one_by_one: list
 
 array_of_ids = partial(array, "I")
 
+# The words bm25s' default pattern, r"(?u)\b\w\w+\b", finds: every maximal run of two or more
+# word characters (leftmost-first matching cannot start a match inside a run). Without the
+# boundary checks the regex, most of tokenising, runs about a quarter faster.
+BM25S_WORDS = r"\w\w+"
+
 # Documents are read and tokenised this many at a time: only their token ids are kept, never
 # the whole corpus as Python strings.
 BM25_BATCH_ROWS = 4096
@@ -148,7 +153,9 @@ class BM25Retriever:
         # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
         # kept across batches and then used for the queries. allow_empty=False: an empty
         # document has no tokens, as with bm25s.tokenize, rather than an "" token.
-        self.tokenizer = Tokenizer(stopwords=spec["stopwords"], stemmer=stemmer)
+        self.tokenizer = Tokenizer(
+            splitter=BM25S_WORDS, stopwords=spec["stopwords"], stemmer=stemmer
+        )
 
     def _token_ids(self, texts: list[str], update_vocab: bool) -> list[list[int]]:
         return self.tokenizer.tokenize(
