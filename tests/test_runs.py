@@ -11,12 +11,32 @@ from irflow import contracts
 from irflow.errors import InputError
 from irflow.runs import (
     build_run,
-    build_run_from_rows,
     byte_order_codes,
     read_run,
     trec_order,
     write_run,
 )
+
+
+def rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches):
+    return build_run(
+        pa.array(query_ids, pa.string()),
+        pa.array(doc_ids, pa.string()),
+        [(np.asarray(rows, dtype=np.int64), np.asarray(scores)) for rows, scores in hits],
+        top_k,
+        remove_self_matches,
+    )
+
+
+def ids_run(query_ids, doc_ids_per_query, scores_per_query, top_k, remove_self_matches):
+    """``build_run`` over hits given as doc ids: rows of the distinct ids in first-seen order."""
+    doc_ids = list(dict.fromkeys(doc for docs in doc_ids_per_query for doc in docs))
+    row = {doc: i for i, doc in enumerate(doc_ids)}
+    hits = [
+        ([row[doc] for doc in docs], scores)
+        for docs, scores in zip(doc_ids_per_query, scores_per_query)
+    ]
+    return rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
 
 
 def test_trec_order_breaks_ties_by_doc_id_descending():
@@ -37,7 +57,7 @@ def test_trec_order_breaks_ties_by_doc_id_descending():
 
 
 def test_self_matches_are_removed_and_counted_before_cutting_to_k():
-    run, removed = build_run(
+    run, removed = ids_run(
         ["q1", "q2"],
         [["q1", "d1", "d2"], ["d3", "d4", "d5"]],
         [[9, 8, 7], [3, 2, 1]],
@@ -50,13 +70,13 @@ def test_self_matches_are_removed_and_counted_before_cutting_to_k():
 
 
 def test_self_matches_stay_when_not_asked_to_remove():
-    run, removed = build_run(["q1"], [["q1", "d1"]], [[9, 8]], top_k=5, remove_self_matches=False)
+    run, removed = ids_run(["q1"], [["q1", "d1"]], [[9, 8]], top_k=5, remove_self_matches=False)
     assert removed == 0 and run["doc_id"].tolist() == ["q1", "d1"]
 
 
 def test_run_files_round_trip_with_exact_scores(tmp_path):
     scores = [0.1 + 0.2, 1 / 3]
-    run, _ = build_run(["q"], [["a", "b"]], [scores], top_k=10, remove_self_matches=False)
+    run, _ = ids_run(["q"], [["a", "b"]], [scores], top_k=10, remove_self_matches=False)
     write_run(run, tmp_path / "r.parquet", {"system": "s"}, tmp_path / "r.trec", "s")
     back = pd.read_parquet(tmp_path / "r.parquet")
     assert back["score"].tolist() == sorted(scores, reverse=True)
@@ -70,7 +90,7 @@ def test_trec_scores_read_back_as_the_parquet_scores(tmp_path):
     rng = np.random.default_rng(0)
     scores = rng.standard_normal(2000) * np.exp(rng.uniform(-30, 30, 2000))
     scores[:3] = [97.0, 0.0, 1e-5]
-    run, _ = build_run(
+    run, _ = ids_run(
         ["q"], [[f"d{i}" for i in range(2000)]], [scores], top_k=2000, remove_self_matches=False
     )
     write_run(run, tmp_path / "r.parquet", {}, tmp_path / "r.trec", "s")
@@ -84,7 +104,7 @@ def test_trec_scores_read_back_as_the_parquet_scores(tmp_path):
 
 @pytest.mark.parametrize("doc_id", ["two words", "tab\there", 'say "x"'])
 def test_an_id_a_trec_line_cannot_hold_is_refused_before_anything_is_written(tmp_path, doc_id):
-    run, _ = build_run(["q"], [["a", doc_id]], [[2.0, 1.0]], top_k=10, remove_self_matches=False)
+    run, _ = ids_run(["q"], [["a", doc_id]], [[2.0, 1.0]], top_k=10, remove_self_matches=False)
     with pytest.raises(InputError, match=r"r\.trec: doc_id .* holds whitespace or a double"):
         write_run(run, tmp_path / "r.parquet", {}, tmp_path / "r.trec", "s")
     assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "r.trec").exists()
@@ -98,7 +118,7 @@ def test_ties_follow_byte_order_of_non_ascii_ids():
 
 def test_a_run_repeating_a_document_for_a_query_is_not_written(tmp_path):
     # A corpus (or embeddings file) holding an id twice makes a retriever return it twice.
-    run, _ = build_run(
+    run, _ = ids_run(
         ["q1", "q2"],
         [["d1", "d2"], ["d1", "d7", "d1", "d7"]],
         [[2.0, 1.0], [4.0, 3.0, 2.0, 1.0]],
@@ -129,16 +149,6 @@ def test_reading_a_run_file_that_repeats_a_document_fails_naming_file_and_pair(t
     assert read_run(path)["doc_id"].tolist() == ["a", "b", "a"]
 
 
-def rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches):
-    return build_run_from_rows(
-        pa.array(query_ids, pa.string()),
-        pa.array(doc_ids, pa.string()),
-        [(np.asarray(rows, dtype=np.int64), np.asarray(s, dtype=np.float32)) for rows, s in hits],
-        top_k,
-        remove_self_matches,
-    )
-
-
 def test_runs_from_corpus_rows_cut_ties_by_byte_order_of_non_ascii_ids():
     doc_ids = ["z", "é", "a", "Z", "b"]
     run, removed = rows_run(["q"], doc_ids, [([0, 1, 2, 3, 4], [1, 1, 1, 1, 2])], 4, False)
@@ -148,25 +158,31 @@ def test_runs_from_corpus_rows_cut_ties_by_byte_order_of_non_ascii_ids():
 
 
 @pytest.mark.parametrize("remove_self_matches", [False, True])
-def test_runs_from_corpus_rows_equal_runs_from_ids(remove_self_matches):
+def test_runs_are_in_trec_order_cut_to_k(remove_self_matches):
     # Many ties, ids that sort differently by code point and by position, queries out of
     # order, a query that is also a document, one with no hits, one id held by two documents.
     rng = np.random.default_rng(0)
     doc_ids = ["d10", "d9", "é1", "Z", "q2", "d1", "ä", "d9"]
     query_ids = ["q2", "q10", "q1", "Q"]
-    hits = []
-    for size in (8, 6, 0, 5):
+    hits, sizes = [], (8, 6, 0, 5)
+    for size in sizes:
         rows = np.sort(rng.choice(len(doc_ids), size=size, replace=False))
         hits.append((rows, rng.integers(0, 3, size=size).astype(np.float32) / 3))
     for top_k in (1, 3, 10):
         got, got_removed = rows_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
-        expected, expected_removed = build_run(
-            query_ids,
-            [np.array(doc_ids, dtype=object)[rows] for rows, _ in hits],
-            [scores for _, scores in hits],
-            top_k,
-            remove_self_matches,
+        candidates = pd.DataFrame(
+            {
+                "query_id": np.repeat(np.asarray(query_ids, dtype=object), sizes),
+                "doc_id": np.concatenate([np.asarray(doc_ids, dtype=object)[r] for r, _ in hits]),
+                "score": np.concatenate([scores for _, scores in hits]).astype(np.float64),
+            }
         )
+        self_match = candidates["query_id"] == candidates["doc_id"]
+        if remove_self_matches:
+            candidates = candidates[~self_match]
+        expected = trec_order(candidates)
+        expected = expected[expected["rank"] <= top_k].reset_index(drop=True)
+        expected_removed = int(self_match.sum()) if remove_self_matches else 0
         pd.testing.assert_frame_equal(got, expected)
         assert got_removed == expected_removed
 

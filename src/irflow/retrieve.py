@@ -22,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from irflow import contracts
 from irflow.cost import time_each
 from irflow.embed import read_embeddings
 from irflow.index import load_index
-from irflow.runs import build_run, build_run_from_rows
+from irflow.runs import build_run
 
 log = logging.getLogger(__name__)
 
@@ -48,35 +49,37 @@ def dense_search(
     from, in the same order) a document scores its best passage (MaxP)."""
     index = load_index(index_path, index_spec)
     rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
-    row_docs = np.array(
-        pq.read_table(rows_source, columns=[column]).column(column).to_pylist(), dtype=object
-    )
+    # Each index row's document as an integer code into the distinct doc ids.
+    row_docs = pq.read_table(rows_source, columns=[column]).column(column)
+    row_docs = row_docs.combine_chunks().dictionary_encode()
+    row_codes, doc_ids = row_docs.indices.to_numpy(), row_docs.dictionary
     query_ids, queries = read_embeddings(query_embeddings)
-    documents = len(pd.unique(row_docs)) if passages is not None else index.ntotal
+    documents = len(doc_ids)
     depth = min(top_k + remove_self_matches, documents)
     # Passages per document, on average: the first search is that much deeper.
     first_depth = min(index.ntotal, -(-depth * index.ntotal // max(documents, 1)))
-    hits_ids, hits_scores = [], []
+    hits = []
     started = time.perf_counter()
     for start in range(0, len(queries), batch_size):
-        for doc_ids, scores in best_per_document(
-            index, queries[start : start + batch_size], row_docs, depth, first_depth
-        ):
-            hits_ids.append(doc_ids)
-            hits_scores.append(scores)
+        hits += best_per_document(
+            index, queries[start : start + batch_size], row_codes, depth, first_depth
+        )
     seconds = time.perf_counter() - started
     one_by_one = time_each(
-        lambda vector: best_per_document(index, vector[None], row_docs, depth, first_depth),
+        lambda vector: best_per_document(index, vector[None], row_codes, depth, first_depth),
         queries[:latency_queries],
     )
-    run, removed = build_run(query_ids, hits_ids, hits_scores, top_k, remove_self_matches)
+    run, removed = build_run(
+        pa.array(query_ids, pa.string()), doc_ids, hits, top_k, remove_self_matches
+    )
     return run, _timing(seconds, query_ids, removed, one_by_one)
 
 
 def best_per_document(
     index, queries: np.ndarray, row_docs: np.ndarray, depth: int, first_depth: int
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per query, the ``depth`` documents whose best row scores highest, with that score.
+    """Per query, the ``depth`` documents (``row_docs`` of index rows) whose best row scores
+    highest, with that score.
 
     Rows come from faiss best first, so a document's first row is its best, and documents in
     the order of their first rows are ranked by it. A query whose ``first_depth`` rows name
@@ -266,9 +269,7 @@ def bm25_search(
     hits = retriever.search(texts, depth)
     seconds = time.perf_counter() - started
     one_by_one = time_each(lambda text: retriever.search([text], depth), texts[:latency_queries])
-    run, removed = build_run_from_rows(
-        query_ids, retriever.doc_ids, hits, top_k, remove_self_matches
-    )
+    run, removed = build_run(query_ids, retriever.doc_ids, hits, top_k, remove_self_matches)
     return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one) | {
         "index_seconds": index_seconds,
         "index_bytes": retriever.index_bytes(),

@@ -1,8 +1,8 @@
 """Runs: ranked lists as the ``run`` contract, in trec_eval's order, and as TREC run files.
 
 trec_eval sorts a query's results by score descending and breaks ties by document id in
-descending (byte) order. Every ordering in irflow goes through ``trec_order`` (or, for hits
-given as corpus rows, ``build_run_from_rows``, which sorts the same way) so that ranks here,
+descending (byte) order. Every ordering in irflow goes through ``trec_order`` (or, for a
+retriever's hits, ``build_run``, which sorts the same way) so that ranks here,
 metrics from pytrec_eval and metrics computed by irflow all agree.
 
 A run lists a document at most once per query. pytrec_eval would keep one of the repeats and
@@ -52,41 +52,17 @@ def _flatten(parts: list, dtype) -> np.ndarray:
 
 
 def build_run(
-    query_ids: list[str],
-    doc_ids_per_query: list,
-    scores_per_query: list,
-    top_k: int,
-    remove_self_matches: bool,
-) -> tuple[pd.DataFrame, int]:
-    """Assemble a run from per-query hits (lists or arrays); returns it and the number of
-    self-matches removed."""
-    lengths = [len(docs) for docs in doc_ids_per_query]
-    frame = pd.DataFrame(
-        {
-            "query_id": np.repeat(np.asarray(query_ids, dtype=object), lengths),
-            "doc_id": _flatten(doc_ids_per_query, object),
-            "score": _flatten(scores_per_query, np.float64),
-        }
-    )
-    removed = 0
-    if remove_self_matches:
-        self_match = frame["query_id"] == frame["doc_id"]
-        removed = int(self_match.sum())
-        frame = frame[~self_match]
-    frame = trec_order(frame)
-    return frame[frame["rank"] <= top_k].reset_index(drop=True), removed
-
-
-def build_run_from_rows(
     query_ids: pa.Array,
     doc_ids: pa.Array,
     hits: list[tuple[np.ndarray, np.ndarray]],
     top_k: int,
     remove_self_matches: bool,
 ) -> tuple[pd.DataFrame, int]:
-    """``build_run`` for hits given per query as (rows of ``doc_ids``, scores): the same run,
-    ordered on integer codes one query at a time, with id strings taken only for the rows
-    kept. ``doc_ids`` is one Arrow array, not chunked."""
+    """A run from per-query hits, each (rows of ``doc_ids``, scores), in ``trec_order``'s
+    order and cut to ``top_k``; returns it and the number of self-matches removed.
+
+    Rows are ordered on integer codes one query at a time, and id strings are taken only for
+    the rows kept. ``doc_ids`` is one Arrow array, not chunked."""
     doc_codes, query_codes = byte_order_codes(doc_ids), byte_order_codes(query_ids)
     if remove_self_matches:
         # A query's own id as a doc code (-1 when no document has it): comparing codes finds
@@ -94,7 +70,7 @@ def build_run_from_rows(
         own_row = pc.index_in(query_ids, value_set=doc_ids).fill_null(-1).to_numpy()
         own_code = np.where(own_row >= 0, doc_codes[own_row], -1)
     # Queries in byte order of their ids; queries sharing an id are ranked as one list, as
-    # build_run ranks them.
+    # trec_order ranks them.
     same_id: dict[int, list[int]] = {}
     for query in np.argsort(query_codes, kind="stable"):
         same_id.setdefault(query_codes[query], []).append(query)
