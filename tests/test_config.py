@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from conftest import REPO
 
 from irflow.config import expand_config, load_config, load_schema, validate_config
 from irflow.errors import ConfigError
+from irflow.score import metric_names
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 MINIMAL = {
@@ -67,6 +70,39 @@ def test_errors_name_the_key(change, message):
     with pytest.raises(ConfigError) as error:
         validate_config(MINIMAL | change, SCHEMA)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"report_metrics": ["ndcg_cut_10", "ndcg_cut_20"]},
+            "config key 'report_metrics.1': 'ndcg_cut_20' is not a metric that 'metrics' computes",
+        ),
+        (
+            {"significance": {"metrics": ["P_5"]}},
+            "config key 'significance.metrics.0': 'P_5' is not",
+        ),
+        ({"correlation": {"metric": "mrr"}}, "config key 'correlation.metric': 'mrr' is not"),
+        (
+            {"metrics": ["map"], "report_metrics": ["map"]},
+            "config key 'position_analysis.metric': 'ndcg_cut_10' is not a metric that "
+            "'metrics' computes; computed: map",
+        ),
+        ({"metrics": ["ndcg_cut.10", "mrr.10"]}, "config key 'metrics': unknown measure 'mrr'"),
+        ({"metrics": ["hole"]}, "config key 'metrics': measure 'hole' needs cutoffs"),
+    ],
+)
+def test_metrics_named_anywhere_must_be_computed(change, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(MINIMAL | change, SCHEMA)
+
+
+def test_every_default_metric_name_is_computed_by_default():
+    config = validate_config(MINIMAL, SCHEMA)
+    assert {"ndcg_cut_10", "recall_100", "map", "hole_10", "recall_cap_1000"} <= set(
+        metric_names(config["metrics"])
+    )
 
 
 def test_environment_variables_expand_in_paths(monkeypatch):

@@ -421,6 +421,7 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         "retrievers": {"bm25": {"type": "bm25"}},
         "generate": {"scifact-gen": {"dataset": "scifact", "documents": 5}},
         "metrics": ["ndcg_cut.10", "recall.100"],
+        "report_metrics": ["ndcg_cut_10", "recall_100"],
     }
     target = "results/scores/scifact-gen/bm25.parquet"
     with FakeLLM(responder=airbench_responder) as fake:

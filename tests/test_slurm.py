@@ -424,6 +424,7 @@ def dense_config(data: Path, minilm: Path) -> dict:
         "models": {"minilm": {"id": str(minilm), "batch_size": 32}},
         "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
         "metrics": ["ndcg_cut.10", "recall.100"],
+        "report_metrics": ["ndcg_cut_10", "recall_100"],
     }
 
 

@@ -207,6 +207,7 @@ def _cross_references(config: dict) -> list[str]:
             problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
     problems += _generate_problems(config)
     problems += _curation_problems(config)
+    problems += _metric_problems(config)
     problems += quality_control_problems(config, system_kinds(config))
     correlation = config["correlation"]
     # Generated datasets and their quality-controlled copies are compared with real ones.
@@ -225,6 +226,31 @@ def _cross_references(config: dict) -> list[str]:
                 known = correlation["benchmarks"]
                 problems.append(_missing_key(path, group, "correlation.benchmarks", known))
     return problems
+
+
+def _metric_problems(config: dict) -> list[str]:
+    """Every metric a table, test or analysis names must be one that ``metrics`` computes:
+    otherwise the run fails only at its last stages."""
+    from irflow.score import metric_names
+
+    try:
+        computed = metric_names(config["metrics"])
+    except ValueError as exc:
+        return [f"config key 'metrics': {exc}"]
+    named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
+    named += [
+        (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
+    ]
+    named += [
+        ("correlation.metric", config["correlation"]["metric"]),
+        ("position_analysis.metric", config["position_analysis"]["metric"]),
+    ]
+    return [
+        f"config key '{path}': {metric!r} is not a metric that 'metrics' computes; "
+        f"computed: {', '.join(computed)}"
+        for path, metric in named
+        if metric not in computed
+    ]
 
 
 def _generate_problems(config: dict) -> list[str]:

@@ -40,8 +40,8 @@ OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
 _sleep = time.sleep
 
 
-class _TransferInterrupted(OSError):
-    """The transfer stopped early; retried, resuming from the bytes already on disk."""
+class _UnexpectedRange(OSError):
+    """The server answered a Range request with another range; retried from the start."""
 
 
 # --- dataset layouts --------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def _transfer(client: httpx.Client, url: str, part: Path) -> None:
         content_range = response.headers.get("Content-Range", "")
         if resuming and not content_range.startswith(f"bytes {offset}-"):
             part.unlink()
-            raise _TransferInterrupted(f"server sent {content_range!r} for bytes={offset}-")
+            raise _UnexpectedRange(f"server sent {content_range!r} for bytes={offset}-")
         if resuming:
             log.info("resuming %s at byte %d", url, offset)
         elif offset:
@@ -164,7 +164,7 @@ def _worth_retrying(error: BaseException) -> bool:
     if isinstance(error, httpx.HTTPStatusError):
         code = error.response.status_code
         return code >= 500 or code in (408, 416, 429)
-    return isinstance(error, (httpx.TransportError, _TransferInterrupted))
+    return isinstance(error, (httpx.TransportError, _UnexpectedRange))
 
 
 def _reason(error: Exception) -> str:
@@ -205,9 +205,10 @@ def fetch_url(
     try:
         with client:
             retrying(_transfer, client, url, part)
-    except (httpx.HTTPError, _TransferInterrupted) as exc:
+    except (httpx.HTTPError, _UnexpectedRange) as exc:
         attempts = retrying.statistics.get("attempt_number", 1)
-        raise DownloadError(f"{url}: {_reason(exc)} (after {attempts} attempts)") from exc
+        tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
+        raise DownloadError(f"{url}: {_reason(exc)} (after {tries})") from exc
     if md5 is not None:
         actual = file_md5(part)
         if actual != md5:

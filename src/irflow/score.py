@@ -128,6 +128,12 @@ def _without_results(judgements: dict[str, int], metric_names: list[str]) -> dic
     }
 
 
+def metric_names(specs: list[str]) -> list[str]:
+    """The per-query metric names (``ndcg_cut_10``, ``hole_100``, ...) that measure ``specs``
+    make; ``ValueError`` for a spec neither pytrec_eval nor irflow knows."""
+    return _metric_names({"q": {"d": 1}}, *parse_measures(specs))
+
+
 def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) -> list[str]:
     """Metric names when the run is empty: ask pytrec_eval with a one-document run."""
     query_id = next(iter(qrels))
