@@ -10,7 +10,8 @@ import torch
 from _common import start_job
 
 from irflow import contracts
-from irflow.qc import load_scorer, pool_runs, rerank_pool
+from irflow.qc import pool_runs, rerank_pool
+from irflow.rerank import load_scorer
 from irflow.runs import read_run
 
 manifest = start_job(snakemake, "qc_votes")
@@ -28,9 +29,7 @@ queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
 embeddings = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
-scorer, provenance = load_scorer(
-    settings["reranker"], snakemake.config["models"], embeddings, documents
-)
+scorer = load_scorer(settings["reranker"], snakemake.config["models"], documents, embeddings)
 ranked = rerank_pool(pool, queries, documents, scorer)
 contracts.write_frame(ranked, out.votes, contracts.RUN)
 manifest.add(
@@ -39,6 +38,6 @@ manifest.add(
     runs=list(inp.runs),
     queries=int(pool["query_id"].nunique()),
     pooled=len(pool),
-    **provenance,
+    **scorer.provenance,
 )
 manifest.write()

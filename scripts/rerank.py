@@ -9,8 +9,7 @@ import torch
 from _common import start_job
 
 from irflow import contracts
-from irflow.embed import Encoder
-from irflow.rerank import BiEncoderScorer, CrossEncoderScorer, rerank, top_candidates
+from irflow.rerank import load_scorer, rerank, top_candidates
 from irflow.runs import read_run, write_run
 
 manifest = start_job(snakemake, "rerank")
@@ -27,14 +26,8 @@ documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"],
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
-if spec["type"] == "cross-encoder":
-    scorer = CrossEncoderScorer.load(spec)
-    provenance = scorer.provenance
-else:
-    encoder = Encoder.load(snakemake.config["models"][spec["model"]])
-    cached = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
-    scorer = BiEncoderScorer(encoder, cached, documents if cached else None)
-    provenance = encoder.provenance | {"reused_embeddings": cached is not None}
+embeddings = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
+scorer = load_scorer(spec, snakemake.config["models"], documents, embeddings)
 
 run, latency = rerank(first_stage, queries, documents, scorer, k)
 lineage = {
@@ -53,6 +46,6 @@ manifest.add(
     k=k,
     latency=latency,
     rows=len(run),
-    **provenance,
+    **scorer.provenance,
 )
 manifest.write()

@@ -6,17 +6,31 @@ tokenizer stands in; it checks plumbing only, never ranking quality.
 
 from __future__ import annotations
 
+import gzip
+import json
+import logging
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from conftest import TINY_CORPUS, build_tiny_cross_encoder, minilm_spec
+from conftest import TINY_CORPUS, build_tiny_cross_encoder, index_spec, minilm_spec
 
 import irflow.rerank
 from irflow import contracts
 from irflow.embed import Encoder, embed_file
 from irflow.fingerprint import folder_md5
-from irflow.rerank import BiEncoderScorer, CrossEncoderScorer, rerank, top_candidates
+from irflow.index import index_file
+from irflow.rerank import (
+    BiEncoderScorer,
+    CrossEncoderScorer,
+    VectorCache,
+    load_scorer,
+    rerank,
+    top_candidates,
+)
+from irflow.retrieve import dense_search
 
 CROSS_SPEC = {
     "revision": None,
@@ -160,8 +174,10 @@ def test_bi_encoder_cached_scores_equal_on_the_fly(encoder, corpus_embeddings, m
     scores = cached.score("why do cats purr", texts)
     assert scores.dtype == np.float64
     np.testing.assert_allclose(scores, on_the_fly, atol=1e-5)
-    # Only the query and d5, which the embeddings file lacks, were encoded.
-    assert encoded == [["why do cats purr"], [documents["d5"]]]
+    # Only d5, which the embeddings file lacks, and the query were encoded.
+    assert encoded == [[documents["d5"]], ["why do cats purr"]]
+    assert cached.provenance["documents_from_embeddings"] == 4
+    assert cached.provenance["documents_encoded"] == 1
 
 
 def test_bi_encoder_reads_only_the_candidates_vectors(encoder, corpus_embeddings, monkeypatch):
@@ -200,3 +216,164 @@ def test_bi_encoder_rerank_names_a_missing_document(encoder):
     run = pd.DataFrame({"query_id": ["q1"], "doc_id": ["nowhere"], "score": [1.0]})
     with pytest.raises(ValueError, match="nowhere"):
         rerank(run, QUERIES, DOCUMENTS, BiEncoderScorer(encoder), k=10)
+
+
+def recording_encoder(encoder, monkeypatch) -> list[list[str]]:
+    """The texts of each call to ``encoder.encode``, as the calls happen."""
+    calls = []
+    original = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda t, p: calls.append(list(t)) or original(t, p))
+    return calls
+
+
+def shared_candidates() -> tuple[pd.DataFrame, dict[str, str]]:
+    """Three queries whose candidate lists overlap, over five documents of which d5 repeats
+    d1's text under another id."""
+    documents = DOCUMENTS | {"d5": DOCUMENTS["d1"]}
+    run = pd.DataFrame(
+        {
+            "query_id": ["q1"] * 4 + ["q2"] * 3 + ["q3"] * 2,
+            "doc_id": ["d1", "d2", "d3", "d5", "d1", "d3", "d4", "d2", "d4"],
+            "score": [4.0, 3.0, 2.0, 1.0, 3.0, 2.0, 1.0, 2.0, 1.0],
+        }
+    )
+    return run, documents
+
+
+def test_bi_encoder_encodes_each_distinct_candidate_once_in_chunks(encoder, monkeypatch):
+    run, documents = shared_candidates()
+    queries = QUERIES | {"q3": "dogs and fish"}
+    scorer = BiEncoderScorer(encoder)
+    calls = recording_encoder(encoder, monkeypatch)
+    reranked, _ = rerank(run, queries, documents, scorer, k=10)
+    distinct = [documents[d] for d in ("d1", "d2", "d3", "d4")]  # d5 is d1's text
+    # Documents first, in chunks of the model's chunk_size (2), then one query at a time.
+    assert calls == [distinct[:2], distinct[2:], [queries["q1"]], [queries["q2"]], [queries["q3"]]]
+    assert scorer.provenance["documents_distinct"] == 4
+    assert scorer.provenance["documents_encoded"] == 4
+    # The scores are those of encoding every candidate anew for its query.
+    for query_id, rows in reranked.groupby("query_id"):
+        texts = [documents[d] for d in rows["doc_id"]]
+        expected = BiEncoderScorer(encoder).score(queries[query_id], texts)
+        np.testing.assert_allclose(rows["score"].to_numpy(), expected, atol=1e-6)
+    q1 = reranked[reranked["query_id"] == "q1"].set_index("doc_id")["score"]
+    assert q1["d1"] == q1["d5"]  # one text, one vector
+
+
+def test_vector_cache_serves_a_rerun_and_counts_it(encoder, tmp_path, monkeypatch, caplog):
+    run, documents = shared_candidates()
+    queries = QUERIES | {"q3": "dogs and fish"}
+    first = BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder))
+    cold, _ = rerank(run, queries, documents, first, k=10)
+    calls = recording_encoder(encoder, monkeypatch)
+    second = BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder))
+    with caplog.at_level(logging.INFO, logger="irflow.rerank"):
+        warm, _ = rerank(run, queries, documents, second, k=10)
+    assert calls == [[queries["q1"]], [queries["q2"]], [queries["q3"]]]  # no document
+    pd.testing.assert_frame_equal(warm, cold)
+    assert {key: second.provenance[key] for key in COUNTS} == {
+        "documents_distinct": 4,
+        "documents_from_embeddings": 0,
+        "documents_from_cache": 4,
+        "documents_encoded": 0,
+    }
+    assert (
+        "4 distinct documents: 0 vectors from the embeddings file, 4 from the cache, 0 encoded"
+        in caplog.text
+    )
+    # A new document is encoded and joins the cache; the cached ones are not encoded again.
+    more = BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder))
+    more.prepare([documents["d1"], "Tax law Income tax is levied on earnings."])
+    assert calls[-1] == ["Tax law Income tax is levied on earnings."]
+    assert more.provenance["documents_from_cache"] == 1
+
+
+COUNTS = (
+    "documents_distinct",
+    "documents_from_embeddings",
+    "documents_from_cache",
+    "documents_encoded",
+)
+
+
+@pytest.mark.parametrize(
+    "change", [{"document_prompt": "passage: "}, {"normalize": False}, {"max_seq_length": 8}]
+)
+def test_vector_cache_is_keyed_by_the_settings_that_change_vectors(
+    encoder, minilm_path, tmp_path, change
+):
+    texts = list(DOCUMENTS.values())
+    BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder)).prepare(texts)
+    other = Encoder.load(minilm_spec(minilm_path, batch_size=3, **change))
+    assert VectorCache(tmp_path, other).folder != VectorCache(tmp_path, encoder).folder
+    scorer = BiEncoderScorer(other, cache=VectorCache(tmp_path, other))
+    scorer.prepare(texts)
+    assert scorer.provenance["documents_encoded"] == len(texts)
+    # Batch size and chunk size do not change vectors: the same folder serves them.
+    same = Encoder.load(minilm_spec(minilm_path, batch_size=3, chunk_size=5))
+    assert VectorCache(tmp_path, same).folder == VectorCache(tmp_path, encoder).folder
+
+
+def test_vector_cache_records_the_resolved_dtype(encoder, tmp_path):
+    cache = VectorCache(tmp_path, encoder)
+    settings = json.loads((cache.folder / "_settings.json").read_text())
+    assert settings["dtype"] == "float32"
+    assert cache.get(["0" * 32]) == {}  # an empty cache answers nothing
+
+
+def scifact_tables(shared, folder, queries: int, documents: int):
+    """The first SciFact documents and queries as corpus and queries tables."""
+    with gzip.open(shared / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for _, line in zip(range(documents), lines)]
+    with (shared / "scifact" / "queries.jsonl").open(encoding="utf-8") as lines:
+        asked = [json.loads(line) for _, line in zip(range(queries), lines)]
+    corpus_path, queries_path = folder / "corpus.parquet", folder / "queries.parquet"
+    contracts.write_table(
+        pa.Table.from_pylist(
+            [{"doc_id": d["_id"], "title": d["title"], "text": d["text"]} for d in corpus],
+            contracts.CORPUS,
+        ),
+        corpus_path,
+    )
+    contracts.write_table(
+        pa.Table.from_pylist(
+            [{"query_id": q["_id"], "text": q["text"]} for q in asked], contracts.QUERIES
+        ),
+        queries_path,
+    )
+    return corpus_path, queries_path
+
+
+def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(shared_datasets, minilm_path, tmp_path):
+    """Prompts and unnormalised vectors: a reranker that dropped either would score otherwise."""
+    spec = minilm_spec(
+        minilm_path, query_prompt="query: ", document_prompt="passage: ", normalize=False
+    )
+    encoder = Encoder.load(spec | {"chunk_size": 64})
+    corpus, queries = scifact_tables(shared_datasets, tmp_path, queries=12, documents=300)
+    embed_file(encoder, corpus, "corpus", tmp_path / "corpus-emb.parquet")
+    embed_file(encoder, queries, "queries", tmp_path / "queries-emb.parquet")
+    index = index_spec(type="flat")
+    index_file(tmp_path / "corpus-emb.parquet", index, tmp_path / "index.faiss")
+    dense, _ = dense_search(
+        tmp_path / "index.faiss",
+        index,
+        tmp_path / "corpus-emb.parquet",
+        tmp_path / "queries-emb.parquet",
+        top_k=40,
+        remove_self_matches=False,
+        batch_size=16,
+        latency_queries=1,
+    )
+    table = pq.read_table(corpus).to_pydict()
+    documents = dict(zip(table["doc_id"], contracts.document_texts(table["title"], table["text"])))
+    table = pq.read_table(queries).to_pydict()
+    scorer = load_scorer(
+        {"type": "bi-encoder", "model": "m"}, {"m": spec}, documents, cache_root=tmp_path / "c"
+    )
+    reranked, _ = rerank(dense, dict(zip(table["query_id"], table["text"])), documents, scorer, 40)
+    assert scorer.provenance["documents_encoded"] == dense["doc_id"].nunique()
+    expected = dense.sort_values(["query_id", "rank"]).reset_index(drop=True)
+    got = reranked.sort_values(["query_id", "rank"]).reset_index(drop=True)
+    assert got[["query_id", "doc_id", "rank"]].equals(expected[["query_id", "doc_id", "rank"]])
+    np.testing.assert_allclose(got["score"], expected["score"], rtol=0, atol=1e-5)

@@ -651,20 +651,6 @@ def read_votes(paths: dict[str, str | Path]) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def load_scorer(spec: dict, models: dict, embeddings: Path | None, documents: dict[str, str]):
-    """A reranker's scorer as the rerank stage builds it, and its provenance: a cross-encoder,
-    or a bi-encoder reading its model's cached document vectors when ``embeddings`` is given."""
-    from irflow.embed import Encoder
-    from irflow.rerank import BiEncoderScorer, CrossEncoderScorer
-
-    if spec["type"] == "cross-encoder":
-        scorer = CrossEncoderScorer.load(spec)
-        return scorer, scorer.provenance
-    encoder = Encoder.load(models[spec["model"]])
-    scorer = BiEncoderScorer(encoder, embeddings, documents if embeddings else None)
-    return scorer, encoder.provenance | {"reused_embeddings": embeddings is not None}
-
-
 QC_SUMMARY_COLUMNS = [
     "dataset",
     "queries",

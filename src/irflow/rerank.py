@@ -4,23 +4,47 @@ Only the k candidates are kept: appending the rest below them would mix two scor
 one ranking, so they are dropped. Latency is timed per query around the scoring call alone,
 which is what a reranker adds to a search. Models load inside the scorers, so importing this
 module (as the workflow does) does not import torch.
+
+A bi-encoder scores as dense retrieval does: the dot product of the query's vector with a
+document's, both encoded by ``irflow.embed.Encoder`` with the model's prompts and
+normalisation. A document's vector does not depend on the query, so every distinct candidate
+text of the job is encoded once, in chunks, before any query is scored, and each chunk is
+written to a ``VectorCache`` on disk: a rerun, another reranking job or a QC vote with the same
+model settings reads it instead of encoding again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from irflow.embed import Encoder, load_model, read_embeddings
+from irflow import contracts
+from irflow.embed import RESULT_SETTINGS, Encoder, load_model, read_embeddings
+from irflow.fingerprint import value_md5
 from irflow.runs import trec_order
+
+log = logging.getLogger(__name__)
+
+# Where the workflow's reranking jobs and QC votes share document vectors (not a rule output,
+# so Snakemake never deletes or reruns it; delete it to free the space).
+VECTOR_CACHE = Path("results/vector-cache")
 
 
 class Scorer(Protocol):
+    provenance: dict  # for the manifest; final once every query is scored
+
+    def prepare(self, documents: list[str]) -> None: ...
+
     def score(self, query: str, documents: list[str]) -> np.ndarray: ...
 
 
@@ -54,6 +78,9 @@ class CrossEncoderScorer:
         provenance["max_length"] = model.max_seq_length
         return cls(model, spec["batch_size"], provenance)
 
+    def prepare(self, documents: list[str]) -> None:
+        """Nothing to do ahead: a cross-encoder reads each document together with its query."""
+
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         scores = self.model.predict(
             [(query, document) for document in documents],
@@ -64,39 +91,144 @@ class CrossEncoderScorer:
         return np.asarray(scores, dtype=np.float64)
 
 
+def text_digest(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+class VectorCache:
+    """Document vectors of one model's result settings, by the md5 of the document's text.
+
+    One folder per model key under ``root``: the settings that change vectors, with the dtype
+    the model runs in and its exact revision or file hash, as ``irflow.embed.cache_key`` keys
+    its parts (that key also hashes an input file, which a cache shared by jobs must not). The
+    folder holds Parquet parts in the ``embeddings`` contract, a text's digest as the id. A part
+    appears atomically and is never rewritten, so jobs read and add at the same time; two jobs
+    that encode one text at once both add it, and either vector serves.
+    """
+
+    def __init__(self, root: Path, encoder: Encoder):
+        settings = {key: encoder.spec[key] for key in RESULT_SETTINGS}
+        settings |= {"dtype": encoder.provenance["dtype"]}
+        identity = {k: v for k, v in encoder.provenance.items() if k in ("revision", "files_md5")}
+        self.folder = Path(root) / value_md5([settings, identity])
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # For people reading the folder; pyarrow skips names that start with "_".
+        (self.folder / "_settings.json").write_text(json.dumps(settings | identity, indent=2))
+
+    def get(self, digests: list[str]) -> dict[str, np.ndarray]:
+        """The cached vector of each digest the cache holds."""
+        if not any(self.folder.glob("part-*.parquet")):
+            return {}
+        found, vectors = read_embeddings(self.folder, digests)
+        return dict(zip(found, vectors))
+
+    def put(self, digests: list[str], vectors: np.ndarray) -> None:
+        table = pa.table(
+            {"id": digests, "vector": contracts.vector_array(vectors)},
+            schema=contracts.embeddings_schema(vectors.shape[1]),
+        )
+        contracts.write_table(table, self.folder / f"part-{uuid.uuid4().hex}.parquet")
+
+
 @dataclass
 class BiEncoderScorer:
-    """Dot product of the query's vector with each document's, as the first stage scores.
+    """Dot product of the query's vector with each document's, as dense retrieval scores.
 
-    With ``document_embeddings`` (the ``embeddings`` contract) and the ``documents`` that were
-    embedded (id -> text), a document's vector is read from the file instead of recomputed;
-    only the rows of those documents (the candidates) are read. The lookup goes by text, so the
-    vector always belongs to the text being scored: a text the file does not hold (an id
-    missing from it, or a text joined differently) is encoded here.
+    ``prepare`` gets each distinct document text's vector once: with ``document_embeddings``
+    (the model's ``embeddings`` file) and the ``documents`` that were embedded (id -> text),
+    from the file, reading only those documents' rows; the lookup goes by text, so the vector
+    always belongs to the text being scored (an id missing from the file, or a text joined
+    differently, is not taken from it). Then from ``cache``, and the rest is encoded in chunks
+    of the model's ``chunk_size``, each chunk added to ``cache`` as soon as it is done.
+    ``provenance`` counts the documents by where their vectors came from.
     """
 
     encoder: Encoder
     document_embeddings: Path | None = None
     documents: dict[str, str] | None = None
-    cached: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
+    cache: VectorCache | None = None
+    # Text -> vector of every document prepared so far.
+    vectors: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
+    counts: dict[str, float] = field(init=False, repr=False)
+    in_file: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
+        self.counts = {
+            "documents_from_embeddings": 0,
+            "documents_from_cache": 0,
+            "documents_encoded": 0,
+            "documents_encode_seconds": 0.0,
+        }
         if self.document_embeddings is None:
             return
         if self.documents is None:
             raise ValueError("document_embeddings needs the documents (id -> text) it embedded")
         ids, vectors = read_embeddings(self.document_embeddings, ids=self.documents)
-        self.cached = {self.documents[doc_id]: vector for doc_id, vector in zip(ids, vectors)}
+        self.in_file = {self.documents[doc_id]: vector for doc_id, vector in zip(ids, vectors)}
+
+    @property
+    def provenance(self) -> dict:
+        return self.encoder.provenance | {
+            "reused_embeddings": self.document_embeddings is not None,
+            "documents_distinct": len(self.vectors),
+            **self.counts,
+        }
+
+    def prepare(self, documents: list[str]) -> None:
+        """Hold the vector of every distinct text in ``documents``."""
+        new = [text for text in dict.fromkeys(documents) if text not in self.vectors]
+        from_file = {text: self.in_file.pop(text) for text in new if text in self.in_file}
+        self.vectors |= from_file
+        rest = [text for text in new if text not in from_file]
+        digests = [text_digest(text) for text in rest]
+        cached = self.cache.get(digests) if self.cache is not None and rest else {}
+        self.vectors |= {text: cached[d] for text, d in zip(rest, digests) if d in cached}
+        missing = [(text, d) for text, d in zip(rest, digests) if d not in cached]
+        chunk_size = self.encoder.spec["chunk_size"]
+        started = time.perf_counter()
+        for start in range(0, len(missing), chunk_size):
+            texts, chunk_digests = map(list, zip(*missing[start : start + chunk_size]))
+            vectors = self.encoder.encode(texts, self.encoder.spec["document_prompt"])
+            if self.cache is not None:
+                self.cache.put(chunk_digests, vectors)
+            self.vectors |= dict(zip(texts, vectors))
+        self.counts["documents_encode_seconds"] += time.perf_counter() - started
+        self.counts["documents_from_embeddings"] += len(from_file)
+        self.counts["documents_from_cache"] += len(rest) - len(missing)
+        self.counts["documents_encoded"] += len(missing)
+        if new:
+            log.info(
+                "%d distinct documents: %d vectors from the embeddings file, %d from the cache, "
+                "%d encoded",
+                len(new),
+                len(from_file),
+                len(rest) - len(missing),
+                len(missing),
+            )
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
+        self.prepare(documents)
         query_vector = self.encoder.encode([query], self.encoder.spec["query_prompt"])[0]
-        uncached = [text for text in documents if text not in self.cached]
-        encoded = {}
-        if uncached:
-            vectors = self.encoder.encode(uncached, self.encoder.spec["document_prompt"])
-            encoded = dict(zip(uncached, vectors))
-        matrix = np.stack([self.cached.get(text, encoded.get(text)) for text in documents])
+        matrix = np.stack([self.vectors[text] for text in documents])
         return matrix.astype(np.float64) @ query_vector.astype(np.float64)
+
+
+def load_scorer(
+    spec: dict,
+    models: dict,
+    documents: dict[str, str],
+    embeddings: Path | None = None,
+    cache_root: Path | None = VECTOR_CACHE,
+) -> Scorer:
+    """The scorer of reranker ``spec`` (a ``rerankers`` entry): a cross-encoder, or a bi-encoder
+    of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text) from its
+    model's ``embeddings`` file when given, then from the vector cache under ``cache_root``
+    (none when None), and encodes the rest."""
+    if spec["type"] == "cross-encoder":
+        return CrossEncoderScorer.load(spec)
+    encoder = Encoder.load(models[spec["model"]])
+    cache = VectorCache(cache_root, encoder) if cache_root is not None else None
+    return BiEncoderScorer(encoder, embeddings, documents if embeddings else None, cache)
 
 
 def rerank(
@@ -116,6 +248,8 @@ def rerank(
         if missing:
             raise ValueError(f"{len(missing)} candidate {kind} id(s) without text: {missing[:5]}")
     doc_ids = candidates["doc_id"].to_numpy()
+    # Once per distinct document, not once per query it is a candidate of.
+    scorer.prepare([documents[doc_id] for doc_id in pd.unique(doc_ids)])
     scores = np.empty(len(candidates), dtype=np.float64)
     latencies = {}
     for query_id, rows in candidates.groupby("query_id").indices.items():
