@@ -5,6 +5,7 @@ from irflow.config import reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
 from irflow.generate import list_generated
+from irflow.index import build_settings
 from irflow.passages import document_side
 from irflow.positionalize import list_variants, tokenizer_source
 from irflow.qc import audited_datasets, list_quality_controlled

@@ -1,5 +1,6 @@
-# index: document (or passage) embeddings -> faiss index (flat inner product, or HNSW), with build time
-# and size recorded in the manifest.
+# index: document (or passage) embeddings -> faiss index (flat, HNSW, IVF or IVF-PQ), with build
+# time and size recorded in the manifest. Only build settings are params: changing nprobe,
+# ef_search, refine_factor or mmap reruns retrieval, never the index.
 
 
 rule index:
@@ -15,6 +16,6 @@ rule index:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     params:
-        index=lambda wc: config["indexes"][wc.index],
+        index=lambda wc: build_settings(config["indexes"][wc.index]),
     script:
         "../scripts/index.py"

@@ -31,13 +31,24 @@ else:
         latency_queries,
         Path(inp.passages) if "passages" in inp.keys() else None,
     )
-logging.getLogger("irflow.retrieve").info(
+log = logging.getLogger("irflow.retrieve")
+log.info(
     "%s on %s: %d queries in %.2f s",
     wildcards.system,
     wildcards.dataset,
     timing["queries"],
     timing["search_seconds"],
 )
+if timing["short_queries"]:
+    # BM25 retrieves only documents sharing a term with the query; a dense search is short
+    # only when its index could not be probed to top_k (manifest: search).
+    log.warning(
+        "%d of %d queries got fewer than min(top_k=%d, corpus size) documents, e.g. %s",
+        timing["short_queries"],
+        timing["queries"],
+        top_k,
+        timing["short_query_examples"],
+    )
 lineage = {"stage": "retrieve", "system": wildcards.system, "dataset": wildcards.dataset} | settings
 write_run(run, Path(out.run), lineage, Path(out.trec), tag=wildcards.system)
 manifest.add(settings=settings, device="cpu", rows=len(run), **timing)

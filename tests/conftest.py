@@ -23,13 +23,22 @@ REPORT_PLOTS = {
 }
 
 
-def schema_defaults(retriever: dict) -> dict:
-    """A retriever spec with the schema's defaults filled in, as the workflow sees it."""
+def _validated(**config) -> dict:
     from irflow.config import load_schema, validate_config
 
-    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"r": retriever}}
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    return validate_config(config, schema)["retrievers"]["r"]
+    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
+    return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+
+
+def schema_defaults(retriever: dict) -> dict:
+    """A retriever spec with the schema's defaults filled in, as the workflow sees it."""
+    return _validated(retrievers={"r": retriever})["retrievers"]["r"]
+
+
+def index_spec(**settings) -> dict:
+    """An ``indexes`` entry with the schema's defaults filled in."""
+    return _validated(indexes={"i": settings})["indexes"]["i"]
 
 
 def _require(path: Path, what: str) -> Path:

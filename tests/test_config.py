@@ -64,6 +64,15 @@ def test_defaults_are_filled_in():
             "config key 'retrievers.d.model': 'nope' is not a key of 'models'",
         ),
         ({"datasett": {}}, "'datasett' was unexpected"),
+        (
+            {"indexes": {"pq": {"type": "ivfpq", "train_rows": 100}}},
+            "config key 'indexes.pq.train_rows': 100 rows cannot train the 256 centroids of "
+            "pq_bits 8",
+        ),
+        (
+            {"indexes": {"ivf": {"type": "ivf", "nlist": 1000, "train_rows": 20000}}},
+            "config key 'indexes.ivf.nlist': 1000 lists need at least 39000 training rows",
+        ),
     ],
 )
 def test_errors_name_the_key(change, message):

@@ -8,26 +8,14 @@ import faiss
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import REPO
+from conftest import index_spec
 
 import irflow.index
 from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.index import index_file, load_index, vector_batches
+from irflow.errors import InputError
+from irflow.index import Searcher, index_file, list_count, load_index, vector_batches
 
 DIM = 32
-
-
-def index_spec(**settings) -> dict:
-    """An ``indexes`` entry with the schema's defaults."""
-    config = {
-        "datasets": {"d": {"source": {"path": "."}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "indexes": {"i": settings},
-    }
-    return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))["indexes"][
-        "i"
-    ]
 
 
 def clustered_vectors(rows: int, seed: int = 0) -> np.ndarray:
@@ -53,7 +41,7 @@ def embeddings(tmp_path):
 
 
 def search(path, spec, queries, k=10):
-    return load_index(path, spec).search(queries, k)
+    return Searcher(load_index(path, spec), spec).search(queries, k)
 
 
 def exact(embeddings, tmp_path, queries, k=10):
@@ -73,9 +61,43 @@ def test_ivf_probing_every_list_is_exact(embeddings, tmp_path):
     np.testing.assert_allclose(scores, exact_scores, atol=1e-5)
 
 
-def test_ivf_list_count_defaults_to_four_root_n(embeddings, tmp_path):
+def test_ivf_list_count_is_four_root_n_capped_by_training_rows():
+    assert list_count(index_spec(type="ivf"), 1_000_000) == 4000  # 4 * isqrt(10^6)
+    assert list_count(index_spec(type="ivf", train_rows=39_000), 1_000_000) == 1000
+    assert list_count(index_spec(type="ivf", nlist=500), 1_000_000) == 500
+    assert list_count(index_spec(type="ivf"), 20) == 1
+
+
+def test_lists_short_of_training_rows_are_capped_with_a_warning(embeddings, tmp_path, caplog):
     stats = index_file(embeddings, index_spec(type="ivf"), tmp_path / "ivf.faiss")
-    assert stats["lists"] == 4 * 54  # 4 * isqrt(3000)
+    # 4 * isqrt(3000) = 216 lists would get 13 rows each; faiss wants 39.
+    assert (stats["lists"], stats["lists_wanted"], stats["train_rows"]) == (76, 216, 3000)
+    assert "76 lists instead of 216" in caplog.text
+
+
+def test_ivfpq_refuses_fewer_rows_than_centroids(tmp_path):
+    embeddings = write_embeddings(tmp_path / "e.parquet", clustered_vectors(200))
+    with pytest.raises(InputError, match="needs at least that many training rows; there are 200"):
+        index_file(embeddings, index_spec(type="ivfpq", pq_m=8), tmp_path / "pq.faiss")
+    # 4 bits: 16 centroids, which 200 rows can train.
+    stats = index_file(embeddings, index_spec(type="ivfpq", pq_m=8, pq_bits=4), tmp_path / "pq")
+    assert stats["documents"] == 200
+
+
+def test_refine_rescores_ivfpq_candidates_exactly(embeddings, tmp_path):
+    queries = clustered_vectors(50, seed=4)
+    exact_scores, exact_rows = exact(embeddings, tmp_path, queries, k=100)
+    overlaps = {}
+    for refine in (False, True):
+        spec = index_spec(type="ivfpq", nlist=16, nprobe=16, pq_m=4, refine=refine)
+        index_file(embeddings, spec, tmp_path / f"pq-{refine}.faiss")
+        scores, rows = search(tmp_path / f"pq-{refine}.faiss", spec, queries, k=100)
+        overlaps[refine] = np.mean([len(set(a) & set(b)) for a, b in zip(rows, exact_rows)])
+    # Refined scores are the exact inner products of the rows returned.
+    vectors = clustered_vectors(3000)
+    expected = np.einsum("qd,qkd->qk", queries, vectors[rows])
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    assert overlaps[True] > overlaps[False] and overlaps[True] >= 95
 
 
 @pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
@@ -90,7 +112,7 @@ def test_memory_mapped_search_equals_loaded_search(embeddings, tmp_path, kind):
 
 
 def test_ivfpq_is_small_and_finds_the_documents_themselves(embeddings, tmp_path):
-    spec = index_spec(type="ivfpq", nlist=16, nprobe=16, pq_m=8)
+    spec = index_spec(type="ivfpq", nlist=16, nprobe=16, pq_m=8, refine=False)
     stats = index_file(embeddings, spec, tmp_path / "pq.faiss")
     flat = index_file(embeddings, index_spec(type="flat"), tmp_path / "flat.faiss")
     assert stats["index_bytes"] < flat["index_bytes"] / 4  # 8 code bytes against 128

@@ -7,6 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import index_spec
 from test_retrieve import embeddings
 
 from irflow import contracts
@@ -87,7 +88,7 @@ def test_maxp_scores_a_document_by_its_best_passage(tmp_path, index_type):
         {"passage_id": passage_ids, "doc_id": passage_docs, "title": "", "text": "x"}
     )
     contracts.write_frame(table, tmp_path / "passages.parquet", contracts.PASSAGES)
-    spec = {"type": index_type, "M": 8, "ef_construction": 64, "ef_search": 64}
+    spec = index_spec(type=index_type, M=8, ef_construction=64, ef_search=64)
     index_file(tmp_path / "p.parquet", spec, tmp_path / "i.faiss")
     run, _ = dense_search(
         tmp_path / "i.faiss",
@@ -119,10 +120,10 @@ def test_maxp_searches_deeper_until_enough_documents(tmp_path):
         {"passage_id": passage_ids, "doc_id": passage_docs, "title": "", "text": ""}
     )
     contracts.write_frame(table, tmp_path / "passages.parquet", contracts.PASSAGES)
-    index_file(tmp_path / "p.parquet", {"type": "flat"}, tmp_path / "i.faiss")
+    index_file(tmp_path / "p.parquet", index_spec(type="flat"), tmp_path / "i.faiss")
     run, _ = dense_search(
         tmp_path / "i.faiss",
-        {"type": "flat"},
+        index_spec(type="flat"),
         tmp_path / "p.parquet",
         tmp_path / "q.parquet",
         top_k=2,

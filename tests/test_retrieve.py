@@ -10,13 +10,16 @@ import re
 import bm25s
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import Stemmer
 from bm25s.tokenization import Tokenizer
-from conftest import schema_defaults
+from conftest import index_spec, schema_defaults
 
+import irflow.index
 from irflow import contracts, retrieve
 from irflow.index import index_file
+from irflow.ingest import ingest
 from irflow.retrieve import bm25_search, dense_search
 
 BM25 = schema_defaults({"type": "bm25"})  # lucene, k1 0.9, b 0.4, en stopwords, Snowball
@@ -175,7 +178,7 @@ def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
     doc_ids = [f"d{i:03d}" for i in range(200)]
     embeddings(tmp_path / "c.parquet", doc_ids, docs)
     embeddings(tmp_path / "q.parquet", [f"q{i}" for i in range(7)], queries)
-    spec = {"type": index_type, "M": 32, "ef_construction": 200, "ef_search": 256}
+    spec = index_spec(type=index_type)
     stats = index_file(tmp_path / "c.parquet", spec, tmp_path / "i.faiss")
     assert stats["documents"] == 200 and stats["index_bytes"] > 200 * 16 * 4
     run, timing = dense_search(
@@ -196,6 +199,81 @@ def test_dense_top_k_is_exact_inner_product(tmp_path, index_type):
         got = run[run["query_id"] == f"q{i}"]
         assert got["doc_id"].tolist() == expected
         assert got["rank"].tolist() == list(range(1, 11))
+
+
+def clustered(rows: int, seed: int) -> np.ndarray:
+    """Unit vectors around 30 centres: IVF lists of very different sizes."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(30, 16))
+    vectors = centres[rng.integers(0, 30, rows)] + 0.2 * rng.normal(size=(rows, 16))
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def search_run(tmp_path, spec, docs, queries, top_k, **options):
+    doc_ids = [f"d{i:04d}" for i in range(len(docs))]
+    embeddings(tmp_path / "c.parquet", doc_ids, docs)
+    embeddings(tmp_path / "q.parquet", [f"q{i}" for i in range(len(queries))], queries)
+    index_file(tmp_path / "c.parquet", index_spec(**spec), tmp_path / "i.faiss")
+    settings = dict(remove_self_matches=False, batch_size=16, latency_queries=0) | options
+    return dense_search(
+        tmp_path / "i.faiss",
+        index_spec(**spec),
+        tmp_path / "c.parquet",
+        tmp_path / "q.parquet",
+        top_k=top_k,
+        **settings,
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # 2000 rows: 51 lists of ~40 rows; one probe holds far fewer than 300 documents.
+        {"type": "ivf", "nprobe": 1},
+        {"type": "ivfpq", "nprobe": 2, "pq_m": 4, "pq_bits": 6},
+        # faiss' HNSW returns at most efSearch rows.
+        {"type": "hnsw", "ef_search": 10, "M": 8},
+    ],
+)
+def test_approximate_indexes_return_full_runs(tmp_path, spec):
+    docs, queries = clustered(2000, seed=0), clustered(40, seed=1)
+    run, timing = search_run(tmp_path, spec, docs, queries, top_k=300)
+    assert (run.groupby("query_id").size() == 300).all() and run["query_id"].nunique() == 40
+    assert timing["short_queries"] == 0
+    search = timing["search"]
+    if spec["type"] == "hnsw":
+        assert search["settings"] == {"ef_search": 301}  # raised to the depth
+    else:
+        assert search["queries_probed_wider"] > 0
+        assert search["widest_settings"]["nprobe"] > spec["nprobe"]
+        assert search["deepest_k"] == 301  # probing wider, not asking faiss for more rows
+
+
+def test_dense_cut_breaks_score_ties_by_doc_id_as_trec_eval(tmp_path):
+    # Eleven copies of the query's direction tie for ranks 2-12; a top 5 keeps the 4 of them
+    # that trec_eval ranks first (doc id descending), not the first rows faiss returns.
+    rng = np.random.default_rng(2)
+    query = rng.normal(size=16)
+    docs = 0.1 * rng.normal(size=(60, 16))
+    docs[0], docs[[5, *range(10, 20)]] = 2 * query, query
+    run, timing = search_run(tmp_path, {"type": "flat"}, docs, query[None], top_k=5)
+    assert run["doc_id"].tolist() == ["d0000", "d0019", "d0018", "d0017", "d0016"]
+    assert timing["search"]["queries_searched_deeper"] == 1
+
+
+def test_deep_searches_go_in_bounded_query_batches(tmp_path, monkeypatch):
+    docs, queries = clustered(500, seed=3), clustered(20, seed=4)
+    asked = []
+    original = irflow.index.Searcher.search
+
+    def recording(self, vectors, k, widen=0):
+        asked.append(len(vectors) * k)
+        return original(self, vectors, k, widen)
+
+    monkeypatch.setattr(retrieve, "MAX_SEARCH_PAIRS", 1000)
+    monkeypatch.setattr(irflow.index.Searcher, "search", recording)
+    run, _ = search_run(tmp_path, {"type": "flat"}, docs, queries, top_k=200, batch_size=20)
+    assert max(asked) <= 1000 and len(run) == 20 * 200
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
@@ -241,6 +319,69 @@ def test_bm25_indexed_in_batches_scores_as_bm25s_on_the_whole_corpus(tmp_path, m
         by_doc = dict(zip(got["doc_id"], got["score"]))
         for i in sharing:  # the same float32 sums, bit for bit
             assert by_doc[docs[i][0]] == float(expected[i])
+
+
+METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
+
+
+@pytest.fixture(scope="module")
+def shared_corpora(shared_datasets, tmp_path_factory):
+    """Each full shared corpus as irflow's corpus table, with its texts as the index reads them."""
+    corpora = {}
+    for name in ("scifact", "nfcorpus", "arguana"):
+        folder, out = shared_datasets / name, tmp_path_factory.mktemp(name)
+        ingest(folder / "corpus.jsonl.gz", folder / "queries.jsonl", folder / "qrels/test.tsv", out)
+        table = pq.read_table(out / "corpus.parquet")
+        titles, texts = table.column("title").to_pylist(), table.column("text").to_pylist()
+        corpora[name] = out / "corpus.parquet", contracts.document_texts(titles, texts)
+    return corpora
+
+
+def score_matrix(retriever):
+    matrix = retriever.model.scores
+    arrays = [matrix["data"], matrix["indices"], matrix["indptr"], retriever.zero_scoring_terms]
+    nonoccurrence = retriever.model.nonoccurrence_array
+    return [(a.dtype, a.tobytes()) for a in arrays] + [
+        None if nonoccurrence is None else nonoccurrence.tobytes()
+    ]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana"])
+def test_bm25_streamed_index_is_bm25s_index_bit_for_bit(shared_corpora, dataset, method):
+    corpus, texts = shared_corpora[dataset]
+    spec = BM25 | {"method": method}
+    ours = retrieve.BM25Retriever(spec).index(corpus)  # 4096 rows a batch: 1 to 3 batches
+    bare = retrieve.BM25Retriever(spec)  # the same tokens, all at once, into bm25s.BM25.index
+    token_ids = bare._token_ids(texts, update_vocab=True)
+    bare.model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
+    bare.model.index((token_ids, bare.tokenizer.get_vocab_dict()), show_progress=False)
+    matrix = bare.model.scores
+    bare.zero_scoring_terms = np.zeros(len(matrix["indptr"]) - 1, dtype=bool)
+    zero_postings = np.flatnonzero(matrix["data"] <= 0)
+    bare.zero_scoring_terms[np.searchsorted(matrix["indptr"], zero_postings, "right") - 1] = True
+    assert ours.model.scores["num_docs"] == matrix["num_docs"] == len(texts)
+    assert score_matrix(ours) == score_matrix(bare)
+    if method == "robertson":  # terms in over half the documents: idf 0
+        assert ours.zero_scoring_terms.any()
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l"])
+def test_bm25_index_is_the_same_in_many_small_batches_as_in_one(
+    shared_corpora, monkeypatch, method
+):
+    corpus, texts = shared_corpora["nfcorpus"]
+    spec = BM25 | {"method": method}
+    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", len(texts))
+    whole = retrieve.BM25Retriever(spec).index(corpus)
+    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", 500)  # 8 batches, the last one short
+    batched = retrieve.BM25Retriever(spec).index(corpus)
+    assert score_matrix(batched) == score_matrix(whole)
+    queries = texts[:50]
+    for (rows, scores), (rows_whole, scores_whole) in zip(
+        batched.search(queries, 100), whole.search(queries, 100)
+    ):
+        assert rows.tolist() == rows_whole.tolist() and scores.tobytes() == scores_whole.tobytes()
 
 
 def stem_words(text):

@@ -13,6 +13,7 @@ from irflow.runs import (
     build_run,
     byte_order_codes,
     read_run,
+    short_queries,
     trec_order,
     write_run,
 )
@@ -201,3 +202,18 @@ def test_runs_from_corpus_rows_rank_queries_sharing_an_id_as_one_list():
 def test_byte_order_codes_number_distinct_ids_in_utf8_byte_order():
     codes = byte_order_codes(pa.array(["z", "é", "a", "Z", "a"]))
     assert codes.tolist() == [2, 3, 1, 0, 1]
+
+
+def test_short_queries_are_those_below_top_k_or_the_corpus_size():
+    run = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2", "q3", "q3"], "doc_id": "x"})
+    queries, docs = pa.array(["q1", "q2", "q3", "q4"]), pa.array(["d1", "d2", "d3", "q3"])
+    # q4 is absent: 0 documents.
+    assert short_queries(run, queries, docs, 3, remove_self=False) == {"q2": 1, "q3": 2, "q4": 0}
+    # q3's own id is a document: with self-matches removed it can have at most 3 of 4.
+    assert short_queries(run, queries, docs, 10, remove_self=True) == {
+        "q1": 3,
+        "q2": 1,
+        "q3": 2,
+        "q4": 0,
+    }
+    assert short_queries(run, queries, docs, 2, remove_self=True) == {"q2": 1, "q4": 0}

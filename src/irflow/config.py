@@ -208,6 +208,7 @@ def _cross_references(config: dict) -> list[str]:
     problems += _generate_problems(config)
     problems += _curation_problems(config)
     problems += _metric_problems(config)
+    problems += _index_problems(config)
     problems += quality_control_problems(config, system_kinds(config))
     correlation = config["correlation"]
     # Generated datasets and their quality-controlled copies are compared with real ones.
@@ -225,6 +226,31 @@ def _cross_references(config: dict) -> list[str]:
                 path = f"correlation.bootstrap.{side}"
                 known = correlation["benchmarks"]
                 problems.append(_missing_key(path, group, "correlation.benchmarks", known))
+    return problems
+
+
+def _index_problems(config: dict) -> list[str]:
+    """Training settings faiss cannot build from: too few rows for the PQ centroids, or for
+    the lists asked for (irflow would cap nlist; both being explicit is a contradiction)."""
+    from irflow.index import IVF_TYPES, MIN_TRAIN_ROWS_PER_LIST, pq_training_rows
+
+    problems = []
+    for name, spec in config["indexes"].items():
+        rows = spec["train_rows"]
+        if spec["type"] not in IVF_TYPES or rows is None:
+            continue
+        if spec["type"] == "ivfpq" and rows < pq_training_rows(spec):
+            problems.append(
+                f"config key 'indexes.{name}.train_rows': {rows} rows cannot train the "
+                f"{pq_training_rows(spec)} centroids of pq_bits {spec['pq_bits']}; give at least "
+                f"{pq_training_rows(spec)}"
+            )
+        if spec["nlist"] is not None and rows < MIN_TRAIN_ROWS_PER_LIST * spec["nlist"]:
+            problems.append(
+                f"config key 'indexes.{name}.nlist': {spec['nlist']} lists need at least "
+                f"{MIN_TRAIN_ROWS_PER_LIST * spec['nlist']} training rows "
+                f"({MIN_TRAIN_ROWS_PER_LIST} a list); train_rows is {rows}"
+            )
     return problems
 
 

@@ -1,4 +1,5 @@
-"""index: document embeddings -> a faiss index, built from the embeddings file in batches.
+"""index: document embeddings -> a faiss index, built from the embeddings file in batches, and
+the search settings that make it return full runs.
 
 faiss row i is row i of the embeddings Parquet; retrieval maps rows back to doc ids.
 
@@ -6,15 +7,26 @@ Types: ``flat`` (exact inner product), ``hnsw`` (graph), ``ivf`` (inverted lists
 vectors) and ``ivfpq`` (inverted lists of product-quantised codes, for corpora whose vectors do
 not fit in memory). The embeddings are read one record batch at a time and added as they come,
 so the build never holds a second copy of the matrix: what it holds is the index itself, plus,
-for the IVF types, a training sample of evenly spaced rows. With ``mmap`` the IVF types are
-searched memory-mapped from the index file, so only the inverted lists a query probes are read.
+for the IVF types, a training sample of evenly spaced rows. ``ivfpq`` with ``refine`` (the
+default) keeps the full vectors beside the codes and re-scores ``refine_factor`` × k candidates
+exactly (faiss' ``IndexRefineFlat``). With ``mmap`` an index is searched memory-mapped from its
+file, so only the lists a query probes and the vectors it re-scores are read.
+
+Only the build settings (``BUILD_SETTINGS``) make the index file; ``nprobe``, ``ef_search``,
+``refine_factor`` and ``mmap`` are how it is searched, so changing them rebuilds nothing.
+An approximate search can come back short of k: an IVF query's probed lists may hold fewer
+than k vectors, and HNSW returns at most efSearch. ``Searcher`` searches HNSW with
+efSearch >= k, and a query that came back short is searched again with twice the probes
+(``widen``), up to every list, rather than with a larger k, which cannot help.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -24,10 +36,27 @@ import pyarrow.parquet as pq
 from irflow import contracts
 from irflow.errors import InputError
 
+log = logging.getLogger(__name__)
+
 IVF_TYPES = ("ivf", "ivfpq")
-# faiss warns below ~39 training points per centroid; its k-means samples at most 256 each.
+# faiss' k-means warns below 39 training points per centroid (and samples at most 256 each):
+# the list count is capped so that every list gets at least that many.
+MIN_TRAIN_ROWS_PER_LIST = 39
 TRAIN_ROWS_PER_LIST = 64
 READ_BATCH_ROWS = 65536
+# Settings that only change how an index is searched, never the index file.
+SEARCH_SETTINGS = ("nprobe", "ef_search", "refine_factor", "mmap")
+
+
+def build_settings(spec: dict) -> dict:
+    """The settings an index file depends on (the index rule's params)."""
+    return {key: value for key, value in spec.items() if key not in SEARCH_SETTINGS}
+
+
+def pq_training_rows(spec: dict) -> int:
+    """faiss trains each PQ sub-quantiser's 2^pq_bits centroids on the training rows; with
+    fewer rows than centroids it stops with an assertion deep inside the build."""
+    return 2 ** spec["pq_bits"]
 
 
 def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]:
@@ -41,10 +70,16 @@ def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]
         yield np.ascontiguousarray(matrix[first::step], dtype=np.float32)
 
 
+def training_rows(spec: dict, rows: int) -> int:
+    """Rows available for training: ``train_rows`` when set, at most every row."""
+    return min(rows, spec["train_rows"] or rows)
+
+
 def list_count(spec: dict, rows: int) -> int:
-    """``nlist``, or faiss' rule of thumb of about 4·√rows, at least 1 and at most rows."""
+    """``nlist``, or faiss' rule of thumb of about 4·√rows, capped so that each list has
+    ``MIN_TRAIN_ROWS_PER_LIST`` training rows; at least 1."""
     wanted = spec["nlist"] or 4 * math.isqrt(rows)
-    return max(1, min(wanted, rows))
+    return max(1, min(wanted, training_rows(spec, rows) // MIN_TRAIN_ROWS_PER_LIST))
 
 
 def empty_index(spec: dict, dim: int, rows: int) -> faiss.Index:
@@ -60,56 +95,141 @@ def empty_index(spec: dict, dim: int, rows: int) -> faiss.Index:
         return faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     if dim % spec["pq_m"]:
         raise ValueError(f"ivfpq: pq_m {spec['pq_m']} must divide the dimension {dim}")
-    return faiss.IndexIVFPQ(
+    index = faiss.IndexIVFPQ(
         quantizer, dim, nlist, spec["pq_m"], spec["pq_bits"], faiss.METRIC_INNER_PRODUCT
     )
+    return faiss.IndexRefineFlat(index) if spec["refine"] else index
+
+
+def ivf_part(index: faiss.Index) -> faiss.IndexIVF | None:
+    """The inverted-file index inside ``index`` (itself, or the base of a refine), if any."""
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexRefine):
+        index = faiss.downcast_index(index.base_index)
+    return index if isinstance(index, faiss.IndexIVF) else None
 
 
 def train_sample(embeddings_path: Path, spec: dict, rows: int, nlist: int) -> np.ndarray:
     """Evenly spaced rows, ``train_rows`` of them or 64 per list: deterministic and spread
     over the whole file, whatever order the corpus is in."""
-    wanted = spec["train_rows"] or TRAIN_ROWS_PER_LIST * nlist
+    wanted = min(training_rows(spec, rows), TRAIN_ROWS_PER_LIST * nlist)
+    if spec["type"] == "ivfpq":
+        wanted = max(wanted, min(rows, pq_training_rows(spec)))
     step = max(1, rows // wanted)
     return np.concatenate(list(vector_batches(embeddings_path, step)))
 
 
-def build_index(embeddings_path: Path, spec: dict) -> faiss.Index:
+def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
+    """The index and what its build chose: lists asked for and made, training rows."""
     metadata = pq.ParquetFile(embeddings_path).metadata
     rows = metadata.num_rows
     if rows == 0:
         raise InputError(embeddings_path, "no embeddings to index")
+    if spec["type"] == "ivfpq" and training_rows(spec, rows) < pq_training_rows(spec):
+        raise InputError(
+            embeddings_path,
+            f"ivfpq with pq_bits {spec['pq_bits']} trains {pq_training_rows(spec)} centroids "
+            f"per sub-quantiser and needs at least that many training rows; there are "
+            f"{training_rows(spec, rows)} (of {rows} rows). Use type flat or ivf for a corpus "
+            "this small, or fewer pq_bits",
+        )
     dim = pq.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
+    facts = {}
     if spec["type"] in IVF_TYPES:
-        index.train(train_sample(embeddings_path, spec, rows, index.nlist))
+        wanted = spec["nlist"] or 4 * math.isqrt(rows)
+        nlist = ivf_part(index).nlist
+        if nlist < wanted:
+            log.warning(
+                "%s: %d lists instead of %d: %d training rows give each list at least %d",
+                embeddings_path,
+                nlist,
+                wanted,
+                training_rows(spec, rows),
+                MIN_TRAIN_ROWS_PER_LIST,
+            )
+        sample = train_sample(embeddings_path, spec, rows, nlist)
+        index.train(sample)
+        facts = {"lists_wanted": wanted, "train_rows": len(sample)}
     for matrix in vector_batches(embeddings_path):
         index.add(matrix)
-    return index
+    return index, facts
 
 
 def load_index(path: Path, spec: dict) -> faiss.Index:
-    memory_mapped = spec.get("mmap") and spec["type"] in IVF_TYPES
-    index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP if memory_mapped else 0)
-    if spec["type"] == "hnsw":
-        index.hnsw.efSearch = spec["ef_search"]
-    if spec["type"] in IVF_TYPES:
-        index.nprobe = spec["nprobe"]
-    return index
+    # IO_FLAG_MMAP_IFC maps a flat index's vectors, the refine vectors and the IVF lists.
+    return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if spec["mmap"] else 0)
+
+
+@dataclass
+class Searcher:
+    """An index with its search settings; ``widen`` levels double the IVF lists probed (up
+    to every list) or HNSW's efSearch (up to every vector)."""
+
+    index: faiss.Index
+    spec: dict
+
+    def __post_init__(self):
+        ivf = ivf_part(self.index)
+        self.lists = ivf.nlist if ivf is not None else 0
+
+    @property
+    def size(self) -> int:
+        return self.index.ntotal
+
+    def can_widen(self, k: int, widen: int) -> bool:
+        if self.lists:
+            return self.probes(widen) < self.lists
+        if self.spec["type"] == "hnsw":
+            return self.ef_search(k, widen) < self.size
+        return False
+
+    def probes(self, widen: int) -> int:
+        return min(self.lists, self.spec["nprobe"] << widen)
+
+    def ef_search(self, k: int, widen: int) -> int:
+        """At least k: faiss' HNSW returns at most efSearch results and does not raise it."""
+        return min(max(self.spec["ef_search"], k) << widen, max(self.size, k))
+
+    def parameters(self, k: int, widen: int):
+        if self.spec["type"] == "hnsw":
+            return faiss.SearchParametersHNSW(efSearch=self.ef_search(k, widen))
+        if not self.lists:
+            return None
+        probing = faiss.SearchParametersIVF(nprobe=self.probes(widen))
+        if isinstance(faiss.downcast_index(self.index), faiss.IndexRefine):
+            return faiss.IndexRefineSearchParameters(
+                k_factor=self.spec["refine_factor"], base_index_params=probing
+            )
+        return probing
+
+    def search(self, queries: np.ndarray, k: int, widen: int = 0):
+        return self.index.search(queries, k, params=self.parameters(k, widen))
+
+    def settings(self, widen: int, k: int) -> dict:
+        """The search settings in effect at ``widen`` for depth ``k``, for the manifest."""
+        if self.spec["type"] == "hnsw":
+            return {"ef_search": self.ef_search(k, widen)}
+        if self.lists:
+            return {"nprobe": self.probes(widen), "lists": self.lists}
+        return {}
 
 
 def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
     started = time.perf_counter()
-    index = build_index(embeddings_path, spec)
+    index, facts = build_index(embeddings_path, spec)
     build_seconds = time.perf_counter() - started
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     faiss.write_index(index, str(tmp))
     tmp.replace(out_path)
+    ivf = ivf_part(index)
     return {
         "index": spec,
         "documents": index.ntotal,
         "dimension": index.d,
-        "lists": getattr(index, "nlist", None),
+        "lists": ivf.nlist if ivf is not None else None,
+        **facts,
         "build_seconds": build_seconds,
         "index_bytes": out_path.stat().st_size,
         "faiss_version": faiss.__version__,

@@ -100,6 +100,23 @@ def build_run(
     return run.to_pandas(), removed
 
 
+def short_queries(
+    run: pd.DataFrame, query_ids: pa.Array, doc_ids: pa.Array, top_k: int, remove_self: bool
+) -> dict[str, int]:
+    """Queries whose run holds fewer than min(``top_k``, corpus size) documents (less the
+    query's own id where self-matches are removed), with the count each holds: 0 for a query
+    absent from the run."""
+    documents = len(pc.unique(doc_ids))
+    expected = np.full(len(query_ids), min(top_k, documents))
+    if remove_self:
+        own = pc.is_in(query_ids, value_set=doc_ids).to_numpy(zero_copy_only=False)
+        expected = np.minimum(top_k, documents - own)
+    held = run["query_id"].value_counts()
+    counts = held.reindex(query_ids.to_pylist(), fill_value=0).to_numpy()
+    short = counts < expected
+    return dict(zip(np.asarray(query_ids.to_pylist(), dtype=object)[short], counts[short].tolist()))
+
+
 def _strings_at(ids: pa.Array, positions: np.ndarray) -> pa.Array:
     """``ids.take(positions)`` as large_string, the type pandas keeps str columns in, so pandas
     rewrites no offsets. The buffers come from the system allocator: Arrow's default, mimalloc,
