@@ -56,9 +56,9 @@ rule embed_gather:
     wildcard_constraints:
         dataset=one_of(SHARDED_DATASETS),
         side="corpus|passages",
-    localrule: True
     conda:
         "../envs/data.yaml"
+    threads: 1
     script:
         "../scripts/embed_gather.py"
 

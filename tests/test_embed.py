@@ -414,3 +414,143 @@ def test_copies_of_a_text_get_its_first_vector_bit_for_bit(encoder, tmp_path, mo
     ids, gathered = read_embeddings(tmp_path / "gathered.parquet")
     np.testing.assert_array_equal(gathered[ids.index("d07")], gathered[ids.index("d02")])
     np.testing.assert_array_equal(gathered[ids.index("d09")], gathered[ids.index("d05")])
+
+
+class RandomEncoder(Encoder):
+    """Stands in for a model: each call gives fresh random vectors (no two calls agree, as no
+    two batches agree bit for bit), and records the texts it was asked for."""
+
+    random = np.random.default_rng(0)  # shared: no two encoders agree either
+
+    def __init__(self, **settings):
+        spec = minilm_spec("random", **settings)
+        super().__init__(None, spec, "cpu", {"dtype": "float32", "files_md5": "random"})
+        self.texts = []
+
+    def encode(self, texts, prompt):
+        self.texts.extend(texts)
+        return self.random.standard_normal((len(texts), 8), dtype=np.float32)
+
+
+def documents(texts: dict[str, str]) -> list[dict]:
+    return [{"_id": doc_id, "title": "", "text": text} for doc_id, text in texts.items()]
+
+
+def first_copy_vectors(ids, texts, vectors):
+    """The vectors the same-text rule gives: each row takes the first row with its text."""
+    first = {}
+    return np.stack([first.setdefault(text, vector) for text, vector in zip(texts, vectors)])
+
+
+# Texts that repeat within a batch, across batches and across shards, some more than twice.
+REPEATS = {f"d{i:02d}": f"text {i % 7 if i % 3 else i}" for i in range(40)}
+
+
+@pytest.mark.parametrize("batch_rows", [3, 5, 64])
+def test_gather_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch, batch_rows):
+    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", batch_rows)
+    corpus = write_corpus(tmp_path / "corpus.parquet", documents(REPEATS))
+    paths, manifests = [], []
+    for shard in range(3):
+        path = tmp_path / f"{shard}-of-3.parquet"
+        stats = embed_file(RandomEncoder(chunk_size=4), corpus, "corpus", path, shard=(shard, 3))
+        provenance = {"device": "cpu", "dtype": "float32", "model": "m", "files_md5": "x"}
+        manifests.append({"shard": str(shard), **provenance, **stats})
+        paths.append(path)
+    shards = [read_embeddings(path) for path in paths]
+    ids = [row_id for shard_ids, _ in shards for row_id in shard_ids]
+    encoded = np.concatenate([vectors for _, vectors in shards])
+    gather(paths, manifests, corpus, "corpus", tmp_path / "gathered.parquet")
+    gathered_ids, gathered = read_embeddings(tmp_path / "gathered.parquet")
+    assert gathered_ids == ids == list(REPEATS)
+    expected = first_copy_vectors(ids, list(REPEATS.values()), encoded)
+    np.testing.assert_array_equal(gathered, expected)
+    assert len(np.unique(gathered, axis=0)) == len(set(REPEATS.values())) == 18
+    assert not list(tmp_path.glob(".duckdb-*"))
+
+
+def test_one_job_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch):
+    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 4)
+    corpus = write_corpus(tmp_path / "corpus.parquet", documents(REPEATS))
+    encoder = RandomEncoder(chunk_size=6)
+    embed_file(encoder, corpus, "corpus", tmp_path / "emb.parquet")
+    ids, vectors = read_embeddings(tmp_path / "emb.parquet")
+    assert encoder.texts == list(REPEATS.values())  # every row is encoded, copies too
+    np.testing.assert_array_equal(vectors, first_copy_vectors(ids, encoder.texts, vectors))
+    assert len(np.unique(vectors, axis=0)) == 18
+
+
+def test_reuse_takes_exactly_the_base_vectors_of_unchanged_id_and_text(tmp_path, monkeypatch):
+    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 3)
+    base_texts = {f"b{i:02d}": f"base text {i}" for i in range(20)}
+    base = write_corpus(tmp_path / "base.parquet", documents(base_texts))
+    embed_file(RandomEncoder(), base, "corpus", tmp_path / "base-emb.parquet")
+    base_ids, base_vectors = read_embeddings(tmp_path / "base-emb.parquet")
+    known = dict(zip(base_ids, base_vectors))
+    # Reordered, b03's text changed, b05 dropped, b07 takes b08's text, new ids, and a new id
+    # with a base text: only the same id with the same text is reused. b07 and new1 are
+    # encoded, then take the vector of b08 and b01, the first rows with their texts.
+    variant_texts = {
+        "new0": "a filler",
+        **{f"b{i:02d}": base_texts[f"b{i:02d}"] for i in range(19, 9, -1)},
+        "b03": "base text 3, changed",
+        **{f"b{i:02d}": base_texts[f"b{i:02d}"] for i in (0, 1, 2, 4, 6, 8, 9)},
+        "b07": base_texts["b08"],
+        "new1": base_texts["b01"],
+    }
+    variant = write_corpus(tmp_path / "variant.parquet", documents(variant_texts))
+    encoder = RandomEncoder(chunk_size=4)
+    reuse = Reuse(base, tmp_path / "base-emb.parquet", "corpus")
+    result = embed_file(encoder, variant, "corpus", tmp_path / "emb.parquet", reuse)
+    unchanged = [i for i in variant_texts if i in base_texts and variant_texts[i] == base_texts[i]]
+    assert result["rows_reused"] == len(unchanged) == 17
+    assert encoder.texts == ["a filler", "base text 3, changed", "base text 8", "base text 1"]
+    assert result["rows_encoded"] == 21 - result["rows_resumed"]
+    ids, vectors = read_embeddings(tmp_path / "emb.parquet")
+    assert ids == list(variant_texts)
+    first_with_text = {"b07": "b08", "new1": "b01"}
+    for row_id, vector in zip(ids, vectors):
+        source = first_with_text.get(row_id, row_id)
+        if source in unchanged:
+            np.testing.assert_array_equal(vector, known[source])
+        else:
+            assert not any(np.array_equal(vector, v) for v in base_vectors)
+
+
+def test_a_resumed_shard_reuses_its_rows_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 2)
+    texts = {f"d{i:02d}": f"text {i}" for i in range(12)}
+    base = write_corpus(tmp_path / "base.parquet", documents(texts))
+    embed_file(RandomEncoder(), base, "corpus", tmp_path / "base-emb.parquet")
+    known = dict(zip(*read_embeddings(tmp_path / "base-emb.parquet")))
+    variant_texts = texts | {"d07": "changed", "d10": "changed too"}
+    variant = write_corpus(tmp_path / "variant.parquet", documents(variant_texts))
+    reuse = Reuse(base, tmp_path / "base-emb.parquet", "corpus")
+    out = tmp_path / "1-of-2.parquet"
+
+    class Dying(RandomEncoder):
+        def encode(self, texts, prompt):
+            if "changed too" in texts:
+                raise Killed
+            return super().encode(texts, prompt)
+
+    with pytest.raises(Killed):
+        embed_file(Dying(chunk_size=2), variant, "corpus", out, reuse, shard=(1, 2))
+    resumed = RandomEncoder(chunk_size=3)
+    result = embed_file(resumed, variant, "corpus", out, reuse, shard=(1, 2))
+    assert resumed.texts == ["changed too"]
+    assert (result["rows"], result["rows_resumed"], result["rows_reused"]) == (6, 4, 4)
+    ids, vectors = read_embeddings(out)
+    assert ids == [f"d{i:02d}" for i in range(6, 12)]
+    for row_id, vector in zip(ids, vectors):
+        assert np.array_equal(vector, known[row_id]) == (row_id not in ("d07", "d10"))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_vectors_are_unit_length_in_float32(minilm_path, dtype):
+    texts = [document["text"] for document in TINY_CORPUS]
+    half = Encoder.load(minilm_spec(minilm_path, dtype=dtype))
+    vectors = half.encode(texts, "")
+    # bfloat16's own normalisation leaves norms 0.998-1.004.
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)

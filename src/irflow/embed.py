@@ -13,12 +13,17 @@ A dataset derived from another (a position-controlled variant) shares most of it
 it. Given the other dataset's texts and embeddings (``Reuse``), a row whose id and text (as the
 model reads it) are the same there takes its vector from there instead of being encoded: equal
 to encoding it again up to the float noise that batching causes anyway. Parts record how many
-rows they reused, so throughput counts only encoded rows.
+rows they reused, so throughput counts only encoded rows. The match is one DuckDB join of the
+two tables' (id, text digest) pairs, done once per job and written in row order, so each part
+reads only its own rows' vectors.
 
 A large corpus is embedded in shards: shard i of N holds rows [i·R/N, (i+1)·R/N) of the R
 input rows and is an independent, resumable job (a GPU each on a cluster). ``gather`` streams
 the shards, in order, into the one embeddings file that a single job would have written, and
 refuses shards that disagree on the model, its dtype or the input they were cut from.
+
+Every pass over a whole table streams it: the joins and sorts run in DuckDB, which spills to
+disk beyond ``DUCKDB_MEMORY_LIMIT``, so a job's memory does not grow with the corpus.
 """
 
 from __future__ import annotations
@@ -28,12 +33,15 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,6 +71,8 @@ ENCODE_SECONDS_KEY = b"irflow.encode_seconds"
 REUSED_ROWS_KEY = b"irflow.reused_rows"
 # Rows per record batch when embeddings are streamed from one file to another.
 EMBEDDING_BATCH_ROWS = 65536
+# Memory DuckDB may hold while it matches texts and vectors; beyond it, it spills to disk.
+DUCKDB_MEMORY_LIMIT = "512MB"
 
 
 def pick_device(requested: str = "auto") -> str:
@@ -132,15 +142,22 @@ class Encoder:
         return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        """float32 vectors, unit length in float32 when ``normalize``: a half-precision model
+        normalises in its own dtype (bfloat16 norms 0.998-1.004), so its output is normalised
+        again after the cast. float32 models take sentence-transformers' own path unchanged."""
+        half_precision = self.provenance["dtype"] != "float32"
         vectors = self.model.encode(
             texts,
             prompt=prompt or None,
             batch_size=self.spec["batch_size"],
-            normalize_embeddings=self.spec["normalize"],
+            normalize_embeddings=self.spec["normalize"] and not half_precision,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        return vectors.astype(np.float32, copy=False)
+        vectors = vectors.astype(np.float32, copy=False)
+        if self.spec["normalize"] and half_precision:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
 
 
 def titled_texts(batch: pa.RecordBatch, id_column: str) -> tuple[list[str], list[str]]:
@@ -165,25 +182,98 @@ def _digest(text: str) -> bytes:
     return hashlib.md5(text.encode()).digest()
 
 
+# Each row's number in its table, id, and the digest of its text as the model reads it.
+DIGESTS = pa.schema([("row_index", pa.int64()), ("id", pa.string()), ("digest", pa.binary(16))])
+
+
+def _write_digests(
+    texts_path: Path, side: str, path: Path, first: int = 0, end: int | None = None
+) -> None:
+    """Stream the ``DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to ``path``."""
+    to_texts, _ = SIDES[side]
+    source = pq.ParquetFile(texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES)
+    end = source.metadata.num_rows if end is None else end
+    with pq.ParquetWriter(path, DIGESTS) as writer:
+        for start, batch in _batches_between(source, first, end, EMBEDDING_BATCH_ROWS):
+            ids, texts = to_texts(batch)
+            columns = [
+                pa.array(range(start, start + len(ids)), pa.int64()),
+                pa.array(ids, pa.string()),
+                pa.array(map(_digest, texts), pa.binary(16)),
+            ]
+            writer.write_batch(pa.record_batch(columns, schema=DIGESTS))
+
+
+@contextmanager
+def _spilling_duckdb(work_dir: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, Path]]:
+    """A DuckDB connection that holds at most ``DUCKDB_MEMORY_LIMIT``, and a temporary folder
+    in ``work_dir`` (removed afterwards) where it spills and its inputs can be written."""
+    with tempfile.TemporaryDirectory(dir=work_dir, prefix=".duckdb-") as scratch:
+        spill = Path(scratch) / "spill"
+        config = {"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": str(spill), "threads": 1}
+        with duckdb.connect(config=config) as db:
+            yield db, Path(scratch)
+
+
 class Reuse:
     """Vectors computed before for the same ids and texts, e.g. by the dataset a variant was
-    built from; only the texts' digests are held, the vectors are read when asked for."""
+    built from."""
 
     def __init__(self, texts_path: Path, embeddings_path: Path, side: str):
-        to_texts, _ = SIDES[side]
-        self.digests: dict[str, bytes] = {}
-        for batch in pq.ParquetFile(texts_path).iter_batches():
-            ids, texts = to_texts(batch)
-            self.digests.update(zip(ids, map(_digest, texts)))
-        self.embeddings_path = embeddings_path
+        self.texts_path, self.embeddings_path, self.side = texts_path, embeddings_path, side
 
-    def vectors(self, ids: list[str], texts: list[str]) -> dict[str, np.ndarray]:
-        """The known vector of each id whose text is unchanged."""
-        same = [i for i, text in zip(ids, texts) if self.digests.get(i) == _digest(text)]
-        if not same:
-            return {}
-        found, matrix = read_embeddings(self.embeddings_path, same)
-        return dict(zip(found, matrix))
+    def match(self, input_path: Path, first: int, end: int, work_dir: Path) -> ReusedVectors:
+        """The known vectors of rows [first, end) of ``input_path`` whose id and text are
+        unchanged, written in row order to ``work_dir``."""
+        out = work_dir / "reused.parquet"
+        dim = pq.read_schema(self.embeddings_path).field("vector").type.list_size
+        with _spilling_duckdb(work_dir) as (db, scratch):
+            _write_digests(input_path, self.side, scratch / "rows.parquet", first, end)
+            _write_digests(self.texts_path, self.side, scratch / "known.parquet")
+            matched = db.sql(
+                "SELECT rows.row_index, vectors.vector FROM read_parquet($rows) AS rows "
+                "JOIN read_parquet($known) AS known USING (id, digest) "
+                "JOIN read_parquet($vectors) AS vectors USING (id) ORDER BY rows.row_index",
+                params={
+                    "rows": str(scratch / "rows.parquet"),
+                    "known": str(scratch / "known.parquet"),
+                    "vectors": str(self.embeddings_path),
+                },
+            )
+            schema = pa.schema([("row_index", pa.int64()), ("vector", pa.list_(pa.float32(), dim))])
+            with (
+                matched.to_arrow_reader(EMBEDDING_BATCH_ROWS) as result,
+                pq.ParquetWriter(out, schema) as writer,
+            ):
+                for batch in result:
+                    vectors = batch.column("vector")
+                    fixed = pa.FixedSizeListArray.from_arrays(vectors.flatten(), dim)
+                    writer.write_batch(pa.record_batch([batch.column("row_index"), fixed], schema))
+        return ReusedVectors(out, dim)
+
+
+class ReusedVectors:
+    """The rows a job reuses and their vectors, read forward a batch at a time."""
+
+    def __init__(self, path: Path, dim: int):
+        self.batches = contracts.stream_batches(path, EMBEDDING_BATCH_ROWS)
+        self.rows = np.empty(0, np.int64)
+        self.vectors = np.empty((0, dim), np.float32)
+
+    def take(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(positions from ``start``, vectors) of the reused rows in [start, end); rows before
+        ``start`` are skipped for good, so calls must come in row order."""
+        rows, vectors = [], []
+        while True:
+            lo, hi = np.searchsorted(self.rows, [start, end])
+            rows.append(self.rows[lo:hi] - start)
+            vectors.append(self.vectors[lo:hi])
+            self.rows, self.vectors = self.rows[hi:], self.vectors[hi:]
+            batch = None if len(self.rows) else next(self.batches, None)
+            if batch is None:
+                return np.concatenate(rows), np.concatenate(vectors)
+            self.rows = batch.column("row_index").to_numpy()
+            self.vectors = contracts.vector_matrix(batch.column("vector"))
 
 
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
@@ -259,6 +349,7 @@ def embed_file(
     parts = out_path.with_name(out_path.name + ".parts")
     _prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
     finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
+    reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
     chunk_size = encoder.spec["chunk_size"]
     encoded_rows = 0
@@ -271,7 +362,8 @@ def embed_file(
         for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
             rows = batch.slice(missing_start - start, missing_end - missing_start)
             part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            _encode_part(encoder, *to_texts(rows), prompt, part, reuse)
+            known = reused.take(missing_start, missing_end) if reused is not None else None
+            _encode_part(encoder, *to_texts(rows), prompt, part, known)
             encoded_rows += rows.num_rows
     total_rows = end - first
     resumed_rows = total_rows - encoded_rows
@@ -279,7 +371,7 @@ def embed_file(
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
     part_paths = [path for _, _, path in _finished_parts(parts)]
     # A shard's copies of a text may be in another shard: the gather unifies them.
-    same_text = SameTextSameVector(input_path, side) if shard[1] == 1 else None
+    same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
     if same_text and same_text.copies:
         log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
     encode_seconds, reused_rows = _concatenate(part_paths, out_path, input_path, same_text)
@@ -327,7 +419,8 @@ def gather(
         raise InputError(
             texts_path, f"the shards hold {rows} rows, the table {expected_rows}: rerun them"
         )
-    _concatenate(shard_paths, out_path, texts_path, SameTextSameVector(texts_path, side))
+    same_text = SameTextSameVector(texts_path, side, out_path.parent)
+    _concatenate(shard_paths, out_path, texts_path, same_text)
     shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
     summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS}
     devices = sorted({facts["device"] for facts in manifests})
@@ -363,24 +456,28 @@ def _encode_part(
     texts: list[str],
     prompt: str,
     path: Path,
-    reuse: Reuse | None,
+    known: tuple[np.ndarray, np.ndarray] | None,
 ):
-    """Encode one part (or reuse its known vectors) and write it with the seconds its
-    encoding took and the rows it reused."""
-    known = reuse.vectors(ids, texts) if reuse is not None else {}
-    todo = [i for i, row_id in enumerate(ids) if row_id not in known]
+    """Encode one part, but for the rows ``known`` gives (positions, vectors), and write it
+    with the seconds its encoding took and the rows it reused."""
+    positions, known_vectors = known if known is not None else (np.empty(0, np.int64), None)
+    todo = np.setdiff1d(np.arange(len(ids)), positions)
     started = time.perf_counter()
-    encoded = encoder.encode([texts[i] for i in todo], prompt) if todo else None
+    encoded = encoder.encode([texts[i] for i in todo], prompt) if len(todo) else None
     seconds = time.perf_counter() - started
-    rows = dict(zip(todo, encoded)) if todo else {}
-    vectors = np.stack([rows[i] if i in rows else known[row_id] for i, row_id in enumerate(ids)])
+    dim = (encoded if encoded is not None else known_vectors).shape[1]
+    vectors = np.empty((len(ids), dim), np.float32)
+    if len(todo):
+        vectors[todo] = encoded
+    if len(positions):
+        vectors[positions] = known_vectors
     table = pa.table(
         {"id": ids, "vector": contracts.vector_array(vectors)},
         schema=contracts.embeddings_schema(vectors.shape[1]),
     )
     metadata = {
         ENCODE_SECONDS_KEY: repr(seconds).encode(),
-        REUSED_ROWS_KEY: str(len(known)).encode(),
+        REUSED_ROWS_KEY: str(len(positions)).encode(),
     }
     contracts.write_table(table.replace_schema_metadata(metadata), path)
 
@@ -404,35 +501,48 @@ class SameTextSameVector:
     ArguAna, whose corpus holds 48 pairs of identical documents, that moved all-MiniLM-L6-v2's
     nDCG@10 from MTEB's 0.50167 to 0.50188. With one vector per text the result no longer
     depends on batch size, chunk size, shards or library versions.
+
+    Only the rows of repeated texts are listed (found by DuckDB), and only the vector of each
+    repeated text's first copy is held, until its last copy has passed.
     """
 
-    def __init__(self, texts_path: Path, side: str):
-        to_texts, _ = SIDES[side]
-        digests = [
-            np.array([_digest(text) for text in to_texts(batch)[1]], dtype="S16")
-            for batch in contracts.stream_batches(texts_path, EMBEDDING_BATCH_ROWS)
-        ]
-        _, first, inverse, counts = np.unique(
-            np.concatenate(digests), return_index=True, return_inverse=True, return_counts=True
+    def __init__(self, texts_path: Path, side: str, work_dir: Path):
+        with _spilling_duckdb(work_dir) as (db, scratch):
+            digests = str(scratch / "digests.parquet")
+            _write_digests(texts_path, side, Path(digests))
+            plan = db.execute(
+                "WITH repeated AS (SELECT digest, min(row_index) AS source, "
+                "max(row_index) AS last FROM read_parquet($digests) "
+                "GROUP BY digest HAVING count(*) > 1) "
+                "SELECT row_index, source, last FROM read_parquet($digests) "
+                "JOIN repeated USING (digest) ORDER BY row_index",
+                {"digests": digests},
+            ).fetchnumpy()
+        # Each row of a repeated text, the first and the last row with that text.
+        self.rows, self.sources, self.lasts = (
+            np.asarray(plan[column], np.int64) for column in ("row_index", "source", "last")
         )
-        self.source = first[inverse]  # each row's first row with the same text
-        self.originals = np.zeros(len(self.source), dtype=bool)
-        self.originals[first[counts > 1]] = True
-        self.copies = int(np.count_nonzero(self.source != np.arange(len(self.source))))
-        self.vectors: dict[int, np.ndarray] = {}
+        self.copies = int(np.count_nonzero(self.rows != self.sources))
+        self.vectors: dict[int, np.ndarray] = {}  # by first row, of texts with copies to come
 
     def apply(self, batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
-        """``batch``, rows ``start`` on of the table, with copies given their original's vector."""
-        rows = np.arange(start, start + batch.num_rows)
-        sources = self.source[rows]
-        copies, originals = np.flatnonzero(sources != rows), np.flatnonzero(self.originals[rows])
-        if not len(copies) and not len(originals):
+        """``batch``, rows ``start`` on of the table, with copies given their original's vector;
+        batches must come in row order."""
+        lo, hi = np.searchsorted(self.rows, [start, start + batch.num_rows])
+        rows, sources, lasts = self.rows[lo:hi], self.sources[lo:hi], self.lasts[lo:hi]
+        if not len(rows):
             return batch
-        matrix = contracts.vector_matrix(batch.column("vector")).copy()
-        for row in originals:
-            self.vectors[start + row] = matrix[row]
-        for row in copies:
-            matrix[row] = self.vectors[sources[row]]
+        matrix = contracts.vector_matrix(batch.column("vector"))
+        originals = rows == sources
+        for row in rows[originals]:
+            self.vectors[row] = matrix[row - start].copy()
+        if originals.all():
+            return batch
+        matrix = matrix.copy()
+        for row, source in zip(rows[~originals], sources[~originals]):
+            matrix[row - start] = self.vectors[source]
+        for source in sources[rows == lasts]:
+            del self.vectors[source]
         column = batch.schema.get_field_index("vector")
         return batch.set_column(column, "vector", contracts.vector_array(matrix))
 
@@ -452,7 +562,7 @@ def _concatenate(
     """
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     schema = pq.read_schema(part_paths[0]).remove_metadata()
-    id_chunks, encode_seconds, reused_rows = [], 0.0, 0
+    encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
         metadata = pq.read_schema(part).metadata or {}
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
@@ -461,17 +571,19 @@ def _concatenate(
     with pq.ParquetWriter(tmp, schema) as writer:
         for part in part_paths:
             for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
-                id_chunks.append(batch.column("id"))
                 writer.write_batch(same_text.apply(batch, start) if same_text else batch)
                 start += batch.num_rows
-    ids = pa.chunked_array(id_chunks, pa.string())
-    if pc.count_distinct(ids).as_py() < len(ids):
+    with _spilling_duckdb(out_path.parent) as (db, _):
+        repeated, example = db.execute(
+            "SELECT count(*), arg_min(id, first) FROM (SELECT id, min(file_row_number) AS first "
+            "FROM read_parquet($path, file_row_number = true) GROUP BY id HAVING count(*) > 1)",
+            {"path": str(tmp)},
+        ).fetchone()
+    if repeated:
         tmp.unlink()
-        counts = pc.value_counts(ids)
-        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
         raise InputError(
             input_path,
-            f"{len(repeated)} id(s) occur more than once, e.g. {repeated[0].as_py()!r}; "
+            f"{repeated} id(s) occur more than once, e.g. {example!r}; "
             "embeddings are looked up by id",
         )
     tmp.replace(out_path)
