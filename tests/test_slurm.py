@@ -76,10 +76,12 @@ def profile_settings(monkeypatch, bin_dir: Path | None, **env: str) -> dict:
         monkeypatch.setenv(name, value)
     # Only the fake cluster's commands, or none at all.
     monkeypatch.setenv("PATH", str(bin_dir) if bin_dir else "/nonexistent")
+    monkeypatch.delenv("IRFLOW_MAX_MEM_MB", raising=False)
     with (PROFILE / "config.v8+.yaml").open() as stream:
         parsed = ProfileConfigFileParser().parse(stream)
+    # The cap the profile hands the rules' memory models (irflow.resources).
+    settings = {"model-cap": os.environ.pop("IRFLOW_MAX_MEM_MB", None)}
     monkeypatch.undo()
-    settings = {}
     for key, value in parsed.items():
         if key in ("default-resources", "set-resources", "resources"):
             value = dict(item.split("=", 1) for item in value)
@@ -110,17 +112,22 @@ GPU_CLUSTER = (
 # The test cluster below: one node with a GPU in both partitions.
 SHARED_CLUSTER = "cpu*|2|12000|gpu:1|infinite\ngpu|2|12000|gpu:1|infinite\n"
 CPU_CLUSTER = "batch*|2|6000|(null)|infinite\n"
-# A job's memory: 3 x its input (BM25: 8 x), at least 4 GB, doubled with each attempt, capped.
-MEM = "min(max(4000, 3 * input.size_mb) * 2 ** (attempt - 1), {})"
-BM25_MEM = "min(max(4000, 8 * input.size_mb) * 2 ** (attempt - 1), {})"
+# The memory of a job whose rule has no model: 4 GB, doubled with each attempt, capped.
+MEM = "min(4000 * 2 ** (attempt - 1), {})"
 
 
-@pytest.mark.parametrize("sinfo", [GPU_CLUSTER, SHARED_CLUSTER], ids=["gpu-nodes", "shared-node"])
-def test_every_rule_that_declares_a_gpu_goes_to_the_gpu_partition(monkeypatch, tmp_path, sinfo):
+@pytest.mark.parametrize(
+    "sinfo, env",
+    [(GPU_CLUSTER, {}), (SHARED_CLUSTER, {"IRFLOW_SLURM_GPU_PARTITION": "gpu"})],
+    ids=["gpu-nodes", "shared-node"],
+)
+def test_every_rule_that_declares_a_gpu_goes_to_the_gpu_partition(
+    monkeypatch, tmp_path, sinfo, env
+):
     rules = gpu_rules()
     assert {"embed", "embed_shard", "rerank", "saliency"} <= rules
-    settings = profile_settings(monkeypatch, fake_cluster(tmp_path / "bin", sinfo))
-    assert {key.split(":")[0] for key in settings["set-resources"]} == rules | {"retrieve_bm25"}
+    settings = profile_settings(monkeypatch, fake_cluster(tmp_path / "bin", sinfo), **env)
+    assert {key.split(":")[0] for key in settings["set-resources"]} == rules
     for rule in rules:
         assert partition_of(settings, rule) == "gpu", rule
         assert gpus_of(settings, rule) == 1, rule  # gpu=1 reaches SLURM, as --gpus=1
@@ -128,6 +135,12 @@ def test_every_rule_that_declares_a_gpu_goes_to_the_gpu_partition(monkeypatch, t
         assert partition_of(settings, rule) == "cpu", rule
     # The plugin asks for the GPU itself; --gres in slurm_extra is refused.
     assert "slurm_extra" not in str(settings)
+
+
+def test_with_several_gpu_partitions_the_profile_asks_which(monkeypatch, tmp_path):
+    bin_dir = fake_cluster(tmp_path / "bin", SHARED_CLUSTER)
+    with pytest.raises(SystemExit, match="cpu, gpu all have GPU nodes; set IRFLOW_SLURM_GPU_PAR"):
+        profile_settings(monkeypatch, bin_dir)
 
 
 def test_no_job_asks_for_more_than_a_node_has(monkeypatch, tmp_path):
@@ -140,22 +153,26 @@ def test_no_job_asks_for_more_than_a_node_has(monkeypatch, tmp_path):
     assert resources["mem_mb"] == MEM.format(8000)
     assert resources["runtime"] == "min(120 * 2 ** (attempt - 1), 1440)"
     resources = settings["set-resources"]
-    assert resources["embed:mem_mb"] == MEM.format(32000)
     assert resources["embed:runtime"] == "min(120 * 2 ** (attempt - 1), 120)"
-    assert resources["retrieve_bm25:mem_mb"] == BM25_MEM.format(8000)
+    # The rules' own memory models are left to them, capped by the smallest node of cpu and gpu.
+    assert not any(key.endswith(":mem_mb") for key in resources)
+    assert settings["model-cap"] == "8000"
     assert partition_of(settings, "retrieve_bm25") == "cpu"
-    # No accounting: squeue answers, sacct would not; no account is guessed from sacct.
+    # No accounting: squeue answers, sacct would not; no account is guessed.
     assert settings["slurm-status-command"] == "squeue"
     assert settings["slurm-no-account"] == "True"
     assert int(settings["slurm-init-seconds-before-status-checks"]) <= 10
 
 
-def test_with_accounting_the_plugin_keeps_sacct_and_its_account(monkeypatch, tmp_path):
+def test_with_accounting_the_plugin_keeps_sacct_and_guesses_no_account(monkeypatch, tmp_path):
     bin_dir = fake_cluster(tmp_path / "bin", GPU_CLUSTER, accounting="accounting_storage/slurmdbd")
     settings = profile_settings(monkeypatch, bin_dir)
-    assert "slurm-status-command" not in settings and "slurm-no-account" not in settings
+    assert "slurm-status-command" not in settings
+    # No account guessed: SLURM charges the user's default account (or $SBATCH_ACCOUNT).
+    assert settings["slurm-no-account"] == "True"
     settings = profile_settings(monkeypatch, bin_dir, IRFLOW_SLURM_ACCOUNT="proj1")
     assert settings["default-resources"]["slurm_account"] == "'proj1'"
+    assert "slurm-no-account" not in settings
 
 
 def test_a_cpu_only_cluster_runs_the_gpu_rules_without_a_gpu(monkeypatch, tmp_path):
@@ -186,6 +203,7 @@ def test_environment_variables_override_what_is_read_from_the_cluster(monkeypatc
     assert settings["max-threads"] == "6"
     resources = settings["default-resources"]
     assert resources["mem_mb"] == MEM.format(100000)
+    assert settings["model-cap"] == "100000"
     assert resources["runtime"] == "min(120 * 2 ** (attempt - 1), 600)"
     assert settings["slurm-status-command"] == "sacct"
     settings = profile_settings(monkeypatch, bin_dir, IRFLOW_SLURM_GPU_PARTITION="none")
@@ -342,7 +360,8 @@ def slurm(tmp_path_factory):
             return sinfo.returncode == 0 and set(sinfo.stdout.split()) == {"idle"}
 
         _wait(idle, 60, f"the node did not become idle; see {folder}/slurm*.log")
-        yield env
+        # Both partitions hold the node's GPU: the profile would ask which one is meant.
+        yield env | {"IRFLOW_SLURM_GPU_PARTITION": "gpu"}
     finally:
         subprocess.run(["scancel", "--full", "--user", "root"], env=env, capture_output=True)
         for process in reversed(started):
@@ -487,6 +506,10 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
         + ["retrieve_bm25", "retrieve_dense"]
     ), rules
     cpus = str(min(8, os.cpu_count() or 1))  # the rules' 8 threads, capped to the node's CPUs
+    # The memory retrieve_bm25's model asks for its corpus (irflow.resources), not a default.
+    from irflow.resources import bm25_mb
+
+    bm25_mem = bm25_mb(slurm_runs.cluster / "results/datasets/sub/filtered/corpus.parquet")
     for job in jobs:
         assert job["JobState"] == "COMPLETED", job
         gpu = job["rule"] == "embed"
@@ -495,8 +518,11 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
         assert job["JOB_GRES"] == ("gpu:1" if gpu else "(null)"), job
         assert job.get("TresPerJob") == ("gres:gpu:1" if gpu else None), job
         assert "TresPerNode" not in job, job  # no --gres beside --gpus
-        if job["rule"] in ("embed", "index", "retrieve_bm25", "retrieve_dense"):
+        if job["rule"] in ("embed", "index", "retrieve_dense"):
             assert job["NumCPUs"] == cpus, job
+        if job["rule"] == "retrieve_bm25":
+            assert job["NumCPUs"] == "1", job  # single-threaded search asks one CPU
+            assert job["MinMemoryNode"] == f"{bm25_mem}M", job
     assert "--gres" not in slurm_runs.output
 
 
