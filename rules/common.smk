@@ -438,3 +438,7 @@ def negatives_inputs(wildcards):
         "queries": f"{base}/filtered/queries.parquet",
         "corpus": f"{base}/filtered/corpus.parquet",
     }
+
+
+# The memory each job asks for (`resources: mem_mb=`): a model per rule, in irflow.resources.
+from irflow import resources as memory

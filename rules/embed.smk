@@ -18,6 +18,7 @@ rule embed:
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
+        mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
     params:
         model=lambda wc: model_result_settings(wc.model),
         # Queries are also encoded one at a time, for the per-query latency in the cost table.
@@ -59,6 +60,8 @@ rule embed_gather:
     conda:
         "../envs/data.yaml"
     threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
     script:
         "../scripts/embed_gather.py"
 

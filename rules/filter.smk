@@ -45,6 +45,8 @@ rule filter:
         "results/logs/filter/{dataset}.log",
     conda:
         "../envs/data.yaml"
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.filter_mb(input.corpus, attempt),
     params:
         rules=filter_rules,
     script:

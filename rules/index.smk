@@ -15,6 +15,10 @@ rule index:
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.index_mb(
+            input.embeddings, config["indexes"][wc.index], attempt
+        ),
     params:
         index=lambda wc: build_settings(config["indexes"][wc.index]),
     script:

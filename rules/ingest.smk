@@ -16,6 +16,8 @@ rule ingest:
         dataset=one_of(BASE_DATASETS),
     conda:
         "../envs/data.yaml"
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.ingest_mb(input.source, attempt),
     params:
         unknown_qrels=lambda wc: config["datasets"][wc.dataset]["unknown_qrels"],
     script:

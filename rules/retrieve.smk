@@ -17,7 +17,9 @@ rule retrieve_bm25:
         system=one_of(BM25_SYSTEMS),
     conda:
         "../envs/data.yaml"
-    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    threads: 1  # bm25s scores one query at a time, in numpy, on one core
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.bm25_mb(input.corpus, attempt),
     params:
         settings=retrieval_settings,
     script:
@@ -38,6 +40,10 @@ rule retrieve_dense:
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.dense_search_mb(
+            input.index, input.queries, retrieval_settings(wc)["index"], attempt
+        ),
     params:
         settings=retrieval_settings,
     script:

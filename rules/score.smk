@@ -13,6 +13,8 @@ rule score:
         "results/logs/score/{dataset}/{system}.log",
     conda:
         "../envs/data.yaml"
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.score_mb(input.run, attempt),
     params:
         measures=config["metrics"],
     script:
