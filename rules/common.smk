@@ -1,6 +1,8 @@
 # Names, file lists and input functions shared by the rules.
 # Every wildcard value comes from the validated config.
 
+import functools
+
 from irflow.config import reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
@@ -148,12 +150,17 @@ def local_files(wildcards):
 
 def model_files(wildcards):
     """A model given as a local folder is an input, so editing its files re-embeds."""
-    folder = Path(config["models"][wildcards.model]["id"])
-    return (
-        sorted(str(p) for p in folder.rglob("*") if p.is_file())
-        if folder.is_dir()
-        else []
-    )
+    return local_folder_files(config["models"][wildcards.model]["id"])
+
+
+@functools.cache
+def local_folder_files(folder):
+    """Every file under a local folder, listed once per workflow (not per job); none for a
+    Hugging Face id."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(str(p) for p in folder.rglob("*") if p.is_file())
 
 
 # The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
