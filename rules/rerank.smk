@@ -1,5 +1,7 @@
 # rerank: each first-stage run's top k rescored by a cross-encoder or a bi-encoder; the result
-# is a run like any other, its lineage (first stage, k, reranker) in the file's metadata.
+# is a run like any other, its lineage (first stage, k, reranker) in the file's metadata. A
+# bi-encoder encodes each distinct candidate once and shares the vectors with later jobs (and QC
+# votes) of the same model settings through results/vector-cache (irflow.rerank.VectorCache).
 
 
 rule rerank:
