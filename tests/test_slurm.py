@@ -522,8 +522,14 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
             assert job["NumCPUs"] == cpus, job
         if job["rule"] == "retrieve_bm25":
             assert job["NumCPUs"] == "1", job  # single-threaded search asks one CPU
-            assert job["MinMemoryNode"] == f"{bm25_mem}M", job
+            assert _mib(job["MinMemoryNode"]) == bm25_mem, job
     assert "--gres" not in slurm_runs.output
+
+
+def _mib(memory: str) -> int:
+    """scontrol's memory (1024M, 1G, 1.50G) in MiB."""
+    number, unit = re.fullmatch(r"([\d.]+)([KMGT])", memory).groups()
+    return round(float(number) * 1024 ** "KMGT".index(unit) / 1024)
 
 
 def _run_table(workdir: Path, system: str) -> pd.DataFrame:
