@@ -554,3 +554,14 @@ def test_half_precision_vectors_are_unit_length_in_float32(minilm_path, dtype):
     # bfloat16's own normalisation leaves norms 0.998-1.004.
     assert vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+
+
+def test_a_variant_sharing_no_id_and_text_with_its_base_encodes_every_row(tmp_path):
+    base = write_corpus(tmp_path / "base.parquet", documents({"a": "one", "b": "two"}))
+    embed_file(RandomEncoder(), base, "corpus", tmp_path / "base-emb.parquet")
+    variant = write_corpus(tmp_path / "variant.parquet", documents({"a": "two", "c": "one"}))
+    encoder = RandomEncoder()
+    reuse = Reuse(base, tmp_path / "base-emb.parquet", "corpus")
+    result = embed_file(encoder, variant, "corpus", tmp_path / "emb.parquet", reuse)
+    assert result["rows_reused"] == 0 and encoder.texts == ["two", "one"]
+    assert read_embeddings(tmp_path / "emb.parquet")[0] == ["a", "c"]

@@ -210,7 +210,12 @@ def _spilling_duckdb(work_dir: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection
     in ``work_dir`` (removed afterwards) where it spills and its inputs can be written."""
     with tempfile.TemporaryDirectory(dir=work_dir, prefix=".duckdb-") as scratch:
         spill = Path(scratch) / "spill"
-        config = {"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": str(spill), "threads": 1}
+        config = {
+            "memory_limit": DUCKDB_MEMORY_LIMIT,
+            "temp_directory": str(spill),
+            "threads": 1,
+            "preserve_insertion_order": False,  # every query whose order matters sorts
+        }
         with duckdb.connect(config=config) as db:
             yield db, Path(scratch)
 
@@ -230,33 +235,41 @@ class Reuse:
         with _spilling_duckdb(work_dir) as (db, scratch):
             _write_digests(input_path, self.side, scratch / "rows.parquet", first, end)
             _write_digests(self.texts_path, self.side, scratch / "known.parquet")
+            # Joined, then sorted: in one statement DuckDB 2.0 ran out of memory at 2 M rows.
             matched = db.sql(
                 "SELECT rows.row_index, vectors.vector FROM read_parquet($rows) AS rows "
                 "JOIN read_parquet($known) AS known USING (id, digest) "
-                "JOIN read_parquet($vectors) AS vectors USING (id) ORDER BY rows.row_index",
+                "JOIN read_parquet($vectors) AS vectors USING (id)",
                 params={
                     "rows": str(scratch / "rows.parquet"),
                     "known": str(scratch / "known.parquet"),
                     "vectors": str(self.embeddings_path),
                 },
             )
-            schema = pa.schema([("row_index", pa.int64()), ("vector", pa.list_(pa.float32(), dim))])
-            with (
-                matched.to_arrow_reader(EMBEDDING_BATCH_ROWS) as result,
-                pq.ParquetWriter(out, schema) as writer,
-            ):
-                for batch in result:
-                    vectors = batch.column("vector")
-                    fixed = pa.FixedSizeListArray.from_arrays(vectors.flatten(), dim)
-                    writer.write_batch(pa.record_batch([batch.column("row_index"), fixed], schema))
+            _write_result(matched, scratch / "matched.parquet")
+            in_row_order = db.sql(
+                "SELECT row_index, vector FROM read_parquet($matched) ORDER BY row_index",
+                params={"matched": str(scratch / "matched.parquet")},
+            )
+            _write_result(in_row_order, out)
         return ReusedVectors(out, dim)
+
+
+def _write_result(relation: duckdb.DuckDBPyRelation, path: Path) -> None:
+    """Stream a DuckDB query's result, a record batch at a time, into a Parquet file."""
+    with (
+        relation.to_arrow_reader(EMBEDDING_BATCH_ROWS) as result,
+        pq.ParquetWriter(path, result.schema) as writer,
+    ):
+        for batch in result:
+            writer.write_batch(batch)
 
 
 class ReusedVectors:
     """The rows a job reuses and their vectors, read forward a batch at a time."""
 
     def __init__(self, path: Path, dim: int):
-        self.batches = contracts.stream_batches(path, EMBEDDING_BATCH_ROWS)
+        self.batches, self.dim = contracts.stream_batches(path, EMBEDDING_BATCH_ROWS), dim
         self.rows = np.empty(0, np.int64)
         self.vectors = np.empty((0, dim), np.float32)
 
@@ -273,7 +286,8 @@ class ReusedVectors:
             if batch is None:
                 return np.concatenate(rows), np.concatenate(vectors)
             self.rows = batch.column("row_index").to_numpy()
-            self.vectors = contracts.vector_matrix(batch.column("vector"))
+            # DuckDB writes the vectors as variable-size lists, all of length dim.
+            self.vectors = batch.column("vector").flatten().to_numpy().reshape(-1, self.dim)
 
 
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
