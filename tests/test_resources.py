@@ -47,7 +47,10 @@ def test_index_memory_grows_with_rows_times_dimension_not_file_size(tmp_path):
     hnsw = flat + 100_000 * 512 * resources.HNSW_LINK_BYTES / MIB
     assert resources.index_mb(path, {"type": "hnsw", "M": 512}) == expected(hnsw) > 1200
     ivfpq = resources.IVFPQ_INDEX_BASE_MIB + resources.IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
-    assert resources.index_mb(path, {"type": "ivfpq"}) == expected(ivfpq)
+    assert resources.index_mb(path, {"type": "ivfpq", "refine": False}) == expected(ivfpq)
+    # Refining keeps the full vectors as well.
+    refined = ivfpq + resources.FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
+    assert resources.index_mb(path, {"type": "ivfpq", "refine": True}) == expected(refined)
 
 
 def test_the_models_at_ms_marco_size_stay_what_the_measurements_say():

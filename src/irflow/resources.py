@@ -117,8 +117,13 @@ def index_mb(embeddings, spec: dict, attempt: int = 1) -> int:
     """``spec``: the index's config block (its ``type``, and ``M`` for HNSW)."""
     rows, dim = vector_shape(embeddings)
     vectors_mib = rows * dim * 4 / MIB
-    if spec["type"] == "ivfpq":
+    if spec["type"] == "ivfpq" and not spec["refine"]:
         peak = IVFPQ_INDEX_BASE_MIB + IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
+    elif spec["type"] == "ivfpq":  # refine keeps every full vector beside the codes
+        peak = (
+            IVFPQ_INDEX_BASE_MIB
+            + (IVFPQ_INDEX_PER_VECTOR_MIB + FLAT_INDEX_PER_VECTOR_MIB) * vectors_mib
+        )
     else:
         peak = FLAT_INDEX_BASE_MIB + FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
         if spec["type"] == "hnsw":
