@@ -45,11 +45,10 @@ INGEST_BASE_MIB, INGEST_MIB_PER_FILE_MB = 325, 0.71
 # filter reads the corpus table and hashes its texts: 431 MiB at 122 MB of text (200 k),
 # 819 MiB at about 609 MB (1 M).
 FILTER_BASE_MIB, FILTER_MIB_PER_TEXT_MB = 334, 0.8
-# BM25 holds every document's token ids (about one per word, so per byte of text) and bm25s
-# builds its sparse index from them: 2,529 MiB at 1 M documents (about 609 MB of text), 283 MiB
-# on SciFact. Calibrated on the 1 M measurement (the 200 k corpus peaked at only 374 MiB, so
-# smaller corpora are over-asked); to be refitted when BM25 indexing is memory-bounded.
-BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 283, 3.7
+# BM25 streams the corpus twice (its postings go to temporary files between the passes) and
+# holds bm25s' score matrix, 8 bytes a posting, plus about 200 bytes a document: 968 MiB at 1 M
+# documents (about 609 MB of text), 1,575 MiB at 2 M (benchmarks/README.md, "BM25 memory").
+BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 361, 1.0
 # A flat (or HNSW, or IVF of full vectors) index holds every vector, float32, and faiss grows
 # its storage by doubling: 784 MiB at 200 k x 256 (195 MiB of vectors), 1,648 MiB at 1 M x 256.
 FLAT_INDEX_BASE_MIB, FLAT_INDEX_PER_VECTOR_MIB = 570, 1.1
