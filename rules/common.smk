@@ -72,6 +72,9 @@ DENSE_MODELS = sorted({RETRIEVERS[s]["model"] for s in DENSE_SYSTEMS})
 PASSAGE_MODELS = [
     m for m in DENSE_MODELS if document_side(config["models"][m]) == "passages"
 ]
+CORPUS_MODELS = [m for m in DENSE_MODELS if m not in PASSAGE_MODELS]
+# Datasets whose documents one embed job embeds with the queries (rules/embed.smk).
+UNSHARDED_DATASETS = [d for d in DATASETS if d not in SHARDED_DATASETS]
 DENSE_INDEXES = sorted(
     {(RETRIEVERS[s]["model"], RETRIEVERS[s]["index"]) for s in DENSE_SYSTEMS}
 )
@@ -198,24 +201,42 @@ def texts_to_embed(dataset, model, side):
     return f"results/datasets/{dataset}/filtered/{side}.parquet"
 
 
-def embed_inputs(wildcards):
-    """The texts and model; for a variant, its base dataset's texts and embeddings, whose
-    vectors it reuses for unchanged rows."""
-    dataset, model, side = wildcards.dataset, wildcards.model, wildcards.side
+def embed_inputs(dataset, model, sides):
+    """The model and, per side embedded (texts, then query_texts for the queries embedded
+    with the documents), the texts; for a variant, its base dataset's texts and embeddings,
+    whose vectors it reuses for unchanged rows."""
     inputs = {
         "source": f"results/datasets/{dataset}/source.json",
-        "texts": texts_to_embed(dataset, model, side),
-        "model": model_files(wildcards),
+        "model": local_folder_files(config["models"][model]["id"]),
     }
-    if dataset in VARIANTS or dataset in CURATED or dataset in QUALITY_CONTROLLED:
-        base = (
-            VARIANTS[dataset]["dataset"]
-            if dataset in VARIANTS
-            else CURATED.get(dataset) or QUALITY_CONTROLLED[dataset]["dataset"]
-        )
-        inputs["reuse_texts"] = texts_to_embed(base, model, side)
-        inputs["reuse_embeddings"] = f"results/embeddings/{base}/{model}/{side}.parquet"
+    base = (
+        VARIANTS[dataset]["dataset"]
+        if dataset in VARIANTS
+        else CURATED.get(dataset) or QUALITY_CONTROLLED.get(dataset, {}).get("dataset")
+    )
+    for prefix, side in zip(("", "query_"), sides):
+        inputs[f"{prefix}texts"] = texts_to_embed(dataset, model, side)
+        if base:
+            inputs[f"reuse_{prefix}texts"] = texts_to_embed(base, model, side)
+            inputs[f"reuse_{prefix}embeddings"] = (
+                f"results/embeddings/{base}/{model}/{side}.parquet"
+            )
     return inputs
+
+
+def document_and_query_inputs(wildcards):
+    """A model embeds a dataset's documents (or passages) and queries in one job: it is
+    loaded once, and nothing changes one side without the other."""
+    side = document_side(config["models"][wildcards.model])
+    return embed_inputs(wildcards.dataset, wildcards.model, [side, "queries"])
+
+
+def shard_inputs(wildcards):
+    return embed_inputs(wildcards.dataset, wildcards.model, [wildcards.side])
+
+
+def query_inputs(wildcards):
+    return embed_inputs(wildcards.dataset, wildcards.model, ["queries"])
 
 
 def embed_shards(dataset):
@@ -287,7 +308,7 @@ def rerank_inputs(wildcards):
         "queries": f"{base}/filtered/queries.parquet",
     }
     spec = config["rerankers"][reranker]
-    if spec["type"] == "bi-encoder" and spec["model"] in DENSE_MODELS:
+    if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
         model = spec["model"]
         inputs["embeddings"] = (
             f"results/embeddings/{wildcards.dataset}/{model}/corpus.parquet"

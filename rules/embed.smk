@@ -1,18 +1,25 @@
 # embed: filtered corpus (or its passages) and queries -> sentence-transformers embeddings per
-# model. A variant reuses its base dataset's vectors for unchanged rows. Resumable: finished
-# parts, named by the rows they hold, survive a killed job in <output>.parts/.
+# model, both sides in one job (embed_passages where the model embeds passages). A variant
+# reuses its base dataset's vectors for unchanged rows. Resumable: finished parts, named by
+# the rows they hold, survive a killed job in <output>.parts/.
 # A dataset with embed_shards > 1 embeds its documents as that many embed_shard jobs (a GPU
-# each on a cluster), which embed_gather joins into the same file embed would write.
+# each on a cluster), which embed_gather joins into the same file embed would write, and its
+# queries in embed_queries.
 
 
 rule embed:
     input:
-        unpack(embed_inputs),
+        unpack(document_and_query_inputs),
     output:
-        embeddings="results/embeddings/{dataset}/{model}/{side}.parquet",
-        manifest="results/manifests/embed/{dataset}/{model}/{side}.json",
+        embeddings="results/embeddings/{dataset}/{model}/corpus.parquet",
+        manifest="results/manifests/embed/{dataset}/{model}/corpus.json",
+        query_embeddings="results/embeddings/{dataset}/{model}/queries.parquet",
+        query_manifest="results/manifests/embed/{dataset}/{model}/queries.json",
     log:
-        "results/logs/embed/{dataset}/{model}/{side}.log",
+        "results/logs/embed/{dataset}/{model}/corpus+queries.log",
+    wildcard_constraints:
+        dataset=one_of(UNSHARDED_DATASETS),
+        model=one_of(CORPUS_MODELS),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -21,15 +28,50 @@ rule embed:
         mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
     params:
         model=lambda wc: model_result_settings(wc.model),
+        side="corpus",
         # Queries are also encoded one at a time, for the per-query latency in the cost table.
-        latency_queries=lambda wc: (
-            config["cost"]["latency_queries"] if wc.side == "queries" else 0
-        ),
+        latency_queries=config["cost"]["latency_queries"],
     script:
         "../scripts/embed.py"
 
 
+use rule embed as embed_passages with:
+    output:
+        embeddings="results/embeddings/{dataset}/{model}/passages.parquet",
+        manifest="results/manifests/embed/{dataset}/{model}/passages.json",
+        query_embeddings="results/embeddings/{dataset}/{model}/queries.parquet",
+        query_manifest="results/manifests/embed/{dataset}/{model}/queries.json",
+    log:
+        "results/logs/embed/{dataset}/{model}/passages+queries.log",
+    wildcard_constraints:
+        dataset=one_of(UNSHARDED_DATASETS),
+        model=one_of(PASSAGE_MODELS),
+    params:
+        model=lambda wc: model_result_settings(wc.model),
+        side="passages",
+        latency_queries=config["cost"]["latency_queries"],
+
+
+use rule embed as embed_queries with:
+    input:
+        unpack(query_inputs),
+    output:
+        embeddings="results/embeddings/{dataset}/{model}/queries.parquet",
+        manifest="results/manifests/embed/{dataset}/{model}/queries.json",
+    log:
+        "results/logs/embed/{dataset}/{model}/queries.log",
+    wildcard_constraints:
+        dataset=one_of(SHARDED_DATASETS),
+        model=one_of(DENSE_MODELS),
+    params:
+        model=lambda wc: model_result_settings(wc.model),
+        side="queries",
+        latency_queries=config["cost"]["latency_queries"],
+
+
 use rule embed as embed_shard with:
+    input:
+        unpack(shard_inputs),
     output:
         embeddings=temp(
             "results/embeddings/{dataset}/{model}/{side}.shards/{shard}-of-{shards}.parquet"
@@ -38,11 +80,14 @@ use rule embed as embed_shard with:
     log:
         "results/logs/embed/{dataset}/{model}/{side}.shards/{shard}-of-{shards}.log",
     wildcard_constraints:
+        dataset=one_of(SHARDED_DATASETS),
+        model=one_of(DENSE_MODELS),
         side="corpus|passages",
         shard=r"\d+",
         shards=r"\d+",
     params:
         model=lambda wc: model_result_settings(wc.model),
+        side=lambda wc: wc.side,
         latency_queries=0,
 
 
@@ -64,7 +109,3 @@ rule embed_gather:
         mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
     script:
         "../scripts/embed_gather.py"
-
-
-# A sharded dataset's documents are gathered from shards, never embedded in one job.
-ruleorder: embed_gather > embed

@@ -12,7 +12,7 @@ def judge_prompts():
 def reranker_embeddings(dataset, reranker):
     """A bi-encoder's document vectors, when the workflow computes them for a dense retriever."""
     spec = config["rerankers"][reranker]
-    if spec["type"] == "bi-encoder" and spec["model"] in DENSE_MODELS:
+    if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
         return {
             "embeddings": f"results/embeddings/{dataset}/{spec['model']}/corpus.parquet"
         }

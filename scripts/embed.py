@@ -1,4 +1,6 @@
-"""Snakemake script for rules embed and embed_shard: see irflow.embed."""
+"""Snakemake script for rules embed, embed_passages, embed_queries and embed_shard: see
+irflow.embed. A job embeds one side (params.side) and, where the rule has query outputs, the
+queries too, with the model loaded once; each side has its own manifest."""
 
 from pathlib import Path
 
@@ -6,25 +8,36 @@ import torch
 from _common import start_job
 
 from irflow.embed import Encoder, Reuse, embed_file, query_latency
+from irflow.manifest import Manifest
 
-wildcards, inp = snakemake.wildcards, snakemake.input
+wildcards, inp, out = snakemake.wildcards, snakemake.input, snakemake.output
 sharded = "shard" in wildcards.keys()
 manifest = start_job(snakemake, "embed_shard" if sharded else "embed")
+facts = dict(manifest.facts)
 torch.set_num_threads(snakemake.threads)
 spec = snakemake.config["models"][wildcards.model]
 encoder = Encoder.load(spec)
-manifest.add(settings=spec, **encoder.provenance)
-reuse = (
-    Reuse(Path(inp.reuse_texts), Path(inp.reuse_embeddings), wildcards.side)
-    if "reuse_embeddings" in inp.keys()
-    else None
-)
 shard = (int(wildcards.shard), int(wildcards.shards)) if sharded else (0, 1)
-stats = embed_file(
-    encoder, Path(inp.texts), wildcards.side, Path(snakemake.output.embeddings), reuse, shard
-)
-manifest.add(**stats)
-if snakemake.params.latency_queries:
-    count = snakemake.params.latency_queries
-    manifest.add(latency=query_latency(encoder, Path(inp.texts), count))
-manifest.write()
+sides = [(snakemake.params.side, "")]
+if "query_embeddings" in out.keys():
+    sides.append(("queries", "query_"))
+for side, prefix in sides:
+    if prefix:  # the second side's manifest times that side only
+        manifest = Manifest(getattr(out, f"{prefix}manifest"), **facts)
+    manifest.add(side=side, settings=spec, **encoder.provenance)
+    reuse = (
+        Reuse(
+            Path(getattr(inp, f"reuse_{prefix}texts")),
+            Path(getattr(inp, f"reuse_{prefix}embeddings")),
+            side,
+        )
+        if f"reuse_{prefix}embeddings" in inp.keys()
+        else None
+    )
+    texts = Path(getattr(inp, f"{prefix}texts"))
+    embeddings = Path(getattr(out, f"{prefix}embeddings"))
+    manifest.add(**embed_file(encoder, texts, side, embeddings, reuse, shard))
+    if side == "queries" and snakemake.params.latency_queries:
+        count = snakemake.params.latency_queries
+        manifest.add(latency=query_latency(encoder, texts, count))
+    manifest.write()

@@ -502,7 +502,7 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
     jobs = slurm_jobs(slurm_runs.output, slurm)
     rules = sorted(job["rule"] for job in jobs)
     assert rules == sorted(
-        ["download", "ingest", "filter", "embed", "embed", "index"]
+        ["download", "ingest", "filter", "embed", "index"]  # embed: documents and queries
         + ["retrieve_bm25", "retrieve_dense"]
     ), rules
     cpus = str(min(8, os.cpu_count() or 1))  # the rules' 8 threads, capped to the node's CPUs

@@ -255,7 +255,7 @@ def test_new_model_runs_only_its_own_jobs(workflow):
     config["models"]["minilm-prompted"] = config["models"]["minilm"] | {"query_prompt": "query: "}
     config["retrievers"]["minilm-prompted"] = {"type": "dense", "model": "minilm-prompted"}
     jobs = planned_jobs(workdir, config)
-    per_dataset = ["embed", "embed", "index", "retrieve_dense", "score"]
+    per_dataset = ["embed", "index", "retrieve_dense", "score"]  # embed: documents and queries
     assert sorted(rule for rule, _ in jobs) == sorted(GATHERING + per_dataset * DATASETS)
     for _, wildcards in jobs:
         assert wildcards.get("model", "minilm-prompted") == "minilm-prompted"
