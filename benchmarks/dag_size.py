@@ -48,7 +48,8 @@ def experiment(datasets: int, models: int, data: Path, model: str) -> dict:
 
 
 def dry_run(config: Path, workdir: Path) -> dict:
-    """Job count, wall seconds and peak RSS (of the snakemake process) of one dry run."""
+    """Job count, wall and CPU seconds and peak RSS (of the snakemake process) of one dry run.
+    CPU seconds are the steadier figure on a machine shared with other work."""
     command = [
         str(SNAKEMAKE),
         "-n",
@@ -70,7 +71,8 @@ def dry_run(config: Path, workdir: Path) -> dict:
         "t = time.perf_counter();"
         "p = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
         "s = time.perf_counter() - t;"
-        "sys.stdout.write(f'{s} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n');"
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN);"
+        "sys.stdout.write(f'{s} {u.ru_utime + u.ru_stime} {u.ru_maxrss}\\n');"
         "sys.stdout.write(p.stdout); sys.stderr.write(p.stderr); sys.exit(p.returncode)"
     )
     done = subprocess.run(
@@ -79,11 +81,16 @@ def dry_run(config: Path, workdir: Path) -> dict:
     if done.returncode:
         sys.exit(f"snakemake -n failed:\n{done.stdout}\n{done.stderr}")
     first, _, summary = done.stdout.partition("\n")
-    seconds, peak_kib = first.split()
+    seconds, cpu_seconds, peak_kib = first.split()
     total = re.search(r"^total\s+(\d+)", summary, re.MULTILINE)
     if not total:
         sys.exit(f"no job count in snakemake's summary:\n{summary}")
-    return {"jobs": int(total[1]), "seconds": float(seconds), "peak_mib": int(peak_kib) / 1024}
+    return {
+        "jobs": int(total[1]),
+        "seconds": float(seconds),
+        "cpu_seconds": float(cpu_seconds),
+        "peak_mib": int(peak_kib) / 1024,
+    }
 
 
 def main() -> None:
@@ -107,6 +114,7 @@ def main() -> None:
             results |= {
                 f"{size} jobs": best["jobs"],
                 f"{size} seconds (best of {args.repeats})": best["seconds"],
+                f"{size} CPU seconds (same run)": best["cpu_seconds"],
                 f"{size} peak RSS MiB": max(run["peak_mib"] for run in runs),
             }
     report("dag_size", results)
