@@ -281,7 +281,9 @@ def test_sharding_a_corpus_reembeds_only_its_documents(workflow):
     assert rules.count("embed_shard") == 3 and rules.count("embed_gather") == 1
     shards = {w["shard"] for rule, w in jobs if rule == "embed_shard"}
     assert shards == {"0", "1", "2"}
-    # The queries' vectors and BM25 are unchanged; only what reads the documents' vectors reruns.
+    # BM25 is unchanged; only what reads the documents' vectors reruns, and the queries, which
+    # the documents' job embedded, are embedded once on their own.
+    assert rules.count("embed_queries") == 1
     assert not {"embed", "retrieve_bm25", "download", "ingest", "filter"} & set(rules)
     assert {w["dataset"] for _, w in jobs if "dataset" in w} == {"scifact"}
 
