@@ -68,7 +68,7 @@ def _near_duplicate_finder(rules: dict) -> NearDuplicateFinder | None:
 def _texts_at(corpus_path: Path, positions: set[int]) -> dict[int, str]:
     """The document texts at these corpus rows."""
     texts, offset = {}, 0
-    for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS, columns=["title", "text"]):
+    for batch in contracts.stream_batches(corpus_path, BATCH_ROWS, ["title", "text"]):
         wanted = [p - offset for p in positions if offset <= p < offset + batch.num_rows]
         if wanted:
             titles, bodies = batch.column("title"), batch.column("text")
@@ -97,7 +97,7 @@ def filter_corpus(
             audit.append((position, row | {"filter": name, "value": value}))
         return action
 
-    for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS):
+    for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
         for doc_id, title, text in zip(
             *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
         ):
@@ -124,7 +124,7 @@ def filter_corpus(
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     offset = 0
     with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
-        for batch in pq.ParquetFile(corpus_path).iter_batches(BATCH_ROWS):
+        for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
             mask = pa.array(keep[offset : offset + batch.num_rows], pa.bool_())
             writer.write_batch(batch.filter(mask))
             offset += batch.num_rows
