@@ -81,7 +81,7 @@ def split_corpus(corpus_path: Path, tokenizer, long_documents: dict, out_path: P
     """Write the passages of every document of ``corpus_path``; streamed, a batch at a time."""
 
     def rows() -> Iterator[dict]:
-        for batch in pq.ParquetFile(corpus_path).iter_batches(ROWS_PER_BATCH):
+        for batch in contracts.stream_batches(corpus_path, ROWS_PER_BATCH):
             yield from split_batch(batch, tokenizer, long_documents)
 
     passages = contracts.write_rows(rows(), contracts.PASSAGES, out_path, ROWS_PER_BATCH)
