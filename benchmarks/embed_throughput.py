@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from _harness import best_of, local_minilm, report
+from _harness import best_of, local_minilm, model_spec, report
 
 from irflow import contracts
 from irflow.embed import Encoder, embed_file
@@ -41,18 +41,7 @@ def main() -> None:
         if len(rows) == args.docs:
             break
     texts = contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
-    spec = {
-        "id": args.model,
-        "revision": None,
-        "query_prompt": "",
-        "document_prompt": "",
-        "max_seq_length": None,
-        "normalize": True,
-        "batch_size": 64,
-        "chunk_size": 1024,
-        "dtype": "float32",
-        "device": "auto",
-    }
+    spec = model_spec(args.model, 1024)
     encoder = Encoder.load(spec)
     model = encoder.model
 

@@ -21,7 +21,7 @@ import bm25s
 import numpy as np
 import pandas as pd
 import torch
-from _harness import local_minilm, report, timings
+from _harness import local_minilm, model_spec, report, timings
 
 from irflow import contracts
 from irflow.embed import Encoder
@@ -73,18 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run, queries, documents = bm25_candidates(args.dataset, args.queries, args.depth)
-    spec = {
-        "id": args.model or local_minilm(),
-        "revision": None,
-        "query_prompt": "",
-        "document_prompt": "",
-        "max_seq_length": None,
-        "normalize": True,
-        "batch_size": 64,
-        "chunk_size": 4096,
-        "dtype": "float32",
-        "device": "auto",
-    }
+    spec = model_spec(args.model or local_minilm(), 4096)
     encoder = Encoder.load(spec)
     model = encoder.model
     distinct = list(dict.fromkeys(documents[doc_id] for doc_id in run["doc_id"]))
