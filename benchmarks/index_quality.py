@@ -99,6 +99,8 @@ def main() -> None:
         table = pq.read_table(queries).slice(0, args.queries)
         contracts.write_table(table, work / "queries.parquet")
         queries = work / "queries.parquet"
+        # Only the chosen queries are scored (score_run gives a judged query without results 0).
+        qrels = qrels[qrels["query_id"].isin(table.column("id").to_pylist())]
     faiss.omp_set_num_threads(faiss.omp_get_max_threads())
 
     rows, reference = [], None
