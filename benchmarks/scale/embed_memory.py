@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "benchmarks" / "out" / "embed_memory.json"
 DIM, SHARDS, BATCH = 256, 4, 65536
 GIB = 1 << 30
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 def write_corpus(path: Path, ids: list[str], texts: list[str]) -> None:
@@ -97,6 +98,8 @@ def run_gather(folder: Path) -> dict:
 
 
 def run_reuse(folder: Path, chunk_size: int) -> dict:
+    from _harness import model_spec
+
     from irflow.embed import Encoder, Reuse, embed_file
 
     class RandomEncoder(Encoder):
@@ -114,18 +117,7 @@ def run_reuse(folder: Path, chunk_size: int) -> dict:
             TimedReuse.match_seconds += time.perf_counter() - started
             return matched
 
-    spec = {
-        "id": "random",
-        "revision": None,
-        "query_prompt": "",
-        "document_prompt": "",
-        "max_seq_length": None,
-        "normalize": True,
-        "batch_size": 64,
-        "chunk_size": chunk_size,
-        "dtype": "float32",
-        "device": "cpu",
-    }
+    spec = model_spec("random", chunk_size, device="cpu")
     encoder = RandomEncoder(None, spec, "cpu", {"dtype": "float32", "files_md5": "random"})
     reuse = TimedReuse(folder / "corpus.parquet", folder / "base.parquet", "corpus")
     out = folder / "variant-embeddings.parquet"

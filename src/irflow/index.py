@@ -206,7 +206,7 @@ class Searcher:
     def search(self, queries: np.ndarray, k: int, widen: int = 0):
         return self.index.search(queries, k, params=self.parameters(k, widen))
 
-    def settings(self, widen: int, k: int) -> dict:
+    def settings(self, k: int, widen: int) -> dict:
         """The search settings in effect at ``widen`` for depth ``k``, for the manifest."""
         if self.spec["type"] == "hnsw":
             return {"ef_search": self.ef_search(k, widen)}

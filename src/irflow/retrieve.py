@@ -102,8 +102,8 @@ class SearchLog:
             "queries_short_after_search": len(self.short),
             "first_depth": first_depth,
             "deepest_k": max(self.deepest, first_depth),
-            "settings": searcher.settings(0, first_depth),
-            "widest_settings": searcher.settings(widest, max(self.deepest, first_depth)),
+            "settings": searcher.settings(first_depth, 0),
+            "widest_settings": searcher.settings(max(self.deepest, first_depth), widest),
         }
 
 
