@@ -43,6 +43,7 @@ position_bins, psi = analyse(
     buckets=analysis["buckets"],
     min_count=analysis["min_count"],
     flat_below=analysis["flat_below"],
+    interval=analysis["bootstrap"],
 )
 contracts.write_frame(position_bins, Path(out.bins))
 contracts.write_frame(psi, Path(out.psi))

@@ -131,6 +131,10 @@ def test_buckets_and_systems_are_separate():
         ("s", "Q1"): (pytest.approx(0.5), "primacy"),
         ("s", "Q4"): (pytest.approx(0.75), "recency"),
         ("t", "Q1"): (0.0, "flat"),
+        # Both buckets pooled (PosIR's overall PSI): bin 0 holds 1.0 and 0.2, bin 19 0.5 and
+        # 0.8, so 1 - 0.6 / 0.65; a fitted change of 0.05 is within 10% of the mean 0.625.
+        ("s", "all"): (pytest.approx(1 - 0.6 / 0.65), "flat"),
+        ("t", "all"): (0.0, "flat"),
     }
 
 
@@ -152,3 +156,87 @@ def test_span_positions_from_qrels_and_documents():
     assert positions["query_id"].tolist() == ["q1"]
     assert positions["relpos"].tolist() == pytest.approx([17.5 / 19])
     assert positions["doc_tokens"].tolist() == [10]
+
+
+def test_bucket_score_is_the_plain_mean_of_bin_means():
+    # The example: 9 queries at the start scoring 1.0, one at the end scoring 0.2.
+    cells = [(f"a{i}", 0.0, 1.0) for i in range(9)] + [("b", 1.0, 0.2)]
+    _, psi = analyse(rows(cells))
+    bucket = psi.set_index("bucket").loc["Q1"]
+    assert bucket["mean_ndcg"] == pytest.approx(0.6)  # PosIR: (1.0 + 0.2) / 2
+    assert bucket["mean_ndcg_queries"] == pytest.approx(0.92)  # (9 + 0.2) / 10
+    # Three unequal bins: 1.0 (4 queries), 0.5 (1), 0.0 (2).
+    cells = [(f"a{i}", 0.0, 1.0) for i in range(4)] + [("b", 0.5, 0.5)]
+    cells += [("c", 1.0, 0.0), ("d", 0.98, 0.0)]
+    _, psi = analyse(rows(cells))
+    assert psi.iloc[0]["mean_ndcg"] == pytest.approx(0.5)
+    assert psi.iloc[0]["mean_ndcg_queries"] == pytest.approx(4.5 / 7)
+
+
+def test_min_count_defaults_to_every_non_empty_bin_as_posir():
+    cells = [("a", 0.0, 1.0), ("b", 1.0, 0.2)]
+    _, psi = analyse(rows(cells))
+    row = psi.iloc[0]
+    assert row["psi"] == pytest.approx(0.8) and row["psi_every_bin"] == pytest.approx(0.8)
+    assert (row["bins_used"], row["bins_excluded"]) == (2, 0)
+
+
+def test_a_min_count_reports_posirs_psi_beside_its_own(caplog):
+    cells = [(f"a{i}", 0.0, 0.6) for i in range(3)] + [(f"b{i}", 0.5, 0.3) for i in range(3)]
+    cells.append(("c", 1.0, 0.15))
+    _, psi = analyse(rows(cells), min_count=2)
+    row = psi.set_index("bucket").loc["Q1"]
+    assert row["psi"] == pytest.approx(0.5)
+    assert row["psi_every_bin"] == pytest.approx(0.75)
+    # The bucket's score is PosIR's whatever min_count: the mean of the non-empty bins.
+    assert row["mean_ndcg"] == pytest.approx((0.6 + 0.3 + 0.15) / 3)
+    assert "0.5000; 0.7500 over every non-empty bin" in caplog.text
+
+
+def test_overall_psi_pools_the_buckets():
+    short = rows([("a", 0.0, 0.9), ("b", 0.5, 0.6)], tokens=100)
+    long = rows([("c", 0.0, 0.5), ("d", 0.5, 0.2), ("e", 0.5, 0.2)], tokens=3000)
+    bins, psi = analyse(pd.concat([short, long]))
+    overall = psi.set_index("bucket").loc["all"]
+    # Bin 0: 0.9 and 0.5; bin 9: 0.6, 0.2 and 0.2.
+    assert overall["psi"] == pytest.approx(1 - (1.0 / 3) / 0.7)
+    assert overall["mean_ndcg"] == pytest.approx((0.7 + 1 / 3) / 2)
+    assert overall["mean_ndcg_queries"] == pytest.approx(2.4 / 5)
+    assert overall["queries"] == 5
+    assert set(bins["bucket"]) == {"Q1", "Q4"}  # the pooled bins are not a bucket of their own
+
+
+INTERVAL = {"resamples": 500, "confidence": 0.9, "seed": 1}
+
+
+def test_psi_interval_is_a_seeded_bootstrap_around_psi():
+    rng = np.random.default_rng(0)
+    cells = [(f"s{i}", 0.0, v) for i, v in enumerate(rng.uniform(0.5, 1.0, 30))]
+    cells += [(f"e{i}", 1.0, v) for i, v in enumerate(rng.uniform(0.0, 0.5, 30))]
+    _, psi = analyse(rows(cells), interval=INTERVAL)
+    row = psi.iloc[0]
+    assert 0 < row["psi_low"] < row["psi"] < row["psi_high"] < 1
+    _, again = analyse(rows(cells), interval=INTERVAL)
+    assert (again.iloc[0]["psi_low"], again.iloc[0]["psi_high"]) == (
+        row["psi_low"],
+        row["psi_high"],
+    )
+    # Ten times the queries with the same spread: a narrower interval.
+    many = [(f"{q}{k}", pos, value) for k in range(10) for q, pos, value in cells]
+    _, narrow = analyse(rows(many), interval=INTERVAL)
+    width = row["psi_high"] - row["psi_low"]
+    assert narrow.iloc[0]["psi_high"] - narrow.iloc[0]["psi_low"] < width / 2
+    # No interval unless asked for, and none where there is no PSI.
+    assert np.isnan(analyse(rows(cells))[1].iloc[0]["psi_low"])
+    _, single = analyse(rows([("a", 0.0, 0.5)]), interval=INTERVAL)
+    assert np.isnan(single.iloc[0]["psi_low"]) and np.isnan(single.iloc[0]["psi_high"])
+
+
+def test_psi_interval_resamples_queries_not_rows():
+    # Every query sits at both ends with one score: any draw of queries gives equal bin
+    # means and PSI 0; a draw of rows would not.
+    values = np.linspace(0.1, 1.0, 20)
+    cells = [(f"q{i}", pos, v) for i, v in enumerate(values) for pos in (0.0, 1.0)]
+    _, psi = analyse(rows(cells), interval=INTERVAL)
+    row = psi.iloc[0]
+    assert row["psi"] == pytest.approx(0) and row["psi_high"] == pytest.approx(0)

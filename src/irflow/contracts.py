@@ -47,8 +47,9 @@ position_bins  dataset, system, bucket, metric, bin, bin_start, bin_end, mean_nd
                queries, excluded: the mean score of every relative-position bin of every
                length bucket (see irflow.position); dataset is a positionalize block for
                variants
-psi            dataset, system, bucket, metric, mean_ndcg, psi, bins_used, bins_excluded,
-               trend, slope, queries, reason: one row per length bucket
+psi            dataset, system, bucket, metric, mean_ndcg, mean_ndcg_queries, psi, psi_low,
+               psi_high, psi_every_bin, bins_used, bins_excluded, trend, slope, queries,
+               reason: one row per length bucket and one, bucket "all", for them pooled
 """
 
 from __future__ import annotations

@@ -13,15 +13,24 @@ Conventions, those of PosIR's analysis script (ndcg_PSI_analysis.py):
 - ``bins`` equal-width position bins, closed on the right as ``pd.cut`` makes them, the first
   one holding 0 as well: [0, .05], (.05, .1], ..., (.95, 1], so the end of a document, 1.0,
   falls into the last bin;
-- PSI over the bins of a bucket that have queries; nDCG@10 by default.
+- PSI = 1 − min / max over the bins of a bucket that have queries (``min_count`` 1, the
+  default); nDCG@10 by default;
+- a bucket's score (``mean_ndcg``) is the plain mean of its non-empty bins' means, each bin
+  weighing the same however many queries it holds; ``mean_ndcg_queries`` is the mean over the
+  bucket's queries instead (a named other, not PosIR's bucket score);
+- an overall PSI per dataset and system (bucket ``all``): every query binned by position
+  alone, the buckets pooled; its ``mean_ndcg_queries`` is PosIR's overall nDCG@10.
 Additions:
-- a bin with fewer than ``min_count`` queries is left out of PSI and the trend, and flagged
-  (PosIR uses every non-empty bin: ``min_count`` 1); a bucket with fewer than two usable bins
-  has no PSI, and the table says why;
+- with ``min_count`` above 1 a bin with fewer queries is left out of ``psi`` and the trend, and
+  flagged; ``psi_every_bin`` keeps PosIR's value beside it. A bucket with fewer than two usable
+  bins has no PSI, and the table says why;
+- ``psi_low``, ``psi_high``: a percentile bootstrap interval of PSI (scipy), drawing queries
+  with replacement, all rows of a query together (in variants one query sits at every
+  position). A max and a min over noisy bin means: PSI of a small bucket is biased upwards;
 - the trend: the slope of an ordinary least-squares line (scipy's linregress) through the
   usable bins' mean scores against their centres, as PosIR fits it, is the fitted change in
   score from the start of a document to its end. It is "flat" when that change is at most
-  ``flat_below`` times the bucket's mean score (a line drawn through noise), otherwise
+  ``flat_below`` times the mean of the usable bins (a line drawn through noise), otherwise
   "primacy" when the score falls towards the end and "recency" when it rises.
 """
 
@@ -31,7 +40,7 @@ import logging
 
 import numpy as np
 import pandas as pd
-from scipy.stats import linregress
+from scipy import stats
 
 from irflow.positionalize import encode
 
@@ -90,21 +99,94 @@ def span_positions(qrels: pd.DataFrame, documents: pd.DataFrame, tokenizer) -> p
     )
 
 
-def _bucket_summary(usable: pd.DataFrame, flat_below: float) -> dict:
-    """PSI, slope and trend from the usable bins of one bucket, or why there are none."""
-    means, centres = usable["mean_ndcg"].to_numpy(), usable["bin_centre"].to_numpy()
-    if len(means) < 2:
-        reason = f"usable bins: {len(means)}; PSI and the trend need 2"
-        return {"psi": np.nan, "trend": None, "slope": np.nan, "reason": reason}
-    top = means.max()
-    psi = 1 - means.min() / top if top > 0 else np.nan
-    slope = linregress(centres, means).slope
-    if abs(slope) <= flat_below * means.mean():
-        trend = "flat"
-    else:
-        trend = "primacy" if slope < 0 else "recency"
-    reason = None if top > 0 else "every usable bin scores 0"
-    return {"psi": psi, "trend": trend, "slope": slope, "reason": reason}
+def _psi(means: np.ndarray, counts: np.ndarray, min_count: int) -> np.ndarray:
+    """PSI over the last axis: 1 − min / max over the bins with at least ``min_count`` queries;
+    NaN with fewer than two such bins or when they all score 0."""
+    usable = counts >= min_count
+    top = np.where(usable, means, -np.inf).max(axis=-1)
+    low = np.where(usable, means, np.inf).min(axis=-1)
+    enough = (usable.sum(axis=-1) >= 2) & (top > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(enough, 1 - low / top, np.nan)
+
+
+def _psi_interval(
+    group: pd.DataFrame, bins: int, min_count: int, interval: dict
+) -> tuple[float, float]:
+    """A percentile bootstrap interval of PSI, resampling queries (all of a query's rows go
+    together: a query placed at several positions is one draw)."""
+    codes, _ = pd.factorize(group["query_id"])
+    sums = np.zeros((codes.max() + 1, bins))
+    counts = np.zeros_like(sums)
+    np.add.at(sums, (codes, group["bin"].to_numpy()), group["value"].to_numpy())
+    np.add.at(counts, (codes, group["bin"].to_numpy()), 1)
+
+    def statistic(drawn, axis=-1):
+        total, n = sums[drawn].sum(axis=-2), counts[drawn].sum(axis=-2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return _psi(total / n, n, min_count)
+
+    if len(sums) < 2:
+        return np.nan, np.nan
+    result = stats.bootstrap(
+        (np.arange(len(sums)),),
+        statistic,
+        vectorized=True,
+        n_resamples=interval["resamples"],
+        confidence_level=interval["confidence"],
+        method="percentile",
+        batch=100,
+        rng=np.random.default_rng(interval["seed"]),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _trend(usable: pd.DataFrame, mean: float, flat_below: float) -> tuple[str | None, float]:
+    """The fitted slope through the usable bins' means and what it says."""
+    if len(usable) < 2:
+        return None, np.nan
+    centres = (usable["bin_start"] + usable["bin_end"]).to_numpy() / 2
+    slope = stats.linregress(centres, usable["mean_ndcg"].to_numpy()).slope
+    if abs(slope) <= flat_below * mean:
+        return "flat", slope
+    return ("primacy" if slope < 0 else "recency"), slope
+
+
+def _bucket_summary(
+    bucket: pd.DataFrame, rows: pd.DataFrame, min_count: int, flat_below: float, interval: dict
+) -> dict:
+    """PSI (with ``min_count`` and over every non-empty bin), its interval, the bucket's mean
+    scores, slope and trend, or why there is no PSI."""
+    filled = bucket[bucket["queries"] > 0]
+    usable = bucket[bucket["queries"] >= min_count]
+    means, counts = bucket["mean_ndcg"].to_numpy(), bucket["queries"].to_numpy()
+    psi = float(_psi(np.nan_to_num(means), counts, min_count))
+    reason = None
+    if len(usable) < 2:
+        reason = f"usable bins: {len(usable)}; PSI and the trend need 2"
+    elif usable["mean_ndcg"].max() == 0:
+        reason = "every usable bin scores 0"
+    # PosIR's bucket score: the plain mean of its bin means, each bin weighing the same.
+    mean = float(filled["mean_ndcg"].mean())
+    trend, slope = _trend(usable, usable["mean_ndcg"].mean(), flat_below)
+    low = high = np.nan
+    if not np.isnan(psi) and interval["resamples"] > 0:
+        low, high = _psi_interval(rows, len(bucket), min_count, interval)
+    return {
+        "mean_ndcg": mean,
+        "mean_ndcg_queries": float(rows["value"].mean()),
+        "psi": psi,
+        "psi_low": low,
+        "psi_high": high,
+        "psi_every_bin": float(_psi(np.nan_to_num(means), counts, 1)),
+        "trend": trend,
+        "slope": slope,
+        "reason": reason,
+    }
+
+
+OVERALL = "all"
+NO_BOOTSTRAP = {"resamples": 0, "confidence": 0.95, "seed": 0}
 
 
 def analyse(
@@ -112,17 +194,22 @@ def analyse(
     bins: int = 20,
     bucket_tokens: int = 512,
     buckets: int = 4,
-    min_count: int = 5,
+    min_count: int = 1,
     flat_below: float = 0.1,
+    interval: dict = NO_BOOTSTRAP,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``rows``: dataset, system, metric, query_id, value, relpos, doc_tokens, one per scored
     query. Returns the position_bins table (every bin of every bucket that has queries) and
-    the psi table (one row per dataset, system and bucket)."""
+    the psi table (one row per dataset, system and bucket, and one for the buckets pooled,
+    bucket ``all``, PosIR's overall PSI). ``interval``: bootstrap resamples (0: no interval),
+    confidence and seed of PSI's interval."""
     frame = rows.assign(
         bucket=length_bucket(rows["doc_tokens"], bucket_tokens, buckets).astype(object),
         bin=position_bin(rows["relpos"], bins),
     ).dropna(subset=["bucket", "bin"])
     frame = frame.astype({"bin": int})
+    # PosIR's overall PSI bins every query of a dataset by position alone.
+    frame = pd.concat([frame, frame.assign(bucket=OVERALL)], ignore_index=True)
     stats = frame.groupby([*GROUP, "metric", "bin"])["value"].agg(["mean", "count"])
     groups = stats.index.droplevel("bin").unique()
     every_bin = pd.MultiIndex.from_tuples(
@@ -134,35 +221,54 @@ def analyse(
     edges = np.linspace(0, 1, bins + 1)
     table["bin_start"], table["bin_end"] = edges[table["bin"]], edges[table["bin"] + 1]
     table["excluded"] = table["queries"].between(1, min_count - 1)
-    position_bins = table[
+    per_bucket = table[table["bucket"] != OVERALL]
+    position_bins = per_bucket[
         [*GROUP, "metric", "bin", "bin_start", "bin_end", "mean_ndcg", "queries", "excluded"]
     ]
 
+    by_group = dict(list(frame.groupby([*GROUP, "metric"], sort=False)))
     summaries = []
     for key, bucket in table.groupby([*GROUP, "metric"], sort=True):
-        usable = bucket[bucket["queries"] >= min_count]
-        summary = _bucket_summary(
-            usable.assign(bin_centre=(usable["bin_start"] + usable["bin_end"]) / 2), flat_below
-        )
+        summary = _bucket_summary(bucket, by_group[key], min_count, flat_below, interval)
         excluded = bucket.loc[bucket["excluded"], "bin"].tolist()
         if excluded:
             log.warning(
-                "%s: bins %s have fewer than %d queries and are left out", key, excluded, min_count
+                "%s: bins %s have fewer than %d queries and are left out of PSI (%.4f; %.4f "
+                "over every non-empty bin, as PosIR)",
+                key,
+                excluded,
+                min_count,
+                summary["psi"],
+                summary["psi_every_bin"],
             )
-        queries = int(bucket["queries"].sum())
         summaries.append(
             dict(zip([*GROUP, "metric"], key))
             | summary
             | {
-                "bins_used": len(usable),
+                "bins_used": int((bucket["queries"] >= min_count).sum()),
                 "bins_excluded": len(excluded),
-                "queries": queries,
-                # Over every query of the bucket: its score as a benchmark of its own.
-                "mean_ndcg": (bucket["mean_ndcg"] * bucket["queries"]).sum() / queries,
+                "queries": int(bucket["queries"].sum()),
             }
         )
-    columns = [*GROUP, "metric", "mean_ndcg", "psi", "bins_used", "bins_excluded", "trend", "slope"]
-    psi = pd.DataFrame(summaries, columns=[*columns, "queries", "reason"])
+    psi = pd.DataFrame(summaries, columns=PSI_COLUMNS)
     # Typed, so that a column with no value yet is still a string column in Parquet.
     psi = psi.astype({"trend": "string", "reason": "string"})
     return position_bins.reset_index(drop=True), psi
+
+
+PSI_COLUMNS = [
+    *GROUP,
+    "metric",
+    "mean_ndcg",
+    "mean_ndcg_queries",
+    "psi",
+    "psi_low",
+    "psi_high",
+    "psi_every_bin",
+    "bins_used",
+    "bins_excluded",
+    "trend",
+    "slope",
+    "queries",
+    "reason",
+]
