@@ -457,14 +457,32 @@ def filter_rules(wildcards):
 
 
 def negatives_inputs(wildcards):
+    """The scored split's run and judgements; for another split, every query (the job reads
+    the split's qrels and retrieves them itself)."""
     spec = config["negatives"][wildcards.export]
     base = f"results/datasets/{spec['dataset']}"
-    return {
+    inputs = {
         "source": f"{base}/source.json",
+        "corpus": f"{base}/filtered/corpus.parquet",
+    }
+    if spec["split"] != config["split"]:
+        return inputs | {"queries": f"{base}/queries.parquet"}
+    return inputs | {
         "run": f"results/runs/{spec['dataset']}/{spec['system']}.parquet",
         "qrels": f"{base}/qrels.parquet",
         "queries": f"{base}/filtered/queries.parquet",
-        "corpus": f"{base}/filtered/corpus.parquet",
+    }
+
+
+def negatives_retrieval(wildcards):
+    """What the negatives job retrieves another split with (None for the scored split)."""
+    spec = config["negatives"][wildcards.export]
+    if spec["split"] == config["split"]:
+        return None
+    return {
+        "retriever": RETRIEVERS[spec["system"]],
+        "top_k": spec["top_k"],
+        "remove_self_matches": DATASET_SPECS[spec["dataset"]]["remove_self_matches"],
     }
 
 

@@ -1,6 +1,7 @@
 # negatives: a system's run on a dataset -> training triples (query, positive, hard negatives)
 # as Parquet and as sentence-transformers JSONL (Arctic-Embed §3.6), one export per key of
-# config["negatives"].
+# config["negatives"]. An export of another split than the scored one retrieves its queries
+# in this job (BM25 systems).
 
 
 rule negatives:
@@ -18,5 +19,12 @@ rule negatives:
         "../envs/data.yaml"
     params:
         settings=lambda wildcards: config["negatives"][wildcards.export],
+        scored_split=config["split"],
+        curated_copies=lambda wildcards: sorted(
+            name
+            for name, base in CURATED.items()
+            if base == config["negatives"][wildcards.export]["dataset"]
+        ),
+        retrieval=negatives_retrieval,
     script:
         "../scripts/negatives.py"

@@ -8,16 +8,28 @@ from _common import start_job
 from irflow.negatives import run_negatives
 
 manifest = start_job(snakemake, "negatives")
-inp, out, settings = snakemake.input, snakemake.output, snakemake.params.settings
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+settings, log = params.settings, logging.getLogger("irflow.negatives")
+warnings = []
+if settings["split"] in ("test", params.scored_split):
+    warnings.append(
+        f"mining split {settings['split']!r}, which is evaluated: these training triples are "
+        "test queries, and a model trained on them cannot be scored on this dataset"
+    )
+if params.curated_copies:
+    warnings.append(
+        f"mining {settings['dataset']!r}, which has curated copies "
+        f"({', '.join(params.curated_copies)}): name one of them to mine the curated corpus"
+    )
+for warning in warnings:
+    log.warning("%s", warning)
+if "run" in inp.keys():
+    sources = {"run": Path(inp.run), "qrels": Path(inp.qrels)}
+else:
+    sources = {"source": Path(inp.source), "retrieval": params.retrieval}
 counts = run_negatives(
-    Path(inp.run),
-    Path(inp.qrels),
-    Path(inp.queries),
-    Path(inp.corpus),
-    settings,
-    Path(out.parquet),
-    Path(out.jsonl),
+    Path(inp.queries), Path(inp.corpus), settings, Path(out.parquet), Path(out.jsonl), **sources
 )
-logging.getLogger("irflow.negatives").info("%s", counts)
-manifest.add(**counts, settings=settings)
+log.info("%s", counts)
+manifest.add(**counts, settings=settings, warnings=warnings)
 manifest.write()

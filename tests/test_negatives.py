@@ -16,16 +16,20 @@ from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow import contracts
 from irflow.config import load_schema, validate_config
-from irflow.errors import ConfigError
+from irflow.errors import ConfigError, DownloadError
+from irflow.ingest import ingest
 from irflow.negatives import mine, run_negatives, score_cap
 
 SETTINGS = {
+    "split": "test",
     "top_k": 6,
     "num_negatives": 3,
     "max_score": None,
     "max_relative": None,
+    "near_duplicate_jaccard": None,
     "min_relevance": 1,
     "format": "triplet",
+    "scores": False,
 }
 # q1: positives p1 (grade 1) and p2 (grade 2); n0 is judged non-relevant, so a fair negative.
 RUN_ROWS = [
@@ -55,8 +59,17 @@ def qrels_table(rows) -> pa.Table:
     )
 
 
-def mined(**settings):
-    triples, counts = mine(run_table(RUN_ROWS), qrels_table(QRELS_ROWS), SETTINGS | settings)
+# Distinct texts: no two documents share a word 5-gram.
+DOCUMENTS = {
+    d: f"{d} " + " ".join(f"{d}w{i}" for i in range(8))
+    for d in ["p1", "p2", "p9", "n0", "x1", "x2", "x3", "x4"]
+}
+
+
+def mined(documents=DOCUMENTS, **settings):
+    triples, counts = mine(
+        run_table(RUN_ROWS), qrels_table(QRELS_ROWS), documents, SETTINGS | settings
+    )
     return {
         (t["query_id"], t["positive_id"]): [doc_id for doc_id, _, _ in t["negatives"]]
         for t in triples
@@ -114,7 +127,8 @@ def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
             "max_score": rng.uniform(0, 1),
             "max_relative": rng.choice([None, 0.9]),
         }
-        triples, _ = mine(run_table(run_rows), qrels_table(qrels_rows), settings)
+        documents = {d: f"text of {d}" for d in docs}
+        triples, _ = mine(run_table(run_rows), qrels_table(qrels_rows), documents, settings)
         positives = {(q, d) for q, d, r in qrels_rows if r >= 1}
         scores = {(q, d): s for q, d, s, _ in run_rows}
         for triple in triples:
@@ -143,13 +157,27 @@ def write_inputs(tmp_path):
     return paths
 
 
+def export(paths, settings, tmp_path):
+    return run_negatives(
+        paths["queries"],
+        paths["corpus"],
+        settings,
+        tmp_path / "n.parquet",
+        tmp_path / "n.jsonl",
+        run=paths["run"],
+        qrels=paths["qrels"],
+    )
+
+
+def jsonl(tmp_path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+
+
 def test_export_writes_parquet_and_triplet_jsonl(tmp_path):
     paths = write_inputs(tmp_path)
-    counts = run_negatives(
-        *paths.values(), SETTINGS | {"max_score": 9.0}, tmp_path / "n.parquet", tmp_path / "n.jsonl"
-    )
+    counts = export(paths, SETTINGS | {"max_score": 9.0}, tmp_path)
     table = pq.read_table(tmp_path / "n.parquet").to_pylist()
-    # q2's positive p9 is not in the corpus, so its triple (mined, counted) is not written.
+    # q2's positive p9 is not in the corpus: no triple.
     assert [(r["query_id"], r["positive_id"], r["negative_ids"]) for r in table] == [
         ("q1", "p1", ["n0", "x2", "x3"]),
         ("q1", "p2", ["n0", "x2", "x3"]),
@@ -158,23 +186,22 @@ def test_export_writes_parquet_and_triplet_jsonl(tmp_path):
     assert first["positive"] == "Tp1 text of p1" and first["negatives"][0] == "Tn0 text of n0"
     assert first["negative_scores"] == [8.0, 7.0, 5.0] and first["negative_ranks"] == [4, 5, 6]
     assert first["positive_score"] == 10.0
-    lines = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    lines = jsonl(tmp_path)
     assert len(lines) == 6 == counts["jsonl_rows"]
     assert lines[0] == {
         "query": "first query",
         "positive": "Tp1 text of p1",
         "negative": "Tn0 text of n0",
     }
-    assert counts["triples"] == 3 and counts["triples_written"] == 2
+    assert counts["triples"] == 2 and counts["positives_not_in_corpus"] == 1
 
 
 def test_n_tuple_jsonl_keeps_only_full_rows(tmp_path):
     paths = write_inputs(tmp_path)
     settings = SETTINGS | {"max_relative": 0.75, "format": "n-tuple", "num_negatives": 2}
-    run_negatives(*paths.values(), settings, tmp_path / "n.parquet", tmp_path / "n.jsonl")
-    lines = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    counts = export(paths, settings, tmp_path)
     # p1 has two negatives (x2, x3); p2 only x3, so it is left out of the JSONL.
-    assert lines == [
+    assert jsonl(tmp_path) == [
         {
             "query": "first query",
             "positive": "Tp1 text of p1",
@@ -183,11 +210,54 @@ def test_n_tuple_jsonl_keeps_only_full_rows(tmp_path):
         }
     ]
     assert pq.read_table(tmp_path / "n.parquet").num_rows == 2
+    assert counts["jsonl_left_out"] == 1 and counts["triples_short"] == 1
 
 
-def test_config_errors_name_the_key():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    base = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+def test_scores_give_each_row_its_margins(tmp_path):
+    paths = write_inputs(tmp_path)
+    settings = SETTINGS | {"max_score": 9.0, "format": "n-tuple", "scores": True}
+    export(paths, settings, tmp_path)
+    # p1 scores 10.0, p2 9.0; negatives n0, x2, x3 score 8.0, 7.0, 5.0.
+    assert [row["label"] for row in jsonl(tmp_path)] == [[2.0, 3.0, 5.0], [1.0, 2.0, 4.0]]
+    export(paths, settings | {"format": "triplet"}, tmp_path)
+    assert [row["label"] for row in jsonl(tmp_path)][:3] == [2.0, 3.0, 5.0]
+
+
+def test_documents_missing_from_the_corpus_are_dropped_before_the_cut():
+    # x1 and n0 were filtered out of the corpus: the triple still gets three negatives.
+    documents = {d: t for d, t in DOCUMENTS.items() if d not in ("x1", "n0")}
+    triples, counts = mined(documents)
+    assert triples[("q1", "p1")] == ["x2", "x3"]  # only x2, x3 remain in the top 6
+    triples, counts = mined(documents, top_k=7)
+    assert triples[("q1", "p1")] == ["x2", "x3", "x4"]
+    assert counts["candidates_not_in_corpus"] == 3  # x1 and n0 for q1, x1 for q2
+
+
+def test_a_copy_of_any_positive_is_never_a_negative():
+    # x1 is an unjudged exact copy of p1, x2 a near copy of p2 (its last word changed: 35 of
+    # 37 shingles shared, Jaccard 0.946).
+    words = [f"w{i}" for i in range(40)]
+    near = [*words[:-1], "changed"]
+    documents = DOCUMENTS | {
+        "p1": " ".join(reversed(words)),
+        "x1": " ".join(reversed(words)),
+        "p2": " ".join(words),
+        "x2": " ".join(near),
+    }
+    triples, counts = mined(documents, near_duplicate_jaccard=0.8)
+    assert triples[("q1", "p1")] == ["n0", "x3"] == triples[("q1", "p2")]
+    assert counts["candidates_near_duplicate"] == 2
+    assert mined(documents, near_duplicate_jaccard=None)[0][("q1", "p1")] == ["x1", "n0", "x2"]
+    # Above x2's Jaccard it is a fair negative again; the exact copy x1 never is.
+    assert mined(documents, near_duplicate_jaccard=0.95)[0][("q1", "p1")] == ["n0", "x2", "x3"]
+
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+BASE = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+
+
+def test_defaults_are_arctic_and_config_errors_name_the_key():
+    schema, base = SCHEMA, BASE
     curated = {"curate": {"d-clean": {"dataset": "d"}}}
     config = validate_config(
         base | curated | {"negatives": {"n": {"dataset": "d-clean", "system": "bm25"}}}, schema
@@ -195,12 +265,15 @@ def test_config_errors_name_the_key():
     assert config["negatives"]["n"] | {"dataset": None, "system": None} == {
         "dataset": None,
         "system": None,
+        "split": "train",
         "top_k": 100,
-        "num_negatives": 4,
+        "num_negatives": 10,
         "max_score": None,
-        "max_relative": None,
+        "max_relative": 0.95,
+        "near_duplicate_jaccard": 0.8,
         "min_relevance": 1,
-        "format": "triplet",
+        "format": "n-tuple",
+        "scores": False,
     }
     with pytest.raises(
         ConfigError, match=r"'negatives\.n\.system': 'dense' is not a key of 'systems'"
@@ -209,17 +282,76 @@ def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"'negatives\.n\.format': 'pairs' is not allowed"):
         spec = {"dataset": "d", "system": "bm25", "format": "pairs"}
         validate_config(base | {"negatives": {"n": spec}}, schema)
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.max_relative'"):
+        spec = {"dataset": "d", "system": "bm25", "max_relative": 1.5}
+        validate_config(base | {"negatives": {"n": spec}}, schema)
     with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
         validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
+    # Another split than the scored one is retrieved in the job, with BM25 only.
+    dense = {
+        "models": {"m": {"id": "x"}},
+        "retrievers": {"bm25": {"type": "bm25"}, "dense": {"type": "dense", "model": "m"}},
+    }
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 'dense' is a dense system"):
+        validate_config(
+            base | dense | {"negatives": {"n": {"dataset": "d", "system": "dense"}}}, schema
+        )
+    spec = {"dataset": "d", "system": "dense", "split": "test"}
+    assert validate_config(base | dense | {"negatives": {"n": spec}}, schema)["negatives"]
+
+
+def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, tiny_beir):
+    """Train queries are mined, never the scored test ones, from the corpus given."""
+    train_qrels = [("q2", "d4", 1)]
+    write_beir(tiny_beir, TINY_CORPUS, TINY_QUERIES, train_qrels, split="train")
+    ingest(
+        tiny_beir / "corpus.jsonl",
+        tiny_beir / "queries.jsonl",
+        tiny_beir / "qrels" / "test.tsv",
+        tmp_path,
+    )
+    source = tmp_path / "source.json"
+    record = {"layout": "beir", "qrels": str(tiny_beir / "qrels" / "test.tsv")}
+    source.write_text(json.dumps(record))
+    bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
+    retrieval = {"retriever": bm25, "top_k": 10, "remove_self_matches": False}
+    settings = SETTINGS | {"split": "train", "max_relative": None}
+    counts = run_negatives(
+        tmp_path / "queries.parquet",
+        tmp_path / "corpus.parquet",
+        settings,
+        tmp_path / "n.parquet",
+        tmp_path / "n.jsonl",
+        source=source,
+        retrieval=retrieval,
+    )
+    rows = pq.read_table(tmp_path / "n.parquet").to_pylist()
+    assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
+    assert counts["queries"] == 1 and counts["split"] == "train"
+    # "what is the sun": BM25 finds d3 and d1; d3, q2's positive in test, is unjudged in train.
+    assert sorted(rows[0]["negative_ids"]) == ["d1", "d3"]
+    assert rows[0]["negative_scores"] == sorted(rows[0]["negative_scores"], reverse=True)
+    with pytest.raises(DownloadError, match="qrels/dev.tsv"):
+        run_negatives(
+            tmp_path / "queries.parquet",
+            tmp_path / "corpus.parquet",
+            settings | {"split": "dev"},
+            tmp_path / "n.parquet",
+            tmp_path / "n.jsonl",
+            source=source,
+            retrieval=retrieval,
+        )
 
 
 def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):
     """A small Snakemake run on the tiny dataset with BM25: the curated copy is filtered with
-    its own block, the negatives export is written, the summary counts both datasets."""
+    its own block; the negatives export mines the curated copy's train split, a second one the
+    scored split with warnings; the summary counts both datasets."""
     corpus = [dict(doc) for doc in TINY_CORPUS] + [
         {"_id": "copy", "title": "Cats", "text": "Cats purr and sleep in the sun."},
     ]
     write_beir(tiny_beir, corpus, TINY_QUERIES, TINY_QRELS)
+    write_beir(tiny_beir, corpus, TINY_QUERIES, [("q2", "d4", 1)], split="train")
     config = {
         "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
@@ -229,11 +361,24 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
                 "filter": {"near_duplicates": {"enabled": True, "threshold": 0.9}},
             }
         },
-        "negatives": {"tiny-bm25": {"dataset": "tiny", "system": "bm25", "num_negatives": 2}},
+        "negatives": {
+            # BM25 does not retrieve d4 for q2, so no relative cap (it would need its score).
+            "tiny-bm25": {
+                "dataset": "tiny-curated",
+                "system": "bm25",
+                "format": "triplet",
+                "max_relative": None,
+            },
+            "tiny-test": {"dataset": "tiny", "system": "bm25", "split": "test"},
+        },
     }
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    targets = ["results/filter_summary.parquet", "results/negatives/tiny-bm25.parquet"]
+    targets = [
+        "results/filter_summary.parquet",
+        "results/negatives/tiny-bm25.parquet",
+        "results/negatives/tiny-test.parquet",
+    ]
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
         + ["--directory", str(tmp_path), "--configfile", str(config_path), "--cores", "1"]
@@ -256,12 +401,21 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
     }
     curated = pq.read_table(results / "datasets/tiny-curated/filtered/corpus.parquet")
     assert "copy" not in curated.column("doc_id").to_pylist()
+    # Train split, curated corpus: q2 ("what is the sun") with d4; "copy" is gone.
     negatives = pq.read_table(results / "negatives/tiny-bm25.parquet").to_pylist()
-    positives = {(q, d) for q, d, r in TINY_QRELS if r > 0}
-    assert negatives and all(
-        (row["query_id"], doc_id) not in positives
-        for row in negatives
-        for doc_id in row["negative_ids"]
-    )
+    assert [(row["query_id"], row["positive_id"]) for row in negatives] == [("q2", "d4")]
+    assert sorted(negatives[0]["negative_ids"]) == ["d1", "d3"]
     lines = (results / "negatives/tiny-bm25.jsonl").read_text().splitlines()
-    assert len(lines) == sum(len(row["negative_ids"]) for row in negatives)
+    assert len(lines) == 2
+    manifest = json.loads((results / "manifests/negatives/tiny-bm25.json").read_text())
+    assert manifest["warnings"] == [] and manifest["split"] == "train"
+    # The scored split of the uncurated dataset: both warnings, test positives only, and
+    # "copy", an unjudged copy of q1's positive d1, is never a negative.
+    test = pq.read_table(results / "negatives/tiny-test.parquet").to_pylist()
+    positives = {(q, d) for q, d, r in TINY_QRELS if r > 0}
+    assert {(row["query_id"], row["positive_id"]) for row in test} <= positives
+    assert "copy" not in {doc_id for row in test for doc_id in row["negative_ids"]}
+    manifest = json.loads((results / "manifests/negatives/tiny-test.json").read_text())
+    assert manifest["candidates_near_duplicate"] == 1  # "copy", for q1
+    assert len(manifest["warnings"]) == 2
+    assert "'test'" in manifest["warnings"][0] and "tiny-curated" in manifest["warnings"][1]

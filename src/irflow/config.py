@@ -325,6 +325,14 @@ def _curation_problems(config: dict) -> list[str]:
         if spec["system"] not in systems:
             path = f"negatives.{name}.system"
             problems.append(_missing_key(path, spec["system"], "systems", systems))
+        elif spec["split"] != config["split"] and systems[spec["system"]] != "bm25":
+            # The workflow's runs are of the scored split; another split is retrieved in the
+            # negatives job, which runs BM25 only.
+            problems.append(
+                f"config key 'negatives.{name}.system': {spec['system']!r} is a "
+                f"{systems[spec['system']]} system; split {spec['split']!r} is not the scored "
+                f"split ({config['split']!r}), and only a bm25 retriever mines another split"
+            )
     return problems
 
 

@@ -1,24 +1,46 @@
-"""negatives: mine hard negatives from a system's run, as Arctic-Embed does (§3.6).
+"""negatives: mine hard negatives from a system's run, after Arctic-Embed (§3.6).
 
-For every judged query of the split, the candidates are the run's top ``top_k`` documents.
-Judged positives (relevance >= ``min_relevance``) are never negatives. A candidate scoring
-above ``max_score`` is dropped: Arctic-Embed caps the score, not the rank, because some queries
-admit much harder negatives than others and a very high score usually means an unjudged
-positive. With ``max_relative`` a negative may also score at most that fraction of the
-positive's score (NV-Retriever's "TopK-PercPos"); for a negative positive score the cap is
-``positive - |positive| * (1 - max_relative)``, the same margin on the other side of zero.
-The ``num_negatives`` best-ranked survivors become the triple's negatives.
+Training triples come from a training split: each export names its ``split`` (``train`` by
+default). When that is the split the workflow scores, the system's run is mined; otherwise this
+stage retrieves the split's judged queries itself with the (BM25) system, on the same filtered
+corpus. Mining the scored split turns evaluation queries into training data, so it is logged as
+a warning.
+
+For every judged query, the candidates are the run's top ``top_k`` documents, in rank order:
+
+- judged positives (relevance >= ``min_relevance``) are never negatives;
+- a candidate scoring above ``max_score`` or above ``max_relative`` of the positive's score
+  is dropped. Arctic-Embed caps the score, not the rank, because a very high score usually means
+  an unjudged positive; the relative cap is NV-Retriever's "TopK-PercPos" (for a negative
+  positive score it is ``positive - |positive| * (1 - max_relative)``, the same margin on the
+  other side of zero). A positive the run did not retrieve has no relative cap and yields no
+  triple;
+- a candidate missing from the (filtered) corpus is dropped;
+- a near-duplicate of any of the query's positives (exact Jaccard similarity of word shingles,
+  as ``irflow.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
+  copy of a positive is a false negative, and the first one the run finds;
+
+and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
+only when the candidates ran out.
+
+Arctic-Embed mines with an embedding model as the teacher and keeps 10 negatives per query; any
+system of the workflow can be the teacher here, BM25 included.
 
 One triple per (query, positive) is written as Parquet, with ids, ranks and scores, and as the
-JSONL that sentence-transformers trains from (``datasets.load_dataset("json")``): ``triplet``
-rows (query, positive, negative), one per negative, or ``n-tuple`` rows (query, positive,
-negative_1 .. negative_n) for triples with all ``num_negatives`` negatives.
+JSONL that sentence-transformers trains from (``datasets.load_dataset("json")``): ``n-tuple``
+rows (query, positive, negative_1 .. negative_n; triples short of ``num_negatives`` are left
+out of the JSONL) or ``triplet`` rows (query, positive, negative), one per negative. Triplet rows
+repeat (query, positive), so with MultipleNegativesRankingLoss a batch holding two of them
+makes a positive an in-batch negative of its own query unless the batches avoid duplicates
+(sentence-transformers' ``BatchSamplers.NO_DUPLICATES``). With ``scores`` each row also holds
+``label``: the positive's score minus each negative's, as MarginMSELoss distils from.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +48,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irflow import contracts
+from irflow.dedup import jaccard, shingles
+from irflow.download import dataset_files
+from irflow.errors import InputError
+from irflow.ingest import read_qrels
 
 NEGATIVES = pa.schema(
     [
@@ -40,6 +66,8 @@ NEGATIVES = pa.schema(
         ("negative_ranks", pa.list_(pa.int32())),
     ]
 )
+# Word shingles for the near-duplicate test, as irflow.dedup's default.
+SHINGLE_WORDS = 5
 
 
 def score_cap(settings: dict, positive_score: float | None) -> float | None:
@@ -53,23 +81,50 @@ def score_cap(settings: dict, positive_score: float | None) -> float | None:
     return min(caps) if caps else None
 
 
-def mine(run: pa.Table, qrels: pa.Table, settings: dict) -> tuple[list[dict], dict[str, int]]:
-    """Triples of ids and scores: (query_id, positive_id, positive_score, negatives as (doc_id,
-    score, rank)), and counts of what was dropped and why."""
-    min_relevance = settings["min_relevance"]
+def _positives(qrels: pa.Table, min_relevance: int) -> dict[str, list[str]]:
     positives: dict[str, list[str]] = {}
     for query_id, doc_id, relevance in zip(
         *(qrels.column(c).to_pylist() for c in ("query_id", "doc_id", "relevance"))
     ):
         if relevance >= min_relevance:
             positives.setdefault(query_id, []).append(doc_id)
+    return positives
 
+
+def _ranked(run: pa.Table) -> dict[str, list[tuple[str, float, int]]]:
+    """Each query's hits as (doc_id, score, rank), best first."""
     run = run.sort_by([("query_id", "ascending"), ("rank", "ascending")])
     ranked: dict[str, list[tuple[str, float, int]]] = {}
     for query_id, doc_id, score, rank in zip(
         *(run.column(c).to_pylist() for c in ("query_id", "doc_id", "score", "rank"))
     ):
         ranked.setdefault(query_id, []).append((doc_id, score, rank))
+    return ranked
+
+
+def candidate_ids(run: pa.Table, qrels: pa.Table, settings: dict) -> set[str]:
+    """The documents whose texts ``mine`` reads: the positives and the top ``top_k``."""
+    top = run.filter(pc.less_equal(run.column("rank"), settings["top_k"]))
+    return set(top.column("doc_id").to_pylist()) | {
+        doc_id for ids in _positives(qrels, settings["min_relevance"]).values() for doc_id in ids
+    }
+
+
+def mine(
+    run: pa.Table, qrels: pa.Table, documents: dict[str, str], settings: dict
+) -> tuple[list[dict], dict[str, int]]:
+    """Triples of ids and scores: (query_id, positive_id, positive_score, negatives as (doc_id,
+    score, rank)), and counts of what was dropped and why. ``documents`` holds the text of
+    every document of ``candidate_ids`` that is in the corpus."""
+    positives = _positives(qrels, settings["min_relevance"])
+    ranked = _ranked(run)
+    threshold = settings.get("near_duplicate_jaccard")
+    grams: dict[str, set[str]] = {}
+
+    def shingled(doc_id: str) -> set[str]:
+        if doc_id not in grams:
+            grams[doc_id] = shingles(documents[doc_id], SHINGLE_WORDS)
+        return grams[doc_id]
 
     counts = dict.fromkeys(
         [
@@ -79,8 +134,12 @@ def mine(run: pa.Table, qrels: pa.Table, settings: dict) -> tuple[list[dict], di
             "negatives",
             "candidates_positive",
             "candidates_above_cap",
+            "candidates_not_in_corpus",
+            "candidates_near_duplicate",
             "positives_not_retrieved",
+            "positives_not_in_corpus",
             "triples_without_negatives",
+            "triples_short",
         ],
         0,
     )
@@ -96,7 +155,23 @@ def mine(run: pa.Table, qrels: pa.Table, settings: dict) -> tuple[list[dict], di
         candidates = [hit for hit in hits if hit[2] <= settings["top_k"]]
         counts["candidates_positive"] += sum(1 for hit in candidates if hit[0] in positive_ids)
         candidates = [hit for hit in candidates if hit[0] not in positive_ids]
+        in_corpus = [hit for hit in candidates if hit[0] in documents]
+        counts["candidates_not_in_corpus"] += len(candidates) - len(in_corpus)
+        candidates = in_corpus
+        if threshold is not None:
+            # A copy of any positive is a false negative, whichever positive the triple holds.
+            known = [p for p in positive_ids if p in documents]
+            distinct = [
+                hit
+                for hit in candidates
+                if all(jaccard(shingled(hit[0]), shingled(p)) < threshold for p in known)
+            ]
+            counts["candidates_near_duplicate"] += len(candidates) - len(distinct)
+            candidates = distinct
         for positive_id in positives[query_id]:
+            if positive_id not in documents:
+                counts["positives_not_in_corpus"] += 1
+                continue
             positive_score = scores.get(positive_id)
             if positive_score is None and settings.get("max_relative") is not None:
                 # Without the positive's score its relative cap is unknown: no triple rather
@@ -110,6 +185,7 @@ def mine(run: pa.Table, qrels: pa.Table, settings: dict) -> tuple[list[dict], di
             if not chosen:
                 counts["triples_without_negatives"] += 1
                 continue
+            counts["triples_short"] += len(chosen) < settings["num_negatives"]
             triples.append(
                 {
                     "query_id": query_id,
@@ -124,7 +200,8 @@ def mine(run: pa.Table, qrels: pa.Table, settings: dict) -> tuple[list[dict], di
 
 
 def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> dict[str, str]:
-    table = table.filter(pc.is_in(table.column(id_column), value_set=pa.array(sorted(ids))))
+    wanted = pa.array(sorted(ids), pa.string())
+    table = table.filter(pc.is_in(table.column(id_column), value_set=wanted))
     keys = table.column(id_column).to_pylist()
     if document:
         texts = contracts.document_texts(
@@ -135,51 +212,53 @@ def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> di
     return dict(zip(keys, texts))
 
 
-def with_texts(triples: list[dict], queries: pa.Table, corpus: pa.Table) -> pa.Table:
+def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]) -> pa.Table:
     """The ``NEGATIVES`` table: the triples with query and document texts as models read them
-    (``contracts.document_text``). A triple whose positive is not in the corpus is left out
-    (the filter stage may have dropped it) and so is a negative that is not."""
-    doc_ids = {t["positive_id"] for t in triples} | {
-        doc_id for t in triples for doc_id, _, _ in t["negatives"]
-    }
-    documents = _texts(corpus, "doc_id", doc_ids, document=True)
+    (``contracts.document_text``)."""
     query_texts = _texts(queries, "query_id", {t["query_id"] for t in triples}, document=False)
-    rows = []
-    for triple in triples:
-        negatives = [hit for hit in triple["negatives"] if hit[0] in documents]
-        if triple["positive_id"] not in documents or not negatives:
-            continue
-        rows.append(
-            {
-                "query_id": triple["query_id"],
-                "query": query_texts[triple["query_id"]],
-                "positive_id": triple["positive_id"],
-                "positive": documents[triple["positive_id"]],
-                "positive_score": triple["positive_score"],
-                "negative_ids": [doc_id for doc_id, _, _ in negatives],
-                "negatives": [documents[doc_id] for doc_id, _, _ in negatives],
-                "negative_scores": [score for _, score, _ in negatives],
-                "negative_ranks": [rank for _, _, rank in negatives],
-            }
-        )
+    rows = [
+        {
+            "query_id": triple["query_id"],
+            "query": query_texts[triple["query_id"]],
+            "positive_id": triple["positive_id"],
+            "positive": documents[triple["positive_id"]],
+            "positive_score": triple["positive_score"],
+            "negative_ids": [doc_id for doc_id, _, _ in triple["negatives"]],
+            "negatives": [documents[doc_id] for doc_id, _, _ in triple["negatives"]],
+            "negative_scores": [score for _, score, _ in triple["negatives"]],
+            "negative_ranks": [rank for _, _, rank in triple["negatives"]],
+        }
+        for triple in triples
+    ]
     return pa.Table.from_pylist(rows, NEGATIVES)
 
 
-def jsonl_rows(table: pa.Table, output_format: str, num_negatives: int) -> list[dict]:
+def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
     """Rows of sentence-transformers' training formats (columns by position: anchor,
-    positive, negatives)."""
-    rows = []
+    positive, negatives), and how many triples were left out of them."""
+    rows, left_out = [], 0
     for row in table.to_pylist():
         base = {"query": row["query"], "positive": row["positive"]}
-        if output_format == "triplet":
-            rows += [base | {"negative": negative} for negative in row["negatives"]]
-        elif len(row["negatives"]) == num_negatives:
+        margins = None
+        if settings["scores"]:
+            if row["positive_score"] is None:
+                left_out += 1  # no margin to distil without the positive's score
+                continue
+            margins = [row["positive_score"] - score for score in row["negative_scores"]]
+        if settings["format"] == "triplet":
+            for i, negative in enumerate(row["negatives"]):
+                label = {} if margins is None else {"label": margins[i]}
+                rows.append(base | {"negative": negative} | label)
+        elif len(row["negatives"]) == settings["num_negatives"]:
             # n-tuple: every row needs the same columns, so a triple with fewer negatives
             # than asked for is left out of the JSONL (it stays in the Parquet).
+            label = {} if margins is None else {"label": margins}
             rows.append(
-                base | {f"negative_{i}": n for i, n in enumerate(row["negatives"], start=1)}
+                base | {f"negative_{i}": n for i, n in enumerate(row["negatives"], start=1)} | label
             )
-    return rows
+        else:
+            left_out += 1
+    return rows, left_out
 
 
 def write_jsonl(rows: list[dict], path: Path) -> None:
@@ -191,20 +270,76 @@ def write_jsonl(rows: list[dict], path: Path) -> None:
     os.replace(tmp, path)
 
 
+def split_qrels(source: dict, split: str, queries: pa.Table) -> pa.Table:
+    """The judgements of ``split`` from the dataset's own folder (``source`` is its
+    source.json record), for a split other than the one the workflow ingested."""
+    if source["layout"] != "beir":
+        raise InputError(
+            source["qrels"], f"split {split!r}: only BEIR-layout datasets have other splits here"
+        )
+    qrels_path = dataset_files(Path(source["qrels"]).parents[1], split)[2]
+    query_ids = set(queries.column("query_id").to_pylist())
+    # Documents are checked by mine against the filtered corpus, so any id is accepted here.
+    rows, _ = read_qrels(qrels_path, _Everything(), query_ids, "drop")
+    if not rows:
+        raise InputError(qrels_path, f"no judgements of known queries in split {split!r}")
+    return pa.Table.from_pylist(rows, contracts.QRELS)
+
+
+class _Everything:
+    """Every id is known: ``read_qrels`` then drops only rows of unknown queries."""
+
+    def __contains__(self, item) -> bool:
+        return True
+
+
+def retrieve_split(corpus: Path, queries: pa.Table, qrels: pa.Table, retrieval: dict) -> pa.Table:
+    """The BM25 run of ``queries`` judged in ``qrels`` on ``corpus``, ``retrieval`` holding the
+    ``retriever`` spec, ``top_k`` and ``remove_self_matches``."""
+    from irflow.retrieve import bm25_search  # bm25s is loaded only when a split is retrieved
+
+    judged = queries.filter(pc.is_in(queries.column("query_id"), value_set=qrels["query_id"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "queries.parquet"
+        pq.write_table(judged, path)
+        run, _ = bm25_search(
+            corpus,
+            path,
+            retrieval["retriever"],
+            retrieval["top_k"],
+            retrieval["remove_self_matches"],
+        )
+    return pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)
+
+
 def run_negatives(
-    run: Path,
-    qrels: Path,
     queries: Path,
     corpus: Path,
     settings: dict,
     out_parquet: Path,
     out_jsonl: Path,
+    *,
+    run: Path | None = None,
+    qrels: Path | None = None,
+    source: Path | None = None,
+    retrieval: dict | None = None,
 ) -> dict:
-    triples, counts = mine(pq.read_table(run), pq.read_table(qrels), settings)
-    table = with_texts(triples, pq.read_table(queries), pq.read_table(corpus))
-    counts["triples_written"] = table.num_rows
+    """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
+    split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
+    ``retrieve_split``) give the split's judgements and its run."""
+    query_table = pq.read_table(queries)
+    if run is not None:
+        run_table, qrels_table = pq.read_table(run), pq.read_table(qrels)
+    else:
+        record = json.loads(Path(source).read_text())
+        qrels_table = split_qrels(record, settings["split"], query_table)
+        run_table = retrieve_split(corpus, query_table, qrels_table, retrieval)
+    ids = candidate_ids(run_table, qrels_table, settings)
+    documents = _texts(pq.read_table(corpus), "doc_id", ids, document=True)
+    triples, counts = mine(run_table, qrels_table, documents, settings)
+    table = with_texts(triples, query_table, documents)
     contracts.write_table(table, out_parquet, NEGATIVES)
-    rows = jsonl_rows(table, settings["format"], settings["num_negatives"])
+    rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)
-    counts["jsonl_rows"] = len(rows)
+    counts |= {"split": settings["split"], "jsonl_rows": len(rows), "jsonl_left_out": left_out}
     return counts
