@@ -27,7 +27,10 @@ rule saliency:
         # one reruns the job; the script loads the model from the full spec in config.
         model_settings=lambda wc: model_result_settings(wc.model),
         dataset=SALIENCY["dataset"],
-        analysis={key: SALIENCY[key] for key in ("queries", "seed", "bins")},
+        analysis={
+            key: SALIENCY[key]
+            for key in ("select", "queries", "min_tokens", "centre", "seed", "bins")
+        },
     script:
         "../scripts/saliency.py"
 

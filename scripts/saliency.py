@@ -18,20 +18,21 @@ inp, params = snakemake.input, snakemake.params
 spec = snakemake.config["models"][snakemake.wildcards.model]
 analysis = params.analysis
 
+encoder = Encoder.load(spec)
 pairs = sample_pairs(
     pd.read_parquet(inp.queries),
     pd.read_parquet(inp.corpus),
     pd.read_parquet(inp.qrels),
     count=analysis["queries"],
     seed=analysis["seed"],
+    select=analysis["select"],
+    tokenizer=encoder.model.tokenizer,
+    min_tokens=analysis["min_tokens"],
+    centre=tuple(analysis["centre"]),
 )
-if len(pairs) < analysis["queries"]:
-    log.warning(
-        "%s has only %d queries with a relevant document; using all of them",
-        params.dataset,
-        len(pairs),
-    )
-encoder = Encoder.load(spec)
+log.info("%s: %d pairs selected (%s)", params.dataset, len(pairs), analysis["select"])
+if analysis["queries"] is not None and len(pairs) < analysis["queries"]:
+    log.warning("%s: only %d pairs qualify; using all of them", params.dataset, len(pairs))
 table = saliency_profile(
     encoder.model,
     list(zip(pairs["query"], pairs["document"])),

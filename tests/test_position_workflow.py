@@ -63,7 +63,14 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
         "position_analysis": {
             "position": "target",
             "min_count": 5,
-            "saliency": {"models": ["minilm"], "dataset": "pos@L512@p0.5", "queries": 8},
+            # PosIR's selection (span centre in [0.4, 0.6]) of haystacks that fall short of
+            # 512 tokens by a word at most, 8 of them.
+            "saliency": {
+                "models": ["minilm"],
+                "dataset": "pos@L512@p0.5",
+                "min_tokens": 500,
+                "queries": 8,
+            },
         },
     }
 
@@ -88,8 +95,13 @@ def test_minilm_collapses_past_its_window_and_maxp_recovers(position_run):
     # a fraction of the score at the start (measured: 0.85 -> 0.19), but not to 0.
     assert truncated[0] > 0.5 and truncated[-1] < 0.3 * truncated[0]
     assert score["minilm-maxp"].min() > 0.3
-    psi = read_result(workdir, "psi").set_index("system")
-    assert set(psi["bucket"]) == {"Q1"} and set(psi["dataset"]) == {"pos"}
+    every = read_result(workdir, "psi")
+    # One bucket, and the buckets pooled (PosIR's overall PSI): the same numbers here.
+    assert set(every["bucket"]) == {"Q1", "all"} and set(every["dataset"]) == {"pos"}
+    by_bucket = every.set_index(["bucket", "system"])
+    pd.testing.assert_frame_equal(by_bucket.loc["Q1"], by_bucket.loc["all"])
+    psi = every[every["bucket"] == "Q1"].set_index("system")
+    assert (psi["psi_low"] <= psi["psi"]).all() and (psi["psi"] <= psi["psi_high"]).all()
     assert psi.loc["minilm", "trend"] == "primacy" and psi.loc["minilm", "psi"] > 0.7
     assert psi.loc["minilm-maxp", "psi"] < psi.loc["minilm", "psi"] / 2
     # BM25 reads a bag of words: the same haystack scores the same wherever the answer is.
@@ -124,7 +136,10 @@ def test_each_bucket_is_correlated_with_the_base_dataset(position_run):
     workdir, _ = position_run
     correlations = read_result(workdir, "correlations")
     buckets = correlations[correlations["kind"] == "buckets"]
-    assert buckets[["left", "right", "systems"]].values.tolist() == [["pos Q1", "sub", 3]]
+    assert buckets[["left", "right", "systems"]].values.tolist() == [
+        ["pos Q1", "sub", 3],
+        ["pos all", "sub", 3],
+    ]
     assert (workdir / "results" / "plots" / "position.png").stat().st_size > 10_000
     assert "PSI" in (workdir / "results" / "report" / "psi_table.html").read_text()
 

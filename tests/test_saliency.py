@@ -37,6 +37,74 @@ def tiny_model(tmp_path_factory, minilm_path):
     return model
 
 
+@pytest.fixture(scope="module")
+def bpe_model(tmp_path_factory):
+    """A two-layer random BERT that reads with a byte-level BPE (RoBERTa's kind of tokenizer,
+    where a word's leading space is part of its token)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    specials = ["<s>", "</s>", "<pad>", "<unk>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator([LONG_DOCUMENT, "passage: cats purr", "why do cats purr"], trainer)
+    backend.post_processor = processors.RobertaProcessing(
+        ("</s>", backend.token_to_id("</s>")), ("<s>", backend.token_to_id("<s>"))
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+    folder = tmp_path_factory.mktemp("tiny-bpe")
+    config = BertConfig(
+        vocab_size=backend.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    model = SentenceTransformer(str(folder), device="cpu")
+    model.max_seq_length = 64
+    return model
+
+
+def by_hand(model, query: str, text: str, document: slice) -> tuple[np.ndarray, float]:
+    """The saliency written out: the model's BERT run directly, mean pooling by hand, the
+    cosine's gradient at each input embedding, its Euclidean length over the embedding
+    dimensions, the ``document`` positions kept and divided by their maximum."""
+    import torch
+
+    bert = model[0].auto_model.eval()
+    tokenizer = model.tokenizer
+    with torch.no_grad():
+        query_vector = bert(**tokenizer(query, return_tensors="pt")).last_hidden_state[0].mean(0)
+    inputs = tokenizer(text, return_tensors="pt")
+    embeds = bert.get_input_embeddings()(inputs.pop("input_ids")).detach().requires_grad_()
+    vector = bert(inputs_embeds=embeds, **inputs).last_hidden_state[0].mean(0)
+    cosine = vector @ query_vector / (vector.norm() * query_vector.norm())
+    cosine.backward()
+    gradient = embeds.grad[0, document].numpy().astype(np.float64)
+    length = np.sqrt((gradient**2).sum(axis=1))
+    return length / length.max(), float(cosine.detach())
+
+
 def document_tokens(model, text: str) -> int:
     return len(model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -132,6 +200,27 @@ def test_cosine_is_the_models_own_and_prompts_are_not_document(tiny_model):
     assert (result.profile[result.window_tokens :] == 0).all()
 
 
+def test_saliency_is_the_l2_norm_of_the_cosines_input_gradient(tiny_model):
+    query, document = "why do cats purr", "cats purr and sleep in the sun"
+    expected, cosine = by_hand(tiny_model, query, document, slice(1, -1))  # not [CLS], [SEP]
+    result = pair_saliency(tiny_model, query, document)
+    assert result.cosine == pytest.approx(cosine, abs=1e-6)
+    assert result.window_tokens == result.profile.size == document_tokens(tiny_model, document)
+    np.testing.assert_allclose(result.profile, expected, rtol=1e-5)
+
+
+def test_byte_level_bpe_keeps_the_first_document_token_after_a_prompt(bpe_model):
+    query, prompt, document = "why do cats purr", "passage: ", "cats purr and sleep"
+    tokenizer = bpe_model.tokenizer
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer(prompt + document)["input_ids"])
+    # The prompt alone ends in a token of its own, a space, that the document's "Ġcats" takes.
+    assert tokenizer.tokenize(prompt)[-1] == "Ġ" and tokens[3] == "Ġcats"
+    expected, _ = by_hand(bpe_model, query, prompt + document, slice(3, -1))
+    result = pair_saliency(bpe_model, query, document, document_prompt=prompt)
+    assert result.profile.size == result.window_tokens == len(tokens) - 4
+    np.testing.assert_allclose(result.profile, expected, rtol=1e-5)
+
+
 def test_sample_pairs_takes_each_querys_most_relevant_document():
     corpus = pd.DataFrame(
         {
@@ -156,6 +245,60 @@ def test_sample_pairs_takes_each_querys_most_relevant_document():
     one = sample_pairs(queries, corpus, qrels, count=1, seed=3)
     assert len(one) == 1 and one.iloc[0].tolist() in every.values.tolist()
     pd.testing.assert_frame_equal(one, sample_pairs(queries, corpus, qrels, count=1, seed=3))
+
+
+def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
+    from test_positionalize import word_tokenizer
+
+    words = " ".join(["w"] * 1023)  # 2045 characters
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["long", "longer", "short", "edge", "title"],
+            "title": ["", "", "", "", "T"],
+            "text": [words, words + " w", "w " * 10 + "w", words + " wwww", words + " w"],
+        }
+    )
+    queries = pd.DataFrame({"query_id": list("abcdef"), "text": list("abcdef")})
+    qrels = pd.DataFrame(
+        {
+            "query_id": list("abcdef"),
+            "doc_id": ["long", "longer", "short", "edge", "longer", "title"],
+            "relevance": [1, 1, 1, 1, 1, 1],
+            # centres over 2045, 2047, 21, 2050 and 2047 characters: .49, .39, .5, .6
+            # (inclusive), none, .51
+            "span_start": pd.array([1000, 780, 10, 1230, None, 1000], dtype="Int64"),
+            "span_end": pd.array([1010, 800, 11, 1230, None, 1049], dtype="Int64"),
+        }
+    )
+    args = (queries, corpus, qrels)
+    chosen = sample_pairs(*args, None, 0, select="posir", tokenizer=word_tokenizer())
+    # "long" has 1023 tokens; "title" counts its title as the model reads it: 1025 tokens.
+    assert chosen["query_id"].tolist() == ["d", "f"]
+    assert chosen["document"].iloc[1] == "T " + words + " w"
+    loose = sample_pairs(*args, None, 0, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    assert loose["query_id"].tolist() == ["a", "b", "d", "f"]
+    one = sample_pairs(*args, 1, 5, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    assert len(one) == 1 and one["query_id"].item() in {"a", "b", "d", "f"}
+    assert len(sample_pairs(*args, None, 0, select="random")) == 6
+
+
+def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
+    from conftest import REPO
+
+    from irflow.config import load_schema, validate_config
+    from irflow.errors import ConfigError
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    saliency = validate_config(config, schema)["position_analysis"]["saliency"]
+    assert (saliency["select"], saliency["queries"]) == ("posir", None)
+    assert (saliency["min_tokens"], saliency["centre"]) == (1024, [0.4, 0.6])
+    config["position_analysis"] = {"saliency": {"select": "random"}}
+    with pytest.raises(ConfigError, match="position_analysis.saliency.queries"):
+        validate_config(config, schema)
 
 
 def test_figure_draws_one_line_per_model(tiny_model):

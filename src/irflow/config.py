@@ -200,7 +200,16 @@ def _cross_references(config: dict) -> list[str]:
             "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
             "not empty"
         )
-    elif saliency["dataset"] is not None and not problems:
+    if saliency["select"] == "random" and saliency["queries"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.queries': needed when saliency.select is random"
+        )
+    if saliency["centre"][0] > saliency["centre"][1]:
+        problems.append(
+            f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
+            "range [low, high]"
+        )
+    if saliency["dataset"] is not None and not problems:
         known = set(config["datasets"]) | set(list_variants(config))
         if saliency["dataset"] not in known:
             path = "position_analysis.saliency.dataset"

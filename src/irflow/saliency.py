@@ -26,8 +26,13 @@ Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
   percentile. A profile whose gradient is zero everywhere stays zero.
 - The model is put in eval mode (no dropout), so the profile is deterministic, and runs on the
   device and in the dtype it was loaded with; the norms are taken in float32.
-- The window's special tokens are the tokenizer's special ids except [UNK], which is a document
-  token; truncation is assumed to cut the end of the document (the tokenizers' default).
+- The document's tokens are found with the tokenizer's character offsets in prompt + document:
+  not special, ending past the prompt. Counting the prompt's own tokens instead drops the first
+  document token with a byte-level BPE, whose prompt alone ends in a space token that the
+  document's first word absorbs. The input is checked to be that tokenization.
+- Pairs (``sample_pairs``): PosIR's selection by default, every query whose relevant document
+  has at least 1,024 tokens and whose span centre lies in [0.4, 0.6] of it (the model's own
+  tokenizer counts; PosIR takes its datasets' ``pos_token_length``); or ``random`` queries.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import pandas as pd
 
 from irflow.contracts import document_texts
 from irflow.errors import ConfigError
+from irflow.position import relative_position
+from irflow.positionalize import encode
 
 
 def bin_profile(profile: np.ndarray, bins: int) -> np.ndarray:
@@ -69,9 +76,23 @@ class PairSaliency:
         return self.profile.size - self.window_tokens
 
 
-def _text_tokens(tokenizer, text: str) -> int:
-    # verbose=False: a document longer than the model's window is expected here.
-    return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+def _document_mask(tokenizer, text: str, prompt_chars: int, **settings) -> tuple:
+    """Token ids of ``text`` (a prompt of ``prompt_chars`` characters, then the document) and
+    which tokens are the document's: not special, ending past the prompt. Offsets, not a
+    count of the prompt's own tokens: a byte-level BPE merges the prompt's last space into the
+    document's first word, so the prompt alone has one token more than it takes in the text."""
+    if not tokenizer.is_fast:
+        raise ConfigError("saliency needs a fast tokenizer: its offsets locate the document")
+    encoded = tokenizer(
+        text,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        verbose=False,  # a document longer than the model's window is expected here
+        **settings,
+    )
+    ends = np.array([end for _, end in encoded["offset_mapping"]], dtype=np.int64)
+    special = np.array(encoded["special_tokens_mask"], dtype=bool)
+    return np.array(encoded["input_ids"]), ~special & (ends > prompt_chars)
 
 
 def pair_saliency(
@@ -111,11 +132,20 @@ def pair_saliency(
     (gradient,) = torch.autograd.grad(cosine, inputs_embeds)
     norms = gradient[0].float().norm(dim=-1).cpu().numpy()
 
-    ids = input_ids[0].cpu().numpy()
-    special = np.isin(ids, tokenizer.all_special_ids) & (ids != tokenizer.unk_token_id)
-    prompt_tokens = _text_tokens(tokenizer, document_prompt) if document_prompt else 0
-    document_tokens = _text_tokens(tokenizer, document)
-    read = np.flatnonzero(~special)[prompt_tokens:][:document_tokens]
+    # The window as the model read it, located with offsets; and the whole document's tokens.
+    text, prompt_chars = document_prompt + document, len(document_prompt)
+    ids, in_window = _document_mask(
+        tokenizer, text, prompt_chars, truncation=True, max_length=model.max_seq_length
+    )
+    if not np.array_equal(ids, input_ids[0].cpu().numpy()):
+        raise ConfigError(
+            "saliency: the model's input is not its tokenizer's reading of prompt + document; "
+            "the document's tokens cannot be located"
+        )
+    read = np.flatnonzero(in_window)
+    document_tokens = int(
+        _document_mask(tokenizer, text, prompt_chars, add_special_tokens=False)[1].sum()
+    )
 
     profile = np.zeros(document_tokens)
     profile[: read.size] = norms[read]
@@ -161,15 +191,34 @@ def saliency_profile(
     )
 
 
+SELECTIONS = ("posir", "random")
+
+
 def sample_pairs(
-    queries: pd.DataFrame, corpus: pd.DataFrame, qrels: pd.DataFrame, count: int, seed: int
+    queries: pd.DataFrame,
+    corpus: pd.DataFrame,
+    qrels: pd.DataFrame,
+    count: int | None,
+    seed: int,
+    select: str = "random",
+    tokenizer=None,
+    min_tokens: int = 1024,
+    centre: tuple[float, float] = (0.4, 0.6),
 ) -> pd.DataFrame:
-    """``count`` queries drawn with ``seed`` among those with a relevant, non-empty document
-    in the corpus, each with its most relevant document (ties: the smallest doc_id).
+    """Each query with a relevant, non-empty document in the corpus, with its most relevant
+    document (ties: the smallest doc_id), then chosen by ``select``:
+
+    - ``posir``, PosIR's selection (§5.3): every query whose document has at least
+      ``min_tokens`` tokens by ``tokenizer`` and whose judgement's span has its centre within
+      ``centre`` (inclusive) of the document's characters; ``count``, when given, draws that
+      many of them with ``seed``;
+    - ``random``: ``count`` queries drawn with ``seed``.
 
     Returns query_id, doc_id, query (text) and document (title and text as models read them),
-    ordered by query_id; all such queries when there are fewer than ``count``.
+    ordered by query_id; all that qualify when there are fewer than ``count``.
     """
+    if select not in SELECTIONS:
+        raise ValueError(f"select {select!r}: expected one of {SELECTIONS}")
     positive = qrels[qrels["relevance"] > 0]
     judged = corpus[corpus["doc_id"].isin(positive["doc_id"])]
     # A null title reads as NaN in pandas; an empty document has no token to place.
@@ -184,8 +233,19 @@ def sample_pairs(
         .drop_duplicates("query_id")
         .merge(queries.rename(columns={"text": "query"}), on="query_id")
     )
-    drawn = best.sample(n=min(count, len(best)), random_state=seed).sort_values("query_id")
-    drawn["document"] = texts.loc[drawn["doc_id"]].to_numpy()
+    best["document"] = texts.loc[best["doc_id"]].to_numpy()
+    if select == "posir":
+        best = best.dropna(subset=["span_start", "span_end"])
+        # Spans count characters of the document's text (the contracts), not of the title.
+        chars = judged.set_index("doc_id")["text"].str.len()
+        relpos = relative_position(best["span_start"], best["span_end"], chars[best["doc_id"]])
+        tokens = np.array(
+            [len(ids) for ids in encode(tokenizer, best["document"].tolist())["input_ids"]]
+        )
+        best = best[(tokens >= min_tokens) & (relpos >= centre[0]) & (relpos <= centre[1])]
+    if count is not None:
+        best = best.sample(n=min(count, len(best)), random_state=seed)
+    drawn = best.sort_values("query_id")
     return drawn[["query_id", "doc_id", "query", "document"]].reset_index(drop=True)
 
 
