@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import write_beir
 
-from irflow.dedup import NearDuplicateFinder, jaccard, shingles
+from irflow.dedup import NearDuplicateFinder, jaccard, lsh_bands, shingles
 from irflow.filter import run_filter
 from irflow.ingest import ingest
 
@@ -66,6 +66,61 @@ def test_known_near_duplicates_form_one_cluster_kept_by_corpus_order():
     assert exact["tail"] == pytest.approx(54 / 56)
     for row in rows:  # 128 permutations estimate within a few hundredths
         assert row["estimated_jaccard"] == pytest.approx(row["jaccard"], abs=0.12)
+
+
+def pairs_at(changes: int, count: int, offset: int) -> list[tuple]:
+    """``count`` pairs of 200-word documents, the second with ``changes`` words replaced far
+    apart (each replacement changes 5 of 196 shingles)."""
+    documents = []
+    for i in range(count):
+        base = words(offset + i, 200)
+        copy = list(base)
+        for k in range(changes):
+            copy[10 + 20 * k] = f"changed{k}"
+        documents += [(f"a{i}", base, False), (f"b{i}", copy, False)]
+    return documents
+
+
+def test_pairs_just_above_the_threshold_are_all_found_and_confirmed_exactly():
+    # 4 changes: Jaccard 176 / 216 = 0.815; datasketch's default banding (9 x 13) finds such a
+    # pair with probability about 0.5, the recall-tuned one (21 x 6) with 0.9995.
+    near = pairs_at(4, 150, offset=100)
+    rows = find(near)
+    assert len(rows) == 300
+    assert [r["jaccard"] for r in rows if not r["kept"]] == [pytest.approx(176 / 216)] * 150
+    # 9 changes: Jaccard 151 / 241 = 0.627. LSH proposes some of these pairs; the exact
+    # Jaccard turns every one down.
+    far = pairs_at(9, 150, offset=400)
+    finder = NearDuplicateFinder()
+    for position, (doc_id, tokens, judged) in enumerate(far):
+        finder.add(position, doc_id, text(tokens), judged)
+    assert finder.candidates()  # proposed
+    assert finder.clusters({p: text(t) for p, (_, t, _) in enumerate(far)}).num_rows == 0
+
+
+def test_the_banding_is_tuned_for_recall_at_the_threshold():
+    assert lsh_bands(0.8, 128) == (21, 6)
+    for threshold in (0.5, 0.7, 0.8, 0.9):
+        bands, rows = lsh_bands(threshold, 128)
+        assert bands * rows <= 128 and 1 - (1 - threshold**rows) ** bands >= 0.99
+        # One more row per band would miss more than 1 % of the pairs at the threshold.
+        more = 128 // (rows + 1)
+        assert 1 - (1 - threshold ** (rows + 1)) ** more < 0.99
+
+
+def test_near_copies_index_one_representative():
+    """A thousand near-copies of one document: one is indexed, each other is compared with it
+    once, and all form one cluster."""
+    base = words(9, 100)
+    documents = [("base", base, False)] + [
+        (f"c{i}", [*base[:-1], f"last{i}"], False) for i in range(1000)
+    ]
+    finder = NearDuplicateFinder()
+    for position, (doc_id, tokens, judged) in enumerate(documents):
+        finder.add(position, doc_id, text(tokens), judged)
+    assert len(finder._signatures) == 1 and len(finder._pairs) == 1000
+    groups = finder.groups({p: text(t) for p, (_, t, _) in enumerate(documents)})
+    assert [len(group) for group in groups] == [1001]
 
 
 def test_a_judged_document_is_kept_even_when_it_comes_later():

@@ -56,10 +56,10 @@ def test_drops_are_audited_and_judged_documents_flagged(tmp_path):
     assert corpus == ["b", "e", "f"]
     assert {k: (v["action"], v["reason"], v["judged"]) for k, v in audit.items()} == {
         "a": ("drop", "empty", False),
-        "c": ("drop", "exact duplicate", False),
+        "c": ("drop", "exact duplicate of b", False),
         "d": ("drop", "longer than 20 words", False),
         "e": ("flag", "empty", True),
-        "f": ("flag", "exact duplicate", True),
+        "f": ("flag", "exact duplicate of b", True),
     }
     assert {k: (v["filter"], v["value"]) for k, v in audit.items()} == {
         "a": ("empty", 0.0),
@@ -81,6 +81,26 @@ def test_drops_are_audited_and_judged_documents_flagged(tmp_path):
         "queries_scored": 2,
         "rules": None,
     }
+
+
+def test_an_exact_duplicate_keeps_its_first_judged_copy(tmp_path):
+    """As near-duplicates do: an unjudged copy before a judged one goes, the judged one stays
+    (keeping the first would leave both, the unjudged one a ready-made false negative)."""
+    corpus = [
+        {"_id": "early", "title": "T", "text": "same words here"},
+        {"_id": "other", "title": "T", "text": "other words"},
+        {"_id": "judged", "title": "T", "text": "same words here"},
+        {"_id": "late", "title": "T", "text": "same words here"},
+    ]
+    qrels = [("q1", "judged", 1)]
+    for judged in ("flag", "drop"):
+        kept, audit, _, counts = filtered(tmp_path / judged, corpus, qrels, judged=judged)
+        assert kept == ["other", "judged"]
+        assert {k: (v["action"], v["reason"]) for k, v in audit.items()} == {
+            "early": ("drop", "exact duplicate of judged"),
+            "late": ("drop", "exact duplicate of judged"),
+        }
+        assert counts["flagged"] == 0
 
 
 def test_judged_documents_can_be_dropped_explicitly(tmp_path):

@@ -1,16 +1,28 @@
-"""Near-duplicate documents, found with MinHash LSH (datasketch).
+"""Near-duplicate documents, found with MinHash LSH (datasketch) and confirmed exactly.
+
+MinHash is irflow's addition: Arctic-Embed (App. C) removes duplicates without naming a method.
 
 A document is a set of word shingles (``shingle_words`` consecutive lower-cased word tokens).
-MinHash LSH proposes pairs whose Jaccard similarity is likely above ``threshold``; a pair is
-linked when the MinHash estimate of its Jaccard similarity reaches the threshold, and linked
-documents form a cluster (transitively, so two members may be less alike than the
-threshold, each being close to a third).
+The LSH banding is chosen for recall, not datasketch's balance of errors: the most rows per
+band (the fewest chance candidates) that still propose a pair at exactly ``threshold`` with
+probability ``RECALL`` (datasketch's default 9 bands of 13 rows proposes a pair at Jaccard 0.8
+with probability 0.4). Every proposed pair is then confirmed with the exact Jaccard similarity
+of the two shingle sets, and pairs at or above ``threshold`` are linked; linked documents form
+a cluster (transitively, so two members may be less alike than the threshold, each being close
+to a third).
+
+Only a cluster's representative is indexed: a document whose estimated similarity to an
+indexed one reaches the threshold is compared with it and not indexed itself, so a thousand
+near-copies cost a thousand LSH queries against one entry rather than a quadratic number of
+comparisons, and only representatives keep a signature in memory.
 
 Which member of a cluster is kept is decided by the documents alone, never by hash order: the
-first judged document in corpus order, else the first document in corpus order. Keeping a
-judged document keeps the scores of its queries comparable. The others are removed (or, when
-judged and the filter flags judged documents, kept and flagged). Every member's exact Jaccard
-similarity to the kept one is recorded, so a cluster can be checked by eye.
+first judged document in corpus order, else the first document in corpus order (the filter's
+exact-duplicate rule keeps the same one). Keeping a judged document keeps the scores of its
+queries comparable, and removing its unjudged copies removes ready-made false negatives. The
+others are removed (or, when judged and the filter flags judged documents, kept and flagged).
+Every member's exact Jaccard similarity to the kept one is recorded, so a cluster can be
+checked by eye.
 """
 
 from __future__ import annotations
@@ -21,6 +33,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
+# The probability with which LSH proposes a pair at exactly the threshold.
+RECALL = 0.99
 CLUSTERS = pa.schema(
     [
         ("cluster", pa.string()),  # the doc_id of the document the cluster keeps
@@ -29,7 +43,8 @@ CLUSTERS = pa.schema(
         ("kept", pa.bool_()),
         ("judged", pa.bool_()),
         ("jaccard", pa.float64()),  # exact Jaccard similarity of shingle sets to the kept one
-        ("estimated_jaccard", pa.float64()),  # the MinHash estimate of the same
+        # The MinHash estimate of the same, when LSH compared the two; else null.
+        ("estimated_jaccard", pa.float64()),
         ("size", pa.int64()),
     ]
 )
@@ -70,25 +85,36 @@ class _UnionFind:
             self.parent[max(a, b)] = min(a, b)
 
 
+def lsh_bands(threshold: float, permutations: int, recall: float = RECALL) -> tuple[int, int]:
+    """(bands, rows): the most rows per band for which a pair at Jaccard ``threshold`` shares a
+    band with probability at least ``recall``, 1 - (1 - threshold^rows)^bands."""
+    best = (permutations, 1)
+    for rows in range(1, permutations + 1):
+        bands = permutations // rows
+        if 1 - (1 - threshold**rows) ** bands >= recall:
+            best = (bands, rows)
+    return best
+
+
 @dataclass
 class NearDuplicateFinder:
-    """Feed documents in corpus order with ``add``; ``clusters`` returns the clusters found.
-
-    Keeps one MinHash signature per document (a ``LeanMinHash``: its hash values, 8 bytes per
-    permutation) and no text.
-    """
+    """Feed documents in corpus order with ``add``; ``candidates`` names the documents whose
+    texts ``clusters`` needs to confirm the pairs and return the clusters."""
 
     shingle_words: int = 5
     permutations: int = 128
     threshold: float = 0.8
     seed: int = 1
     _lsh: MinHashLSH = field(init=False)
+    # Signatures of the indexed representatives only (LeanMinHash: 8 bytes per permutation).
     _signatures: dict[int, LeanMinHash] = field(init=False, default_factory=dict)
     _documents: dict[int, tuple[str, bool]] = field(init=False, default_factory=dict)
-    _links: _UnionFind = field(init=False, default_factory=_UnionFind)
+    # Proposed pairs (later, earlier) with their estimated Jaccard similarity.
+    _pairs: dict[tuple[int, int], float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._lsh = MinHashLSH(threshold=self.threshold, num_perm=self.permutations)
+        self.bands = lsh_bands(self.threshold, self.permutations)
+        self._lsh = MinHashLSH(num_perm=self.permutations, params=self.bands)
 
     def _minhash(self, grams: set[str]) -> MinHash:
         minhash = MinHash(num_perm=self.permutations, seed=self.seed)
@@ -101,38 +127,55 @@ class NearDuplicateFinder:
         if not grams:
             return  # an empty document is no one's near-duplicate; the empty rule handles it
         minhash = LeanMinHash(self._minhash(grams))
-        for other in self._lsh.query(minhash):
-            # LSH proposes likely pairs; the estimate decides, so a chance band collision
-            # links nothing.
-            if minhash.jaccard(self._signatures[other]) >= self.threshold:
-                self._links.union(position, other)
-        self._lsh.insert(position, minhash, check_duplication=False)
-        self._signatures[position] = minhash
         self._documents[position] = (doc_id, judged)
+        represented = False
+        for other in self._lsh.query(minhash):
+            estimate = minhash.jaccard(self._signatures[other])
+            self._pairs[(position, other)] = estimate
+            represented |= estimate >= self.threshold
+        if not represented:
+            self._lsh.insert(position, minhash, check_duplication=False)
+            self._signatures[position] = minhash
 
-    def groups(self) -> list[list[int]]:
-        """Positions of each cluster of two or more documents, in corpus order."""
+    def candidates(self) -> set[int]:
+        """Positions of the documents in a proposed pair."""
+        return {p for pair in self._pairs for p in pair}
+
+    def groups(self, texts: dict[int, str]) -> list[list[int]]:
+        """Positions of each cluster of two or more documents, in corpus order: the proposed
+        pairs whose exact Jaccard similarity reaches the threshold, linked. ``texts`` holds
+        the text of every position of ``candidates()``."""
+        links, grams = _UnionFind(), {}
+
+        def shingled(position: int) -> set[str]:
+            if position not in grams:
+                grams[position] = shingles(texts[position], self.shingle_words)
+            return grams[position]
+
+        for left, right in self._pairs:
+            if jaccard(shingled(left), shingled(right)) >= self.threshold:
+                links.union(left, right)
         members: dict[int, list[int]] = {}
-        for position in self._links.parent:
-            members.setdefault(self._links.find(position), []).append(position)
+        for position in links.parent:
+            members.setdefault(links.find(position), []).append(position)
         return sorted(
             (sorted(group) for group in members.values() if len(group) > 1),
             key=lambda group: group[0],
         )
 
     def clusters(self, texts: dict[int, str]) -> pa.Table:
-        """The clusters as a ``CLUSTERS`` table; ``texts`` holds the text of every position in
-        ``groups()``, for the exact Jaccard similarities."""
+        """The clusters as a ``CLUSTERS`` table; ``texts`` as for ``groups``."""
         rows = []
-        for group in self.groups():
+        for group in self.groups(texts):
             judged = [p for p in group if self._documents[p][1]]
             keeper = (judged or group)[0]
             keeper_id = self._documents[keeper][0]
             keeper_grams = shingles(texts[keeper], self.shingle_words)
-            keeper_hash = self._signatures[keeper]
             for position in group:
                 doc_id, is_judged = self._documents[position]
                 grams = shingles(texts[position], self.shingle_words)
+                pair = (max(position, keeper), min(position, keeper))
+                estimate = 1.0 if position == keeper else self._pairs.get(pair)
                 rows.append(
                     {
                         "cluster": keeper_id,
@@ -141,7 +184,7 @@ class NearDuplicateFinder:
                         "kept": position == keeper,
                         "judged": is_judged,
                         "jaccard": jaccard(grams, keeper_grams),
-                        "estimated_jaccard": self._signatures[position].jaccard(keeper_hash),
+                        "estimated_jaccard": estimate,
                         "size": len(group),
                     }
                 )

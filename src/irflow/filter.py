@@ -36,7 +36,30 @@ BASIC_FILTERS = ("empty", "min_words", "max_words", "exact_duplicate")
 Failure = tuple[str, float | None, str]
 
 
-def _decide(title: str, text: str, rules: dict, seen: set[bytes]) -> Failure | None:
+def _digest(title: str, text: str) -> bytes:
+    return hashlib.blake2b(f"{title}\0{text}".encode(), digest_size=16).digest()
+
+
+def _duplicate_keepers(corpus_path: Path, judged: set[str]) -> dict[bytes, tuple[int, str]]:
+    """For each distinct (title, text), the copy kept: the first judged copy in corpus order,
+    else the first copy, as for near-duplicates (``irflow.dedup``). Its position and doc_id."""
+    keepers: dict[bytes, tuple[int, str, bool]] = {}
+    position = 0
+    for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
+        for doc_id, title, text in zip(
+            *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
+        ):
+            digest, is_judged = _digest(title, text), doc_id in judged
+            kept = keepers.get(digest)
+            if kept is None or (is_judged and not kept[2]):
+                keepers[digest] = (position, doc_id, is_judged)
+            position += 1
+    return {digest: (position, doc_id) for digest, (position, doc_id, _) in keepers.items()}
+
+
+def _decide(
+    position: int, title: str, text: str, rules: dict, keepers: dict[bytes, tuple[int, str]]
+) -> Failure | None:
     """The basic rule that drops a document, or None to keep it."""
     words = len(title.split()) + len(text.split())
     if rules["drop_empty"] and words == 0:
@@ -46,10 +69,9 @@ def _decide(title: str, text: str, rules: dict, seen: set[bytes]) -> Failure | N
     if rules["max_words"] is not None and words > rules["max_words"]:
         return "max_words", float(words), f"longer than {rules['max_words']} words"
     if rules["drop_duplicates"]:
-        digest = hashlib.blake2b(f"{title}\0{text}".encode(), digest_size=16).digest()
-        if digest in seen:
-            return "exact_duplicate", None, "exact duplicate"
-        seen.add(digest)
+        kept_position, kept_id = keepers[_digest(title, text)]
+        if kept_position != position:
+            return "exact_duplicate", None, f"exact duplicate of {kept_id}"
     return None
 
 
@@ -88,7 +110,8 @@ def filter_corpus(
     flag_judged = rules["judged"] == "flag"
     audit: list[tuple[int, dict]] = []  # (corpus row, audit row)
     keep: list[bool] = []
-    seen: set[bytes] = set()
+    # Which copy of a duplicate stays needs every copy's judgement: one pass ahead.
+    keepers = _duplicate_keepers(corpus_path, judged) if rules["drop_duplicates"] else {}
 
     def record(position: int, doc_id: str, is_judged: bool, failures: list[Failure]) -> str:
         action = "flag" if is_judged and flag_judged else "drop"
@@ -102,7 +125,7 @@ def filter_corpus(
             *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
         ):
             position, is_judged = len(keep), doc_id in judged
-            basic = _decide(title, text, rules, seen)
+            basic = _decide(position, title, text, rules, keepers)
             document = contracts.document_text(title, text) if checks or finder else ""
             failures = [basic] if basic else failed_checks(document, checks)
             kept = not failures or record(position, doc_id, is_judged, failures) == "flag"
@@ -111,8 +134,8 @@ def filter_corpus(
                 finder.add(position, doc_id, document, is_judged)
 
     clusters = CLUSTERS.empty_table()
-    if finder is not None and (groups := finder.groups()):
-        clusters = finder.clusters(_texts_at(corpus_path, {p for g in groups for p in g}))
+    if finder is not None and (candidates := finder.candidates()):
+        clusters = finder.clusters(_texts_at(corpus_path, candidates))
         for row in clusters.to_pylist():
             if not row["kept"]:
                 reason = f"near duplicate of {row['cluster']} (Jaccard {row['jaccard']:.3f})"
