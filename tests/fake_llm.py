@@ -13,7 +13,11 @@ Once a prompt's list is used up it is answered normally. Behaviours:
 - ``bad_body``: status 200 with a body that is not JSON;
 - ``bad_json``: a well-formed response whose answer text is not JSON;
 - ``truncated``: the answer cut in half, with ``finish_reason: "length"``;
-- ``down``: a 500 every time (an endpoint that never recovers for this prompt).
+- ``down``: a 500 every time (an endpoint that never recovers for this prompt);
+- ``401``, ``403``, ``404``: a refused key, a forbidden model, an unknown model, every time;
+- ``hold``: the answer only once the test calls ``release()`` (a request held in flight).
+
+Error answers carry ``error_message`` (a provider's words, which may quote secrets).
 
 The server listens on 127.0.0.1 only and never contacts anything. Other test modules get the
 ``fake_llm`` fixture with ``from fake_llm import fake_llm_fixture``.
@@ -30,7 +34,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-BEHAVIOURS = ("ok", "429", "500", "slow", "bad_body", "bad_json", "truncated", "down")
+BEHAVIOURS = (
+    "ok",
+    "429",
+    "500",
+    "slow",
+    "bad_body",
+    "bad_json",
+    "truncated",
+    "down",
+    "401",
+    "403",
+    "404",
+    "hold",
+)
+LASTING = ("down", "401", "403", "404")  # behaviours that never end for their prompt
 
 
 def last_user_message(body: dict) -> str:
@@ -50,9 +68,10 @@ class FakeLLM:
         self,
         responder: Callable[[dict], str] = echo_responder,
         script: dict[str, list[str]] | None = None,
-        retry_after: int = 1,
+        retry_after: float = 1,
         error_delay_ms: int = 20,
         slow_seconds: float = 3.0,
+        error_message: str = "internal error",
     ):
         self.responder = responder
         self.script = {marker: list(steps) for marker, steps in (script or {}).items()}
@@ -63,6 +82,8 @@ class FakeLLM:
         self.retry_after = retry_after
         self.error_delay_ms = error_delay_ms
         self.slow_seconds = slow_seconds
+        self.error_message = error_message
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.bodies: list[dict] = []
         self.headers: list[dict] = []  # each request's headers, lower-case names
@@ -92,8 +113,8 @@ class FakeLLM:
             chosen = "ok"
             for marker, steps in self.script.items():
                 if marker in prompt:
-                    if steps and steps[0] == "down":
-                        chosen = "down"
+                    if steps and steps[0] in LASTING:
+                        chosen = steps[0]
                     elif steps:
                         chosen = steps.pop(0)
                     break
@@ -123,6 +144,10 @@ class FakeLLM:
             },
         }
 
+    def release(self) -> None:
+        """Let every held request (``hold``) be answered."""
+        self.released.set()
+
     def respond(self, body: dict) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body bytes) for one request."""
         behaviour = self._behaviour(body)
@@ -130,11 +155,16 @@ class FakeLLM:
             error = {"error": {"message": "rate limited", "type": "rate_limit_exceeded"}}
             return 429, {"Retry-After": str(self.retry_after)}, json.dumps(error).encode()
         if behaviour in ("500", "down"):
-            error = {"error": {"message": "internal error", "type": "server_error"}}
+            error = {"error": {"message": self.error_message, "type": "server_error"}}
             headers = {"retry-after-ms": str(self.error_delay_ms)}
             return 500, headers, json.dumps(error).encode()
+        if behaviour in ("401", "403", "404"):
+            error = {"error": {"message": self.error_message, "type": "invalid_request_error"}}
+            return int(behaviour), {}, json.dumps(error).encode()
         if behaviour == "slow":
             time.sleep(self.slow_seconds)
+        if behaviour == "hold":
+            self.released.wait(60)
         if behaviour == "bad_body":
             return 200, {}, b'{"id": "chatcmpl-broken", "choices": [{"message": '
         content = self.responder(body)
@@ -195,6 +225,7 @@ class FakeLLM:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def stop(self) -> None:
+        self.released.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()

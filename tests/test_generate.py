@@ -29,7 +29,7 @@ from irflow.generate import (
     sample_documents,
     write_generated,
 )
-from irflow.llm import LLMClient
+from irflow.llm import LLMClient, LLMError
 
 PROMPTS = REPO / "config" / "prompts" / "airbench.yaml"
 DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
@@ -91,9 +91,9 @@ def spec(**overrides) -> dict:
     } | overrides
 
 
-def run(fake: FakeLLM, cache: Path, corpus: pd.DataFrame, **overrides):
+def run(fake: FakeLLM, cache: Path, corpus: pd.DataFrame, llm: dict | None = None, **overrides):
     settings = {"base_url": fake.base_url, "model": "fake", "max_retries": 2, "timeout_s": 5}
-    with LLMClient(settings, cache, progress=False) as client:
+    with LLMClient(settings | (llm or {}), cache, progress=False) as client:
         generated = generate_dataset(corpus, spec(**overrides), load_prompts(PROMPTS), client)
         return generated, client.summary()
 
@@ -309,8 +309,9 @@ def test_failures_are_retried_or_dropped_with_their_step_and_reason(tmp_path):
         f"Person: {limited} reader": ["429"],
         f"Query: query about {garbled}": ["bad_body"],
     }
+    lenient = {"max_dropped_share": 0.5}
     with FakeLLM(responder=airbench_responder, script=script, retry_after=1) as fake:
-        generated, summary = run(fake, tmp_path / "cache", corpus)
+        generated, summary = run(fake, tmp_path / "cache", corpus, lenient)
         assert fake.behaviours["429"] == 1 and fake.behaviours["bad_body"] == 1
         assert fake.behaviours["down"] == 3  # one request, two retries
         assert fake.behaviours["truncated"] == 3
@@ -331,10 +332,28 @@ def test_failures_are_retried_or_dropped_with_their_step_and_reason(tmp_path):
         }
         # A rerun asks again only what failed over HTTP; the truncated answers are cached.
         fake.reset_counts()
-        again, summary = run(fake, tmp_path / "cache", corpus)
+        again, summary = run(fake, tmp_path / "cache", corpus, lenient)
         assert fake.requests == 3 and fake.behaviours == {"down": 3}
         assert summary["dropped_by_reason"] == {"http_500": 1, "truncated": 1}
         pd.testing.assert_frame_equal(again.queries, generated.queries)
+        # By default (2%) losing 2 of 16 answers fails the run, with the counts by step.
+        with pytest.raises(LLMError) as error:
+            run(fake, tmp_path / "cache", corpus)
+        assert str(error.value).startswith("2 of 16 requests to 'fake' were dropped (12.5%)")
+        assert "1 http_500 at 'generate: characters'" in str(error.value)
+        assert "1 truncated at 'generate: negatives'" in str(error.value)
+
+
+def test_a_refused_key_stops_the_run_at_once(tmp_path):
+    """A 401 on every request used to give a dataset of 0 queries and a green run."""
+    message = "Incorrect API key provided: sk-live-abcdefgh12345678"
+    with FakeLLM(script={"Document": ["401"]}, error_message=message) as fake:
+        with pytest.raises(LLMError) as error:
+            run(fake, tmp_path / "cache", corpus_frame(), {"max_concurrency": 1})
+        assert fake.requests == 1  # not one per document, not retried
+        text = str(error.value)
+        assert text.startswith(f"{fake.base_url} answered HTTP 401 for model 'fake'")
+    assert "Incorrect API key provided: ***" in text and "abcdefgh" not in text
 
 
 def test_chunked_documents_are_sampled_as_chunks(airbench_llm, tmp_path):

@@ -19,7 +19,15 @@ import pytest
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
 
 from irflow.errors import ConfigError
-from irflow.llm import LLMClient, Request, answer_settings, cache_key, parse_json
+from irflow.llm import (
+    LLMClient,
+    LLMError,
+    Request,
+    answer_settings,
+    cache_key,
+    parse_json,
+    public_url,
+)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -313,3 +321,196 @@ def test_many_cache_files_are_compacted_on_opening(fake_llm, tmp_path, monkeypat
         llm.complete([ask(f"run {run} {x}") for run in range(4) for x in "ab"])
     [single] = list(tmp_path.glob("*.parquet"))
     assert pq.read_table(single).num_rows == 8 and fake_llm.requests == 0
+
+
+# --- loud failures ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "words"), [("401", "refused"), ("403", "denied"), ("404", "not found")]
+)
+def test_a_refused_key_model_or_address_stops_the_run_at_once(tmp_path, status, words):
+    with FakeLLM(script={"item": [status]}, error_message="The model `x` does not exist") as fake:
+        with client(fake, tmp_path, max_concurrency=1) as llm:
+            with pytest.raises(LLMError) as error:
+                llm.complete([ask(f"item {i}") for i in range(20)])
+        assert fake.requests == 1  # neither retried nor asked for the other 19
+        assert str(error.value).startswith(f"{fake.base_url} answered HTTP {status}")
+    assert words in str(error.value) and "The model `x` does not exist" in str(error.value)
+
+
+def test_check_dropped_fails_past_the_share_and_names_step_and_reason(tmp_path):
+    with FakeLLM(script={"broken": ["down"]}) as fake:
+        with client(fake, tmp_path, max_retries=0, max_dropped_share=0.25) as llm:
+            llm.complete([ask("broken 1"), ask("fine 1"), ask("fine 2")], desc="step one")
+            llm.complete([ask("fine 3")], desc="step two")
+            llm.check_dropped()  # 1 of 4: within 25%
+            llm.complete([ask("broken 2")], desc="step two")
+            with pytest.raises(LLMError) as error:
+                llm.check_dropped()  # 2 of 5
+    assert str(error.value) == (
+        "2 of 5 requests to 'fake-model' were dropped (40.0%), more than "
+        "llm.max_dropped_share allows (25.0%): 1 http_500 at 'step one'; "
+        "1 http_500 at 'step two'"
+    )
+
+
+def test_a_retry_after_past_openais_cap_is_waited_for_up_to_the_ceiling(tmp_path, monkeypatch):
+    """openai gives up at once on a Retry-After above 120 s. The cap is lowered to 0.3 s here so
+    that a 1 s Retry-After stands for a long one."""
+    import openai._base_client
+
+    monkeypatch.setattr(openai._base_client, "MAX_RETRY_AFTER_DELAY", 0.3)
+    with FakeLLM(script={"limited": ["429", "ok"]}, retry_after=1) as fake:
+        with client(fake, tmp_path / "a", max_retry_after_s=5) as llm:
+            [answer] = llm.complete([ask("limited")])
+        arrivals = list(fake.arrivals)
+        assert answer.ok and [b for _, b in arrivals] == ["429", "ok"]
+        assert arrivals[1][0] - arrivals[0][0] >= 0.9
+        # Past the ceiling the request is dropped at once, as openai does.
+        fake.script = {"limited": ["429", "ok"]}
+        fake.reset_counts()
+        with client(fake, tmp_path / "b", max_retry_after_s=0.5) as llm:
+            [answer] = llm.complete([ask("limited")])
+        assert answer.error == "http_429" and fake.requests == 1
+
+
+def test_what_is_recorded_holds_no_secret(tmp_path, monkeypatch):
+    leaky = (
+        "upstream https://admin:hunter2@proxy.example/v1?api_key=abc123 said: bad key "
+        "sk-proj-ABCDEFGH12345678, Authorization: Bearer tok3n-xyz, token=t0k3n-secret"
+    )
+    monkeypatch.setenv("IRFLOW_TEST_KEY", "plain-words-key")
+    with FakeLLM(script={"leak": ["down"]}, error_message=leaky + " plain-words-key") as fake:
+        with client(fake, tmp_path, max_retries=0, api_key_env="IRFLOW_TEST_KEY") as llm:
+            [answer] = llm.complete([ask("leak")])
+    detail = answer.detail
+    for secret in ("hunter2", "admin", "abc123", "ABCDEFGH", "tok3n", "t0k3n", "plain-words-key"):
+        assert secret not in detail
+    assert "https://proxy.example/v1 said: bad key ***" in detail
+    assert "Bearer ***" in detail and "token=***" in detail
+    assert public_url("https://u:p@host:8000/v1?key=1#x") == "https://host:8000/v1"
+    llm = LLMClient({"base_url": "https://u:p@host/v1?key=1", "model": "m"}, tmp_path)
+    assert llm.summary()["base_url"] == "https://host/v1"
+
+
+# --- answers, batches, tokens -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('<think>Maybe {"a": 0}? No.</think>\n{"a": 1}', {"a": 1}),
+        ('{"a": 1}\n{"a": 2}', {"a": 1}),
+        ('Sure: {"a": {"b": [1]}} and also {"c": 3}.', {"a": {"b": [1]}}),
+        ('[note] {"a": 1}', {"a": 1}),
+    ],
+)
+def test_parse_json_skips_thinking_and_takes_the_first_object(text, value):
+    assert parse_json(text) == value
+
+
+def test_identical_requests_of_a_batch_are_asked_once(fake_llm, tmp_path):
+    with client(fake_llm, tmp_path) as llm:
+        answers = llm.complete([ask("same"), ask("other"), ask("same"), ask("same", seed=4)])
+        summary = llm.summary()
+    assert fake_llm.requests == 3 and summary["duplicates"] == 1
+    assert [a.data for a in answers[:3]] == [
+        {"echo": "same", "seed": 0},
+        {"echo": "other", "seed": 0},
+        {"echo": "same", "seed": 0},
+    ]
+    assert answers[0] is not answers[2] and answers[3].data["seed"] == 4
+
+
+def test_a_cached_rerun_counts_the_tokens_of_its_answers(fake_llm, tmp_path):
+    prompts = [ask(f"count these {i} words") for i in range(3)]
+    with client(fake_llm, tmp_path) as llm:
+        llm.complete(prompts)
+        first = llm.summary()
+    with client(fake_llm, tmp_path) as llm:
+        llm.complete(prompts)
+        again = llm.summary()
+    assert first["prompt_tokens"] == first["requested_prompt_tokens"] == 3 * 4
+    assert again["prompt_tokens"] == 12 and again["completion_tokens"] == first["completion_tokens"]
+    assert again["requested_prompt_tokens"] == 0 and again["requested_completion_tokens"] == 0
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+HELD_RUN = textwrap.dedent(
+    """
+    import sys
+    from irflow.llm import LLMClient, Request
+    base_url, cache, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    llm = LLMClient(
+        {"base_url": base_url, "model": "fake-model", "max_concurrency": concurrency,
+         "timeout_s": 60, "max_retries": 0},
+        cache,
+        progress=False,
+    )
+    llm.complete([Request([{"role": "user", "content": f"b {i}"}]) for i in range(6)])
+    """
+)
+
+
+def start_held_run(fake: FakeLLM, cache: Path, concurrency: int) -> subprocess.Popen:
+    """A process asking 'b 0'..'b 5'; returns once all six requests arrived (the held ones
+    stay in flight)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HELD_RUN, fake.base_url, str(cache), str(concurrency)],
+        cwd=TESTS,
+        env=os.environ | {"PYTHONPATH": str(TESTS.parent / "src")},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while fake.requests < 6 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert fake.requests == 6, "the requests never arrived"
+    return process
+
+
+def test_two_processes_share_the_cache_while_one_compacts(tmp_path, monkeypatch):
+    """B has written five part files and waits for its sixth answer when A opens the folder
+    and compacts it (deleting B's parts); B's merge must still succeed and lose nothing."""
+    import irflow.llm
+
+    cache = tmp_path / "cache"
+    with FakeLLM(script={"b 5": ["hold"]}) as fake:
+        process = start_held_run(fake, cache, concurrency=1)
+        try:
+            assert len(list(cache.glob("part-*.parquet"))) == 5
+            monkeypatch.setattr(irflow.llm, "COMPACT_AT", 3)
+            with client(fake, cache) as llm:  # process A: compacts B's five parts
+                assert len(llm.cache) == 5
+                llm.complete([ask("a 0"), ask("a 1")])
+            assert not list(cache.glob("part-*.parquet"))
+            fake.release()
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert process.returncode == 0, stderr
+        fake.reset_counts()
+        with client(fake, cache) as llm:
+            answers = llm.complete([ask(f"b {i}") for i in range(6)] + [ask("a 0"), ask("a 1")])
+        assert fake.requests == 0 and all(a.ok and a.cached for a in answers)
+
+
+def test_ctrl_c_returns_without_waiting_for_requests_in_flight(tmp_path):
+    cache = tmp_path / "cache"
+    with FakeLLM(script={"b 4": ["hold"], "b 5": ["hold"]}) as fake:
+        process = start_held_run(fake, cache, concurrency=2)
+        try:
+            started = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=30)
+            stopped = time.monotonic() - started
+        finally:
+            process.kill()
+        assert "KeyboardInterrupt" in stderr
+        assert stopped < 10  # the held requests would keep it 60 s
+        # The four finished answers were merged into one file before the process ended.
+        [merged] = cache.glob("*.parquet")
+        requests = [json.loads(r) for r in pq.read_table(merged).column("request").to_pylist()]
+        assert sorted(r["messages"][0]["content"] for r in requests) == [f"b {i}" for i in range(4)]

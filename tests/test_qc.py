@@ -23,7 +23,7 @@ from irflow.label_audit import (
     review_table,
     write_trec_qrels,
 )
-from irflow.llm import LLMClient
+from irflow.llm import LLMClient, LLMError
 from irflow.qc import (
     Judge,
     Judgement,
@@ -56,9 +56,9 @@ def judge_responder(levels: dict[tuple[str, str], int]):
     return respond
 
 
-def client(fake: FakeLLM, cache) -> LLMClient:
+def client(fake: FakeLLM, cache, **overrides) -> LLMClient:
     settings = {"base_url": fake.base_url, "model": "fake", "max_retries": 1, "timeout_s": 5}
-    return LLMClient(settings, cache, progress=False)
+    return LLMClient(settings | overrides, cache, progress=False)
 
 
 def ranks(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
@@ -294,9 +294,9 @@ LEVELS = {
 }
 
 
-def run_qc(fake, cache, **settings):
+def run_qc(fake, cache, llm_settings: dict | None = None, **settings):
     corpus, queries, qrels, negatives = generated_dataset()
-    with client(fake, cache) as llm:
+    with client(fake, cache, **(llm_settings or {})) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
             "gen-qc", corpus, queries, qrels, negatives, two_rerankers(), judge, SETTINGS | settings
@@ -306,8 +306,16 @@ def run_qc(fake, cache, **settings):
 
 def test_quality_control_follows_table_2_and_a_rerun_asks_nothing(tmp_path):
     script = {"Query: qc\n": ["down"]}  # every judgement of q3's pairs fails with a 500
+    lenient = {"max_dropped_share": 0.5}
     with FakeLLM(responder=judge_responder(LEVELS), script=script) as fake:
-        controlled, summary = run_qc(fake, tmp_path / "cache")
+        # By default (2%), 2 failed judgements of 6 fail the job: q3 would go unchecked.
+        with pytest.raises(LLMError) as error:
+            run_qc(fake, tmp_path / "cache")
+        assert str(error.value).startswith("2 of 6 requests to 'fake' were dropped (33.3%)")
+        assert "1 http_500 at 'qc gen-qc: positives'" in str(error.value)
+        assert "1 http_500 at 'qc gen-qc: pre-labelled'" in str(error.value)
+        fake.reset_counts()
+        controlled, summary = run_qc(fake, tmp_path / "cache", lenient)
         audit = controlled.audit.set_index(["query_id", "doc_id"])
         actions = audit["action"].to_dict()
         assert actions == {
@@ -338,8 +346,9 @@ def test_quality_control_follows_table_2_and_a_rerun_asks_nothing(tmp_path):
         assert (controlled.audit["dataset"] == "gen-qc").all()
 
         # Positives first (3 requests), then the pre-labelled pairs of q1 and q3 (n1-0, d4 and
-        # d4); each q3 request is tried twice (one retry) and fails.
-        assert summary["requests"] == 6 and fake.behaviours["down"] == 4
+        # d4); each q3 request is tried twice (one retry) and fails. The cache answers the
+        # rest.
+        assert summary["requests"] == 2 and fake.behaviours["down"] == 4
         assert summary["dropped_by_reason"] == {"http_500": 2}
         assert controlled.stats["judge_failures"] == {"http_500": 2}
         assert controlled.stats["queries_dropped"] == 1 and controlled.stats["queries_kept"] == 2
@@ -470,10 +479,15 @@ def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path)
     script = {'"""\nw1 text': ["down"]}  # q2/d1 fails
     with (
         FakeLLM(responder=judge_responder(levels), script=script) as fake,
-        client(fake, tmp_path / "cache") as llm,
+        client(fake, tmp_path / "cache", max_dropped_share=0.5) as llm,
     ):
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         judged = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, judge, (queries, texts))
+        # By default (2%), one failed judgement of three fails the audit.
+        with client(fake, tmp_path / "cache") as strict, pytest.raises(LLMError, match="1 of 3"):
+            audit_candidates(
+                "tiny", pool, qrels, votes, 2, 2, 2, Judge(judge.prompts, strict), (queries, texts)
+            )
     judged = judged.set_index(["query_id", "doc_id"])
     assert judged["proposed"][lambda s: s].index.tolist() == [("q1", "d3")]
     assert judged.loc[("q2", "d5"), "reason"].endswith("judged 1 (< 2): not proposed")

@@ -587,6 +587,8 @@ def generate_dataset(
             group["doc_id"].iat[0],
             group["detail"].iat[0],
         )
+    # Past llm.max_dropped_share the job fails: a smaller dataset must not pass silently.
+    client.check_dropped()
     stats |= {
         "queries": len(queries),
         "negatives": len(negatives),

@@ -98,6 +98,7 @@ def audit_candidates(
             (queries[table.at[i, "query_id"]], documents[table.at[i, "doc_id"]]) for i in candidates
         ]
         judgements = dict(zip(candidates, judge.rate(pairs, desc=f"label audit {dataset}")))
+        judge.client.check_dropped()  # a judge that mostly failed must not pass as an audit
     proposed, reasons = [], []
     for row in table.itertuples():
         ranked = f"{row.votes} of {len(ranks)} rerankers rank it within {threshold}"

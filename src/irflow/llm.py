@@ -25,12 +25,30 @@ Decisions:
   request, unless an earlier one was dropped for an HTTP failure. The API key is never stored: the
   config names the environment variable that holds it, read only when a request must be sent,
   so a fully cached run needs no key.
+- Loud failures. A 401, 403 or 404 means a wrong key, model or address: every other request
+  would fail alike, so the first one stops the run (``LLMError``, with the endpoint's words).
+  ``check_dropped`` fails a stage whose share of dropped answers passes
+  ``max_dropped_share``, naming the counts by step and reason.
+- ``Retry-After``: openai gives up at once when a server asks to wait more than two minutes;
+  ``max_retry_after_s`` makes the client wait that long instead (a subclass of ``openai.OpenAI``
+  that changes only that cap, so the retry loop stays openai's).
+- What is recorded (manifests, ``dropped`` tables) never holds a secret: URLs lose their
+  userinfo and query string, and key-like strings in provider errors are masked.
+- Identical requests in one batch are asked once. Requests run on daemon threads, so Ctrl-C (or
+  a fatal error) returns at once instead of waiting for every request in flight; what finished
+  is on disk already.
+- Tokens are counted from the answers used, cached or not (``prompt_tokens``,
+  ``completion_tokens``), and apart for what was asked of the endpoint in this run
+  (``requested_prompt_tokens``, ``requested_completion_tokens``).
 - The cache is a folder of Parquet files (``cache_dir``; not a rule's output, so Snakemake never
   deletes it with a failed job's outputs). Each answer is written at once, as a part file of its
   own (atomically: a temporary name, then ``os.replace``), so a killed job loses no finished
   answer. At the end of ``complete`` this process's parts are merged into one file, and opening
   a folder of more than ``COMPACT_AT`` files compacts it into one. Several processes may share
-  the folder; a file that disappears while being read (merged by another) is skipped.
+  the folder: loading, merging and compacting hold a file lock (``.lock``), and a merge writes
+  its rows from memory, because another process's compaction may have folded this one's part
+  files into its own file (and deleted them) meanwhile. A file is only deleted after a file
+  holding its rows was written, so no answer is lost.
 """
 
 from __future__ import annotations
@@ -39,22 +57,24 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import re
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock
 from tqdm.auto import tqdm
 
-from irflow.errors import ConfigError
+from irflow.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +107,55 @@ DEFAULTS = {
     "max_concurrency": 8,
     "timeout_s": 120.0,
     "max_retries": 5,
+    "max_retry_after_s": 900.0,
+    "max_dropped_share": 0.02,
     "cache_dir": "results/llm-cache",
 }
+# Answers that say the key, the model or the address is wrong: every request would fail alike.
+FATAL_STATUSES = {
+    401: "the API key was refused",
+    403: "access was denied",
+    404: "not found: check llm.base_url and llm.model",
+}
+
+
+class LLMError(UserError, RuntimeError):
+    """The endpoint cannot serve this run (a refused key, an unknown model or address), or a
+    stage lost more answers than ``max_dropped_share`` allows."""
+
+
+# --- secrets out of what is recorded ----------------------------------------------------------
+
+URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+KEY_LIKE = re.compile(
+    r"(?i)(?:\bbearer\s+|\b(?:api[_-]?key|access[_-]?token|token|secret|password)"
+    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&]+"
+    r"|\b(?:sk|pk|rk|hf|gsk|xai|key)[-_][A-Za-z0-9_-]{8,}"
+    r"|\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}"
+)
+MASK = "***"
+
+
+def public_url(url: str) -> str:
+    """``url`` without userinfo, query string and fragment (where keys hide)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` with URLs made public, ``secrets`` and key-like strings masked."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    text = URL.sub(lambda m: public_url(m.group(0)), text)
+    return KEY_LIKE.sub(lambda m: _mask(m.group(0)), text)
+
+
+def _mask(found: str) -> str:
+    """Keep a ``name=`` or ``Bearer`` prefix, so the text still says what was there."""
+    head = re.match(r"(?i)(bearer\s+|[^=:]*[=:]\s*[\"']?)", found)
+    return (head.group(0) if head and head.end() < len(found) else "") + MASK
 
 
 # --- requests and answers ---------------------------------------------------------------------
@@ -140,23 +207,29 @@ def canonical_json(payload: dict) -> str:
 
 
 FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+# A reasoning model's thoughts come first; they may hold braces of their own.
+THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def parse_json(text: str) -> Any:
-    """The JSON value in a model's answer: the whole text, else the content of a ```json fence,
-    else the span from the first ``{`` or ``[`` to the last matching bracket. Raises ValueError
-    when none parses."""
-    text = text.strip()
-    candidates = [text] + FENCE.findall(text)
-    for opener, closer in ("{}", "[]"):
-        start, end = text.find(opener), text.rfind(closer)
-        if 0 <= start < end:
-            candidates.append(text[start : end + 1])
-    for candidate in candidates:
+    """The JSON value in a model's answer, after any ``<think>...</think>`` block: the whole
+    text, else the content of a ```json fence, else the first value that starts at a ``{`` (or,
+    failing that, a ``[``) and parses, ignoring what follows it (a second object, prose).
+    Raises ValueError when none parses."""
+    text = THINKING.sub("", text).strip()
+    for candidate in [text, *FENCE.findall(text)]:
         try:
             return json.loads(candidate)
         except ValueError:
             continue
+    decoder = json.JSONDecoder()
+    for opener in "{[":
+        start = text.find(opener)
+        while start >= 0:
+            try:
+                return decoder.raw_decode(text, start)[0]
+            except ValueError:
+                start = text.find(opener, start + 1)
     raise ValueError(f"no JSON value in the answer: {text[:80]!r}")
 
 
@@ -174,19 +247,21 @@ class AnswerCache:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
+        # Between processes: no file is merged away while another process loads or merges.
+        self.shared = FileLock(self.folder / ".lock")
         self.records: dict[str, dict] = {}
         self.parts: list[Path] = []  # written by this process since the last merge
-        files = self._load()
-        if len(files) > COMPACT_AT:
-            self._replace(files, list(self.records.values()))
+        self.written: list[dict] = []  # their rows
+        with self.shared:
+            files = self._load()
+            if len(files) > COMPACT_AT:
+                self._replace(files, list(self.records.values()))
 
     def _load(self) -> list[Path]:
         loaded = []
         for path in sorted(self.folder.glob("*.parquet")):
             try:
                 table = pq.read_table(path)
-            except FileNotFoundError:
-                continue  # merged away by another process meanwhile; its merge has the rows
             except (pa.ArrowInvalid, OSError) as error:
                 log.warning("skipping unreadable cache file %s: %s", path, error)
                 continue
@@ -209,6 +284,7 @@ class AnswerCache:
         with self.lock:
             self.records[record["key"]] = record
             self.parts.append(path)
+            self.written.append(record)
 
     def _write(self, rows: list[dict], path: Path) -> None:
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
@@ -223,14 +299,14 @@ class AnswerCache:
             path.unlink(missing_ok=True)
 
     def merge(self) -> None:
-        """Replace the parts this process wrote by one file holding their rows."""
+        """Replace the parts this process wrote by one file holding their rows (from memory:
+        another process's compaction may have taken the part files already)."""
         with self.lock:
-            parts, self.parts = self.parts, []
-            if len(parts) < 2:
-                return
-            rows = []
-            for path in parts:
-                rows += pq.read_table(path).to_pylist()
+            parts, rows = self.parts, self.written
+            self.parts, self.written = [], []
+        if len(parts) < 2:
+            return
+        with self.shared:
             self._replace(parts, rows)
 
 
@@ -265,6 +341,40 @@ def api_key(env_name: str | None) -> str:
     return value
 
 
+def patient_client_class(openai, ceiling: float):
+    """``openai.OpenAI`` whose retries also wait out a ``Retry-After`` above openai's own cap
+    (two minutes; above it the stock client gives up at once), up to ``ceiling`` seconds. Only
+    that cap changes: which answers are retried, how often and the backoff stay openai's."""
+    import openai._base_client as base  # the cap, read when used
+
+    class PatientOpenAI(openai.OpenAI):
+        def _long_wait(self, headers) -> float | None:
+            wait = self._parse_retry_after_header(headers)
+            if wait is not None and base.MAX_RETRY_AFTER_DELAY < wait <= ceiling:
+                return wait
+            return None
+
+        def _should_retry(self, response) -> bool:
+            if self._long_wait(response.headers) is None:
+                return super()._should_retry(response)
+            # The status decides, as for any wait openai accepts.
+            headers = response.headers.copy()
+            for name in ("retry-after", "retry-after-ms"):
+                headers.pop(name, None)
+            return super()._should_retry(type(response)(response.status_code, headers=headers))
+
+        def _calculate_retry_timeout(self, remaining_retries, options, response_headers=None):
+            wait = self._long_wait(response_headers)
+            if wait is None:
+                return super()._calculate_retry_timeout(
+                    remaining_retries, options, response_headers
+                )
+            log.warning("the endpoint asks to wait %.0f s (Retry-After): waiting", wait)
+            return wait
+
+    return PatientOpenAI
+
+
 class LLMClient:
     """Asks an OpenAI-compatible endpoint, through the cache.
 
@@ -272,7 +382,9 @@ class LLMClient:
     counts, over the client's life: ``requests`` (answers asked of the endpoint, re-asks
     included), ``http_attempts`` (HTTP requests sent, the openai client's retries included),
     ``cache_hits`` (requests answered without asking), ``reasks`` (asks after the first, from
-    the cache or not), ``dropped`` and the tokens used; ``summary()`` adds the reasons.
+    the cache or not), ``dropped``, ``duplicates`` (identical requests of a batch, asked once)
+    and the tokens; ``summary()`` adds the reasons. ``answered`` and ``dropped_by_step`` count
+    requests by the ``desc`` of their ``complete`` call (the step), for ``check_dropped``.
     """
 
     def __init__(self, llm: dict, cache_dir: str | Path | None = None, progress: bool = True):
@@ -288,9 +400,13 @@ class LLMClient:
         self.stats: Counter = Counter()
         self.failures: Counter = Counter()  # dropped requests by reason
         self.problems: Counter = Counter()  # every failed answer by reason, re-asked or not
+        self.answered: Counter = Counter()  # requests by step
+        self.dropped_by_step: Counter = Counter()  # dropped requests by (step, reason)
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._openai = openai
         self._client = None
+        self._secrets: tuple[str, ...] = ()
         if self.settings["api_key_env"] is not None and not os.environ.get(
             self.settings["api_key_env"]
         ):
@@ -308,9 +424,12 @@ class LLMClient:
             if self._client is None:
                 openai = self._openai
                 hooks = {"request": [self._count_attempt]}
-                self._client = openai.OpenAI(
+                key = api_key(self.settings["api_key_env"])
+                self._secrets = (key,) if self.settings["api_key_env"] else ()
+                patient = patient_client_class(openai, float(self.settings["max_retry_after_s"]))
+                self._client = patient(
                     base_url=self.settings["base_url"],
-                    api_key=api_key(self.settings["api_key_env"]),
+                    api_key=key,
                     timeout=float(self.settings["timeout_s"]),
                     max_retries=int(self.settings["max_retries"]),
                     http_client=openai.DefaultHttpxClient(event_hooks=hooks),
@@ -321,9 +440,12 @@ class LLMClient:
         with self._lock:
             self.stats["http_attempts"] += 1
 
-    def _count(self, counter: Counter, name: str, amount: int = 1) -> None:
+    def _count(self, counter: Counter, name, amount: int = 1) -> None:
         with self._lock:
             counter[name] += amount
+
+    def _redact(self, text: str) -> str:
+        return _short(redact(str(text), self._secrets))
 
     # --- one request ----------------------------------------------------------------------
 
@@ -342,8 +464,12 @@ class LLMClient:
             payload["response_format"] = {"type": "json_object"}
         return payload
 
+    def _base_seed(self, request: Request) -> int | None:
+        return self.settings["seed"] if request.seed is None else request.seed
+
     def _ask(self, payload: dict) -> tuple[dict | None, str | None, str | None]:
-        """(cache record, None, None) for a chat completion, else (None, reason, detail)."""
+        """(cache record, None, None) for a chat completion, else (None, reason, detail).
+        Raises LLMError when the endpoint refuses the key, the model or the address."""
         openai = self._openai
         body = {k: v for k, v in payload.items() if v is not None}
         client = self.client  # a missing API key stops the run here, not as a failed answer
@@ -351,20 +477,27 @@ class LLMClient:
         try:
             completion = client.chat.completions.create(**body)
         except openai.APITimeoutError as error:
-            return None, "timeout", str(error)
+            return None, "timeout", self._redact(error)
         except openai.APIConnectionError as error:
-            return None, "connection", str(error)
+            return None, "connection", self._redact(error)
         except openai.APIStatusError as error:
-            return None, f"http_{error.status_code}", _short(error.message)
+            if error.status_code in FATAL_STATUSES:
+                raise LLMError(
+                    f"{public_url(self.settings['base_url'])} answered HTTP {error.status_code} "
+                    f"for model {payload['model']!r} ({FATAL_STATUSES[error.status_code]}): "
+                    f"{self._redact(error.message)}"
+                ) from None
+            return None, f"http_{error.status_code}", self._redact(error.message)
         except (openai.APIResponseValidationError, json.JSONDecodeError) as error:
-            return None, "malformed_response", _short(str(error))
+            return None, "malformed_response", self._redact(error)
         choices = getattr(completion, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
-            return None, "malformed_response", f"no choices in the response: {completion!r:.120}"
+            detail = self._redact(f"no choices in the response: {completion!r:.120}")
+            return None, "malformed_response", detail
         usage = getattr(completion, "usage", None)
         if usage is not None:
-            self._count(self.stats, "prompt_tokens", usage.prompt_tokens or 0)
-            self._count(self.stats, "completion_tokens", usage.completion_tokens or 0)
+            self._count(self.stats, "requested_prompt_tokens", usage.prompt_tokens or 0)
+            self._count(self.stats, "requested_completion_tokens", usage.completion_tokens or 0)
         return (
             {
                 "key": cache_key(payload),
@@ -402,12 +535,15 @@ class LLMClient:
         return answer
 
     def _complete_one(self, request: Request) -> Answer:
-        base_seed = self.settings["seed"] if request.seed is None else request.seed
+        base_seed = self._base_seed(request)
         cached = True
         answer = Answer()
         offset = 0  # how far the seed has moved: once per unusable answer
         asks = 0
         while asks <= self.settings["reasks"]:
+            if self._stop.is_set():  # interrupted: ask nothing more
+                answer = Answer(error="interrupted", detail="the run was stopped")
+                break
             asks += 1
             seed = base_seed + offset if base_seed is not None else (offset or None)
             payload = self.payload(request, seed)
@@ -426,6 +562,9 @@ class LLMClient:
                         break
                     continue
                 self.cache.put(record)
+            # Tokens of every answer used, from the cache or not.
+            self._count(self.stats, "prompt_tokens", record["prompt_tokens"] or 0)
+            self._count(self.stats, "completion_tokens", record["completion_tokens"] or 0)
             answer = self.judge(request, record)
             if answer.ok:
                 break
@@ -433,7 +572,7 @@ class LLMClient:
             offset += 1
         answer.cached = cached
         answer.asks = asks
-        self._count(self.stats, "reasks", asks - 1)
+        self._count(self.stats, "reasks", max(asks - 1, 0))
         if cached:
             self._count(self.stats, "cache_hits")
         if not answer.ok:
@@ -443,8 +582,20 @@ class LLMClient:
 
     # --- many requests --------------------------------------------------------------------
 
+    def identity(self, request: Request) -> tuple:
+        """What makes two requests the same: their first ask's cache key, JSON or not, and
+        their check."""
+        payload = self.payload(request, self._base_seed(request))
+        return cache_key(payload), request.json, request.check
+
     def complete(self, requests: Sequence[Request], desc: str = "llm") -> list[Answer]:
-        """One answer per request, in the order of ``requests``."""
+        """One answer per request, in the order of ``requests``. ``desc`` names the step in
+        the progress bar and in ``check_dropped``'s counts."""
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(self.identity(request), []).append(i)
+        positions = list(groups.values())
+        self._count(self.stats, "duplicates", len(requests) - len(positions))
         answers: list[Answer | None] = [None] * len(requests)
         bar = tqdm(
             total=len(requests),
@@ -454,43 +605,86 @@ class LLMClient:
             mininterval=1.0,
             dynamic_ncols=True,
         )
-        workers = max(1, min(int(self.settings["max_concurrency"]), len(requests) or 1))
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="llm")
+        results: queue.SimpleQueue = queue.SimpleQueue()
+
+        def work(slot: int) -> None:
+            try:
+                results.put((slot, self._complete_one(requests[positions[slot][0]]), None))
+            except BaseException as error:  # handed to the caller's thread
+                results.put((slot, None, error))
+
+        workers = max(1, min(int(self.settings["max_concurrency"]), len(positions) or 1))
+        todo = iter(range(len(positions)))
+        running = 0
         try:
-            futures = {pool.submit(self._complete_one, r): i for i, r in enumerate(requests)}
-            for future in as_completed(futures):
-                answers[futures[future]] = future.result()
-                bar.update(1)
+            for _ in range(len(positions)):
+                while running < workers and (slot := next(todo, None)) is not None:
+                    # Daemon threads: Ctrl-C or a fatal error returns at once instead of
+                    # waiting for the requests in flight.
+                    threading.Thread(target=work, args=(slot,), daemon=True).start()
+                    running += 1
+                slot, answer, error = results.get()
+                running -= 1
+                if error is not None:
+                    raise error
+                for n, i in enumerate(positions[slot]):
+                    answers[i] = answer if n == 0 else replace(answer)
+                self._count(self.answered, desc, len(positions[slot]))
+                if not answer.ok:
+                    self._count(self.dropped_by_step, (desc, answer.error), len(positions[slot]))
+                bar.update(len(positions[slot]))
                 stats = self.stats
                 bar.set_postfix(cached=stats["cache_hits"], dropped=stats["dropped"], refresh=False)
         except BaseException:
-            # An error or Ctrl-C: start nothing more; what finished is already on disk.
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._stop.set()  # the threads still running ask nothing more
             raise
         finally:
-            pool.shutdown(wait=True)
             bar.close()
             self.cache.merge()
         return answers  # type: ignore[return-value]
+
+    def check_dropped(self) -> None:
+        """Raise LLMError when more than ``max_dropped_share`` of the requests answered so far
+        were dropped; the message counts them by step and reason."""
+        total = sum(self.answered.values())
+        dropped = sum(self.dropped_by_step.values())
+        limit = float(self.settings["max_dropped_share"])
+        if not total or dropped / total <= limit:
+            return
+        counts = "; ".join(
+            f"{n} {reason} at {step!r}"
+            for (step, reason), n in sorted(self.dropped_by_step.items())
+        )
+        raise LLMError(
+            f"{dropped} of {total} requests to {self.settings['model']!r} were dropped "
+            f"({dropped / total:.1%}), more than llm.max_dropped_share allows ({limit:.1%}): "
+            f"{counts}"
+        )
 
     def summary(self) -> dict:
         """What a manifest records: the endpoint's model and the counts."""
         return {
             "model": self.settings["model"],
             "client": f"openai {self._openai.__version__}",
-            "base_url": self.settings["base_url"],
+            "base_url": public_url(self.settings["base_url"]),
             "temperature": self.settings["temperature"],
             "seed": self.settings["seed"],
             "max_tokens": self.settings["max_tokens"],
             "requests": self.stats["requests"],
             "http_attempts": self.stats["http_attempts"],
             "cache_hits": self.stats["cache_hits"],
+            "duplicates": self.stats["duplicates"],
             "reasks": self.stats["reasks"],
             "dropped": self.stats["dropped"],
             "dropped_by_reason": dict(sorted(self.failures.items())),
+            "dropped_by_step": {
+                f"{step}/{reason}": n for (step, reason), n in sorted(self.dropped_by_step.items())
+            },
             "failed_answers_by_reason": dict(sorted(self.problems.items())),
             "prompt_tokens": self.stats["prompt_tokens"],
             "completion_tokens": self.stats["completion_tokens"],
+            "requested_prompt_tokens": self.stats["requested_prompt_tokens"],
+            "requested_completion_tokens": self.stats["requested_completion_tokens"],
             "cache_entries": len(self.cache),
         }
 

@@ -34,7 +34,9 @@ Decisions:
   dropped query costs no more requests. Their rows say ``not_judged`` with the reason.
 - A judgement the client had to drop (``irflow.llm``: HTTP failures that outlived the retries,
   answers still unusable after the re-asks) changes nothing: the row says ``keep`` and why, the
-  manifest counts it, and the next run asks again (HTTP failures are not cached).
+  manifest counts it, and the next run asks again (HTTP failures are not cached). More than
+  ``llm.max_dropped_share`` of the judgements dropped fails the job (``LLMError``), so a
+  dataset whose queries went unchecked never passes as quality-controlled.
 - The QC'd dataset is a new dataset in the ordinary contract (``quality_control.generated``
   names it), built from the generated one's tables: dropped queries and their qrels removed,
   removed documents gone from the corpus and the qrels, promoted negatives and added positives
@@ -610,6 +612,8 @@ def quality_control(
             sum(judge.failures.values()),
             ", ".join(f"{k}: {v}" for k, v in sorted(judge.failures.items())),
         )
+    # A failed judgement leaves its query unchecked: past the limit, the job fails.
+    judge.client.check_dropped()
     return controlled
 
 
