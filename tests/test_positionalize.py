@@ -78,6 +78,17 @@ CORPUS = pd.DataFrame(FILLERS + NEAR_MISSES + RELEVANT)
 LENGTH = 40
 
 
+def paragraph_tokenizer():
+    """As ``word_tokenizer``, but every line break is a token: the separator costs two."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    backend.normalizer = normalizers.Replace("\n", " ¶ ")
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     return word_tokenizer()
@@ -194,6 +205,36 @@ def test_haystack_has_the_target_length(tokenizer):
             text = variant.corpus.set_index("doc_id").loc[doc_id, "text"]
             assert len(encode(tokenizer, text)["input_ids"]) == LENGTH
         assert variant.stats["haystack_tokens"] == {"min": LENGTH, "mean": LENGTH, "max": LENGTH}
+
+
+def test_haystack_has_the_target_length_when_the_separator_costs_tokens():
+    tokenizer = paragraph_tokenizer()
+    assert len(encode(tokenizer, SEPARATOR)["input_ids"]) == 2
+    maker = make(tokenizer)
+    # Fillers of 13 tokens and 2 for each separator: every remainder of the budget.
+    for length in range(40, 56):
+        variant = maker.variant(length, 0.5)
+        texts = variant.corpus.set_index("doc_id").loc[["d1", "d5"], "text"]
+        counts = [len(encode(tokenizer, text)["input_ids"]) for text in texts]
+        assert counts == [length, length], length
+        assert variant.stats["haystack_tokens"]["max"] == length
+
+
+def test_the_base_datasets_evidence_span_moves_with_the_document(tokenizer):
+    # "stripes" in the text of d1, whose title "Zebra" comes first in the haystack.
+    qrels = QRELS.assign(
+        span_start=pd.array([6, None, None, None, None, None, None], dtype="Int64"),
+        span_end=pd.array([13, None, None, None, None, None, None], dtype="Int64"),
+    )
+    maker = Positionalizer(CORPUS, QUERIES, qrels, tokenizer)
+    for position in (0, 0.5, 1.0):
+        variant = maker.variant(LENGTH, position)
+        text, start, end = haystack(variant)
+        assert text[start:end] == "stripes"
+        assert variant.stats["evidence_spans"] == 1
+        # q6's document has no span of its own: its span is the whole inserted text.
+        text, start, end = haystack(variant, "q6")
+        assert text[start:end] == "okapi forest"
 
 
 def test_fillers_are_the_same_at_every_position(tokenizer):

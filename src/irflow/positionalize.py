@@ -1,11 +1,19 @@
-"""positionalize: position-controlled variants of a dataset, as PosIR builds them.
+"""positionalize: position-controlled variants of a dataset, irflow's addition to PosIR.
 
-For every query with exactly one relevant document, that document is replaced, under the same
-doc_id, by a haystack of ``length`` tokens: filler documents of the same corpus with the relevant
-document's text embedded at token offset ``position × (length − its own length)``, so position 0
-puts it at the start and 1 at the end. The result is an ordinary dataset (the contracts' corpus,
-queries and qrels) that the rest of the workflow evaluates unchanged; its qrels give the
-relevant text's character span in the haystack.
+PosIR does not build documents: it locates each query's evidence span in a real document and
+bins the queries by where that span lies. irflow's variants are controlled insertions instead:
+for every query with exactly one relevant document, that document is replaced, under the same
+doc_id, by a haystack of ``length`` tokens: filler documents of the same corpus with the
+relevant document's text embedded at token offset ``position × (length − its own length)``, so
+position 0 puts it at the start and 1 at the end. The result is an ordinary dataset (the
+contracts' corpus, queries and qrels) that the rest of the workflow evaluates unchanged, and
+that PosIR's analysis bins like one of its own: by the span's centre over the haystack.
+``position`` is where the inserted text starts in the free room, not the span's centre: at 512
+tokens a relevant document of 400 tokens at position 0 has its centre at 0.39.
+
+The qrels span: where the base dataset's judgement has a span (the evidence inside the
+document, as PosIR's datasets give), that span moved with the document's text; otherwise the
+whole inserted text (title and text).
 
 Decisions:
 - The relevant text and every filler are a document as the models read it: title, a space,
@@ -20,7 +28,13 @@ Decisions:
 - Fillers depend on the seed and the relevant doc_id only: the same at every position, and a
   longer variant's fillers extend a shorter one's. ``random``: a seeded random order of the
   corpus. ``bm25``: first the documents that the workflow's default BM25 ranks highest for the
-  query (near-misses, the harder test), then the random order.
+  query (near-misses, the harder test), then the random order. Near-misses are the documents
+  most likely to be relevant though unjudged, which PosIR removes as false negatives; irflow
+  does not screen them, so a ``bm25`` haystack may hold a second answer that a model finds
+  wherever the inserted one sits, which flattens the curve and lowers PSI.
+- The filler stream is counted on its joined text until it reaches the budget, and a
+  haystack's token count is that of its whole text: a tokenizer that spends tokens on the
+  separator, or reads a piece's edges differently in context, still gets full haystacks.
 - A filler is never a document judged relevant (relevance > 0) to any query, nor an empty one.
 - A variant keeps every corpus document (the relevant documents of kept queries replaced), and
   only the kept queries and their judgements. Queries are skipped, and counted by reason, when
@@ -154,7 +168,7 @@ class _Stream:
 class _Haystack:
     text: str
     span_start: int
-    tokens: int  # counted piece by piece; exact for a word-piece tokenizer
+    tokens: int  # counted on the whole text
 
 
 @dataclass
@@ -190,6 +204,16 @@ def _word_cuts(text: str, starts: np.ndarray) -> np.ndarray:
     return np.array([0, *inner, len(starts)], dtype=np.int64)
 
 
+def _text_offsets(documents: pd.DataFrame) -> dict[str, int]:
+    """Where each document's ``text`` starts in ``contracts.document_text`` (title, a space,
+    text, stripped), the string that qrels spans of the base dataset are moved into."""
+    offsets = {}
+    for doc_id, title, text in zip(documents.index, documents["title"], documents["text"]):
+        joined = f"{title or ''} {text}"
+        offsets[doc_id] = len(title or "") + 1 - (len(joined) - len(joined.lstrip()))
+    return offsets
+
+
 class Positionalizer:
     """Builds a dataset's variants; a length's filler streams are built once for all positions."""
 
@@ -217,6 +241,7 @@ class Positionalizer:
         self.filler_texts = texts[eligible].tolist()
         documents = self.relevant_doc.unique()
         self.relevant_texts = texts[documents].to_dict()
+        self.text_offsets = _text_offsets(corpus.set_index("doc_id").loc[documents])
         counts = encode(tokenizer, [self.relevant_texts[d] for d in documents])["input_ids"]
         self.relevant_tokens = {d: len(ids) for d, ids in zip(documents, counts)}
         self._near_misses: dict[str, list[int]] | None = None
@@ -277,17 +302,23 @@ class Positionalizer:
                 yield index
 
     def _stream(self, doc_id: str, budget: int) -> _Stream:
-        pieces, tokens = [], 0
-        for index in self.filler_order(doc_id):
-            if tokens >= budget:
+        """Fillers in order until their joined text has ``budget`` tokens, or none is left.
+
+        Counted on the joined text: separators cost tokens only between pieces, and a
+        tokenizer may read a piece's edges differently inside the stream than alone."""
+        order, pieces, estimate = self.filler_order(doc_id), [], 0
+        while True:
+            while estimate < budget and (index := next(order, None)) is not None:
+                piece = self.filler_texts[index]
+                estimate += len(encode(self.tokenizer, piece)["input_ids"])
+                estimate += self.separator_tokens if pieces else 0
+                pieces.append(piece)
+            text = SEPARATOR.join(pieces)
+            offsets = np.array(encode(self.tokenizer, text, offsets=True)["offset_mapping"])
+            offsets = offsets.reshape(-1, 2).astype(np.int64)
+            if len(offsets) >= budget or len(pieces) == len(self.filler_texts):
                 break
-            piece = self.filler_texts[index]
-            pieces.append(piece)
-            tokens += len(encode(self.tokenizer, piece)["input_ids"]) + self.separator_tokens
-        # Tokenized again as one text, so that the offsets are those of the text we cut.
-        text = SEPARATOR.join(pieces)
-        offsets = np.array(encode(self.tokenizer, text, offsets=True)["offset_mapping"])
-        offsets = offsets.reshape(-1, 2).astype(np.int64)
+            estimate = len(offsets)  # short of the estimate: take more
         starts, ends = offsets[:, 0], offsets[:, 1]
         return _Stream(text, starts, ends, _word_cuts(text, starts), budget)
 
@@ -315,13 +346,11 @@ class Positionalizer:
         before = stream.text[: stream.ends[at - 1]] if at > 0 else ""
         after = stream.text[stream.starts[at] : stream.ends[end - 1]] if end > at else ""
         relevant = self.relevant_texts[doc_id]
-        parts = [part for part in (before, relevant, after) if part]
+        text = SEPARATOR.join(part for part in (before, relevant, after) if part)
         return _Haystack(
-            text=SEPARATOR.join(parts),
+            text=text,
             span_start=len(before) + len(SEPARATOR) if before else 0,
-            tokens=int(end)
-            + self.relevant_tokens[doc_id]
-            + self.separator_tokens * (len(parts) - 1),
+            tokens=len(encode(self.tokenizer, text)["input_ids"]),
         )
 
     def variant(self, length: int, position: float) -> Variant:
@@ -336,8 +365,16 @@ class Positionalizer:
         )
         qrels = self.qrels[self.qrels["query_id"].isin(kept.index)]
         is_target = qrels["doc_id"].to_numpy() == kept.reindex(qrels["query_id"]).to_numpy()
-        span_start = qrels["doc_id"].map({doc: h.span_start for doc, h in haystacks.items()})
-        span_end = span_start + qrels["doc_id"].map(self.relevant_texts).str.len()
+        inserted = qrels["doc_id"].map({doc: h.span_start for doc, h in haystacks.items()})
+        inserted_end = inserted + qrels["doc_id"].map(self.relevant_texts).str.len()
+        # Where the base dataset locates the evidence inside the document, the span is that
+        # evidence, moved with the document's text; elsewhere it is the whole inserted text.
+        text_at = inserted + qrels["doc_id"].map(self.text_offsets)
+        own = is_target & qrels["span_start"].notna().to_numpy()
+        evidence_start = (text_at + qrels["span_start"]).clip(inserted, inserted_end)
+        evidence_end = (text_at + qrels["span_end"]).clip(inserted, inserted_end)
+        span_start = evidence_start.where(own, inserted)
+        span_end = evidence_end.where(own, inserted_end)
         # Other judgements of a replaced document point into text that is no longer there.
         replaced_doc = qrels["doc_id"].isin(haystacks)
         qrels = qrels.assign(
@@ -346,6 +383,14 @@ class Positionalizer:
         ).astype({"span_start": "Int64", "span_end": "Int64"})
         tokens = np.array([h.tokens for h in haystacks.values()])
         underfilled = sum(len(stream.starts) < stream.budget for stream in streams.values())
+        over = int((tokens > length).sum())
+        if over:
+            log.warning(
+                "%d haystacks exceed %d tokens: the tokenizer reads the joins between pieces "
+                "as more tokens than the pieces alone",
+                over,
+                length,
+            )
         skipped = self.skipped | {"too_long": len(self.relevant_doc) - len(kept)}
         stats = {
             "length": length,
@@ -361,6 +406,8 @@ class Positionalizer:
                 "max": int(tokens.max()) if len(tokens) else None,
             },
             "underfilled_haystacks": int(underfilled),
+            "over_length_haystacks": over,
+            "evidence_spans": int(own.sum()),
         }
         if underfilled:
             log.warning(
