@@ -6,6 +6,7 @@ import functools
 from irflow.config import reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
+from irflow.external_run import is_url, run_location
 from irflow.generate import list_generated
 from irflow.index import build_settings
 from irflow.passages import document_side
@@ -57,6 +58,8 @@ SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
 BM25_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "bm25"]
 DENSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "dense"]
+# Runs made outside irflow (rules/external_run.smk).
+RUN_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "run"]
 FUSION_SYSTEMS = sorted(config["fusion"])
 RERANKED = {
     reranked_name(item["first_stage"], item["reranker"], k): (
@@ -84,6 +87,7 @@ RUN_STAGE = {
     "dense": "retrieve",
     "fusion": "fuse",
     "rerank": "rerank",
+    "run": "external_run",
 }
 MANIFESTS = (
     [f"results/manifests/ingest/{d}.json" for d in BASE_DATASETS]
@@ -328,6 +332,31 @@ def rerank_settings(wildcards):
     if spec["type"] == "bi-encoder":
         settings["model"] = model_result_settings(spec["model"])
     return settings
+
+
+def external_run_settings(wildcards):
+    """Everything that determines the imported run, so a change to any of it reruns it."""
+    spec = RETRIEVERS[wildcards.system]
+    return {
+        "retriever": spec,
+        "location": run_location(spec["path"], wildcards.dataset),
+        "md5": spec["md5"].get(wildcards.dataset),
+        "top_k": config["top_k"],
+        "remove_self_matches": DATASET_SPECS[wildcards.dataset]["remove_self_matches"],
+    }
+
+
+def external_run_inputs(wildcards):
+    """The dataset's filtered tables and, for a local run file, the file itself, so that
+    replacing it reruns the import."""
+    base = f"results/datasets/{wildcards.dataset}"
+    inputs = {
+        "source": f"{base}/source.json",
+        "corpus": f"{base}/filtered/corpus.parquet",
+        "queries": f"{base}/filtered/queries.parquet",
+    }
+    location = external_run_settings(wildcards)["location"]
+    return inputs | ({} if is_url(location) else {"run_file": location})
 
 
 def database_inputs(wildcards):

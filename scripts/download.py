@@ -5,7 +5,13 @@ from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.download import dataset_files, dataset_fingerprint, dataset_layout, locate_dataset
+from irflow.download import (
+    IR_DATASETS_RECORD,
+    dataset_files,
+    dataset_fingerprint,
+    dataset_layout,
+    locate_dataset,
+)
 
 setup_logging(snakemake)
 config, dataset = snakemake.config, snakemake.wildcards.dataset
@@ -27,4 +33,6 @@ record = {
     "queries": queries,
     "qrels": qrels,
 } | fingerprint
+if (folder / IR_DATASETS_RECORD).is_file():  # read through ir_datasets: which files, which md5s
+    record["ir_datasets"] = json.loads((folder / IR_DATASETS_RECORD).read_text())
 Path(snakemake.output[0]).write_text(json.dumps(record, indent=2) + "\n")

@@ -15,7 +15,7 @@ spec = params.spec
 base = json.loads(Path(inp.base_source).read_text())
 prompts = load_prompts(inp.prompts)
 tokenizer, tokenizer_record = None, None
-if spec["chunk_tokens"] and params.tokenizer:
+if params.tokenizer:  # counts the tokens of chunk_tokens and min_words
     from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
 
     tokenizer = load_tokenizer(params.tokenizer)

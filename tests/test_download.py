@@ -405,7 +405,7 @@ def test_zip_not_in_beir_layout_names_zip_and_missing_files(dirs, tmp_path):
 
 def test_unknown_source_shape_is_rejected(dirs):
     data_dir, cache_dir = dirs
-    with pytest.raises(ValueError, match="'url', 'huggingface' or 'path'"):
+    with pytest.raises(ValueError, match="'url', 'huggingface', 'ir_datasets' or 'path'"):
         locate_dataset("x", {"ftp": "x"}, split="test", data_dir=data_dir, cache_dir=cache_dir)
 
 

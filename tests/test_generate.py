@@ -24,9 +24,11 @@ from irflow.generate import (
     ATTRIBUTES,
     chunk_corpus,
     content_checksum,
+    document_lengths,
     generate_dataset,
     load_prompts,
     sample_documents,
+    word_count,
     write_generated,
 )
 from irflow.llm import LLMClient, LLMError
@@ -118,6 +120,7 @@ def test_the_shipped_prompts_load_and_render():
     assert [m["role"] for m in messages] == ["system", "user"]
     user = messages[1]["content"]
     assert "The $5 cure {x}" in user and "a nurse" in user and "<expression_style>" in user
+    assert 'Document:\n"""\nThe $5 cure {x}\n"""' in user
     assert "${" not in user
 
 
@@ -479,3 +482,62 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         rerun = subprocess.run(command, capture_output=True, text=True, env=os.environ)
         assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
         assert fake.requests == 0
+
+
+# --- languages ----------------------------------------------------------------------------------
+
+CHINESE = [
+    "信息检索是从大量文档中找到与用户需求相关的内容的技术",  # 26 characters, no spaces
+    "搜索引擎根据查询对网页进行排序并返回最相关的结果给用户",  # 27
+    "向量检索把文本表示为稠密向量",  # 14: too short at min_words 20
+]
+
+
+def test_chinese_text_counts_a_word_per_character_and_is_sampled_and_chunked(
+    airbench_llm, tmp_path
+):
+    """Whitespace made each Chinese document one word: nothing was sampled."""
+    assert [word_count("", text) for text in CHINESE] == [26, 27, 14]
+    assert word_count("检索", "retrieval 系统 ok") == 2 + 1 + 2 + 1
+    corpus = pd.DataFrame({"doc_id": ["zh0", "zh1", "zh2"], "title": [""] * 3, "text": CHINESE})
+    chosen, stats = sample_documents(corpus, 3, seed=0, strata=None, min_words=20)
+    assert sorted(chosen) == [0, 1] and stats["too_short"] == 1
+    generated, _ = run(airbench_llm, tmp_path / "cache", corpus, documents=3, language="Chinese")
+    assert sorted(generated.generation["doc_id"]) == ["zh0", "zh1"]
+    chunks, chunk_stats = chunk_corpus(corpus.iloc[:1], 10, 2)
+    assert chunks["text"].tolist() == [CHINESE[0][:10], CHINESE[0][8:18], CHINESE[0][16:26]]
+    assert chunk_stats["documents_chunked"] == 1
+
+
+def test_an_arabic_corpus_is_counted_in_its_words(shared_datasets):
+    corpus = pd.read_json(shared_datasets / "arcd-partial" / "corpus.jsonl.gz", lines=True)
+    corpus = corpus.rename(columns={"_id": "doc_id"}).astype({"doc_id": str})
+    corpus["title"] = corpus["title"].fillna("")
+    counts = document_lengths(corpus)
+    spaced = [len(f"{t} {x}".split()) for t, x in zip(corpus["title"], corpus["text"])]
+    # Arabic words are separated by spaces; a document quoting Chinese names counts each of
+    # their characters.
+    han = corpus["text"].str.contains("[\u4e00-\u9fff]").to_numpy()
+    assert counts[~han].tolist() == [n for n, h in zip(spaced, han) if not h]
+    assert han.sum() == 1 and counts[han][0] > spaced[int(han.argmax())]
+    chosen, stats = sample_documents(corpus, 20, seed=0, strata=4, min_words=40)
+    assert stats["candidates"] == int((counts >= 40).sum()) > 20 and len(chosen) == 20
+    assert all(counts[i] >= 40 for i in chosen)
+
+
+def test_min_words_counts_the_tokenizers_tokens_when_one_is_named(minilm_path):
+    from irflow.positionalize import load_tokenizer
+
+    tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["pieces", "plain"],
+            "title": ["", ""],
+            # 6 words each; the first splits into many word pieces.
+            "text": [" ".join(["hyperparameterization"] * 6), " ".join(["the"] * 6)],
+        }
+    )
+    lengths = document_lengths(corpus, tokenizer)
+    assert lengths[0] > 20 and lengths[1] == 6
+    assert sample_documents(corpus, 2, 0, None, 20)[0] == []
+    assert sample_documents(corpus, 2, 0, None, 20, tokenizer)[0] == [0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -459,3 +460,109 @@ def test_file_that_is_not_parquet_is_reported(tmp_path):
     (folder / "queries.parquet").write_text('{"_id": "q1"}\n')
     with pytest.raises(InputError, match=r"queries\.parquet: cannot be read as Parquet"):
         ingest_posir(folder, tmp_path / "out")
+
+
+# --- ir_datasets source -----------------------------------------------------------------------
+
+
+def ir_datasets_home(home: Path, beir_folder: Path) -> Path:
+    """An ir_datasets data folder holding beir/scifact as ir_datasets stores its download:
+    the BEIR zip (members scifact/...) at beir/scifact/source.zip, made from ``beir_folder``."""
+    import zipfile
+
+    archive = home / "beir" / "scifact" / "source.zip"
+    archive.parent.mkdir(parents=True)
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("scifact/corpus.jsonl", gzip.decompress(
+            (beir_folder / "corpus.jsonl.gz").read_bytes()
+        ))  # fmt: skip
+        out.write(beir_folder / "queries.jsonl", "scifact/queries.jsonl")
+        out.write(beir_folder / "qrels" / "test.tsv", "scifact/qrels/test.tsv")
+    return archive
+
+
+def snakemake_ingest(workdir: Path, config: dict, targets: list[str], env: dict) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import REPO
+
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
+    result = subprocess.run(
+        [*command, "--cores", "2", *targets],
+        capture_output=True,
+        text=True,
+        env=os.environ | env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_ir_datasets_dataset_loads_offline_as_its_beir_copy(tmp_path, shared_datasets):
+    """beir/scifact read offline from ir_datasets' data folder, through the download and
+    ingest rules, gives the tables of the BEIR-layout copy: its docs and (all) queries, and
+    the qrels of beir/scifact/test."""
+    home = tmp_path / "ir_datasets"
+    archive = ir_datasets_home(home, shared_datasets / "scifact")
+    config = {
+        "offline": True,
+        "datasets": {
+            "irds": {"source": {"ir_datasets": "beir/scifact"}},
+            "beir": {"source": {"path": str(shared_datasets / "scifact")}},
+        },
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    tables = [f"results/datasets/{d}/{t}.parquet" for d in ("irds", "beir") for t in TABLES]
+    snakemake_ingest(tmp_path, config, tables, {"IR_DATASETS_HOME": str(home)})
+    results = tmp_path / "results" / "datasets"
+    for table in TABLES:
+        expected = pd.read_parquet(results / "beir" / f"{table}.parquet")
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(results / "irds" / f"{table}.parquet"), expected
+        )
+    assert len(pd.read_parquet(results / "irds" / "queries.parquet")) == 1109
+    source = json.loads((results / "irds" / "source.json").read_text())
+    record = source["ir_datasets"]
+    assert (record["ir_datasets"], record["qrels_from"]) == ("beir/scifact", "beir/scifact/test")
+    # The zip made here is not the one ir_datasets publishes: recorded, with both md5s.
+    assert {"path": str(archive), "md5": hashlib.md5(archive.read_bytes()).hexdigest(),
+            "published_md5": "5f7d1de60b170fc8027bb7898e2efca1"} in record["files"]  # fmt: skip
+    assert source["checksum"] and set(source["files"]) == {
+        "corpus.jsonl",
+        "queries.jsonl",
+        "qrels/test.tsv",
+    }
+
+
+TABLES = ("corpus", "queries", "qrels")
+
+
+def test_an_ir_datasets_dataset_missing_offline_names_the_file_to_place(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "from pathlib import Path\n"
+        "from irflow.download import locate_dataset\n"
+        "locate_dataset('s', {'ir_datasets': 'beir/scifact'}, split='test', data_dir=None,"
+        f" cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
+    )
+    home = tmp_path / "home"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"IR_DATASETS_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert result.returncode == 1
+    assert (
+        f"DownloadError: ir_datasets dataset 'beir/scifact' is not available offline: place "
+        f"{home}/beir/scifact/source.zip (from https://public.ukp.informatik.tu-darmstadt.de/"
+        "thakur/BEIR/datasets/scifact.zip, md5 5f7d1de60b170fc8027bb7898e2efca1)"
+    ) in result.stderr
+    assert list((tmp_path / "cache").iterdir()) == []  # nothing half-written in the cache

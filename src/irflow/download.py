@@ -6,14 +6,18 @@ A dataset folder is in one of two layouts, told apart by its file names alone:
   ``corpus.parquet``, ``queries.parquet`` and ``qrels/<split>.parquet``.
 A folder complete in both is refused rather than guessed at.
 ``locate_dataset`` looks in the offline data directory, then the cache, and only then fetches
-from the configured source (a zip URL with mirrors, a Hugging Face dataset repo, or a local
-folder or zip). Everything lands in place with ``os.replace``, so an interrupted run never
-leaves a half-written file or folder where a later run would take it for a finished one.
+from the configured source (a zip URL with mirrors, a Hugging Face dataset repo, an
+ir_datasets id, or a local folder or zip). An ir_datasets dataset is read through ir_datasets,
+from its own data folder (``$IR_DATASETS_HOME``), which it fills from the network unless
+offline, and written into the cache as a BEIR folder, so it is ingested as any other.
+Everything lands in place with ``os.replace``, so an interrupted run never leaves a
+half-written file or folder where a later run would take it for a finished one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import posixpath
@@ -22,6 +26,7 @@ import stat
 import tempfile
 import time
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path, PureWindowsPath
 
 import httpx
@@ -35,6 +40,9 @@ log = logging.getLogger("irflow.download")
 
 MAX_BACKOFF_S = 60
 OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
+
+# Written beside the BEIR files of a dataset read through ir_datasets: where they came from.
+IR_DATASETS_RECORD = "ir_datasets.json"
 
 # Module level so tests can replace the backoff wait with a no-op.
 _sleep = time.sleep
@@ -314,6 +322,137 @@ def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: s
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# --- ir_datasets ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _ir_datasets_files(offline: bool, used: dict, missing: list):
+    """Record each file ir_datasets reads from its data folder (path -> its published md5)
+    and, ``offline``, refuse every download it would start, noting the file it lacks.
+
+    ir_datasets has no offline switch: it fetches whatever its data folder lacks. Its one
+    entry point for a file is ``Download.path`` (``Download.stream`` for files it never
+    stores), so both are wrapped while a dataset is read, and restored after."""
+    from ir_datasets.util.download import Download, LocalDownload
+
+    path, stream = Download.path, Download.stream
+
+    def refuse(download) -> None:
+        urls = [getattr(m, "url", None) for m in download.mirrors]
+        urls = ", ".join(url for url in urls if url) or "its source"
+        place = download._cache_path or "the data folder"
+        missing.append(f"{place} (from {urls}, md5 {download.expected_md5})")
+        raise DownloadError(f"offline: ir_datasets lacks {missing[-1]}")
+
+    def checked_path(download, force=True):
+        cache = download._cache_path
+        needs_network = not all(isinstance(m, LocalDownload) for m in download.mirrors)
+        if offline and force and needs_network and not (cache and os.path.exists(cache)):
+            refuse(download)
+        found = path(download, force)
+        if cache:
+            used[str(cache)] = download.expected_md5
+        return found
+
+    def checked_stream(download):
+        if offline and download._stream:
+            refuse(download)
+        return stream(download)
+
+    Download.path, Download.stream = checked_path, checked_stream
+    try:
+        yield
+    finally:
+        Download.path, Download.stream = path, stream
+
+
+def _text(record, field: str) -> str:
+    """A record's ``field``, or its default text when it has no such field (a query or
+    document whose text ir_datasets splits into other fields)."""
+    if field in record._fields:
+        return getattr(record, field) or ""
+    return record.default_text()
+
+
+def _write_ir_datasets(dataset, judged, folder: Path, split: str) -> None:
+    """The docs, queries and qrels of an ir_datasets dataset as a BEIR folder."""
+    (folder / "qrels").mkdir(parents=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as out:
+        for doc in dataset.docs_iter():
+            title = doc.title if "title" in doc._fields else ""
+            record = {"_id": doc.doc_id, "title": title or "", "text": _text(doc, "text")}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as out:
+        for query in dataset.queries_iter():
+            record = {"_id": query.query_id, "text": _text(query, "text")}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        for qrel in judged.qrels_iter():
+            out.write(f"{qrel.query_id}\t{qrel.doc_id}\t{qrel.relevance}\n")
+
+
+def _from_ir_datasets(dataset_id: str, target: Path, split: str, offline: bool) -> Path:
+    """An ir_datasets dataset written as a BEIR folder into the cache: docs and queries of
+    ``dataset_id``, its qrels or, when it has none, those of ``<dataset_id>/<split>`` (as
+    ir_datasets splits BEIR's qrels: beir/scifact/test). ``ir_datasets.json`` beside the files
+    says which files of ir_datasets' data folder were read and whether each matched the md5
+    ir_datasets publishes for it."""
+    import ir_datasets
+
+    def load(name: str):
+        try:
+            return ir_datasets.load(name)
+        except KeyError:
+            return None
+
+    dataset = load(dataset_id)
+    if dataset is None or not (dataset.has_docs() and dataset.has_queries()):
+        what = "no dataset" if dataset is None else "no docs and queries in the dataset"
+        raise DownloadError(f"ir_datasets has {what} {dataset_id!r}")
+    judged = dataset if dataset.has_qrels() else load(f"{dataset_id}/{split}")
+    if judged is None or not judged.has_qrels():
+        raise DownloadError(
+            f"ir_datasets dataset {dataset_id!r} has no qrels, nor has {dataset_id}/{split}"
+        )
+    used: dict[str, str | None] = {}
+    missing: list[str] = []
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        with _ir_datasets_files(offline, used, missing):
+            try:
+                _write_ir_datasets(dataset, judged, staging / "beir", split)
+            # ir_datasets raises many types, and wraps a refused download in RuntimeError.
+            except Exception as exc:
+                if missing:
+                    raise DownloadError(
+                        f"ir_datasets dataset {dataset_id!r} is not available offline: place "
+                        f"{missing[0]} in ir_datasets' data folder "
+                        f"({ir_datasets.util.home_path()})"
+                    ) from exc
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                raise DownloadError(f"ir_datasets dataset {dataset_id!r}: {reason}") from exc
+        files = []
+        for path, expected in sorted(used.items()):
+            actual = file_md5(Path(path)) if Path(path).is_file() else None
+            if expected and actual and actual != expected:
+                log.warning(
+                    "%s: md5 %s, not the %s ir_datasets publishes for it", path, actual, expected
+                )
+            files.append({"path": path, "md5": actual, "published_md5": expected})
+        provenance = {
+            "ir_datasets": dataset_id,
+            "qrels_from": dataset_id if judged is dataset else f"{dataset_id}/{split}",
+            "version": ir_datasets.__version__,
+            "home": str(ir_datasets.util.home_path()),
+            "files": files,
+        }
+        (staging / "beir" / IR_DATASETS_RECORD).write_text(json.dumps(provenance, indent=2))
+        return _install(staging / "beir", target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def _download_zip(
     name: str, urls: list[str], zip_path: Path, md5: str | None, retries: int, backoff_s: float
 ) -> None:
@@ -363,12 +502,15 @@ def locate_dataset(
             return _unpack_into_cache(local, target, split)
         raise DownloadError(f"dataset {name!r}: {local} is neither a folder nor a .zip file")
 
-    if "url" not in source and "huggingface" not in source:
+    if not {"url", "huggingface", "ir_datasets"} & set(source):
         raise ConfigError(
-            f"dataset {name!r}: source needs one of the keys 'url', 'huggingface' or 'path' "
-            f"(got {sorted(source)})"
+            f"dataset {name!r}: source needs one of the keys 'url', 'huggingface', "
+            f"'ir_datasets' or 'path' (got {sorted(source)})"
         )
     offline = offline or _env_offline()
+    if "ir_datasets" in source:
+        log.info("dataset %r: reading ir_datasets dataset %s", name, source["ir_datasets"])
+        return _from_ir_datasets(source["ir_datasets"], target, split, offline)
     folder_hint = (
         f"place the BEIR folder at {(data_dir or cache_dir) / name}/ "
         f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv) or a PosIR folder there "

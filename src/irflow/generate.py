@@ -23,7 +23,10 @@ Decisions:
   as ``irflow.passages`` makes them. A document with more than one window is replaced by its
   windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is kept as it is. The chunks
   are the corpus that is sampled from and evaluated.
-- Sampling is seeded and stable: candidates (documents of at least ``min_words`` words) are
+- Lengths count the ``tokenizer``'s tokens when one is named, else words: runs of non-space
+  characters, where each character of a script written without spaces (Chinese, Japanese, Thai,
+  ...) is a word of its own. Chunking and ``min_words`` use the same count.
+- Sampling is seeded and stable: candidates (documents of at least ``min_words`` long) are
   ordered by a hash of the seed and doc_id, and the first ``documents`` are taken. With
   ``stratify: k``, candidates are split into k groups of equal size by length in words, and
   each group gives its share, in the same hash order (a group too small gives all it has and
@@ -84,7 +87,12 @@ REQUIRED = {
     "rewrite": {"query"},
     "negatives": {"document", "query"},
 }
-WORDS = re.compile(r"\S+")
+# Scripts written without spaces between words (Han, kana, Thai, Lao, Myanmar, Khmer): each of
+# their characters counts as a word, so a Chinese document is not one long word.
+NO_SPACES = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+)
+WORDS = re.compile(f"[{NO_SPACES}]|[^\\s{NO_SPACES}]+")
 QUERY_PREFIX = "gen-q-"
 NEGATIVE_PREFIX = "gen-neg-"
 EXTRA_SCHEMAS = {
@@ -144,10 +152,19 @@ class Prompts:
         spec = self.steps[step]
         messages = [{"role": "system", "content": spec["system"]}] if spec.get("system") else []
         messages.append({"role": "user", "content": spec["user"]})
+        values = values | {"document": fence(values["document"])}
         return [
             {"role": m["role"], "content": string.Template(m["content"]).substitute(values)}
             for m in messages
         ]
+
+
+def fence(text: str) -> str:
+    """``text`` between lines of double quotes, one more than its longest run of them (at least
+    three), so that nothing in it can close the quote and speak to the model as the prompt."""
+    longest = max((len(run) for run in re.findall(r'"+', text)), default=0)
+    quotes = '"' * max(3, longest + 1)
+    return f"{quotes}\n{text}\n{quotes}"
 
 
 def _placeholders(template: str) -> set[str]:
@@ -292,11 +309,27 @@ def word_count(title: str | None, text: str | None) -> int:
     return len(WORDS.findall(contracts.document_text(title, text or "")))
 
 
+def document_lengths(corpus: pd.DataFrame, tokenizer=None) -> np.ndarray:
+    """Each document's length: in the tokenizer's tokens, or in words (``WORDS``)."""
+    if tokenizer is None:
+        return np.array([word_count(t, x) for t, x in zip(corpus["title"], corpus["text"])])
+    from irflow.positionalize import encode
+
+    texts = contracts.document_texts(corpus["title"], corpus["text"].fillna(""))
+    return np.array([len(ids) for ids in encode(tokenizer, list(texts))["input_ids"]], dtype=int)
+
+
 def sample_documents(
-    corpus: pd.DataFrame, count: int, seed: int, strata: int | None, min_words: int
+    corpus: pd.DataFrame,
+    count: int,
+    seed: int,
+    strata: int | None,
+    min_words: int,
+    tokenizer=None,
 ) -> tuple[list[int], dict]:
-    """Row positions of the sampled documents, in hash order, and what the sample holds."""
-    words = np.array([word_count(t, x) for t, x in zip(corpus["title"], corpus["text"])])
+    """Row positions of the sampled documents, in hash order, and what the sample holds.
+    Lengths (``min_words``, strata) count the tokenizer's tokens when one is given."""
+    words = document_lengths(corpus, tokenizer)
     candidates = np.flatnonzero(words >= min_words)
     keys = {int(i): _order_key(seed, corpus["doc_id"].iat[i]) for i in candidates}
     if not strata or strata <= 1:
@@ -317,7 +350,11 @@ def sample_documents(
     }
     if len(chosen) < count:
         log.warning(
-            "asked for %d documents, only %d have at least %d words", count, len(chosen), min_words
+            "asked for %d documents, only %d have at least %d %s",
+            count,
+            len(chosen),
+            min_words,
+            "tokens" if tokenizer is not None else "words",
         )
     return chosen, stats
 
@@ -528,7 +565,7 @@ def generate_dataset(
     if len(duplicated):
         raise InputError(corpus_path, f"doc_id {duplicated.iat[0]!r} occurs twice", field="doc_id")
     rows, stats["sample"] = sample_documents(
-        corpus, spec["documents"], spec["seed"], spec.get("stratify"), spec["min_words"]
+        corpus, spec["documents"], spec["seed"], spec.get("stratify"), spec["min_words"], tokenizer
     )
     items = []
     for row in rows:

@@ -61,7 +61,7 @@ import pandas as pd
 
 from irflow import contracts
 from irflow.errors import InputError
-from irflow.generate import read_prompts_file
+from irflow.generate import fence, read_prompts_file
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class JudgePrompts:
         return "\n".join(f"{level} = {self.levels[level]}" for level in sorted(self.levels)[::-1])
 
     def messages(self, query: str, document: str) -> list[dict]:
-        values = {"query": query, "document": document, "levels": self.levels_text()}
+        values = {"query": query, "document": fence(document), "levels": self.levels_text()}
         messages = [{"role": "system", "content": self.system}] if self.system else []
         messages.append({"role": "user", "content": self.user})
         return [

@@ -1,0 +1,21 @@
+# external_run: a run made outside irflow (a TREC run file or a Parquet run, from a path or a
+# URL) checked against the dataset and written as the run contract, like any retriever's.
+
+
+rule external_run:
+    input:
+        unpack(external_run_inputs),
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/external_run/{dataset}/{system}.json",
+    log:
+        "results/logs/external_run/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(RUN_SYSTEMS),
+    conda:
+        "../envs/data.yaml"
+    params:
+        settings=external_run_settings,
+    script:
+        "../scripts/external_run.py"

@@ -1,0 +1,298 @@
+"""External runs (type: run): a TREC or Parquet run made outside irflow becomes a system."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import pytrec_eval
+import Stemmer
+from conftest import schema_defaults
+
+from irflow import contracts
+from irflow.errors import DownloadError, InputError
+from irflow.external_run import import_run, locate_run, run_location
+from irflow.ingest import ingest
+from irflow.retrieve import bm25_search
+from irflow.score import score_run
+
+DOCS = ["d1", "d2", "d3", "d10"]
+QUERIES = ["q1", "q2", "d2"]
+
+
+@pytest.fixture
+def dataset(tmp_path) -> tuple[Path, Path]:
+    corpus, queries = tmp_path / "corpus.parquet", tmp_path / "queries.parquet"
+    rows = [{"doc_id": d, "title": "", "text": f"text of {d}"} for d in DOCS]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+    rows = [{"query_id": q, "text": f"query {q}"} for q in QUERIES]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.QUERIES), queries)
+    return corpus, queries
+
+
+def imported(path: Path, dataset, **settings) -> tuple[pd.DataFrame, dict]:
+    settings = {"top_k": 1000, "remove_self_matches": False, "max_unknown_fraction": 0.5} | settings
+    return import_run(path, *dataset, **settings)
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "run.trec") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+GOOD = "q1 Q0 d1 1 2.5 sys\nq1 Q0 d2 2 1.5 sys\nq2 Q0 d3 1 0.5 sys\n"
+
+
+def test_a_trec_run_becomes_the_run_contract_in_trec_eval_order(tmp_path, dataset):
+    # Ranks in the file are ignored, as trec_eval ignores them: ties go by doc id descending
+    # (bytes: "d3" > "d2" > "d10"); scores parse exactly.
+    text = "q1 Q0 d10 1 1.0 x\nq1\tQ0  d3 9 1.0 x\nq1 Q0 d2 5 1 x\nq2 Q0 d1 1 -2.25e-1 x\n"
+    run, report = imported(write(tmp_path, text), dataset)
+    assert run["doc_id"].tolist() == ["d3", "d2", "d10", "d1"]
+    assert run["rank"].tolist() == [1, 2, 3, 1]
+    assert run["score"].tolist() == [1.0, 1.0, 1.0, -0.225]
+    assert report["rows"] == 4 and report["unknown"]["rows"] == 0
+    assert report["queries_without_results"] == 1  # query "d2" has no line
+    assert report["bom"] is False and report["crlf_lines"] == 0
+
+
+def test_a_parquet_run_gives_the_same_run_as_its_trec_file(tmp_path, dataset):
+    trec, _ = imported(write(tmp_path, GOOD), dataset)
+    table = pd.DataFrame(
+        {"query_id": ["q2", "q1", "q1"], "doc_id": ["d3", "d2", "d1"], "score": [0.5, 1.5, 2.5]}
+    )
+    table.to_parquet(tmp_path / "run.parquet")
+    parquet, report = imported(tmp_path / "run.parquet", dataset)
+    pd.testing.assert_frame_equal(parquet, trec)
+    assert report["format"] == "parquet"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field", "says"),
+    [
+        (GOOD + "q1 Q0 d3 3 1.0\n", 4, None, "expected 6 whitespace-separated fields"),
+        ("q1 Q0 d1 1 2.5 sys\nq1 Q0 d2 2 high sys\n", 2, "score", "not a number: 'high'"),
+        ("q1 Q0 d1 1 nan sys\n", 1, "score", "not a number: 'nan'"),
+        ("q1 Q0 d1 1 2,5 sys\n", 1, "score", "not a number"),
+        ("q1 Q0 d1 1 1e999 sys\n", 1, "score", "overflows"),
+        ("q1 Q0 d1 first 1 sys\n", 1, "rank", "not an integer"),
+        (GOOD + "q1 Q0 d1 4 0.1 sys\n", 4, None, "first on line 1"),
+        (b"q1 Q0 d1 1 1 sys\nq1 Q0 d\xff 2 0 sys\n", 2, None, "not valid UTF-8"),
+    ],
+    ids=["missing-column", "non-numeric", "nan", "comma", "overflow", "rank", "dup", "utf8"],
+)
+def test_a_malformed_run_is_one_error_naming_line_and_field(
+    tmp_path, dataset, text, line, field, says
+):
+    with pytest.raises(InputError, match=says) as error:
+        imported(write(tmp_path, text), dataset)
+    assert (error.value.line, error.value.field) == (line, field)
+    assert error.value.path == str(tmp_path / "run.trec")
+
+
+def test_bom_crlf_and_blank_lines_are_accepted_and_counted(tmp_path, dataset):
+    plain, _ = imported(write(tmp_path, GOOD), dataset)
+    text = "\ufeff" + GOOD.replace("\n", "\r\n").replace("q2", "\r\nq2", 1)
+    run, report = imported(write(tmp_path, text, "windows.trec"), dataset)
+    pd.testing.assert_frame_equal(run, plain)
+    assert (report["bom"], report["crlf_lines"], report["blank_lines"]) == (True, 4, 1)
+
+
+def test_gzipped_runs_are_read(tmp_path, dataset):
+    plain, _ = imported(write(tmp_path, GOOD), dataset)
+    run, _ = imported(write(tmp_path, gzip.compress(GOOD.encode()), "run.trec.gz"), dataset)
+    pd.testing.assert_frame_equal(run, plain)
+
+
+def test_unknown_ids_are_counted_dropped_and_refused_past_the_limit(tmp_path, dataset):
+    text = GOOD + "q1 Q0 gone 3 0.1 sys\nq9 Q0 d1 1 3 sys\n"
+    run, report = imported(write(tmp_path, text), dataset)
+    assert len(run) == 3 and "gone" not in set(run["doc_id"]) and "q9" not in set(run["query_id"])
+    unknown = report["unknown"]
+    assert (unknown["rows"], unknown["unknown_documents"], unknown["unknown_queries"]) == (2, 1, 1)
+    assert unknown["examples"] == ["line 4: unknown document 'gone'", "line 5: unknown query 'q9'"]
+    with pytest.raises(InputError, match=r"2 of 5 rows \(40.0%\).*line 4: unknown document"):
+        imported(write(tmp_path, text), dataset, max_unknown_fraction=0.3)
+
+
+def test_top_k_and_self_matches_apply_as_to_irflow_retrievers(tmp_path, dataset):
+    text = "d2 Q0 d2 1 9 s\nd2 Q0 d1 2 5 s\nd2 Q0 d3 3 5 s\nd2 Q0 d10 4 1 s\n"
+    run, report = imported(write(tmp_path, text), dataset, top_k=2, remove_self_matches=True)
+    assert run["doc_id"].tolist() == ["d3", "d1"]
+    assert (report["self_matches_removed"], report["rows_beyond_top_k"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("frame", "field", "says"),
+    [
+        (pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"]}), "score", "missing column"),
+        (pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "score": ["1"]}), "score", "numbers"),
+        (pd.DataFrame({"query_id": ["q1"], "doc_id": [None], "score": [1.0]}), "doc_id", "null"),
+    ],
+)
+def test_a_malformed_parquet_run_names_its_column(tmp_path, dataset, frame, field, says):
+    frame.to_parquet(tmp_path / "run.parquet")
+    with pytest.raises(InputError, match=says) as error:
+        imported(tmp_path / "run.parquet", dataset)
+    assert error.value.field == field
+
+
+def test_a_repeated_row_of_a_parquet_run_names_both_rows(tmp_path, dataset):
+    frame = pd.DataFrame({"query_id": ["q1", "q2", "q1"], "doc_id": ["d1"] * 3, "score": [1, 2, 3]})
+    frame.to_parquet(tmp_path / "run.parquet")
+    with pytest.raises(InputError, match=r"row 2: .*first on row 0"):
+        imported(tmp_path / "run.parquet", dataset)
+
+
+def test_locate_run_from_a_path_a_url_and_offline(tmp_path, monkeypatch):
+    assert run_location("runs/{dataset}.trec", "scifact") == "runs/scifact.trec"
+    local = write(tmp_path, GOOD)
+    assert locate_run(str(local), tmp_path / "cache") == local
+    with pytest.raises(InputError, match="checksum mismatch"):
+        locate_run(str(local), tmp_path / "cache", md5="0" * 32)
+    with pytest.raises(InputError, match="run file not found"):
+        locate_run(str(tmp_path / "missing.trec"), tmp_path / "cache")
+    url = "https://runs.example/bm25/scifact.trec"
+    with pytest.raises(DownloadError, match=r"place the file at .*cache/scifact.trec"):
+        locate_run(url, tmp_path / "cache", offline=True)
+    fetched = []
+
+    def fake_fetch(location, dest, md5=None):
+        fetched.append((location, dest, md5))
+        return dest
+
+    monkeypatch.setattr("irflow.external_run.fetch_url", fake_fetch)
+    assert locate_run(url, tmp_path / "cache", md5="a" * 32) == tmp_path / "cache/scifact.trec"
+    assert fetched == [(url, tmp_path / "cache/scifact.trec", "a" * 32)]
+
+
+def test_the_schema_takes_a_run_system():
+    spec = schema_defaults({"type": "run", "path": "runs/{dataset}.trec"})
+    assert spec == {
+        "type": "run",
+        "path": "runs/{dataset}.trec",
+        "format": "auto",
+        "md5": {},
+        "max_unknown_fraction": 0.05,
+    }
+
+
+# --- an external BM25 run of SciFact, written by bare bm25s ---------------------------------
+
+
+def bare_bm25s_run(folder: Path, path: Path) -> None:
+    """BM25 as irflow's default retriever configures it (lucene, k1 0.9, b 0.4, English stemmer
+    and stopwords, title + " " + text), by bm25s alone from the BEIR files; every document
+    that scores above 0 (lucene scores exactly the documents sharing a term), each score
+    written as the shortest decimal of its float64 value."""
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        docs = [json.loads(line) for line in lines]
+    with open(folder / "queries.jsonl", encoding="utf-8") as lines:
+        queries = [json.loads(line) for line in lines]
+    stemmer = Stemmer.Stemmer("english")
+    model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    texts = [f"{d.get('title') or ''} {d['text']}".strip() for d in docs]
+    model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False))
+    tokens = bm25s.tokenize(
+        [q["text"] for q in queries], stopwords="en", stemmer=stemmer, show_progress=False
+    )
+    rows, scores = model.retrieve(tokens, k=len(docs), show_progress=False, n_threads=1)
+    with open(path, "w", encoding="utf-8") as out:
+        for query, query_rows, query_scores in zip(queries, rows, scores):
+            for rank, (row, score) in enumerate(zip(query_rows, query_scores), start=1):
+                if score > 0:
+                    out.write(f"{query['_id']} Q0 {docs[row]['_id']} {rank} {float(score)!r} b\n")
+
+
+def test_a_bare_bm25s_run_of_scifact_scores_what_irflow_bm25_scores(tmp_path, shared_datasets):
+    folder = shared_datasets / "scifact"
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    ingest(
+        folder / "corpus.jsonl.gz", folder / "queries.jsonl", folder / "qrels" / "test.tsv", tables
+    )
+    corpus, queries = tables / "corpus.parquet", tables / "queries.parquet"
+    spec = schema_defaults({"type": "bm25"})
+    ours, _ = bm25_search(corpus, queries, spec, top_k=1000, remove_self_matches=False)
+    bare_bm25s_run(folder, tmp_path / "bm25s.trec")
+    theirs, report = import_run(
+        tmp_path / "bm25s.trec",
+        corpus,
+        queries,
+        top_k=1000,
+        remove_self_matches=False,
+        max_unknown_fraction=0.0,
+    )
+    assert report["rows_beyond_top_k"] > 0  # the file lists every matching document
+    pd.testing.assert_frame_equal(theirs, ours)
+    qrels = pd.read_parquet(tables / "qrels.parquet")
+    measures = ["ndcg_cut.10", "map", "recall.100,1000"]
+    pd.testing.assert_frame_equal(
+        score_run(theirs, qrels, measures), score_run(ours, qrels, measures)
+    )
+    # pytrec_eval on the file as written (at every depth, so its cut cannot differ) agrees.
+    judged = {q: dict(zip(g["doc_id"], g["relevance"])) for q, g in qrels.groupby("query_id")}
+    file_run = pd.read_csv(tmp_path / "bm25s.trec", sep=" ", header=None, dtype={0: str, 2: str})
+    evaluator = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut"})
+    per_query = evaluator.evaluate(
+        {q: dict(zip(g[2], g[4])) for q, g in file_run.groupby(0) if q in judged}
+    )
+    ours_ndcg = score_run(ours, qrels, ["ndcg_cut.10"]).query("metric == 'ndcg_cut_10'")
+    assert {q: v["ndcg_cut_10"] for q, v in per_query.items()} == dict(
+        zip(ours_ndcg["query_id"], ours_ndcg["value"])
+    )
+
+
+# --- through the workflow ---------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
+    """The one-system, one-dataset, one-query case with a run made outside irflow: every
+    stage copes, and the run is scored as its file says (a document of another corpus
+    dropped and counted)."""
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import REPO, write_beir
+
+    data = write_beir(
+        tmp_path / "tiny",
+        [{"_id": "d1", "title": "Cats", "text": "cats purr"}, {"_id": "d2", "text": "dogs"}],
+        [{"_id": "q1", "text": "why do cats purr"}],
+        [("q1", "d1", 1)],
+    )
+    write(tmp_path, "q1 Q0 d2 1 3.0 x\r\nq1 Q0 d1 2 2 x\r\nq1 Q0 other 3 1 x\r\n", "tiny.trec")
+    config = {
+        "offline": True,
+        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "retrievers": {
+            "ext": {
+                "type": "run",
+                "path": str(tmp_path / "{dataset}.trec"),
+                "max_unknown_fraction": 0.5,
+            }
+        },
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    result = subprocess.run([*command, "--cores", "2"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = pd.read_parquet(tmp_path / "results" / "summary.parquet")
+    ndcg = summary.query("system == 'ext' and metric == 'ndcg_cut_10'")["value"]
+    assert ndcg.tolist() == [pytest.approx(1 / np.log2(3), abs=1e-12)]
+    manifest = json.loads(
+        (tmp_path / "results" / "manifests" / "external_run" / "tiny" / "ext.json").read_text()
+    )
+    assert (manifest["unknown"]["rows"], manifest["crlf_lines"], manifest["rows"]) == (1, 3, 2)
+    cost = pd.read_parquet(tmp_path / "results" / "cost.parquet")
+    assert cost["kind"].tolist() == ["run"] and cost["latency_median_ms"].isna().all()
