@@ -10,6 +10,7 @@ from irflow.external_run import is_url, run_location
 from irflow.generate import list_generated
 from irflow.index import build_settings
 from irflow.passages import document_side
+from irflow.position import pooled_group
 from irflow.positionalize import list_variants, tokenizer_source
 from irflow.qc import audited_datasets, list_quality_controlled
 
@@ -436,7 +437,9 @@ def position_groups():
     for dataset in POSITION_DATASETS:
         spec = VARIANTS.get(dataset, {})
         groups[dataset] = {
-            "group": spec.get("block", dataset),
+            "group": spec.get("block")
+            or pooled_group(dataset, config["position_analysis"])
+            or dataset,
             "tokenizer": tokenizer_source(
                 chosen or spec["tokenizer"], config["models"]
             ),

@@ -240,3 +240,38 @@ def test_psi_interval_resamples_queries_not_rows():
     _, psi = analyse(rows(cells), interval=INTERVAL)
     row = psi.iloc[0]
     assert row["psi"] == pytest.approx(0) and row["psi_high"] == pytest.approx(0)
+
+
+def test_a_languages_domain_datasets_are_pooled_before_binning():
+    from conftest import REPO
+
+    from irflow.config import load_schema, validate_config
+    from irflow.errors import ConfigError
+    from irflow.position import pooled_group
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    source = {"source": {"path": "."}}
+    config = {
+        "datasets": {"eng-law": source, "eng-med": source, "deu-law": source},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "position_analysis": {
+            "tokenizer": "bert-base-uncased",
+            "datasets": ["eng-law", "eng-med", "deu-law"],
+            "pool": {"eng": ["eng-law", "eng-med"]},
+        },
+    }
+    analysis = validate_config(config, schema)["position_analysis"]
+    groups = [pooled_group(d, analysis) for d in ("eng-law", "eng-med", "deu-law")]
+    assert groups == ["eng", "eng", None]
+    config["position_analysis"]["pool"] = {"eng": ["eng-law", "fra-law"], "all": ["eng-law"]}
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, schema)
+    assert "'position_analysis.pool.eng.1': 'fra-law' is not a key" in str(error.value)
+    assert "'position_analysis.pool.all.0': 'eng-law' is already in another pool" in str(
+        error.value
+    )
+    # Pooled rows are one dataset to the analysis: bins mix the domains' queries.
+    law = rows([("a", 0.0, 1.0)]).assign(dataset="eng")
+    med = rows([("b", 0.0, 0.5), ("c", 1.0, 0.25)]).assign(dataset="eng")
+    _, psi = analyse(pd.concat([law, med]))
+    assert psi.set_index("bucket").loc["Q1", "psi"] == pytest.approx(1 - 0.25 / 0.75)

@@ -190,6 +190,19 @@ def _cross_references(config: dict) -> list[str]:
             "config key 'position_analysis.tokenizer': needed to count tokens of "
             "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
         )
+    pooled = set()
+    for name, members in analysis["pool"].items():
+        for i, dataset in enumerate(members):
+            if dataset not in analysis["datasets"]:
+                path = f"position_analysis.pool.{name}.{i}"
+                known = analysis["datasets"]
+                problems.append(_missing_key(path, dataset, "position_analysis.datasets", known))
+            elif dataset in pooled:
+                problems.append(
+                    f"config key 'position_analysis.pool.{name}.{i}': {dataset!r} is already "
+                    "in another pool"
+                )
+            pooled.add(dataset)
     saliency = analysis["saliency"]
     for i, model in enumerate(saliency["models"]):
         if model not in config["models"]:

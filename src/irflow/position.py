@@ -58,6 +58,13 @@ def relative_position(span_start, span_end, document_chars) -> np.ndarray:
         return np.where(chars > 0, np.clip(centre / chars, 0, 1), np.nan)
 
 
+def pooled_group(dataset: str, analysis: dict) -> str | None:
+    """The ``pool`` of ``position_analysis`` that ``dataset`` is binned in (PosIR pools a
+    language's domain datasets before binning), or None."""
+    pools = [name for name, members in analysis["pool"].items() if dataset in members]
+    return pools[0] if pools else None
+
+
 def bucket_labels(buckets: int) -> list[str]:
     return [f"Q{i}" for i in range(1, buckets + 1)]
 
