@@ -18,6 +18,7 @@ counts = run_filter(
     Path(out.queries),
     Path(out.audit),
     Path(out.clusters),
+    workers=snakemake.threads,
 )
 logging.getLogger("irflow.filter").info("%s", counts)
 manifest.add(**counts)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import pytest
 from conftest import REPO
 
@@ -20,19 +23,20 @@ from irflow.quality import (
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
 
-def quality_config(**enabled: dict) -> dict:
+def quality_config(below: str = "strict", **enabled: dict) -> dict:
     """The validated ``filter.quality`` block with the named filters on (and overrides)."""
+    quality = {name: {"enabled": True} | spec for name, spec in enabled.items()}
     config = {
         "datasets": {"d": {"source": {"path": "."}}},
         "retrievers": {"r": {"type": "bm25"}},
-        "filter": {"quality": {name: {"enabled": True} | spec for name, spec in enabled.items()}},
+        "filter": {"quality": quality | {"below": below}},
     }
     return validate_config(config, SCHEMA)["filter"]["quality"]
 
 
-def failures(text: str, name: str, **spec) -> dict[str, float]:
+def failures(text: str, name: str, below: str = "strict", **spec) -> dict[str, float]:
     """The failed checks of the one filter ``name``, by check name, with their values."""
-    checks = build_checks(quality_config(**{name: spec}))
+    checks = build_checks(quality_config(below, **{name: spec}))
     return {check: value for check, value, _ in failed_checks(text, checks)}
 
 
@@ -75,7 +79,9 @@ def test_symbols_per_word_at_most_0_1():
     two_hashes = " ".join(["#word", "#word"] + [WORD] * 18)  # 2 / 20 words
     three_hashes = " ".join(["#word"] * 3 + [WORD] * 17)
     three_ellipses = " ".join(["word..."] * 2 + ["word…"] + [WORD] * 17)
-    assert failures(two_hashes, "symbols_per_word") == {}
+    # Arctic keeps documents "below" 0.1: at the bound a document fails unless inclusive.
+    assert failures(two_hashes, "symbols_per_word") == {"symbols_per_word": 0.1}
+    assert failures(two_hashes, "symbols_per_word", below="inclusive") == {}
     assert failures(three_hashes, "symbols_per_word") == {"symbols_per_word": 0.15}
     assert failures(three_ellipses, "symbols_per_word") == {"symbols_per_word": 0.15}
 
@@ -83,14 +89,17 @@ def test_symbols_per_word_at_most_0_1():
 def test_lines_ending_in_an_ellipsis_at_most_0_3():
     three = lines(*["it goes on..."] * 2, "and on…", *[SENTENCE] * 7)
     four = lines(*["it goes on..."] * 4, *[SENTENCE] * 6)
-    assert failures(three, "ellipsis_lines") == {}
+    assert failures(three, "ellipsis_lines") == {"ellipsis_lines": 0.3}
+    assert failures(three, "ellipsis_lines", below="inclusive") == {}
     assert failures(four, "ellipsis_lines") == {"ellipsis_lines": 0.4}
 
 
 def test_words_without_a_letter_at_most_0_2():
     two = "12 3.5 cells divide fast in warm dense growth media"
     three = "12 3.5 42 cells divide fast in warm dense media"
-    assert failures(two, "words_without_letter") == {}
+    assert failures(two, "words_without_letter") == {"words_without_letter": 0.2}
+    assert failures(two, "words_without_letter", below="inclusive") == {}
+    assert failures(two.replace("12 ", ""), "words_without_letter") == {}
     assert failures(three, "words_without_letter") == {"words_without_letter": 0.3}
 
 
@@ -132,14 +141,16 @@ def test_at_least_one_stop_word():
 def test_bullet_lines_at_most_0_9():
     nine = lines(*["• item one here"] * 5, *["- item two here"] * 4, SENTENCE)
     ten = lines(*["* item"] * 10)
-    assert failures(nine, "bullet_lines") == {}
+    assert failures(nine, "bullet_lines") == {"bullet_lines": 0.9}
+    assert failures(nine, "bullet_lines", below="inclusive") == {}
     assert failures(ten, "bullet_lines") == {"bullet_lines": 1.0}
 
 
 def test_lines_under_five_words_at_most_0_1():
     one = lines("four words only here", *[SENTENCE] * 9)
     two = lines("four words only here", "and three more", *[SENTENCE] * 8)
-    assert failures(one, "short_lines") == {}
+    assert failures(one, "short_lines") == {"short_lines": 0.1}
+    assert failures(one, "short_lines", below="inclusive") == {}
     assert failures(two, "short_lines") == {"short_lines": 0.2}
     assert failures(two, "short_lines", words=3) == {}  # lines under 3 words: none
     # Blank lines are no lines.
@@ -149,7 +160,8 @@ def test_lines_under_five_words_at_most_0_1():
 def test_numeric_only_lines_at_most_0_05():
     one = lines("12.5 13.0", *[SENTENCE] * 19)
     two = lines("12.5 13.0", "(2019-01-01) 45%", *[SENTENCE] * 18)
-    assert failures(one, "numeric_lines") == {}
+    assert failures(one, "numeric_lines") == {"numeric_lines": 0.05}
+    assert failures(one, "numeric_lines", below="inclusive") == {}
     assert failures(two, "numeric_lines") == {"numeric_lines": 0.1}
     assert measured(lines("Table 3: 12.5", "-- ..."), "numeric_lines") == 0.0
 
@@ -157,11 +169,29 @@ def test_numeric_only_lines_at_most_0_05():
 def test_language_identification_offline():
     english = "Cells divide when the growth factors in the medium reach a threshold."
     french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil."
-    assert failures(english, "language") == {}
-    assert measured(english, "language") > 0.9
-    (value,) = failures(french, "language", expected="en").values()
+    assert failures(english, "language", min_words=0) == {}
+    assert measured(english, "language", min_words=0) > 0.9
+    (value,) = failures(french, "language", expected="en", min_words=0).values()
     assert value < 0.01
-    assert failures(french, "language", expected="fr") == {}
+    assert failures(french, "language", expected="fr", min_words=0) == {}
+
+
+def test_short_texts_are_not_language_checked():
+    title = "Effect of vitamin D on bone density"  # py3langid: English 0.40
+    assert measured(title, "language", min_words=0) < 0.5
+    assert failures(title, "language", min_words=0) != {}
+    assert measured(title, "language") is None  # 7 words, under the default 20
+    assert failures(title, "language") == {}
+    french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil. "
+    assert failures(french * 2, "language") != {}  # 24 words: checked
+
+
+def test_unicode_punctuation_is_stripped_from_words():
+    assert failures("“The cells” divide", "stop_words") == {}
+    assert failures("«the» cells divide", "stop_words") == {}
+    # Mean length without the quotes and the full stop: 3, 5, 6 characters.
+    assert measured("“The cells” divide.", "mean_word_length") == pytest.approx(14 / 3)
+    assert measured("— ... word", "words") == 1.0
 
 
 def test_unknown_language_names_the_key():
@@ -183,3 +213,40 @@ def test_checks_are_ordered_as_they_run():
     names = [check.name for check in build_checks(quality_config(words={}, duplicate_ngrams={}))]
     assert names[:3] == ["words", "top_2gram_chars", "top_3gram_chars"]
     assert sorted(reversed(names), key=check_order) == names  # 10-grams after 5-grams
+
+
+def reference_top(words: list[str], n: int, chars: int) -> float:
+    """DataTrove's find_top_duplicate on strings, with irflow's 0 for no repetition."""
+    grams = Counter(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+    gram, count = grams.most_common(1)[0]
+    return len(gram) * count / chars if count > 1 else 0.0
+
+
+def reference_duplicated(words: list[str], n: int, chars: int) -> float:
+    """DataTrove's find_all_duplicate on strings."""
+    seen, repeated, i = set(), 0, 0
+    while i < len(words) - n + 1:
+        gram = "".join(words[i : i + n])
+        if gram in seen:
+            repeated += len(gram)
+            i += n
+        else:
+            seen.add(gram)
+            i += 1
+    return repeated / chars
+
+
+def test_ngram_measures_on_word_ids_equal_the_string_definitions():
+    rng = random.Random(3)
+    for _ in range(300):
+        # Words of one length (no "ab c" = "a bc" ambiguity), from vocabularies small enough
+        # to repeat n-grams and tie top n-grams.
+        vocabulary = [f"w{i}" for i in range(rng.choice([2, 4, 9]))]
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(1, 60))]
+        doc = Document.of(" ".join(words))
+        for n in (2, 3, 4):
+            expected = reference_top(words, n, len(doc.text)) if len(words) >= n else 0.0
+            assert top_ngram_char_fraction(doc, n) == pytest.approx(expected)
+        for n in range(1, 11):
+            expected = reference_duplicated(words, n, len(doc.text))
+            assert duplicated_ngram_char_fraction(doc, n) == pytest.approx(expected)

@@ -15,8 +15,12 @@ the documents still kept, because a cluster needs the whole corpus.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -100,12 +104,48 @@ def _texts_at(corpus_path: Path, positions: set[int]) -> dict[int, str]:
     return texts
 
 
+# Documents one worker measures per task: large enough that sending the texts costs little
+# beside measuring them.
+CHUNK_ROWS = 2_000
+_worker_checks: list = []
+
+
+def _start_worker(quality: dict) -> None:
+    """A worker builds its own checks: they hold lambdas, which do not pickle."""
+    _worker_checks[:] = build_checks(quality)
+
+
+def _measure(texts: list[str]) -> list[list[Failure]]:
+    return [failed_checks(text, _worker_checks) for text in texts]
+
+
+@contextmanager
+def _measurer(quality: dict, checks: list, workers: int) -> Iterator[Callable]:
+    """A function from texts to their failed checks, in ``workers`` processes when more than
+    one (the quality measures are pure Python: one core each)."""
+    if workers <= 1 or not checks:
+        yield lambda texts: [failed_checks(text, checks) for text in texts]
+        return
+    # fork: spawn would rerun a Snakemake script's top level in every worker. The workers
+    # only measure the texts they are sent; they touch no Arrow thread pool.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, context, _start_worker, (quality,)) as pool:
+
+        def measure(texts: list[str]) -> list[list[Failure]]:
+            chunks = [texts[i : i + CHUNK_ROWS] for i in range(0, len(texts), CHUNK_ROWS)]
+            return [failures for part in pool.map(_measure, chunks) for failures in part]
+
+        yield measure
+
+
 def filter_corpus(
-    corpus_path: Path, judged: set[str], rules: dict, out_path: Path
+    corpus_path: Path, judged: set[str], rules: dict, out_path: Path, workers: int = 1
 ) -> tuple[pa.Table, pa.Table, dict]:
     """Decide every document, then write the kept ones; return the audit table, the
-    near-duplicate clusters and the counts."""
-    checks = build_checks(rules.get("quality") or {})
+    near-duplicate clusters and the counts. The quality filters run in ``workers`` processes,
+    a batch of documents at a time."""
+    quality = rules.get("quality") or {}
+    checks = build_checks(quality)
     finder = _near_duplicate_finder(rules)
     flag_judged = rules["judged"] == "flag"
     audit: list[tuple[int, dict]] = []  # (corpus row, audit row)
@@ -120,18 +160,26 @@ def filter_corpus(
             audit.append((position, row | {"filter": name, "value": value}))
         return action
 
-    for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
-        for doc_id, title, text in zip(
-            *(batch.column(n).to_pylist() for n in contracts.CORPUS.names)
-        ):
-            position, is_judged = len(keep), doc_id in judged
-            basic = _decide(position, title, text, rules, keepers)
-            document = contracts.document_text(title, text) if checks or finder else ""
-            failures = [basic] if basic else failed_checks(document, checks)
-            kept = not failures or record(position, doc_id, is_judged, failures) == "flag"
-            keep.append(kept)
-            if kept and finder is not None:
-                finder.add(position, doc_id, document, is_judged)
+    with _measurer(quality, checks, workers) as measure:
+        for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
+            doc_ids, titles, texts = (batch.column(n).to_pylist() for n in contracts.CORPUS.names)
+            start = len(keep)
+            basics = [
+                _decide(start + i, title, text, rules, keepers)
+                for i, (title, text) in enumerate(zip(titles, texts))
+            ]
+            documents = (
+                contracts.document_texts(titles, texts) if checks or finder else [""] * len(texts)
+            )
+            # The basic rules decide first and alone: only what they keep is measured.
+            measured = iter(measure([d for d, basic in zip(documents, basics) if not basic]))
+            for doc_id, document, basic in zip(doc_ids, documents, basics):
+                position, is_judged = len(keep), doc_id in judged
+                failures = [basic] if basic else next(measured)
+                kept = not failures or record(position, doc_id, is_judged, failures) == "flag"
+                keep.append(kept)
+                if kept and finder is not None:
+                    finder.add(position, doc_id, document, is_judged)
 
     clusters = CLUSTERS.empty_table()
     if finder is not None and (candidates := finder.candidates()):
@@ -198,9 +246,10 @@ def run_filter(
     out_queries: Path,
     out_audit: Path,
     out_clusters: Path | None = None,
+    workers: int = 1,
 ) -> dict:
     judged = set(pq.read_table(qrels, columns=["doc_id"]).column("doc_id").to_pylist())
-    audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus)
+    audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus, workers)
     contracts.write_table(audit, out_audit, contracts.AUDIT)
     if out_clusters is not None:
         contracts.write_table(clusters, out_clusters, CLUSTERS)

@@ -1,19 +1,38 @@
 """Quality filters for curating a corpus, after Arctic-Embed (App. C) and Gopher.
 
 Each filter is a small function that measures one property of a document and returns the
-measured value; a ``Check`` compares that value with configured bounds. The filter stage
-records every failed check with its name and value in the audit, so a curated corpus can be
-explained document by document.
+measured value (None: not measured, so it passes); a ``Check`` compares that value with
+configured bounds. The filter stage records every failed check with its name and value in the
+audit, so a curated corpus can be explained document by document.
 
 All measures read the document as models read it, ``contracts.document_text`` (title, a
 space, text). Words are whitespace-separated tokens (Gopher used a tokenizer; whitespace is
-what BEIR's English corpora need and keeps the measure independent of any model). Lines are
-the non-empty lines after stripping, so blank lines between paragraphs do not count as short,
-bulleted or numeric lines.
+what BEIR's English corpora need and keeps the measure independent of any model), compared
+and measured without the punctuation and symbols at their ends (Unicode categories P and S, so
+that “The” is a stop word). Lines are the non-empty lines after stripping, so blank lines
+between paragraphs do not count as short, bulleted or numeric lines.
+
+Filters that assume spaces between words: words, mean_word_length, symbols_per_word,
+words_without_letter, duplicate_ngrams, stop_words and short_lines. A text in a script written
+without spaces (Chinese, Japanese, Thai) is one long "word" to them; switch them off for such
+corpora. The line filters, the ellipsis filter and language identification do not assume
+spaces.
 
 Thresholds are Arctic-Embed's (App. C), which take Gopher's (Rae et al. 2021, App. A) where
-they overlap. A value passes when ``minimum <= value <= maximum``: Gopher drops a document
-only when a ratio *exceeds* its maximum.
+they overlap. Where Arctic keeps a fraction "below" a bound (symbols, ellipsis lines, words
+without a letter, bullet, short and numeric lines) the bound is strict by default
+(``below: strict``; ``inclusive`` lets a value equal to it pass); word counts and word
+lengths are ranges that include their ends, and Gopher's n-gram bounds drop a document only
+when a fraction *exceeds* them.
+
+Arctic-Embed's filters irflow does not implement: uppercase-line and perplexity filters
+(perplexity needs a language model trained on a reference corpus), a domain blocklist (BEIR
+documents carry no URL) and the §3.3 consistency filter, which scores (query, document) pairs
+with a model and is a training-data step, not a corpus one (``irflow.negatives`` mines with
+the judged pairs).
+
+The n-gram measures compare tuples of words, never joined strings, and the sequential
+"duplicated" scan only runs where some 5-gram repeats (else no longer n-gram repeats either).
 """
 
 from __future__ import annotations
@@ -35,6 +54,10 @@ BULLETS = ("•", "-", "*", "‣", "◦", "▪", "·", "–", "—")
 ELLIPSES = ("...", "…")
 # A line of numbers: digits with the separators numbers and tables are written with.
 NUMERIC_LINE = re.compile(r"[\d\s.,:;%+\-−/()\[\]]*\d[\d\s.,:;%+\-−/()\[\]]*")
+# Runs of characters that are not word characters: candidates for punctuation and symbols.
+NON_WORD = re.compile(r"[\W_]+")
+# A character that is a letter or a non-decimal numeral (the regex cannot tell these apart).
+LETTER_LIKE = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)
@@ -51,14 +74,53 @@ class Document:
         return cls(text, tuple(text.split()), tuple(line for line in lines if line))
 
     @cached_property
+    def bare_words(self) -> list[str]:
+        """The words without the punctuation and symbols at their ends, "" for a word of
+        punctuation and symbols alone (Gopher's "symbol words")."""
+        return [_strip_symbols(w) for w in self.words]
+
+    @cached_property
     def content_words(self) -> list[str]:
-        """Words with at least one character that is not punctuation or a symbol (Gopher's
-        "non-symbol words"); two filters read them, so they are found once."""
-        return [w for w in self.words if not all(_is_symbol(c) for c in w)]
+        """The bare words that are not empty; two filters read them, so they are found once."""
+        return [w for w in self.bare_words if w]
+
+    def grams(self, n: int) -> list[tuple[str, ...]]:
+        """The word n-grams in order, as tuples (built in C by ``zip``, never joined)."""
+        return list(zip(*(self.words[i:] for i in range(n))))
+
+    @cached_property
+    def _repeats(self) -> dict[int, bool]:
+        return {}
+
+    def repeats(self, n: int) -> bool:
+        """Whether some word n-gram occurs twice (asked once per n-gram check)."""
+        if n not in self._repeats:
+            grams = self.grams(n)
+            self._repeats[n] = len(set(grams)) < len(grams)
+        return self._repeats[n]
 
 
 def _is_symbol(char: str) -> bool:
     return unicodedata.category(char)[0] in "PS"
+
+
+def _strip_symbols(word: str) -> str:
+    """``word`` without the punctuation and symbol characters at its ends."""
+    if NON_WORD.match(word) is None and NON_WORD.search(word[-1]) is None:
+        return word  # the common case: starts and ends with a letter or digit
+    start, end = 0, len(word)
+    while start < end and _is_symbol(word[start]):
+        start += 1
+    while end > start and _is_symbol(word[end - 1]):
+        end -= 1
+    return word[start:end]
+
+
+def _has_letter(word: str) -> bool:
+    match = LETTER_LIKE.search(word)
+    if match is None:
+        return False
+    return match.group().isalpha() or any(c.isalpha() for c in word)
 
 
 def _line_fraction(doc: Document, predicate: Callable[[str], bool]) -> float:
@@ -73,7 +135,8 @@ def word_count(doc: Document) -> float:
 
 
 def mean_word_length(doc: Document) -> float:
-    """Mean length in characters of the words that are not punctuation alone; 0 for none."""
+    """Mean length in characters of the words that are not punctuation alone, without the
+    punctuation at their ends; 0 for none."""
     words = doc.content_words
     return sum(len(w) for w in words) / len(words) if words else 0.0
 
@@ -96,12 +159,14 @@ def words_without_letter_fraction(doc: Document) -> float:
     """Words that contain no alphabetic character (Gopher: 80% of words must have one)."""
     if not doc.words:
         return 0.0
-    return sum(1 for w in doc.words if not any(c.isalpha() for c in w)) / len(doc.words)
+    return sum(1 for w in doc.words if not _has_letter(w)) / len(doc.words)
 
 
 def top_ngram_char_fraction(doc: Document, n: int) -> float:
     """Characters covered by the most frequent word n-gram, counted at every occurrence, over
-    the document's characters (Gopher's "top n-gram"; DataTrove's ``find_top_duplicate``).
+    the document's characters (Gopher's "top n-gram"; DataTrove's ``find_top_duplicate``: an
+    n-gram's characters are its words' and the spaces between them; among equally frequent
+    n-grams the first to occur).
 
     An n-gram that occurs once is no repetition and measures 0. DataTrove counts it anyway,
     which never matters for Gopher's documents of 50 words and more but would remove every
@@ -109,34 +174,37 @@ def top_ngram_char_fraction(doc: Document, n: int) -> float:
     """
     if len(doc.words) < n or not doc.text:
         return 0.0
-    grams = Counter(" ".join(doc.words[i : i + n]) for i in range(len(doc.words) - n + 1))
-    gram, count = grams.most_common(1)[0]
-    return len(gram) * count / len(doc.text) if count > 1 else 0.0
+    gram, count = Counter(doc.grams(n)).most_common(1)[0]
+    return (sum(map(len, gram)) + n - 1) * count / len(doc.text) if count > 1 else 0.0
 
 
 def duplicated_ngram_char_fraction(doc: Document, n: int) -> float:
     """Characters in word n-grams that repeat an earlier n-gram, over the document's
     characters (Gopher's "duplicate n-grams"; DataTrove's ``find_all_duplicate``: after a
-    repeat the scan jumps past it, so overlapping repeats are not counted twice; n-grams are
-    joined without spaces, as there)."""
-    if not doc.text:
+    repeat the scan jumps past it, so overlapping repeats are not counted twice; an n-gram's
+    characters are its words' without spaces, as there). N-grams are compared as word
+    sequences, where DataTrove compares the words joined without spaces ("ab c" = "a bc")."""
+    if not doc.text or len(doc.words) < n:
         return 0.0
-    words, seen, repeated, i = doc.words, set(), 0, 0
-    while i < len(words) - n + 1:
-        gram = "".join(words[i : i + n])
-        if gram in seen:
-            repeated += len(gram)
+    if not doc.repeats(min(n, 5)):
+        # No repeated 5-gram means no repeated longer one: the common case ends here.
+        return 0.0
+    grams = doc.grams(n)
+    seen, repeated, i = set(), 0, 0
+    while i < len(grams):
+        if grams[i] in seen:
+            repeated += sum(map(len, grams[i]))
             i += n
         else:
-            seen.add(gram)
+            seen.add(grams[i])
             i += 1
     return repeated / len(doc.text)
 
 
 def stop_word_count(doc: Document, stop_words: frozenset[str]) -> float:
-    """Words that are stop words, compared in lower case and without surrounding
-    punctuation, so that "The" and "the," count."""
-    return float(sum(1 for w in doc.words if w.strip(".,;:!?\"'()[]").lower() in stop_words))
+    """Words that are stop words, compared in lower case and without the punctuation at their
+    ends, so that "The", "the," and “The” count."""
+    return float(sum(1 for w in doc.bare_words if w.lower() in stop_words))
 
 
 def bullet_line_fraction(doc: Document) -> float:
@@ -170,8 +238,11 @@ def language_probabilities(text: str) -> list[tuple[str, float]]:
     return [(lang, float(p)) for lang, p in _language_identifier().rank(text)]
 
 
-def expected_language_probability(doc: Document, language: str) -> float:
-    """The probability py3langid gives ``language`` (an ISO 639-1 code)."""
+def expected_language_probability(doc: Document, language: str, min_words: int = 0) -> float | None:
+    """The probability py3langid gives ``language`` (an ISO 639-1 code); None (not measured)
+    for a document of fewer than ``min_words`` words, too short to identify reliably."""
+    if len(doc.content_words) < min_words:
+        return None
     return dict(language_probabilities(doc.text))[language]
 
 
@@ -180,16 +251,23 @@ class Check:
     """One quality filter: a name, what it measures, and the bounds a document must meet."""
 
     name: str
-    measure: Callable[[Document], float]
+    measure: Callable[[Document], float | None]
     minimum: float | None = None
     maximum: float | None = None
+    # A value must stay below the maximum, not merely reach it (Arctic's "less than").
+    strict: bool = False
 
-    def reason(self, value: float) -> str | None:
-        """Why ``value`` fails the bounds, or None when it passes."""
+    def reason(self, value: float | None) -> str | None:
+        """Why ``value`` fails the bounds, or None when it passes (or was not measured)."""
+        if value is None:
+            return None
         if self.minimum is not None and value < self.minimum:
             return f"{self.name} {value:.6g} < {self.minimum:g}"
-        if self.maximum is not None and value > self.maximum:
-            return f"{self.name} {value:.6g} > {self.maximum:g}"
+        if self.maximum is not None:
+            if self.strict and value >= self.maximum:
+                return f"{self.name} {value:.6g} >= {self.maximum:g}"
+            if value > self.maximum:
+                return f"{self.name} {value:.6g} > {self.maximum:g}"
         return None
 
 
@@ -228,18 +306,28 @@ def build_checks(quality: dict) -> list[Check]:
         spec = quality.get(name) or {}
         return spec if spec.get("enabled") else None
 
+    strict = quality.get("below", "strict") == "strict"
     checks: list[Check] = []
     if spec := on("words"):
         checks.append(Check("words", word_count, spec["min"], spec["max"]))
     if spec := on("mean_word_length"):
         checks.append(Check("mean_word_length", mean_word_length, spec["min"], spec["max"]))
     if spec := on("symbols_per_word"):
-        checks.append(Check("symbols_per_word", symbols_per_word, maximum=spec["max"]))
+        checks.append(
+            Check("symbols_per_word", symbols_per_word, maximum=spec["max"], strict=strict)
+        )
     if spec := on("ellipsis_lines"):
-        checks.append(Check("ellipsis_lines", ellipsis_line_fraction, maximum=spec["max"]))
+        checks.append(
+            Check("ellipsis_lines", ellipsis_line_fraction, maximum=spec["max"], strict=strict)
+        )
     if spec := on("words_without_letter"):
         checks.append(
-            Check("words_without_letter", words_without_letter_fraction, maximum=spec["max"])
+            Check(
+                "words_without_letter",
+                words_without_letter_fraction,
+                maximum=spec["max"],
+                strict=strict,
+            )
         )
     if spec := on("duplicate_ngrams"):
         for kind, measure in (
@@ -261,14 +349,23 @@ def build_checks(quality: dict) -> list[Check]:
             Check("stop_words", lambda doc: stop_word_count(doc, words), minimum=spec["min"])
         )
     if spec := on("bullet_lines"):
-        checks.append(Check("bullet_lines", bullet_line_fraction, maximum=spec["max"]))
+        checks.append(
+            Check("bullet_lines", bullet_line_fraction, maximum=spec["max"], strict=strict)
+        )
     if spec := on("short_lines"):
         short = spec["words"]
         checks.append(
-            Check("short_lines", lambda doc: short_line_fraction(doc, short), maximum=spec["max"])
+            Check(
+                "short_lines",
+                lambda doc: short_line_fraction(doc, short),
+                maximum=spec["max"],
+                strict=strict,
+            )
         )
     if spec := on("numeric_lines"):
-        checks.append(Check("numeric_lines", numeric_line_fraction, maximum=spec["max"]))
+        checks.append(
+            Check("numeric_lines", numeric_line_fraction, maximum=spec["max"], strict=strict)
+        )
     if spec := on("language"):
         expected = spec["expected"]
         if expected not in known_languages():
@@ -279,14 +376,14 @@ def build_checks(quality: dict) -> list[Check]:
         checks.append(
             Check(
                 f"language_{expected}",
-                lambda doc: expected_language_probability(doc, expected),
+                lambda doc: expected_language_probability(doc, expected, spec["min_words"]),
                 minimum=spec["min_probability"],
             )
         )
     return checks
 
 
-def failed_checks(text: str, checks: list[Check]) -> list[tuple[str, float, str]]:
+def failed_checks(text: str, checks: list[Check]) -> list[tuple[str, float | None, str]]:
     """(filter name, measured value, reason) for every check ``text`` fails."""
     if not checks:
         return []
