@@ -22,9 +22,12 @@ from irflow.config import load_schema, validate_config
 from irflow.errors import ConfigError, InputError
 from irflow.generate import (
     ATTRIBUTES,
+    Generator,
+    _Item,
     chunk_corpus,
     content_checksum,
     document_lengths,
+    document_rng,
     generate_dataset,
     load_prompts,
     sample_documents,
@@ -106,7 +109,21 @@ def run(fake: FakeLLM, cache: Path, corpus: pd.DataFrame, llm: dict | None = Non
 def test_the_shipped_prompts_load_and_render():
     prompts = load_prompts(PROMPTS)
     assert set(prompts.attributes) == set(ATTRIBUTES)
-    assert all(len(values) >= 3 for values in prompts.attributes.values())
+    # AIR-Bench's weights (App. A.2).
+    weights = {name: [o.weight for o in options] for name, options in prompts.attributes.items()}
+    assert weights == {
+        "query_length": [1, 4, 2, 1],
+        "query_type": [3, 1, 1],
+        "information_type": [1, 1],
+        "expression_style": [5, 3, 3, 1, 1, 1, 1],
+    }
+    assert [o.words for o in prompts.attributes["query_length"]] == [
+        (1, 4),
+        (5, 9),
+        (10, 20),
+        (21, None),
+    ]
+    assert [o.min_query_words for o in prompts.attributes["query_type"]] == [0, 0, 10]
     messages = prompts.messages(
         "query",
         {
@@ -119,7 +136,15 @@ def test_the_shipped_prompts_load_and_render():
     )
     assert [m["role"] for m in messages] == ["system", "user"]
     user = messages[1]["content"]
-    assert "The $5 cure {x}" in user and "a nurse" in user and "<expression_style>" in user
+    assert "The $5 cure {x}" in user and "a nurse" in user and "<query_type>" in user
+    # The style is the rewrite's (AIR-Bench applies it when rewriting).
+    assert "<expression_style>" not in user
+    rewrite = prompts.messages(
+        "rewrite",
+        {"document": "d", "language": "English", "query": "q"}
+        | {name: f"<{name}>" for name in ATTRIBUTES},
+    )[1]["content"]
+    assert "in this style: <expression_style>" in rewrite
     assert 'Document:\n"""\nThe $5 cure {x}\n"""' in user
     assert "${" not in user
 
@@ -161,6 +186,35 @@ def test_a_prompts_file_that_is_not_yaml_names_the_line(tmp_path):
         load_prompts(path)
     with pytest.raises(InputError, match="does not exist"):
         load_prompts(tmp_path / "missing.yaml")
+
+
+def test_attributes_are_drawn_by_weight_and_claims_only_for_long_queries():
+    prompts = load_prompts(PROMPTS)
+    generator = Generator(prompts, client=None, spec={})
+    draws = []
+    for n in range(4000):
+        item = _Item(f"d{n}", "", document_rng(0, f"d{n}"), {}, [])
+        draws.append({a: generator._draw(item, a) for a in ATTRIBUTES})
+    draws = pd.DataFrame(draws)
+    for attribute, options in prompts.attributes.items():
+        shares = draws[attribute].value_counts(normalize=True)
+        if attribute == "query_type":
+            continue  # conditional on the length: checked below
+        total = sum(o.weight for o in options)
+        for option in options:
+            assert abs(shares.get(option.value, 0) - option.weight / total) < 0.03
+    claim = prompts.attributes["query_type"][2].value
+    short = {o.value for o in prompts.attributes["query_length"][:2]}
+    assert not (draws["query_length"].isin(short) & (draws["query_type"] == claim)).any()
+    long_types = draws.loc[~draws["query_length"].isin(short), "query_type"]
+    assert abs((long_types == claim).mean() - 1 / 5) < 0.04  # 3:1:1 among long queries
+    assert (
+        abs(
+            (draws.loc[draws["query_length"].isin(short), "query_type"] == "a question").mean()
+            - 3 / 4
+        )
+        < 0.04
+    )
 
 
 # --- chunking and sampling --------------------------------------------------------------------
@@ -266,7 +320,12 @@ def test_a_run_writes_an_ordinary_dataset_and_a_rerun_asks_nothing(airbench_llm,
     assert record["character"].startswith(words[sources[0]] + " reader")
     prompts = load_prompts(PROMPTS)
     for attribute in ATTRIBUTES:
-        assert set(generated.generation[attribute]) <= set(prompts.attributes[attribute])
+        values = {o.value for o in prompts.attributes[attribute]}
+        assert set(generated.generation[attribute]) <= values
+    # "query about alpha" shares 1 of its 3 words with its document, "rewritten alpha" 1 of 2.
+    assert generated.generation["first_query_overlap"].tolist() == [1 / 3] * 4
+    assert generated.generation["query_overlap"].tolist() == [0.5] * 4
+    assert generated.stats["word_overlap"] == {"first_query": 0.3333, "query": 0.5}
     assert generated.dropped.empty and generated.stats["dropped"] == 0
 
     # The tables are the contracts' and the checksum is of their content.

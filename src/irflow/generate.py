@@ -93,6 +93,8 @@ NO_SPACES = (
     "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 )
 WORDS = re.compile(f"[{NO_SPACES}]|[^\\s{NO_SPACES}]+")
+# The same units without punctuation, lower-cased: what a query shares with its document.
+PLAIN_WORDS = re.compile(f"[{NO_SPACES}]|[^\\W{NO_SPACES}]+")
 QUERY_PREFIX = "gen-q-"
 NEGATIVE_PREFIX = "gen-neg-"
 EXTRA_SCHEMAS = {
@@ -114,6 +116,8 @@ EXTRA_SCHEMAS = {
         "first_query": "string",
         "rewrites": "list<string>",
         "query": "string",
+        "first_query_overlap": "double",
+        "query_overlap": "double",
         "negatives_requested": "int32",
         "negatives": "int32",
     },
@@ -142,10 +146,23 @@ def list_generated(config: dict) -> dict[str, dict]:
 
 
 @dataclass(frozen=True)
+class Option:
+    """One value of a query attribute: drawn with probability proportional to ``weight``.
+    ``words`` (query_length only) is the band's least and most words (None: no most);
+    ``min_query_words`` (other attributes) allows the value only with a length band of at least
+    that many words (AIR-Bench writes claims only as queries of 10 words or more)."""
+
+    value: str
+    weight: float = 1.0
+    words: tuple[int, int | None] | None = None
+    min_query_words: int = 0
+
+
+@dataclass(frozen=True)
 class Prompts:
     path: str
     steps: dict
-    attributes: dict[str, list[str]]
+    attributes: dict[str, list[Option]]
     sha256: str
 
     def messages(self, step: str, values: dict) -> list[dict]:
@@ -201,12 +218,16 @@ def load_prompts(path: str | Path) -> Prompts:
     attributes = data.get("attributes")
     if not isinstance(attributes, dict):
         raise InputError(path, "missing: a mapping of attribute lists", field="attributes")
-    for name in ATTRIBUTES:
-        values = attributes.get(name)
-        if not values or not all(isinstance(v, str) and v.strip() for v in values):
-            raise InputError(
-                path, "must be a non-empty list of strings", field=f"attributes.{name}"
-            )
+    options = {name: _options(path, name, attributes.get(name)) for name in ATTRIBUTES}
+    for band in options["query_length"]:
+        least = band.words[0] if band.words else 0
+        for name in ATTRIBUTES[1:]:
+            if not any(o.min_query_words <= least for o in options[name]):
+                raise InputError(
+                    path,
+                    f"no value is allowed with the length band {band.value!r} ({least} words)",
+                    field=f"attributes.{name}",
+                )
     for step in STEPS:
         spec = data.get(step)
         if not isinstance(spec, dict):
@@ -251,9 +272,47 @@ def load_prompts(path: str | Path) -> Prompts:
     return Prompts(
         path=str(path),
         steps={step: data[step] for step in STEPS},
-        attributes={name: list(attributes[name]) for name in ATTRIBUTES},
+        attributes=options,
         sha256=sha256,
     )
+
+
+def _options(path: Path, name: str, values: Any) -> list[Option]:
+    """An attribute's options: plain strings (weight 1) or mappings with ``value`` and
+    ``weight`` (and ``words`` for a length band, ``min_query_words`` for the others)."""
+    field = f"attributes.{name}"
+    if not isinstance(values, list) or not values:
+        raise InputError(path, "must be a non-empty list of values", field=field)
+    options = []
+    for i, item in enumerate(values):
+        where = f"{field}.{i}"
+        if isinstance(item, str):
+            item = {"value": item}
+        if not isinstance(item, dict) or not isinstance(item.get("value"), str):
+            raise InputError(path, "must be a string or a mapping with a 'value'", field=where)
+        unknown = set(item) - {"value", "weight", "words", "min_query_words"}
+        if unknown:
+            raise InputError(path, f"unknown key(s) {', '.join(sorted(unknown))}", field=where)
+        weight = item.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+            raise InputError(path, "must be a number > 0", field=f"{where}.weight")
+        words = item.get("words")
+        if words is not None:
+            if name != "query_length":
+                raise InputError(path, "only query_length bands have words", field=where)
+            low, high = (list(words) + [None, None])[:2] if isinstance(words, list) else (-1, 0)
+            if not (isinstance(low, int) and low >= 0 and (high is None or high >= low)):
+                raise InputError(path, "must be [least, most or null]", field=f"{where}.words")
+            words = (low, high)
+        least = item.get("min_query_words", 0)
+        if not isinstance(least, int) or least < 0:
+            raise InputError(path, "must be an integer >= 0", field=f"{where}.min_query_words")
+        if least and name == "query_length":
+            raise InputError(path, "only other attributes have min_query_words", field=where)
+        if not item["value"].strip():
+            raise InputError(path, "must be a non-empty string", field=f"{where}.value")
+        options.append(Option(item["value"].strip(), float(weight), words, least))
+    return options
 
 
 # --- chunking and sampling --------------------------------------------------------------------
@@ -293,6 +352,16 @@ def chunk_corpus(
     frame = pd.DataFrame(rows, columns=["doc_id", "title", "text"])
     stats = {"documents": len(corpus), "documents_chunked": chunked, "chunks": len(frame)}
     return frame, stats
+
+
+def word_overlap(query: str, document: str) -> float:
+    """The share of the query's distinct words (``PLAIN_WORDS``, lower-cased) that occur in the
+    document: 1.0 when the query copies the document's wording, lower after a good rewrite.
+    Stop words count too."""
+    words = set(PLAIN_WORDS.findall(query.lower()))
+    if not words:
+        return 0.0
+    return len(words & set(PLAIN_WORDS.findall(document.lower()))) / len(words)
 
 
 def _order_key(seed: int, doc_id: str) -> str:
@@ -453,6 +522,7 @@ class _Item:
     values: dict
     rewrites: list
     negatives_requested: int = 0
+    band: tuple[int, int | None] | None = None  # the drawn query_length's words
 
 
 class Generator:
@@ -542,8 +612,17 @@ class Generator:
         return survivors
 
     def _draw(self, item: _Item, attribute: str) -> str:
+        """A weighted draw; an option needing longer queries than the drawn length band is left
+        out (query_length is drawn first)."""
         options = self.prompts.attributes[attribute]
-        return options[int(item.rng.integers(len(options)))]
+        if attribute != "query_length":
+            band = item.band[0] if item.band else 0
+            options = [o for o in options if o.min_query_words <= band]
+        weights = np.array([o.weight for o in options])
+        chosen = options[int(item.rng.choice(len(options), p=weights / weights.sum()))]
+        if attribute == "query_length":
+            item.band = chosen.words
+        return chosen.value
 
 
 def generate_dataset(
@@ -609,6 +688,8 @@ def generate_dataset(
                 "first_query": item.rewrites[0],
                 "rewrites": item.rewrites[1:],
                 "query": item.values["query"],
+                "first_query_overlap": word_overlap(item.rewrites[0], item.document),
+                "query_overlap": word_overlap(item.values["query"], item.document),
                 "negatives_requested": item.negatives_requested,
                 "negatives": len(item.values["negatives"]),
             }
@@ -626,7 +707,15 @@ def generate_dataset(
         )
     # Past llm.max_dropped_share the job fails: a smaller dataset must not pass silently.
     client.check_dropped()
+    overlap = pd.DataFrame(generation, columns=list(EXTRA_SCHEMAS["generation"]))
     stats |= {
+        # Mean share of a query's words found in its document, before and after the rewrites.
+        "word_overlap": {
+            "first_query": round(float(overlap["first_query_overlap"].mean()), 4)
+            if len(overlap)
+            else None,
+            "query": round(float(overlap["query_overlap"].mean()), 4) if len(overlap) else None,
+        },
         "queries": len(queries),
         "negatives": len(negatives),
         "corpus": len(corpus) + len(new_docs),
@@ -663,7 +752,12 @@ def _qrel(query_id: str, doc_id: str, relevance: int) -> dict:
 def extra_schema(name: str):
     import pyarrow as pa
 
-    types = {"string": pa.string(), "int32": pa.int32(), "list<string>": pa.list_(pa.string())}
+    types = {
+        "string": pa.string(),
+        "int32": pa.int32(),
+        "double": pa.float64(),
+        "list<string>": pa.list_(pa.string()),
+    }
     return pa.schema([(column, types[kind]) for column, kind in EXTRA_SCHEMAS[name].items()])
 
 
