@@ -641,3 +641,21 @@ def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_
     assert row["kind"] == "corpus_document" and row["action"] == "remove_document"
     assert row["reason"].startswith("judged 3 (>= 2): an overlooked relevant document; but")
     assert "n1-0" not in set(controlled.qrels["doc_id"]) | set(controlled.corpus["doc_id"])
+
+
+def test_the_airbench_example_votes_with_three_cross_encoders(monkeypatch, tmp_path):
+    """The shipped example is the paper's set-up; the offline e2e test (test_qc_workflow)
+    votes with bi-encoders instead."""
+    from irflow.config import expand_config
+
+    monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
+    raw = yaml.safe_load((REPO / "config" / "airbench.yaml").read_text())
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = validate_config(expand_config(raw), schema)
+    voters = config["quality_control"]["rerankers"]
+    assert len(voters) == 3
+    specs = [config["rerankers"][name] for name in voters]
+    assert all(spec["type"] == "cross-encoder" for spec in specs)
+    assert len({spec["id"] for spec in specs}) == 3
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+", spec["id"]) for spec in specs)  # Hub ids
+    assert majority_needed(len(voters), config["quality_control"]["majority"]) == 2
