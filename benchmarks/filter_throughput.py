@@ -6,15 +6,18 @@ filters backed by a library against that library called bare on the same texts.
 - language: py3langid only, against bare py3langid (``LanguageIdentifier.rank`` with
   normalised probabilities) on every document;
 - near_duplicates: MinHash LSH only, against bare datasketch (MinHash of the same shingles,
-  LSH query and insert, estimated Jaccard of each candidate);
-- all: everything at once.
+  LSH query and insert with irflow's banding, estimated Jaccard of each candidate);
+- all: everything at once, in one process and in ``--workers`` processes.
 
 irflow's times include reading the corpus Parquet, writing the kept rows and the audit.
+``--documents`` takes the corpus's first documents, so that a run fits a shared machine; the
+minutes per million documents are extrapolated linearly from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
 from irflow.config import load_schema, validate_config
 from irflow.contracts import document_texts
-from irflow.dedup import shingles
+from irflow.dedup import lsh_bands, shingles
 from irflow.filter import run_filter
 from irflow.ingest import ingest
 from irflow.quality import FILTERS, Document, expected_language_probability
@@ -53,6 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/arguana"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--documents", type=int, default=None, help="the first N documents")
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
     settings = {
@@ -62,6 +67,8 @@ def main() -> None:
         "near_duplicates": rules([], True),
         "all": rules(list(FILTERS), True),
     }
+    workers = {name: 1 for name in settings} | {"all_workers": args.workers}
+    settings["all_workers"] = settings["all"]
     near = settings["near_duplicates"]["near_duplicates"]
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,6 +78,9 @@ def main() -> None:
             corpus_file, args.dataset / "queries.jsonl", args.dataset / "qrels" / "test.tsv", tmp
         )
         corpus = pq.read_table(tmp / "corpus.parquet")
+        if args.documents is not None:
+            corpus = corpus.slice(0, args.documents)
+            pq.write_table(corpus, tmp / "corpus.parquet")
         texts = document_texts(
             corpus.column("title").to_pylist(), corpus.column("text").to_pylist()
         )
@@ -87,6 +97,7 @@ def main() -> None:
                     out / "queries.parquet",
                     out / "audit.parquet",
                     out / "clusters.parquet",
+                    workers=workers[name],
                 )
 
             return run
@@ -98,7 +109,8 @@ def main() -> None:
                 identifier.rank(text)
 
         def bare_near_duplicates() -> None:
-            lsh = MinHashLSH(threshold=near["threshold"], num_perm=near["permutations"])
+            bands = lsh_bands(near["threshold"], near["permutations"])
+            lsh = MinHashLSH(num_perm=near["permutations"], params=bands)
             signatures = {}
             for position, text in enumerate(texts):
                 grams = shingles(text, near["shingle_words"])
@@ -119,9 +131,20 @@ def main() -> None:
         seconds = best_of(functions, args.repeats)
 
     documents = len(texts)
-    measurements: dict = {"dataset": args.dataset.name, "documents": documents}
+    measurements: dict = {
+        "dataset": args.dataset.name,
+        "documents": documents,
+        "workers": args.workers,
+        "cpus": os.cpu_count(),
+    }
     for name in settings:
         measurements[f"{name}_docs_per_second"] = documents / seconds[f"irflow_{name}"]
+        # Extrapolated linearly: the filters' cost per document does not grow with the corpus
+        # (near-duplicates index one signature per cluster).
+        measurements[f"{name}_minutes_per_million"] = (
+            seconds[f"irflow_{name}"] / documents * 1e6 / 60
+        )
+    measurements["all_workers_speedup"] = seconds["irflow_all"] / seconds["irflow_all_workers"]
     for name in ("language", "near_duplicates"):
         measurements[f"bare_{name}_docs_per_second"] = documents / seconds[f"bare_{name}"]
         # The basic rules and the Parquet input and output are paid by every configuration.

@@ -236,12 +236,13 @@ def reference_duplicated(words: list[str], n: int, chars: int) -> float:
     return repeated / chars
 
 
-def test_ngram_measures_on_word_ids_equal_the_string_definitions():
+def test_ngram_measures_on_word_tuples_equal_the_string_definitions():
     rng = random.Random(3)
     for _ in range(300):
-        # Words of one length (no "ab c" = "a bc" ambiguity), from vocabularies small enough
-        # to repeat n-grams and tie top n-grams.
-        vocabulary = [f"w{i}" for i in range(rng.choice([2, 4, 9]))]
+        # Words of different lengths, so that which of two tied top n-grams counts matters,
+        # each starting with the only "w" (joined without spaces, they still split one way),
+        # from vocabularies small enough to repeat n-grams and tie top n-grams.
+        vocabulary = ["w" + "x" * i for i in range(rng.choice([2, 4, 9]))]
         words = [rng.choice(vocabulary) for _ in range(rng.randint(1, 60))]
         doc = Document.of(" ".join(words))
         for n in (2, 3, 4):
