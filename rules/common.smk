@@ -3,7 +3,7 @@
 
 import functools
 
-from irflow.config import reranked_name, system_kinds
+from irflow.config import VECTOR_FOLDERS, reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
 from irflow.embed import RESULT_SETTINGS
 from irflow.external_run import is_url, run_location
@@ -23,12 +23,15 @@ GENERATED = list_generated(config)
 CURATED = {name: spec["dataset"] for name, spec in config["curate"].items()}
 # Quality-controlled copies of generated datasets (AIR-Bench's QC; rules/qc.smk).
 QUALITY_CONTROLLED = list_quality_controlled(config)
+# Document-expanded copies (docT5query; rules/expand.smk), not downloaded.
+EXPANDED = {name: spec["dataset"] for name, spec in config["expand"].items()}
 DATASETS = (
     BASE_DATASETS
     + sorted(VARIANTS)
     + sorted(GENERATED)
     + sorted(CURATED)
     + sorted(QUALITY_CONTROLLED)
+    + sorted(EXPANDED)
 )
 # Datasets whose labels are audited (rules/qc.smk), and the rerankers that vote.
 AUDITED = audited_datasets(config)
@@ -51,6 +54,7 @@ DATASET_SPECS = (
         for name in [*GENERATED, *QUALITY_CONTROLLED]
     }
     | {name: config["datasets"][base] for name, base in CURATED.items()}
+    | {name: config["datasets"][base] for name, base in EXPANDED.items()}
 )
 # Datasets whose documents are embedded in several jobs (rules/embed.smk).
 SHARDED_DATASETS = [d for d in DATASETS if DATASET_SPECS[d]["embed_shards"] > 1]
@@ -59,6 +63,14 @@ SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
 BM25_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "bm25"]
 DENSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "dense"]
+SPARSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "sparse"]
+LATE_INTERACTION_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "late-interaction"]
+# Per folder of results/ (sparse, tokens): the models whose vectors it holds (rules/vectors.smk).
+VECTOR_MODELS_BY_FOLDER = {
+    folder: sorted({RETRIEVERS[s]["model"] for s in SYSTEMS if SYSTEM_KINDS[s] == kind})
+    for kind, folder in VECTOR_FOLDERS.items()
+}
+VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
 # Runs made outside irflow (rules/external_run.smk).
 RUN_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "run"]
 FUSION_SYSTEMS = sorted(config["fusion"])
@@ -86,6 +98,8 @@ PAIRS = [(d, s) for d in DATASETS for s in SYSTEMS]
 RUN_STAGE = {
     "bm25": "retrieve",
     "dense": "retrieve",
+    "sparse": "retrieve",
+    "late-interaction": "retrieve",
     "fusion": "fuse",
     "rerank": "rerank",
     "run": "external_run",
@@ -95,6 +109,7 @@ MANIFESTS = (
     + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
     + [f"results/manifests/generate/{g}.json" for g in GENERATED]
     + [f"results/manifests/curate/{c}.json" for c in CURATED]
+    + [f"results/manifests/expand/{e}.json" for e in EXPANDED]
     + [f"results/manifests/quality_control/{q}.json" for q in QUALITY_CONTROLLED]
     + [
         f"results/manifests/qc_votes/{q}/{r}.json"
@@ -126,6 +141,15 @@ MANIFESTS = (
         for side in [document_side(config["models"][m])]
         for shards in [DATASET_SPECS[d]["embed_shards"]]
         for shard in range(shards)
+    ]
+    + [
+        f"results/manifests/{folder}/{d}/{m}/{name}.json"
+        for folder, models in VECTOR_MODELS_BY_FOLDER.items()
+        for d in DATASETS
+        for m in models
+        for shards in [DATASET_SPECS[d]["embed_shards"]]
+        for name in ["corpus", "queries"]
+        + [f"corpus.shards/{i}-of-{shards}" for i in range(shards) if shards > 1]
     ]
     + [
         f"results/manifests/index/{d}/{m}/{i}.json"
@@ -330,7 +354,7 @@ def rerank_settings(wildcards):
         "k": k,
         "reranker": spec,
     }
-    if spec["type"] == "bi-encoder":
+    if spec["type"] in ("bi-encoder", "late-interaction"):
         settings["model"] = model_result_settings(spec["model"])
     return settings
 

@@ -18,6 +18,10 @@ from irflow.errors import ConfigError
 from irflow.positionalize import list_variants
 from irflow.qc import quality_control_problems
 
+# Retriever types that name a key of `models`.
+MODEL_RETRIEVERS = ("dense", "sparse", "late-interaction")
+# Where sparse and late-interaction retrievers' vectors go: results/<folder>/<dataset>/<model>/.
+VECTOR_FOLDERS = {"sparse": "sparse", "late-interaction": "tokens"}
 # How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
 PATH_PREFIXES = ("/", "./", "../", "~")
 
@@ -122,8 +126,10 @@ def _missing_key(path: str, value: str, table: str, known) -> str:
 def _cross_references(config: dict) -> list[str]:
     problems = []
     for name, retriever in config["retrievers"].items():
-        if retriever["type"] == "dense":
-            for key, table in (("model", "models"), ("index", "indexes")):
+        if retriever["type"] in MODEL_RETRIEVERS:
+            references = [("model", "models")]
+            references += [("index", "indexes")] if retriever["type"] == "dense" else []
+            for key, table in references:
                 if retriever[key] not in config[table]:
                     problems.append(
                         _missing_key(
@@ -138,7 +144,7 @@ def _cross_references(config: dict) -> list[str]:
                 f"be less than passage_tokens ({passages['passage_tokens']})"
             )
     for name, reranker in config["rerankers"].items():
-        if reranker["type"] != "bi-encoder":
+        if reranker["type"] not in ("bi-encoder", "late-interaction"):
             continue
         if reranker["model"] not in config["models"]:
             problems.append(
@@ -147,11 +153,11 @@ def _cross_references(config: dict) -> list[str]:
                 )
             )
         elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
-            # A reranker scores a document by one vector; passage scores are not combined there.
+            # A reranker scores a document as a whole; passage scores are not combined there.
             problems.append(
                 f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
-                "into passages; a bi-encoder reranker needs a model with long_documents.strategy "
-                "truncate"
+                f"into passages; a {reranker['type']} reranker needs a model with "
+                "long_documents.strategy truncate"
             )
     for name, fusion in config["fusion"].items():
         if name in config["retrievers"]:
@@ -229,6 +235,7 @@ def _cross_references(config: dict) -> list[str]:
             problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
     problems += _generate_problems(config)
     problems += _curation_problems(config)
+    problems += _expansion_problems(config)
     problems += _metric_problems(config)
     problems += _index_problems(config)
     problems += quality_control_problems(config, system_kinds(config))
@@ -324,6 +331,20 @@ def _generate_problems(config: dict) -> list[str]:
             )
     if config["generate"] and not config["llm"]["model"]:
         problems.append("config key 'llm.model': needed by 'generate'; name the model to ask")
+    return problems
+
+
+def _expansion_problems(config: dict) -> list[str]:
+    """The expand blocks: a known base dataset, a name no other dataset has."""
+    problems = []
+    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
+    taken |= set(config["generate"])
+    for name, spec in config["expand"].items():
+        if spec["dataset"] not in config["datasets"]:
+            path = f"expand.{name}.dataset"
+            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+        if name in taken:
+            problems.append(f"config key 'expand.{name}': the name is already a dataset's")
     return problems
 
 

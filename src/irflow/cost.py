@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from irflow.config import VECTOR_FOLDERS
 from irflow.passages import document_side
 
 
@@ -59,9 +60,10 @@ class CostModel:
             return {}
         if kind == "bm25":
             return self.manifest("retrieve", dataset, system)["latency"]
-        if kind == "dense":
+        if kind == "dense" or kind in VECTOR_FOLDERS:
             model = self.config["retrievers"][system]["model"]
-            encode = self.manifest("embed", dataset, model, "queries")["latency"]
+            stage = VECTOR_FOLDERS.get(kind, "embed")  # where the queries were encoded
+            encode = self.manifest(stage, dataset, model, "queries")["latency"]
             return in_sequence(encode, self.manifest("retrieve", dataset, system)["latency"])
         if kind == "fusion":
             runs = self.config["fusion"][system]["runs"]
@@ -105,6 +107,20 @@ class CostModel:
                 ),
                 "device": corpus["device"],
             }
+        if kind in VECTOR_FOLDERS:
+            # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
+            # token vector (late interaction), built by the retrieve job from the encoded file.
+            retrieve = self.manifest("retrieve", dataset, system)
+            model = self.config["retrievers"][system]["model"]
+            corpus = self.manifest(VECTOR_FOLDERS[kind], dataset, model, "corpus")
+            return {
+                "index_bytes": retrieve["index_bytes"],
+                "index_build_seconds": retrieve["index_seconds"],
+                "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
+                "nnz_per_document": retrieve.get("nnz_per_document"),
+                "tokens_per_document": retrieve.get("tokens_per_document"),
+                "device": corpus["device"],
+            }
         if kind == "rerank":
             return {"device": self.manifest("rerank", dataset, system)["device"]}
         return {}
@@ -119,6 +135,8 @@ class CostModel:
             "index_bytes",
             "index_build_seconds",
             "encode_docs_per_second",
+            "nnz_per_document",
+            "tokens_per_document",
             "latency_median_ms",
             "latency_p95_ms",
             "latency_queries",

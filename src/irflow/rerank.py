@@ -220,12 +220,17 @@ def load_scorer(
     embeddings: Path | None = None,
     cache_root: Path | None = VECTOR_CACHE,
 ) -> Scorer:
-    """The scorer of reranker ``spec`` (a ``rerankers`` entry): a cross-encoder, or a bi-encoder
+    """The scorer of reranker ``spec`` (a ``rerankers`` entry): a cross-encoder, a ColBERT model
+    (late interaction, exact MaxSim), or a bi-encoder
     of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text) from its
     model's ``embeddings`` file when given, then from the vector cache under ``cache_root``
     (none when None), and encodes the rest."""
     if spec["type"] == "cross-encoder":
         return CrossEncoderScorer.load(spec)
+    if spec["type"] == "late-interaction":
+        from irflow.late_interaction import MaxSimScorer, TokenEncoder
+
+        return MaxSimScorer(TokenEncoder.load(models[spec["model"]]))
     encoder = Encoder.load(models[spec["model"]])
     cache = VectorCache(cache_root, encoder) if cache_root is not None else None
     return BiEncoderScorer(encoder, embeddings, documents if embeddings else None, cache)

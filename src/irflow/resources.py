@@ -69,6 +69,11 @@ SCORE_BASE_MIB, SCORE_MIB_PER_RUN_ROW = 176, 277 / MIB
 EMBED_MIB = 2048
 # embed_gather streams the shards into one file: bounded, 1.13 GiB measured at 1 M rows.
 GATHER_MIB = 1200
+# Sparse and late-interaction search hold the documents' vectors about three times over (the
+# Arrow table as read, the CSR matrix or token array built from it, and for sparse its
+# transpose), plus one query batch's scores (at most 128 MiB): counted from the arrays held,
+# not yet fitted to measured peaks.
+VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 
 
 def request_mb(peak_mib: float, attempt: int = 1) -> int:
@@ -142,6 +147,12 @@ def dense_search_mb(index, queries, spec: dict, attempt: int = 1) -> int:
 def score_mb(run, attempt: int = 1) -> int:
     rows = pq.read_metadata(_existing(run)).num_rows
     return request_mb(SCORE_BASE_MIB + SCORE_MIB_PER_RUN_ROW * rows, attempt)
+
+
+def vector_search_mb(documents, attempt: int = 1) -> int:
+    """``documents``: the documents' sparse vectors or token vectors (irflow.encode_parts)."""
+    peak = VECTOR_SEARCH_BASE_MIB + VECTOR_SEARCH_MIB_PER_MB * text_mb(documents)
+    return request_mb(peak, attempt)
 
 
 def embed_mb(attempt: int = 1) -> int:

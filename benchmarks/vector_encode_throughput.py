@@ -1,0 +1,101 @@
+"""Sparse (SPLADE) and late-interaction (ColBERT) encoding throughput: irflow's encode stage
+(irflow.encode_parts) against the bare sentence-transformers call on the same loaded model.
+
+No SPLADE or ColBERT weights can be downloaded here, so both models are tiny, built with random
+weights (tests/tiny_models.py) on MiniLM's tokenizer: the ratio measures irflow's overhead
+(Parquet in and out, chunked parts, the sparse or token layout), which is largest against a
+fast model; with a real model the encoding dominates more and the ratio moves towards 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from _harness import best_of, local_minilm, model_spec, report
+
+from irflow import contracts
+from irflow.encode_parts import encode_file
+from irflow.ingest import read_jsonl
+from irflow.late_interaction import TokenEncoder
+from irflow.sparse import SparseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from tiny_models import build_tiny_colbert, build_tiny_splade
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    rows = []
+    for _, record in read_jsonl(
+        args.dataset / "corpus.jsonl.gz", {"_id": True, "title": False, "text": True}
+    ):
+        rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
+        if len(rows) == args.docs:
+            break
+    texts = contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus = tmp / "corpus.parquet"
+        contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+        splade = build_tiny_splade(tmp / "splade", local_minilm())
+        colbert = build_tiny_colbert(tmp / "colbert", local_minilm())
+        for name, family, folder in (
+            ("sparse", SparseModel, splade),
+            ("late_interaction", TokenEncoder, colbert),
+        ):
+            measure(
+                name,
+                family.load(model_spec(str(folder), 256, device="cpu")),
+                corpus,
+                texts,
+                args.repeats,
+            )
+
+
+def measure(name: str, model, corpus: Path, texts: list[str], repeats: int) -> None:
+    """irflow's encode_file against the bare encode_document call on the same loaded model."""
+    out = corpus.with_name(f"{name}.parquet")
+    model.model.max_seq_length = 256
+    options = (
+        {"convert_to_sparse_tensor": True}
+        if isinstance(model, SparseModel)
+        else {"convert_to_numpy": True}
+    )
+    model.encode(texts[:64], "corpus")  # warm-up
+
+    def bare():
+        model.model.encode_document(texts, batch_size=model.spec["batch_size"], **options)
+
+    def pipeline():
+        out.unlink(missing_ok=True)
+        encode_file(model, corpus, "corpus", out)
+
+    seconds = best_of({"bare": bare, "irflow": pipeline}, repeats)
+    assert pq.read_metadata(out).num_rows == len(texts)
+    report(
+        f"{name}_encode_throughput",
+        {
+            "documents": len(texts),
+            "model": "tiny random (2 layers, hidden 32), MiniLM tokenizer, 256 tokens",
+            "torch_threads": torch.get_num_threads(),
+            "bare_docs_per_s": len(texts) / seconds["bare"],
+            "irflow_docs_per_s": len(texts) / seconds["irflow"],
+            "irflow_time_over_bare": seconds["irflow"] / seconds["bare"],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

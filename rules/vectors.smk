@@ -1,0 +1,156 @@
+# vectors: learned sparse vectors (results/sparse) and ColBERT token vectors (results/tokens) of
+# documents and queries, per model, and the exact first-stage runs searched over them
+# (irflow.encode_parts, irflow.sparse, irflow.late_interaction). Encoding is resumable and
+# sharded as rules/embed.smk embeds: one job per (dataset, model) for documents and queries, or,
+# with embed_shards > 1, shard jobs joined by encode_vectors_gather and the queries on their own.
+
+
+def vector_inputs(wildcards, sides):
+    """The model's files and, per side encoded (texts, then query_texts), the texts."""
+    inputs = {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "model": local_folder_files(config["models"][wildcards.model]["id"]),
+    }
+    for prefix, side in zip(("", "query_"), sides):
+        inputs[f"{prefix}texts"] = texts_to_embed(
+            wildcards.dataset, wildcards.model, side
+        )
+    return inputs
+
+
+def vector_gather_inputs(wildcards):
+    folder = f"{wildcards.family}/{wildcards.dataset}/{wildcards.model}/corpus.shards"
+    count = embed_shards(wildcards.dataset)
+    names = [f"{shard}-of-{count}" for shard in range(count)]
+    return {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "texts": texts_to_embed(wildcards.dataset, wildcards.model, "corpus"),
+        "shards": [f"results/{folder}/{name}.parquet" for name in names],
+        "manifests": [f"results/manifests/{folder}/{name}.json" for name in names],
+    }
+
+
+def vector_search_inputs(wildcards):
+    retriever = RETRIEVERS[wildcards.system]
+    folder = f"results/{VECTOR_FOLDERS[retriever['type']]}/{wildcards.dataset}/{retriever['model']}"
+    return {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "corpus": f"{folder}/corpus.parquet",
+        "queries": f"{folder}/queries.parquet",
+    }
+
+
+rule encode_vectors:
+    input:
+        unpack(lambda wc: vector_inputs(wc, ["corpus", "queries"])),
+    output:
+        vectors="results/{family}/{dataset}/{model}/corpus.parquet",
+        manifest="results/manifests/{family}/{dataset}/{model}/corpus.json",
+        query_vectors="results/{family}/{dataset}/{model}/queries.parquet",
+        query_manifest="results/manifests/{family}/{dataset}/{model}/queries.json",
+    log:
+        "results/logs/{family}/{dataset}/{model}/corpus+queries.log",
+    wildcard_constraints:
+        family="sparse|tokens",
+        dataset=one_of(UNSHARDED_DATASETS),
+        model=one_of(VECTOR_MODELS),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
+    params:
+        model=lambda wc: model_result_settings(wc.model),
+        side="corpus",
+        # Queries are also encoded one at a time, for the per-query latency in the cost table.
+        latency_queries=config["cost"]["latency_queries"],
+    script:
+        "../scripts/vectors_encode.py"
+
+
+use rule encode_vectors as encode_vectors_queries with:
+    input:
+        unpack(lambda wc: vector_inputs(wc, ["queries"])),
+    output:
+        vectors="results/{family}/{dataset}/{model}/queries.parquet",
+        manifest="results/manifests/{family}/{dataset}/{model}/queries.json",
+    log:
+        "results/logs/{family}/{dataset}/{model}/queries.log",
+    wildcard_constraints:
+        family="sparse|tokens",
+        dataset=one_of(SHARDED_DATASETS),
+        model=one_of(VECTOR_MODELS),
+    params:
+        model=lambda wc: model_result_settings(wc.model),
+        side="queries",
+        latency_queries=config["cost"]["latency_queries"],
+
+
+use rule encode_vectors as encode_vectors_shard with:
+    input:
+        unpack(lambda wc: vector_inputs(wc, ["corpus"])),
+    output:
+        vectors=temp(
+            "results/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.parquet"
+        ),
+        manifest="results/manifests/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.json",
+    log:
+        "results/logs/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.log",
+    wildcard_constraints:
+        family="sparse|tokens",
+        dataset=one_of(SHARDED_DATASETS),
+        model=one_of(VECTOR_MODELS),
+        shard=r"\d+",
+        shards=r"\d+",
+    params:
+        model=lambda wc: model_result_settings(wc.model),
+        side="corpus",
+        latency_queries=0,
+
+
+rule encode_vectors_gather:
+    input:
+        unpack(vector_gather_inputs),
+    output:
+        vectors="results/{family}/{dataset}/{model}/corpus.parquet",
+        manifest="results/manifests/{family}/{dataset}/{model}/corpus.json",
+    log:
+        "results/logs/{family}/{dataset}/{model}/corpus.log",
+    wildcard_constraints:
+        family="sparse|tokens",
+        dataset=one_of(SHARDED_DATASETS),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
+    script:
+        "../scripts/vectors_gather.py"
+
+
+rule retrieve_sparse:
+    input:
+        unpack(vector_search_inputs),
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/retrieve/{dataset}/{system}.json",
+    log:
+        "results/logs/retrieve/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(SPARSE_SYSTEMS),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.vector_search_mb(input.corpus, attempt),
+    params:
+        settings=retrieval_settings,
+    script:
+        "../scripts/vectors_search.py"
+
+
+use rule retrieve_sparse as retrieve_late_interaction with:
+    wildcard_constraints:
+        system=one_of(LATE_INTERACTION_SYSTEMS),

@@ -1,0 +1,148 @@
+"""Learned sparse retrieval: encoding (resumable, sharded) and exact search, on a tiny SPLADE
+model built here; scores checked against the dot products of the library's own vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+from conftest import minilm_spec
+from tiny_models import build_tiny_splade
+
+from irflow import encode_parts, sparse
+from irflow.encode_parts import encode_file, gather
+from irflow.sparse import SparseIndex, SparseModel, read_sparse, sparse_search
+
+TEXTS = [
+    "a cat sat on the mat",
+    "dogs run in the park",
+    "the mat is red and the cat is black",
+    "stock markets fell sharply",
+    "cats and dogs are pets",
+    "red wine with cheese",
+    "quantum computers factor numbers",
+]
+QUERIES = ["cat on a mat", "pets", "wine"]
+
+
+@pytest.fixture(scope="module")
+def splade(tmp_path_factory, minilm_path) -> Path:
+    return build_tiny_splade(tmp_path_factory.mktemp("splade"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def model(splade) -> SparseModel:
+    return SparseModel.load(minilm_spec(splade, batch_size=4, chunk_size=3))
+
+
+def write_tables(folder: Path) -> tuple[Path, Path]:
+    corpus = pa.table(
+        {
+            "doc_id": [f"d{i}" for i in range(len(TEXTS))],
+            "title": [""] * len(TEXTS),
+            "text": TEXTS,
+        }
+    )
+    queries = pa.table({"query_id": [f"q{i}" for i in range(len(QUERIES))], "text": QUERIES})
+    pq.write_table(corpus, folder / "corpus.parquet")
+    pq.write_table(queries, folder / "queries.parquet")
+    return folder / "corpus.parquet", folder / "queries.parquet"
+
+
+def test_search_scores_are_the_dot_products_of_the_library_vectors(model, tmp_path):
+    corpus, queries = write_tables(tmp_path)
+    encode_file(model, corpus, "corpus", tmp_path / "docs.parquet")
+    encode_file(model, queries, "queries", tmp_path / "queries-vectors.parquet")
+    run, timing = sparse_search(
+        tmp_path / "docs.parquet", tmp_path / "queries-vectors.parquet", 4, False, 2
+    )
+
+    # The bare library call: dense vocabulary-sized vectors, dot products in float64.
+    docs = model.model.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()
+    qs = model.model.encode_query(QUERIES, convert_to_tensor=True).to_dense().numpy()
+    direct = qs.astype(np.float64) @ docs.astype(np.float64).T
+    shares_a_term = (qs > 0).astype(int) @ (docs > 0).astype(int).T > 0
+    for q, query_id in enumerate(f"q{i}" for i in range(len(QUERIES))):
+        mine = run[run.query_id == query_id]
+        candidates = [(direct[q, d], f"d{d}") for d in range(len(TEXTS)) if shares_a_term[q, d]]
+        # trec_eval's order: score descending, then doc id descending.
+        expected = sorted(candidates, reverse=True)[:4]
+        assert mine.doc_id.tolist() == [doc for _, doc in expected]
+        np.testing.assert_allclose(mine.score, [s for s, _ in expected], rtol=1e-12)
+    assert timing["nnz_per_document"] == pytest.approx((docs > 0).sum() / len(TEXTS))
+    assert timing["index_bytes"] == (docs > 0).sum() * 12 + (docs.shape[1] + 1) * 4
+
+
+def test_stored_vectors_are_the_library_vectors(model, tmp_path):
+    corpus, _ = write_tables(tmp_path)
+    encode_file(model, corpus, "corpus", tmp_path / "docs.parquet")
+    ids, stored = read_sparse(
+        tmp_path / "docs.parquet", vocabulary=model.model.get_embedding_dimension()
+    )
+    direct = model.model.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()
+    assert ids.to_pylist() == [f"d{i}" for i in range(len(TEXTS))]
+    np.testing.assert_allclose(stored.toarray(), direct, rtol=1e-6, atol=1e-7)
+
+
+def test_ties_at_the_cut_go_by_doc_id_and_batches_do_not_change_the_run(monkeypatch):
+    # Documents 1 and 2 tie with the query; trec_eval keeps the larger doc id first.
+    documents = sp.csr_matrix(np.array([[1.0, 0, 0], [0, 2.0, 0], [0, 2.0, 0], [0, 0, 5.0]]))
+    queries = sp.csr_matrix(np.array([[0.5, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 1.0]]))
+    index = SparseIndex(documents.astype(np.float32))
+    hits = index.search(queries.astype(np.float32), depth=1, batch_size=10)
+    assert sorted(hits[0][0].tolist()) == [1, 2]  # both tied rows are kept for the cut
+    assert hits[1][0].tolist() == [3]  # only document 3 shares a term with query 1
+    monkeypatch.setattr(sparse, "MAX_SCORE_ENTRIES", 4)  # one query per batch
+    again = index.search(queries.astype(np.float32), depth=1, batch_size=10)
+    for (rows, scores), (rows2, scores2) in zip(hits, again):
+        assert rows.tolist() == rows2.tolist() and scores.tolist() == scores2.tolist()
+
+
+def test_encoding_resumes_after_a_kill(model, tmp_path, monkeypatch):
+    corpus, _ = write_tables(tmp_path)
+    whole = tmp_path / "whole.parquet"
+    encode_file(model, corpus, "corpus", whole)
+    calls = []
+    real = encode_parts._encode_part
+
+    def killed_after_two_parts(*args):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(args)
+        real(*args)
+
+    monkeypatch.setattr(encode_parts, "_encode_part", killed_after_two_parts)
+    resumed = tmp_path / "resumed.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        encode_file(model, corpus, "corpus", resumed)
+    monkeypatch.setattr(encode_parts, "_encode_part", real)
+    facts = encode_file(model, corpus, "corpus", resumed)
+    assert (facts["rows_resumed"], facts["rows_encoded"]) == (6, 1)  # parts of 3 rows
+    assert facts["encode_seconds"] > 0
+    assert pq.read_table(resumed).equals(pq.read_table(whole))
+
+
+def test_shards_gather_into_the_file_one_job_writes(model, tmp_path):
+    corpus, _ = write_tables(tmp_path)
+    encode_file(model, corpus, "corpus", tmp_path / "whole.parquet")
+    shards, manifests = [], []
+    for shard in range(3):
+        path = tmp_path / f"{shard}-of-3.parquet"
+        facts = encode_file(model, corpus, "corpus", path, (shard, 3))
+        shards.append(path)
+        manifests.append(facts | {"shard": shard, "device": "cpu", "model": "tiny"})
+    facts = gather(shards, manifests, corpus, tmp_path / "gathered.parquet")
+    assert facts["rows"] == len(TEXTS) and facts["shards"] == 3
+    whole, gathered = (
+        read_sparse(tmp_path / "whole.parquet"),
+        read_sparse(tmp_path / "gathered.parquet"),
+    )
+    assert whole[0].equals(gathered[0])
+    np.testing.assert_allclose(whole[1].toarray(), gathered[1].toarray(), rtol=1e-6, atol=1e-7)
+    manifests[1]["model"] = "other"
+    with pytest.raises(Exception, match="shard 1 was encoded with model 'other'"):
+        gather(shards, manifests, corpus, tmp_path / "refused.parquet")

@@ -1,0 +1,71 @@
+"""Tiny models with random weights for the sparse, late-interaction and document-expansion
+families, built locally (no weights can be downloaded): they exercise code paths, never
+quality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _bert_config(tokenizer):
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+
+
+def build_tiny_splade(folder: Path, tokenizer_source: Path) -> Path:
+    """A two-layer BERT masked-LM head, which SparseEncoder loads as SPLADE (max pooling of
+    log(1 + relu(logits)))."""
+    import torch
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    torch.manual_seed(0)
+    BertForMaskedLM(_bert_config(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_colbert(folder: Path, tokenizer_source: Path) -> Path:
+    """A two-layer BERT with MultiVectorEncoder's default head (a 128-dimension projection,
+    punctuation mask, normalisation), saved as a MultiVectorEncoder."""
+    import torch
+    from sentence_transformers import MultiVectorEncoder
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    torch.manual_seed(0)
+    BertModel(_bert_config(tokenizer)).save_pretrained(folder / "bert")
+    tokenizer.save_pretrained(folder / "bert")
+    model = MultiVectorEncoder(str(folder / "bert"), device="cpu")
+    model.save(str(folder / "colbert"))
+    return folder / "colbert"
+
+
+def build_tiny_doc2query(folder: Path, tokenizer_source: Path) -> Path:
+    """A two-layer T5 with MiniLM's (BERT) tokenizer: [CLS] starts decoding, [SEP] ends it."""
+    import torch
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    config = T5Config(
+        vocab_size=tokenizer.vocab_size,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        decoder_start_token_id=tokenizer.cls_token_id,
+    )
+    torch.manual_seed(0)
+    T5ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
