@@ -4,14 +4,20 @@ from pathlib import Path
 
 from _common import start_job
 
-from irflow.passages import split_corpus
+from irflow.passages import model_window, split_corpus
 from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
 
 manifest = start_job(snakemake, "passages")
 params = snakemake.params
+spec = snakemake.config["models"][snakemake.wildcards.model]
 tokenizer = load_tokenizer(params.tokenizer)
 stats = split_corpus(
-    Path(snakemake.input.corpus), tokenizer, params.long_documents, Path(snakemake.output.passages)
+    Path(snakemake.input.corpus),
+    tokenizer,
+    params.long_documents,
+    Path(snakemake.output.passages),
+    prompt=spec["document_prompt"],
+    window=model_window(params.tokenizer["id"], spec["max_seq_length"], tokenizer),
 )
 manifest.add(
     settings=params.long_documents,

@@ -134,3 +134,29 @@ def test_maxp_searches_deeper_until_enough_documents(tmp_path):
     )
     assert run["doc_id"].tolist() == ["a", "b"]
     assert run["score"].tolist() == pytest.approx([1.0, 0.5])
+
+
+def test_passages_longer_than_the_window_with_title_and_prompt_are_counted(
+    tmp_path, tokenizer, caplog, minilm_path
+):
+    from irflow.passages import model_window
+
+    rows = [
+        {"doc_id": "a", "title": "", "text": "one two three four five six seven"},
+        {"doc_id": "b", "title": "cats", "text": "one two three four five six seven"},
+    ]
+    corpus = tmp_path / "corpus.parquet"
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+    # 4 passage tokens and [CLS], [SEP]: 6 fit; a title or a prompt word does not.
+    stats = split_corpus(corpus, tokenizer, LONG_DOCUMENTS, tmp_path / "p.parquet", window=6)
+    assert (stats["passages"], stats["passages_over_window"]) == (4, 2)
+    assert "2 of 4 passages are longer than the model's 6-token window" in caplog.text
+    prompted = split_corpus(
+        corpus, tokenizer, LONG_DOCUMENTS, tmp_path / "q.parquet", prompt="passage ", window=6
+    )
+    assert prompted["passages_over_window"] == 4
+    unchecked = split_corpus(corpus, tokenizer, LONG_DOCUMENTS, tmp_path / "r.parquet")
+    assert "passages_over_window" not in unchecked
+    # MiniLM reads 256 tokens (its sentence_bert_config.json), not its tokenizer's 512.
+    assert model_window(str(minilm_path), None, tokenizer) == 256
+    assert model_window(str(minilm_path), 128, tokenizer) == 128

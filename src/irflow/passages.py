@@ -23,6 +23,8 @@ Decisions:
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +33,8 @@ import pyarrow.parquet as pq
 
 from irflow import contracts
 from irflow.positionalize import encode
+
+log = logging.getLogger(__name__)
 
 STRATEGIES = ("truncate", "firstp", "maxp")
 ROWS_PER_BATCH = 4096
@@ -77,17 +81,63 @@ def split_batch(batch: pa.RecordBatch, tokenizer, long_documents: dict) -> Itera
             }
 
 
-def split_corpus(corpus_path: Path, tokenizer, long_documents: dict, out_path: Path) -> dict:
-    """Write the passages of every document of ``corpus_path``; streamed, a batch at a time."""
+def model_window(model_id: str, max_seq_length: int | None, tokenizer) -> int | None:
+    """The tokens a sentence-transformers model reads: ``max_seq_length`` when configured, else
+    its folder's sentence_bert_config.json, else the tokenizer's maximum (None if unbounded)."""
+    if max_seq_length is not None:
+        return max_seq_length
+    config = Path(model_id) / "sentence_bert_config.json"
+    if config.is_file():
+        value = json.loads(config.read_text()).get("max_seq_length")
+        if value is not None:
+            return int(value)
+    limit = tokenizer.model_max_length
+    return int(limit) if limit < 1_000_000 else None
+
+
+def read_tokens(tokenizer, titles: list, texts: list, prompt: str) -> list[int]:
+    """Tokens of each passage as the model reads it: prompt, title and text, special tokens."""
+    joined = [prompt + text for text in contracts.document_texts(titles, texts)]
+    return [len(ids) for ids in tokenizer(joined, verbose=False)["input_ids"]]
+
+
+def split_corpus(
+    corpus_path: Path,
+    tokenizer,
+    long_documents: dict,
+    out_path: Path,
+    prompt: str = "",
+    window: int | None = None,
+) -> dict:
+    """Write the passages of every document of ``corpus_path``; streamed, a batch at a time.
+
+    With the model's ``window`` (tokens), counts the passages that the model would cut: the
+    title and ``prompt`` on each passage and the special tokens take room beside its
+    ``passage_tokens``, and a cut passage hides its end from MaxP."""
+    over = 0
 
     def rows() -> Iterator[dict]:
+        nonlocal over
         for batch in contracts.stream_batches(corpus_path, ROWS_PER_BATCH):
-            yield from split_batch(batch, tokenizer, long_documents)
+            passages = list(split_batch(batch, tokenizer, long_documents))
+            if window is not None:
+                titles, texts = [p["title"] for p in passages], [p["text"] for p in passages]
+                over += sum(n > window for n in read_tokens(tokenizer, titles, texts, prompt))
+            yield from passages
 
     passages = contracts.write_rows(rows(), contracts.PASSAGES, out_path, ROWS_PER_BATCH)
     documents = pq.ParquetFile(corpus_path).metadata.num_rows
-    return {
+    if over:
+        log.warning(
+            "%d of %d passages are longer than the model's %d-token window with title, prompt "
+            "and special tokens: their ends are cut; lower passage_tokens",
+            over,
+            passages,
+            window,
+        )
+    stats = {
         "documents": documents,
         "passages": passages,
         "passages_per_document": passages / documents if documents else 0.0,
     }
+    return stats if window is None else stats | {"window": window, "passages_over_window": over}
