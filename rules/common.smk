@@ -71,6 +71,14 @@ VECTOR_MODELS_BY_FOLDER = {
     for kind, folder in VECTOR_FOLDERS.items()
 }
 VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
+SPARSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "sparse"]
+LATE_INTERACTION_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "late-interaction"]
+# Per folder of results/ (sparse, tokens): the models whose vectors it holds (rules/vectors.smk).
+VECTOR_MODELS_BY_FOLDER = {
+    folder: sorted({RETRIEVERS[s]["model"] for s in SYSTEMS if SYSTEM_KINDS[s] == kind})
+    for kind, folder in VECTOR_FOLDERS.items()
+}
+VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
 # Runs made outside irflow (rules/external_run.smk).
 RUN_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "run"]
 FUSION_SYSTEMS = sorted(config["fusion"])
@@ -100,6 +108,8 @@ RUN_STAGE = {
     "dense": "retrieve",
     "sparse": "retrieve",
     "late-interaction": "retrieve",
+    "sparse": "retrieve",
+    "late-interaction": "retrieve",
     "fusion": "fuse",
     "rerank": "rerank",
     "run": "external_run",
@@ -109,6 +119,7 @@ MANIFESTS = (
     + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
     + [f"results/manifests/generate/{g}.json" for g in GENERATED]
     + [f"results/manifests/curate/{c}.json" for c in CURATED]
+    + [f"results/manifests/expand/{e}.json" for e in EXPANDED]
     + [f"results/manifests/expand/{e}.json" for e in EXPANDED]
     + [f"results/manifests/quality_control/{q}.json" for q in QUALITY_CONTROLLED]
     + [
@@ -141,6 +152,15 @@ MANIFESTS = (
         for side in [document_side(config["models"][m])]
         for shards in [DATASET_SPECS[d]["embed_shards"]]
         for shard in range(shards)
+    ]
+    + [
+        f"results/manifests/{folder}/{d}/{m}/{name}.json"
+        for folder, models in VECTOR_MODELS_BY_FOLDER.items()
+        for d in DATASETS
+        for m in models
+        for shards in [DATASET_SPECS[d]["embed_shards"]]
+        for name in ["corpus", "queries"]
+        + [f"corpus.shards/{i}-of-{shards}" for i in range(shards) if shards > 1]
     ]
     + [
         f"results/manifests/{folder}/{d}/{m}/{name}.json"
@@ -539,6 +559,54 @@ def negatives_retrieval(wildcards):
         "retriever": RETRIEVERS[spec["system"]],
         "top_k": spec["top_k"],
         "remove_self_matches": DATASET_SPECS[spec["dataset"]]["remove_self_matches"],
+    }
+
+
+def vector_inputs(wildcards, sides):
+    """The model's files and, per side encoded (texts, then query_texts), the texts."""
+    inputs = {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "model": local_folder_files(config["models"][wildcards.model]["id"]),
+    }
+    for prefix, side in zip(("", "query_"), sides):
+        inputs[f"{prefix}texts"] = texts_to_embed(
+            wildcards.dataset, wildcards.model, side
+        )
+    return inputs
+
+
+def vector_gather_inputs(wildcards):
+    folder = f"{wildcards.family}/{wildcards.dataset}/{wildcards.model}/corpus.shards"
+    count = embed_shards(wildcards.dataset)
+    names = [f"{shard}-of-{count}" for shard in range(count)]
+    return {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "texts": texts_to_embed(wildcards.dataset, wildcards.model, "corpus"),
+        "shards": [f"results/{folder}/{name}.parquet" for name in names],
+        "manifests": [f"results/manifests/{folder}/{name}.json" for name in names],
+    }
+
+
+def vector_search_inputs(wildcards):
+    retriever = RETRIEVERS[wildcards.system]
+    folder = f"results/{VECTOR_FOLDERS[retriever['type']]}/{wildcards.dataset}/{retriever['model']}"
+    return {
+        "source": f"results/datasets/{wildcards.dataset}/source.json",
+        "corpus": f"{folder}/corpus.parquet",
+        "queries": f"{folder}/queries.parquet",
+    }
+
+
+def expand_inputs(wildcards):
+    """The base dataset's tables, and a local model's files, so that editing them rebuilds."""
+    spec = config["expand"][wildcards.dataset]
+    base = f"results/datasets/{spec['dataset']}"
+    return {
+        "base_source": f"{base}/source.json",
+        "corpus": f"{base}/corpus.parquet",
+        "queries": f"{base}/queries.parquet",
+        "qrels": f"{base}/qrels.parquet",
+        "model": local_folder_files(spec["model"]["id"]),
     }
 
 

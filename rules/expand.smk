@@ -2,19 +2,6 @@
 # results/datasets/<name>/ that filter, retrieve and score read like any other.
 
 
-def expand_inputs(wildcards):
-    """The base dataset's tables, and a local model's files, so that editing them rebuilds."""
-    spec = config["expand"][wildcards.dataset]
-    base = f"results/datasets/{spec['dataset']}"
-    return {
-        "base_source": f"{base}/source.json",
-        "corpus": f"{base}/corpus.parquet",
-        "queries": f"{base}/queries.parquet",
-        "qrels": f"{base}/qrels.parquet",
-        "model": local_folder_files(spec["model"]["id"]),
-    }
-
-
 rule expand:
     input:
         unpack(expand_inputs),

@@ -5,41 +5,6 @@
 # with embed_shards > 1, shard jobs joined by encode_vectors_gather and the queries on their own.
 
 
-def vector_inputs(wildcards, sides):
-    """The model's files and, per side encoded (texts, then query_texts), the texts."""
-    inputs = {
-        "source": f"results/datasets/{wildcards.dataset}/source.json",
-        "model": local_folder_files(config["models"][wildcards.model]["id"]),
-    }
-    for prefix, side in zip(("", "query_"), sides):
-        inputs[f"{prefix}texts"] = texts_to_embed(
-            wildcards.dataset, wildcards.model, side
-        )
-    return inputs
-
-
-def vector_gather_inputs(wildcards):
-    folder = f"{wildcards.family}/{wildcards.dataset}/{wildcards.model}/corpus.shards"
-    count = embed_shards(wildcards.dataset)
-    names = [f"{shard}-of-{count}" for shard in range(count)]
-    return {
-        "source": f"results/datasets/{wildcards.dataset}/source.json",
-        "texts": texts_to_embed(wildcards.dataset, wildcards.model, "corpus"),
-        "shards": [f"results/{folder}/{name}.parquet" for name in names],
-        "manifests": [f"results/manifests/{folder}/{name}.json" for name in names],
-    }
-
-
-def vector_search_inputs(wildcards):
-    retriever = RETRIEVERS[wildcards.system]
-    folder = f"results/{VECTOR_FOLDERS[retriever['type']]}/{wildcards.dataset}/{retriever['model']}"
-    return {
-        "source": f"results/datasets/{wildcards.dataset}/source.json",
-        "corpus": f"{folder}/corpus.parquet",
-        "queries": f"{folder}/queries.parquet",
-    }
-
-
 rule encode_vectors:
     input:
         unpack(lambda wc: vector_inputs(wc, ["corpus", "queries"])),
