@@ -71,14 +71,6 @@ VECTOR_MODELS_BY_FOLDER = {
     for kind, folder in VECTOR_FOLDERS.items()
 }
 VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
-SPARSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "sparse"]
-LATE_INTERACTION_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "late-interaction"]
-# Per folder of results/ (sparse, tokens): the models whose vectors it holds (rules/vectors.smk).
-VECTOR_MODELS_BY_FOLDER = {
-    folder: sorted({RETRIEVERS[s]["model"] for s in SYSTEMS if SYSTEM_KINDS[s] == kind})
-    for kind, folder in VECTOR_FOLDERS.items()
-}
-VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
 # Runs made outside irflow (rules/external_run.smk).
 RUN_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "run"]
 FUSION_SYSTEMS = sorted(config["fusion"])
@@ -108,8 +100,6 @@ RUN_STAGE = {
     "dense": "retrieve",
     "sparse": "retrieve",
     "late-interaction": "retrieve",
-    "sparse": "retrieve",
-    "late-interaction": "retrieve",
     "fusion": "fuse",
     "rerank": "rerank",
     "run": "external_run",
@@ -119,7 +109,6 @@ MANIFESTS = (
     + [f"results/manifests/positionalize/{v}.json" for v in VARIANTS]
     + [f"results/manifests/generate/{g}.json" for g in GENERATED]
     + [f"results/manifests/curate/{c}.json" for c in CURATED]
-    + [f"results/manifests/expand/{e}.json" for e in EXPANDED]
     + [f"results/manifests/expand/{e}.json" for e in EXPANDED]
     + [f"results/manifests/quality_control/{q}.json" for q in QUALITY_CONTROLLED]
     + [
@@ -152,15 +141,6 @@ MANIFESTS = (
         for side in [document_side(config["models"][m])]
         for shards in [DATASET_SPECS[d]["embed_shards"]]
         for shard in range(shards)
-    ]
-    + [
-        f"results/manifests/{folder}/{d}/{m}/{name}.json"
-        for folder, models in VECTOR_MODELS_BY_FOLDER.items()
-        for d in DATASETS
-        for m in models
-        for shards in [DATASET_SPECS[d]["embed_shards"]]
-        for name in ["corpus", "queries"]
-        + [f"corpus.shards/{i}-of-{shards}" for i in range(shards) if shards > 1]
     ]
     + [
         f"results/manifests/{folder}/{d}/{m}/{name}.json"
