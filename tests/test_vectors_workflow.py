@@ -67,7 +67,8 @@ def test_every_family_runs_and_is_scored_and_costed(workflow):
     assert expanded.doc_id.tolist() == base.doc_id.tolist()
     for text, original in zip(expanded.text, base.text):
         assert text.startswith(original + " ") and len(text) > len(original) + 1
-    cost = pd.read_parquet(workdir / "results" / "cost.parquet").set_index("system")
+    cost = pd.read_parquet(workdir / "results" / "cost.parquet")
+    cost = cost[cost.dataset == "tiny"].set_index("system")
     assert cost.loc["splade", "nnz_per_document"] > 0
     assert cost.loc["colbert", "tokens_per_document"] > 0
     for system in ("splade", "colbert"):
