@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-
 import matplotlib
 import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO, REPORT_PLOTS, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.correlate import between_datasets, bootstrap_correlation
 from irflow.plots import (
@@ -229,39 +222,6 @@ def test_significance_table_shows_a_floored_p_as_at_most(per_query):
     for p_value in unbounded:
         assert f"<td>{p_value:.4f}</td>" in html
     assert "randomization p (Holm)" in html
-
-
-def test_one_system_workflow_writes_every_plot_and_the_report(tmp_path):
-    """The plots script and the report, end to end, for BM25 alone on a four-document set."""
-    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    config = workdir / "config.yaml"
-    datasets = {"tiny": {"source": {"path": str(data)}}}
-    config.write_text(
-        yaml.safe_dump(
-            {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
-        )
-    )
-    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    snakemake += ["--directory", str(workdir), "--configfile", str(config)]
-    for args in (["--cores", "1"], ["--report", "results/report.html"]):
-        result = subprocess.run(
-            [*snakemake, *args],
-            capture_output=True,
-            text=True,
-            env=os.environ | {"HF_HUB_OFFLINE": "1"},
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-    plots = workdir / "results" / "plots"
-    for name in REPORT_PLOTS:
-        written(plots / f"{name}.png")
-    report = (workdir / "results" / "report.html").read_text()
-    embedded = set(re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,", report))
-    assert embedded == {f"{name}.png" for name in REPORT_PLOTS}
-    table = (workdir / "results" / "report" / "significance_table.html").read_text()
-    assert "Nothing to compare" in table
 
 
 def test_position_curves_one_panel_per_bucket_and_the_psi_table(tmp_path, text_in_svg):

@@ -422,6 +422,11 @@ def test_one_retriever_on_one_dataset_runs_to_the_report(tmp_path, shared_datase
     ndcg = summary.loc[("scifact", "bm25", "ndcg_cut_10"), "value"]
     assert ndcg == pytest.approx(PUBLISHED[("scifact", "bm25", "ndcg_cut_10")], abs=5e-4)
     assert read_result(tmp_path, "significance").empty  # one system: no pair to test
-    for plot in ("quality", "significance", "correlation_datasets", "latency_quality"):
-        assert (tmp_path / "results" / "plots" / f"{plot}.png").stat().st_size > 0
-    assert (tmp_path / "results" / "report.html").stat().st_size > 100_000
+    for plot in REPORT_PLOTS:
+        image = matplotlib.image.imread(tmp_path / "results" / "plots" / f"{plot}.png")
+        assert image.shape[0] > 100 and image.std() > 0, plot  # drawn, not blank
+    report = (tmp_path / "results" / "report.html").read_text()
+    embedded = set(re.findall(r"data:image/png;[^,]*?filename=([^;,]+);base64,", report))
+    assert embedded == {f"{plot}.png" for plot in REPORT_PLOTS}
+    table = (tmp_path / "results" / "report" / "significance_table.html").read_text()
+    assert "Nothing to compare" in table
