@@ -23,6 +23,31 @@ REPORT_PLOTS = {
 }
 
 
+# The whole suite runs on two pytest-xdist workers, a test file to a worker (`--dist loadfile
+# --no-loadscope-reorder`, see README "Test"). Files are handed out in this order, the longest
+# end-to-end runs first, so that the longest (test_workflow) starts at once and the other
+# worker takes the rest; the SLURM run mostly waits on status polls, beside CPU-bound work.
+LONGEST_FIRST = (
+    "test_workflow.py",
+    "test_slurm.py",
+    "test_qc_workflow.py",
+    "test_position_workflow.py",
+    "test_kill_resume.py",
+    "test_vectors_workflow.py",
+    "test_generate.py",
+    "test_onnx.py",
+    "test_external_run.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file is kept
+
+
 def _validated(**config) -> dict:
     from irflow.config import load_schema, validate_config
 
