@@ -165,7 +165,7 @@ def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int
     with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         corpus = [json.loads(line) for line in lines]
     kept = [doc for doc in corpus if doc["_id"] in relevant]
-    kept += [doc for doc in corpus if doc["_id"] not in relevant][: documents - len(kept)]
+    kept += [doc for doc in corpus if doc["_id"] not in relevant][: max(0, documents - len(kept))]
     all_queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
     return write_beir(
         folder,
