@@ -477,21 +477,25 @@ def passages_tokenizer(wildcards):
 
 
 def generate_inputs(wildcards):
-    """The source dataset's corpus, the prompts file and a local tokenizer's files, so that
+    """The source dataset's corpus (and qrels when sampling its positives), the prompts file
+    and a local tokenizer's files (it counts chunk_tokens, min_words and max_words), so that
     editing any of them regenerates (the answer cache makes unchanged prompts free)."""
     spec = GENERATED[wildcards.dataset]
     base = f"results/datasets/{spec['dataset']}"
     tokenizer = (
         tokenizer_files(tokenizer_source(spec["tokenizer"], config["models"]))
-        if spec["chunk_tokens"] and spec["tokenizer"]
+        if spec["tokenizer"]
         else []
     )
-    return {
+    inputs = {
         "base_source": f"{base}/source.json",
         "corpus": f"{base}/corpus.parquet",
         "prompts": prompts_file(spec),
         "tokenizer": tokenizer,
     }
+    if spec["sample_from"] == "positives":
+        inputs["qrels"] = f"{base}/qrels.parquet"
+    return inputs
 
 
 def prompts_file(spec):

@@ -1,6 +1,9 @@
 # generate: a dataset's corpus -> a benchmark written by a language model (AIR-Bench), an
 # ordinary dataset under results/datasets/<name>/ that filter, embed, retrieve and score read
 # like any other; generation/ holds the hard negatives, the generation record and the drops.
+# generate_estimate: a dry run that says what generate would ask of the model (requests and
+# tokens by step, what the answer cache holds) and asks nothing; not part of `all`, and it
+# reads the cache, which is no input: force it (-f) to estimate again.
 
 from irflow.llm import answer_settings
 
@@ -13,6 +16,8 @@ rule generate:
         corpus="results/datasets/{dataset}/corpus.parquet",
         queries="results/datasets/{dataset}/queries.parquet",
         qrels="results/datasets/{dataset}/qrels.parquet",
+        qrels_dev="results/datasets/{dataset}/qrels/dev.parquet",
+        qrels_test="results/datasets/{dataset}/qrels/test.parquet",
         stats="results/datasets/{dataset}/stats.json",
         negatives="results/datasets/{dataset}/generation/negatives.parquet",
         generation="results/datasets/{dataset}/generation/generation.parquet",
@@ -35,3 +40,25 @@ rule generate:
         ),
     script:
         "../scripts/generate.py"
+
+
+rule generate_estimate:
+    input:
+        unpack(generate_inputs),
+    output:
+        "results/llm_estimate/{dataset}.json",
+    log:
+        "results/logs/generate_estimate/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(GENERATED),
+    conda:
+        "../envs/generate.yaml"
+    params:
+        spec=lambda wc: GENERATED[wc.dataset],
+        tokenizer=lambda wc: (
+            tokenizer_source(GENERATED[wc.dataset]["tokenizer"], config["models"])
+            if GENERATED[wc.dataset]["tokenizer"]
+            else None
+        ),
+    script:
+        "../scripts/generate_estimate.py"

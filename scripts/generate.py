@@ -6,7 +6,13 @@ from pathlib import Path
 import pandas as pd
 from _common import start_job, write_dataset_record
 
-from irflow.generate import content_checksum, generate_dataset, load_prompts, write_generated
+from irflow.generate import (
+    content_checksum,
+    generate_dataset,
+    judged_positives,
+    load_prompts,
+    write_generated,
+)
 from irflow.llm import LLMClient
 
 manifest = start_job(snakemake, "generate")
@@ -14,8 +20,9 @@ inp, out, params = snakemake.input, snakemake.output, snakemake.params
 spec = params.spec
 base = json.loads(Path(inp.base_source).read_text())
 prompts = load_prompts(inp.prompts)
+positives = judged_positives(inp.qrels) if spec["sample_from"] == "positives" else None
 tokenizer, tokenizer_record = None, None
-if params.tokenizer:  # counts the tokens of chunk_tokens and min_words
+if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_words
     from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
 
     tokenizer = load_tokenizer(params.tokenizer)
@@ -26,12 +33,12 @@ if params.tokenizer:  # counts the tokens of chunk_tokens and min_words
 with LLMClient(snakemake.config["llm"]) as client:
     try:
         generated = generate_dataset(
-            pd.read_parquet(inp.corpus), spec, prompts, client, tokenizer, inp.corpus
+            pd.read_parquet(inp.corpus), spec, prompts, client, tokenizer, inp.corpus, positives
         )
     finally:
         manifest.add(llm=client.summary())
 
-paths = write_generated(generated, Path(out.corpus).parent)
+paths = write_generated(generated, Path(out.corpus).parent, spec["split"])
 checksum = content_checksum([paths[name] for name in ("corpus", "queries", "qrels")])
 prompts_record = {"path": prompts.path, "sha256": prompts.sha256}
 stats = write_dataset_record(
@@ -41,6 +48,7 @@ stats = write_dataset_record(
     checksum,
     generated.stats,
     {
+        "split": spec["split"],  # the generated split scored, not the source's
         "generate": spec,
         "llm": params.llm,
         "prompts": prompts_record,

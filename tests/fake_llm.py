@@ -56,6 +56,12 @@ def last_user_message(body: dict) -> str:
     return users[-1] if users else ""
 
 
+def prompt_words(body: dict) -> int:
+    """The fake's prompt tokens: the words of every message, as an endpoint counts the whole
+    prompt."""
+    return sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+
+
 def echo_responder(body: dict) -> str:
     """The default answer: the last user message and the seed, as JSON."""
     return json.dumps({"echo": last_user_message(body), "seed": body.get("seed")})
@@ -138,9 +144,9 @@ class FakeLLM:
                 }
             ],
             "usage": {
-                "prompt_tokens": len(last_user_message(body).split()),
+                "prompt_tokens": prompt_words(body),
                 "completion_tokens": len(content.split()),
-                "total_tokens": len(last_user_message(body).split()) + len(content.split()),
+                "total_tokens": prompt_words(body) + len(content.split()),
             },
         }
 

@@ -24,12 +24,16 @@ from irflow.generate import (
     ATTRIBUTES,
     Generator,
     _Item,
+    assign_splits,
     chunk_corpus,
     content_checksum,
     document_lengths,
     document_rng,
+    estimate,
     generate_dataset,
     load_prompts,
+    personal_data,
+    prepare,
     sample_documents,
     word_count,
     write_generated,
@@ -468,11 +472,14 @@ def test_the_config_names_every_generate_problem():
         "generate": {
             "gen": {"dataset": "nope", "negatives": [5, 3]},
             "scifact": {"dataset": "scifact", "chunk_tokens": 50, "overlap": 50},
+            "short": {"dataset": "scifact", "max_words": 10, "split": "dev"},
         },
     }
     with pytest.raises(ConfigError) as error:
         validate_config(config, schema)
     message = str(error.value)
+    assert "'generate.short.max_words': 10 is less than min_words (20)" in message
+    assert "'generate.short.split': the dev split is empty with dev_share 0" in message
     assert "'generate.gen.dataset': 'nope' is not a key of 'datasets'" in message
     assert "'generate.gen.negatives': the least (5) exceeds the most (3)" in message
     assert "'generate.scifact': the name is already a dataset's" in message
@@ -490,17 +497,67 @@ def test_the_config_names_every_generate_problem():
 # --- the workflow -----------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
-def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
-    """Five SciFact documents through generate, filter, BM25 and scoring, against the fake
-    server; a second run has nothing to do."""
+def test_generate_reads_a_local_tokenizer_without_chunking_and_qrels_for_positives(
+    shared_datasets, minilm_path, tmp_path
+):
+    """Editing the tokenizer that counts min_words regenerates, as does editing the qrels
+    whose positives are sampled: both are the rule's inputs (Snakemake's dry run)."""
     beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
     config = {
         "data_dir": str(shared_datasets),
         "offline": True,
         "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
-        "generate": {"scifact-gen": {"dataset": "scifact", "documents": 5}},
+        "llm": {"model": "fake"},
+        "generate": {
+            "by-tokens": {"dataset": "scifact", "tokenizer": str(minilm_path), "min_words": 30},
+            "from-positives": {"dataset": "scifact", "sample_from": "positives"},
+        },
+    }
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    targets = [f"results/datasets/{name}/corpus.parquet" for name in config["generate"]]
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(config_path)]
+        + ["--dry-run", "--cores", "1", *targets],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    inputs = {
+        wildcards: line
+        for line, wildcards in re.findall(
+            r"rule generate:\n\s+input: (.*)\n(?:.*\n)*?\s+wildcards: dataset=(\S+)",
+            result.stdout,
+        )
+    }
+    assert str(minilm_path / "tokenizer.json") in inputs["by-tokens"]
+    assert "qrels" not in inputs["by-tokens"]
+    assert "results/datasets/scifact/qrels.parquet" in inputs["from-positives"]
+    assert "tokenizer.json" not in inputs["from-positives"]
+
+
+@pytest.mark.e2e
+def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
+    """Five of SciFact's judged-relevant documents through generate (two queries to dev),
+    filter, BM25 and scoring of the test split, against the fake server; the dry-run estimate
+    before (25 requests) and after (all cached); a second run has nothing to do."""
+    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    config = {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "generate": {
+            "scifact-gen": {
+                "dataset": "scifact",
+                "documents": 5,
+                "sample_from": "positives",
+                "dev_share": 0.4,
+            }
+        },
         "metrics": ["ndcg_cut.10", "recall.100"],
         "report_metrics": ["ndcg_cut_10", "recall_100"],
     }
@@ -521,13 +578,27 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
             str(config_path),
             "--cores",
             "1",
-            target,
         ]
-        result = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        estimate_target = "results/llm_estimate/scifact-gen.json"
+        result = subprocess.run(
+            [*command, estimate_target], capture_output=True, text=True, env=os.environ
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        before = json.loads((tmp_path / estimate_target).read_text())
+        assert fake.requests == 0 and before["requests"] == 25 and before["cached"] == 0
+        assert before["sample"]["not_positive"] > 0 and before["documents"] == 5
+        result = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
         assert result.returncode == 0, result.stdout + result.stderr
         assert fake.requests == 25
+        folder = tmp_path / "results/datasets/scifact-gen"
+        sampled = set(pd.read_parquet(folder / "generation/generation.parquet")["doc_id"])
+        judged = pd.read_parquet(tmp_path / "results/datasets/scifact/qrels.parquet")
+        assert sampled <= set(judged.loc[judged["relevance"] >= 1, "doc_id"])
+        dev = set(pd.read_parquet(folder / "qrels/dev.parquet")["query_id"])
+        test = set(pd.read_parquet(folder / "qrels/test.parquet")["query_id"])
+        assert len(dev) == 2 and len(test) == 3
         scores = pd.read_parquet(tmp_path / target)
-        assert len(set(scores["query_id"])) == 5
+        assert set(scores["query_id"]) == test  # the scored split only
         assert scores["query_id"].str.startswith("gen-q-").all()
         assert set(scores["metric"]) == {"ndcg_cut_10", "recall_100"}
         manifest = json.loads(
@@ -537,9 +608,16 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         assert manifest["statistics"]["queries"] == 5
         source = json.loads((tmp_path / "results/datasets/scifact-gen/source.json").read_text())
         assert source["base_dataset"] == "scifact" and len(source["checksum"]) == 32
+        assert source["split"] == "test"
         fake.reset_counts()
-        rerun = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        rerun = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
         assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
+        after = subprocess.run(
+            [*command, "-f", estimate_target], capture_output=True, text=True, env=os.environ
+        )
+        assert after.returncode == 0, after.stdout + after.stderr
+        cached = json.loads((tmp_path / estimate_target).read_text())
+        assert cached["requests"] == 0 and cached["cached"] == 25
         assert fake.requests == 0
 
 
@@ -600,3 +678,154 @@ def test_min_words_counts_the_tokenizers_tokens_when_one_is_named(minilm_path):
     assert lengths[0] > 20 and lengths[1] == 6
     assert sample_documents(corpus, 2, 0, None, 20)[0] == []
     assert sample_documents(corpus, 2, 0, None, 20, tokenizer)[0] == [0]
+
+
+# --- AIR-Bench's corpus preparation, judged positives, splits ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("write to jane.doe@example.org today", ["email"]),
+        ("call +44 20 7946 0958 now", ["phone"]),
+        ("call (555) 123-4567.", ["phone"]),
+        ("fax 555.123.4567", ["phone"]),
+        ("+33 1 23 45 67 89", ["phone"]),
+        ("mail a@b.co or ring +15551234567", ["email", "phone"]),
+        ("an unbroken id 5551234567", []),
+        ("from 1999-2003, on 2020-01-15", []),
+        ("p = 0.05, 0.01 and 0.03; CI 1.2-3.4", []),
+        ("ISBN 978-3-16-148410-0, doi 10.1016/j.cell.2004.01.005", []),
+        ("n = 12,345 of 1,234,567 people; range 100-200-300", []),
+        ("an @mention, a@b, +5 degrees", []),
+    ],
+)
+def test_personal_data_detectors(text, found):
+    assert personal_data(text, ["email", "phone"]) == found
+
+
+def test_too_long_and_personal_documents_are_never_sampled_but_stay_in_the_corpus():
+    corpus = corpus_frame()
+    corpus.loc[1, "text"] += " mail alpha@example.com"
+    corpus.loc[2, "text"] += " call 555-123-4567"
+    corpus.loc[3, "text"] += " and more" * 20  # 70 words
+    chosen, stats = sample_documents(
+        corpus, 9, 0, None, 20, max_words=40, personal=["email", "phone"]
+    )
+    assert sorted(corpus["doc_id"].iloc[chosen]) == ["d0", "d4", "d5", "d6", "d7", "d8"]
+    assert stats["too_long"] == 1 and stats["personal_data"] == {"email": 1, "phone": 1}
+    assert stats["candidates"] == 6
+    # Off by default: every document is a candidate.
+    assert len(sample_documents(corpus, 9, 0, None, 20)[0]) == 9
+
+
+def test_sampling_from_judged_positives_takes_only_them_and_their_chunks():
+    corpus = corpus_frame()
+    corpus.loc[2, "text"] = " ".join(f"t{i}" for i in range(60))  # two chunks of 40, overlap 20
+    positives = {"d2", "d5", "d7", "missing"}
+    base = spec(documents=9, sample_from="positives")
+    _, items, stats = prepare(corpus, base, positives=positives)
+    assert sorted(i.doc_id for i in items) == ["d2", "d5", "d7"]
+    assert stats["sample"]["not_positive"] == 6
+    chunked, items, stats = prepare(
+        corpus, base | {"chunk_tokens": 40, "overlap": 20}, positives=positives
+    )
+    assert "source_doc_id" not in chunked.columns
+    assert sorted(i.doc_id for i in items) == ["d2#0", "d2#1", "d5", "d7"]
+    with pytest.raises(ValueError, match="positives"):
+        prepare(corpus, base)
+
+
+def test_the_dev_share_splits_the_queries_seeded_and_qrels_per_split(airbench_llm, tmp_path):
+    corpus = corpus_frame()
+    generated, _ = run(airbench_llm, tmp_path / "cache", corpus, documents=8, dev_share=0.25)
+    splits = generated.generation.set_index("query_id")["split"]
+    assert splits.value_counts().to_dict() == {"test": 6, "dev": 2}
+    assert generated.stats["queries_by_split"] == {"dev": 2, "test": 6}
+    ids = list(splits.index)
+    assert assign_splits(ids, 0.25, 0) == splits.to_dict()  # seeded: the same again
+    assert assign_splits(ids, 0.25, 1) != splits.to_dict()
+    paths = write_generated(generated, tmp_path / "out")
+    tables = {n: pd.read_parquet(paths[n]) for n in ("qrels", "qrels_dev", "qrels_test")}
+    for name in ("dev", "test"):
+        assert set(tables[f"qrels_{name}"]["query_id"]) == set(splits[splits == name].index)
+    pd.testing.assert_frame_equal(tables["qrels"], tables["qrels_test"])
+    # Every judgement is in exactly one split, negatives with their query.
+    assert len(tables["qrels_dev"]) + len(tables["qrels_test"]) == len(generated.qrels)
+    scored_dev = write_generated(generated, tmp_path / "dev", split="dev")
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(scored_dev["qrels"]), pd.read_parquet(scored_dev["qrels_dev"])
+    )
+    assert pd.read_parquet(paths["queries"])["query_id"].tolist() == ids  # all queries
+
+
+# --- the dry-run estimate ---------------------------------------------------------------------
+
+# The fake server's answers, in words: "alpha reader 0", "alpha scenario 0", "query about
+# alpha", a negative "alpha decoy 0" titled "Not alpha".
+FAKE_WORDS = {"character": 3, "scenario": 3, "query": 3, "negative": 3, "title": 2}
+
+
+def words_of(text: str) -> int:
+    return len(text.split())  # as the fake server counts tokens
+
+
+def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, tmp_path):
+    corpus = corpus_frame()
+    settings = {"base_url": airbench_llm.base_url, "model": "fake", "max_retries": 2}
+    with LLMClient(settings, tmp_path / "cache", progress=False) as client:
+        before = estimate(
+            corpus, spec(), load_prompts(PROMPTS), client, words_of, typical=FAKE_WORDS
+        )
+    assert airbench_llm.requests == 0  # a dry run sends nothing
+    _, actual = run(airbench_llm, tmp_path / "cache", corpus)
+    # Requests: exact (4 documents x 5 steps), and per step.
+    assert before["requests"] == actual["requests"] == 20 and before["cached"] == 0
+    assert {s: c["requests"] for s, c in before["by_step"].items()} == dict.fromkeys(
+        ("characters", "scenarios", "query", "rewrite", "negatives"), 4
+    )
+    assert before["max_requests"] == 20 * 3  # each with its 2 re-asks
+    # Tokens: the prompts within 1% (the stand-ins differ from the fake's answers by a word or
+    # two; measured 2316 vs 2312), the answers within 5% (JSON spacing, the fence the fake puts
+    # around characters; 266 vs 270).
+    assert abs(before["prompt_tokens"] - actual["prompt_tokens"]) <= 0.01 * actual["prompt_tokens"]
+    completion = actual["completion_tokens"]
+    assert abs(before["completion_tokens"] - completion) <= 0.05 * completion
+    assert before["max_completion_tokens"] == 60 * 1024
+
+    with LLMClient(settings, tmp_path / "cache", progress=False) as client:
+        cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, words_of)
+        widened = estimate(corpus, spec(documents=6), load_prompts(PROMPTS), client, words_of)
+    # A cached config asks nothing, and its tokens are the cache's; a widened one asks only
+    # for the new documents.
+    assert cached["requests"] == 0 and cached["cached"] == 20
+    assert (
+        sum(s["cached_prompt_tokens"] for s in cached["by_step"].values())
+        == (actual["prompt_tokens"])
+    )
+    assert widened["requests"] == 2 * 5 and widened["cached"] == 20
+
+
+def test_the_estimate_defaults_to_characters_over_four_and_the_prompts_lengths(tmp_path):
+    corpus = corpus_frame(n=1, words=40)
+    settings = {"base_url": "http://127.0.0.1:9/v1", "model": "nowhere"}
+    with LLMClient(settings, tmp_path / "cache", progress=False) as client:
+        result = estimate(
+            corpus, spec(documents=1, negatives=[2, 2]), load_prompts(PROMPTS), client
+        )
+    assert result["counted_with"] == "characters / 4" and result["requests"] == 5
+    # Two hard negatives as long as the 40-word document: at least 80 words of "word ".
+    assert result["by_step"]["negatives"]["completion_tokens"] >= 2 * 40 * len("word ") // 4
+    # Two documents of the same text ask for characters once, as LLMClient.complete does.
+    twins = pd.concat([corpus, corpus.assign(doc_id="twin")], ignore_index=True)
+    with LLMClient(settings, tmp_path / "cache", progress=False) as client:
+        twice = estimate(twins, spec(documents=2), load_prompts(PROMPTS), client)
+    assert twice["by_step"]["characters"]["requests"] == 1
+
+
+def test_two_documents_of_the_same_text_ask_for_characters_once(airbench_llm, tmp_path):
+    corpus = corpus_frame(n=1)
+    twins = pd.concat([corpus, corpus.assign(doc_id="twin")], ignore_index=True)
+    _, summary = run(airbench_llm, tmp_path / "cache", twins, documents=2)
+    characters = [b for b in airbench_llm.bodies if '{"characters"' in last_user_message(b)]
+    assert len(characters) == 1 and summary["duplicates"] >= 1

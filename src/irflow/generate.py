@@ -26,8 +26,19 @@ Decisions:
 - Lengths count the ``tokenizer``'s tokens when one is named, else words: runs of non-space
   characters, where each character of a script written without spaces (Chinese, Japanese, Thai,
   ...) is a word of its own. Chunking and ``min_words`` use the same count.
-- Sampling is seeded and stable: candidates (documents of at least ``min_words`` long) are
-  ordered by a hash of the seed and doc_id, and the first ``documents`` are taken. With
+- Candidates: with ``sample_from: positives`` only the documents the source dataset judges
+  relevant (relevance >= 1 in its scored split; their chunks when chunked), as AIR-Bench builds
+  G-MSMARCO from MS MARCO's judged passages; else the whole corpus. Then AIR-Bench's corpus
+  preparation, as options: documents shorter than ``min_words`` or longer than ``max_words``
+  are left out, and so are those in which a ``personal_data`` detector finds something. The
+  detectors are regular expressions, a heuristic that misses some and flags some: ``email``
+  (name@domain.tld) and ``phone`` (10 to 15 digits written as a phone number: a leading +
+  and country code, or groups of digits split by spaces, dots or dashes, optionally after an
+  area code in brackets; an unbroken run of digits is not flagged, it may be any id).
+  Left-out documents stay in the corpus; they are only never sampled, so no query is written
+  about them (a quality-control judge may still read them as candidates).
+- Sampling is seeded and stable: candidates are ordered by a hash of the seed and doc_id, and
+  the first ``documents`` are taken. With
   ``stratify: k``, candidates are split into k groups of equal size by length in words, and
   each group gives its share, in the same hash order (a group too small gives all it has and
   the others make up for it). So widening a sample keeps every earlier document, and with the
@@ -46,14 +57,27 @@ Decisions:
 - The corpus is the whole (chunked) source corpus, then the hard negatives in query order.
   qrels give relevance 1 to the source document and 0 to the query's own hard negatives, as
   AIR-Bench labels them.
+- Splits: the queries are ordered by a hash of the seed and query_id, and the first
+  ``round(dev_share * queries)`` are ``dev``, the others ``test`` (``generation.split``).
+  ``qrels/dev.parquet`` and ``qrels/test.parquet`` hold each split's judgements and
+  ``qrels.parquet`` the one named by ``split`` (test by default), which the workflow scores.
+  ``queries.parquet`` holds every query, as a BEIR folder does.
+- ``estimate`` is a dry run: it samples as a run does and walks the steps over the answer cache,
+  sending nothing. An answer the cache holds is used; a request it lacks is counted (its prompt
+  tokens, and as completion a stand-in answer of the lengths in ``TYPICAL_WORDS``: the length a
+  prompt asks for, or an assumption), and the stand-in feeds the next step's prompt. So a fully
+  cached config estimates 0 requests, and a widened sample only the new documents. Re-asks are
+  not foreseen: ``max_requests`` allows every request its ``reasks``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import string
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -65,7 +89,7 @@ import yaml
 
 from irflow import contracts
 from irflow.errors import ConfigError, InputError
-from irflow.llm import LLMClient, Request
+from irflow.llm import Answer, LLMClient, Request
 from irflow.passages import passage_id, window_starts
 
 log = logging.getLogger(__name__)
@@ -95,6 +119,22 @@ NO_SPACES = (
 WORDS = re.compile(f"[{NO_SPACES}]|[^\\s{NO_SPACES}]+")
 # The same units without punctuation, lower-cased: what a query shares with its document.
 PLAIN_WORDS = re.compile(f"[{NO_SPACES}]|[^\\W{NO_SPACES}]+")
+# Personal data that keeps a document out of the sample (``personal_data``): a heuristic.
+PERSONAL_DATA = {
+    "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}"),
+    "phone": re.compile(
+        r"(?<![\w+.,-])(?:\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,6}"
+        r"|\(\d{1,4}\)[ .-]?\d{2,4}(?:[ .-]\d{2,4}){1,3}|\d{2,4}(?:[ .-]\d{2,4}){2,4})"
+        r"(?![\w+-]|[.,]\d)"
+    ),
+}
+PHONE_DIGITS = (10, 15)
+# What the model is assumed to write, in words, where a dry run needs a stand-in answer: a
+# character, a scenario, a hard negative's title; a query is as long as its drawn band (its
+# middle, or the least + 10 for an open band) and a hard negative as long as its document (the
+# prompt asks so), unless ``query`` or ``negative`` is given.
+TYPICAL_WORDS = {"character": 8, "scenario": 30, "title": 8}
+SPLITS = ("dev", "test")
 QUERY_PREFIX = "gen-q-"
 NEGATIVE_PREFIX = "gen-neg-"
 EXTRA_SCHEMAS = {
@@ -120,6 +160,7 @@ EXTRA_SCHEMAS = {
         "query_overlap": "double",
         "negatives_requested": "int32",
         "negatives": "int32",
+        "split": "string",
     },
     "dropped": {"doc_id": "string", "step": "string", "reason": "string", "detail": "string"},
 }
@@ -325,7 +366,8 @@ def _word_spans(texts: list[str]) -> list[list[tuple[int, int]]]:
 def chunk_corpus(
     corpus: pd.DataFrame, size: int, overlap: int, tokenizer=None
 ) -> tuple[pd.DataFrame, dict]:
-    """Documents of more than one window of ``size`` tokens replaced by their windows."""
+    """Documents of more than one window of ``size`` tokens replaced by their windows;
+    ``source_doc_id`` names each row's document."""
     texts = corpus["text"].fillna("").tolist()
     if tokenizer is None:
         spans = _word_spans(texts)
@@ -337,7 +379,7 @@ def chunk_corpus(
     for doc_id, title, text, offsets in zip(corpus["doc_id"], corpus["title"], texts, spans):
         starts = window_starts(len(offsets), size, overlap)
         if len(starts) <= 1:
-            rows.append({"doc_id": doc_id, "title": title, "text": text})
+            rows.append({"doc_id": doc_id, "title": title, "text": text, "source_doc_id": doc_id})
             continue
         chunked += 1
         for number, start in enumerate(starts):
@@ -347,9 +389,10 @@ def chunk_corpus(
                     "doc_id": passage_id(doc_id, number),
                     "title": title,
                     "text": text[window[0][0] : window[-1][1]],
+                    "source_doc_id": doc_id,
                 }
             )
-    frame = pd.DataFrame(rows, columns=["doc_id", "title", "text"])
+    frame = pd.DataFrame(rows, columns=["doc_id", "title", "text", "source_doc_id"])
     stats = {"documents": len(corpus), "documents_chunked": chunked, "chunks": len(frame)}
     return frame, stats
 
@@ -388,6 +431,18 @@ def document_lengths(corpus: pd.DataFrame, tokenizer=None) -> np.ndarray:
     return np.array([len(ids) for ids in encode(tokenizer, list(texts))["input_ids"]], dtype=int)
 
 
+def personal_data(text: str, kinds: list[str] | tuple[str, ...]) -> list[str]:
+    """The ``kinds`` of ``PERSONAL_DATA`` found in ``text`` (a heuristic: see the module)."""
+    found = []
+    for kind in kinds:
+        for match in PERSONAL_DATA[kind].finditer(text):
+            digits = sum(c.isdigit() for c in match.group(0))
+            if kind != "phone" or PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1]:
+                found.append(kind)
+                break
+    return found
+
+
 def sample_documents(
     corpus: pd.DataFrame,
     count: int,
@@ -395,11 +450,35 @@ def sample_documents(
     strata: int | None,
     min_words: int,
     tokenizer=None,
+    max_words: int | None = None,
+    personal: list[str] | tuple[str, ...] = (),
+    eligible: np.ndarray | None = None,
 ) -> tuple[list[int], dict]:
     """Row positions of the sampled documents, in hash order, and what the sample holds.
-    Lengths (``min_words``, strata) count the tokenizer's tokens when one is given."""
+    Lengths (``min_words``, ``max_words``, strata) count the tokenizer's tokens when one is
+    given. Only rows where ``eligible`` is true (all when None), of ``min_words`` to
+    ``max_words``, and without the ``personal`` kinds of personal data are candidates."""
     words = document_lengths(corpus, tokenizer)
-    candidates = np.flatnonzero(words >= min_words)
+    keep = np.ones(len(corpus), bool) if eligible is None else np.array(eligible, bool)
+    stats: dict = {}
+    if eligible is not None:
+        stats["not_positive"] = int((~keep).sum())
+    stats["too_short"] = int((keep & (words < min_words)).sum())
+    keep &= words >= min_words
+    if max_words is not None:
+        stats["too_long"] = int((keep & (words > max_words)).sum())
+        keep &= words <= max_words
+    if personal:
+        # Only the documents still in the running are searched: the scan costs most.
+        flagged = {kind: 0 for kind in personal}
+        for i in np.flatnonzero(keep):
+            text = contracts.document_text(corpus["title"].iat[i], corpus["text"].iat[i] or "")
+            kinds = personal_data(text, personal)
+            for kind in kinds:
+                flagged[kind] += 1
+            keep[i] = not kinds
+        stats["personal_data"] = flagged
+    candidates = np.flatnonzero(keep)
     keys = {int(i): _order_key(seed, corpus["doc_id"].iat[i]) for i in candidates}
     if not strata or strata <= 1:
         chosen = sorted(candidates.tolist(), key=keys.__getitem__)[:count]
@@ -411,18 +490,14 @@ def sample_documents(
         quotas = _allocate(count, [len(g) for g in groups])
         chosen = [i for group, quota in zip(groups, quotas) for i in group[:quota]]
     chosen.sort(key=keys.__getitem__)
-    stats = {
-        "candidates": int(len(candidates)),
-        "too_short": int(len(corpus) - len(candidates)),
-        "sampled": len(chosen),
-        "per_stratum": quotas,
-    }
+    stats = {"candidates": int(len(candidates)), **stats}
+    stats |= {"sampled": len(chosen), "per_stratum": quotas}
     if len(chosen) < count:
         log.warning(
-            "asked for %d documents, only %d have at least %d %s",
+            "asked for %d documents, only %d are candidates (%s; lengths in %s)",
             count,
             len(chosen),
-            min_words,
+            ", ".join(f"{key}: {value}" for key, value in stats.items() if key != "sampled"),
             "tokens" if tokenizer is not None else "words",
         )
     return chosen, stats
@@ -528,10 +603,13 @@ class _Item:
 class Generator:
     """Runs the steps for all sampled documents, one batch of requests per step."""
 
-    def __init__(self, prompts: Prompts, client: LLMClient, spec: dict):
+    def __init__(
+        self, prompts: Prompts, client: LLMClient, spec: dict, dry_run: DryRun | None = None
+    ):
         self.prompts = prompts
         self.client = client
         self.spec = spec
+        self.dry_run = dry_run  # set: nothing is sent (see ``estimate``)
         self.dropped: list[dict] = []
 
     def _ask(
@@ -540,15 +618,22 @@ class Generator:
         """Ask ``step`` for every item; the survivors with their answer's value. ``count`` is
         the ${count} of the prompt: fixed, or the name of the item's attribute that holds it."""
         key = self.prompts.steps[step]["answer_key"]
-        requests = []
+        # One check for the step: requests are the same only with the same check, so identical
+        # prompts are asked once.
+        check = check(key)
+        requests, counts = [], []
         for item in items:
             values = dict(item.values)
             if isinstance(count, dict):
                 values |= count
             elif isinstance(count, str):
                 values["count"] = getattr(item, count)
-            requests.append(Request(self.prompts.messages(step, values), check=check(key)))
-        answers = self.client.complete(requests, desc=f"generate: {step}")
+            counts.append(values.get("count"))
+            requests.append(Request(self.prompts.messages(step, values), check=check))
+        if self.dry_run is not None:
+            answers = self.dry_run.answer(self.client, step, key, items, counts, requests)
+        else:
+            answers = self.client.complete(requests, desc=f"generate: {step}")
         survivors = []
         for item, answer in zip(items, answers):
             if answer.ok:
@@ -625,26 +710,153 @@ class Generator:
         return chosen.value
 
 
-def generate_dataset(
+# The counts of a dry run, per step.
+ESTIMATE_KEYS = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached",
+    "cached_prompt_tokens",
+    "cached_completion_tokens",
+)
+
+
+class DryRun:
+    """Answers a generator's requests without sending any: from the answer cache when it holds
+    the first ask, else with a stand-in of ``TYPICAL_WORDS``; counts both kinds by step."""
+
+    def __init__(self, count_tokens, typical: dict | None = None):
+        self.count_tokens = count_tokens
+        self.typical = TYPICAL_WORDS | (typical or {})
+        self.steps: dict[str, Counter] = {}
+
+    def answer(
+        self,
+        client: LLMClient,
+        step: str,
+        key: str,
+        items: list[_Item],
+        counts: list,
+        requests: list[Request],
+    ) -> list[Answer]:
+        tally = self.steps.setdefault(step, Counter())
+        answers, seen = [], {}
+        for item, count, request in zip(items, counts, requests):
+            identity = client.identity(request)
+            if identity in seen:  # asked once per batch, as LLMClient.complete does
+                answers.append(seen[identity])
+                continue
+            record = client.cached_record(request)
+            answer = LLMClient.judge(request, record) if record is not None else None
+            if answer is not None and answer.ok:
+                tally["cached"] += 1
+                tally["cached_prompt_tokens"] += record["prompt_tokens"] or 0
+                tally["cached_completion_tokens"] += record["completion_tokens"] or 0
+            else:
+                data = {key: self.stand_in(step, item, count)}
+                text = json.dumps(data, ensure_ascii=False)
+                tally["requests"] += 1
+                tally["prompt_tokens"] += sum(
+                    self.count_tokens(m["content"]) for m in request.messages
+                )
+                tally["completion_tokens"] += self.count_tokens(text)
+                answer = Answer(text=text, data=data, cached=False)
+            seen[identity] = answer
+            answers.append(answer)
+        return answers
+
+    def stand_in(self, step: str, item: _Item, count: int | None):
+        """What the model is assumed to write for ``item`` at ``step``."""
+
+        def words(n: int) -> str:
+            return " ".join(["word"] * max(int(n), 1))
+
+        if step in ("characters", "scenarios"):
+            return [words(self.typical[step[:-1]])] * count
+        if step in ("query", "rewrite"):
+            low, high = item.band or (5, 9)
+            middle = (low + high) / 2 if high is not None else low + 10
+            return words(self.typical.get("query") or middle)
+        length = self.typical.get("negative") or len(WORDS.findall(item.document))
+        return [{"title": words(self.typical["title"]), "text": words(length)}] * count
+
+
+def estimate(
     corpus: pd.DataFrame,
     spec: dict,
     prompts: Prompts,
     client: LLMClient,
+    count_tokens=None,
+    tokenizer=None,
+    positives: set[str] | None = None,
+    typical: dict | None = None,
+) -> dict:
+    """What generating ``spec`` would ask of the model, without asking (see the module):
+    requests and tokens by step, the answers the cache already holds, and the most requests
+    and completion tokens that re-asks and ``max_tokens`` allow. ``count_tokens`` counts a
+    text's tokens (default: its characters / 4, OpenAI's rule of thumb for English)."""
+    counter = count_tokens or (lambda text: -(-len(text) // 4))
+    _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
+    dry_run = DryRun(counter, typical)
+    Generator(prompts, client, spec, dry_run).run(items)
+    steps = {step: dict(tally) for step, tally in dry_run.steps.items()}
+    total = sum(dry_run.steps.values(), Counter())
+    settings = client.settings
+    return {
+        "model": settings["model"],
+        "documents": len(items),
+        "sample": stats["sample"],
+        "requests": total["requests"],
+        "prompt_tokens": total["prompt_tokens"],
+        "completion_tokens": total["completion_tokens"],
+        "cached": total["cached"],
+        "max_requests": total["requests"] * (1 + int(settings["reasks"])),
+        "max_completion_tokens": total["requests"]
+        * (1 + int(settings["reasks"]))
+        * int(settings["max_tokens"]),
+        "by_step": {step: {k: steps[step].get(k, 0) for k in ESTIMATE_KEYS} for step in steps},
+        "assumed_words": dry_run.typical,
+        "counted_with": "count_tokens" if count_tokens else "characters / 4",
+    }
+
+
+def prepare(
+    corpus: pd.DataFrame,
+    spec: dict,
     tokenizer=None,
     corpus_path: str | Path = "corpus",
-) -> Generated:
-    """The generated dataset from a source corpus (the contract's corpus table)."""
+    positives: set[str] | None = None,
+) -> tuple[pd.DataFrame, list[_Item], dict]:
+    """The (chunked) corpus, the sampled documents as items, and the statistics so far.
+    ``positives`` (the source dataset's judged-relevant doc_ids) is needed with
+    ``sample_from: positives``."""
     stats: dict = {}
     if spec.get("chunk_tokens"):
         corpus, stats["chunking"] = chunk_corpus(
             corpus, spec["chunk_tokens"], spec["overlap"], tokenizer
         )
+        sources = corpus.pop("source_doc_id")
+    else:
+        sources = corpus["doc_id"]
     corpus = corpus.reset_index(drop=True)
     duplicated = corpus["doc_id"][corpus["doc_id"].duplicated()]
     if len(duplicated):
         raise InputError(corpus_path, f"doc_id {duplicated.iat[0]!r} occurs twice", field="doc_id")
+    eligible = None
+    if spec.get("sample_from", "corpus") == "positives":
+        if positives is None:
+            raise ValueError("sample_from: positives needs the source dataset's positives")
+        eligible = sources.isin(positives).to_numpy()
     rows, stats["sample"] = sample_documents(
-        corpus, spec["documents"], spec["seed"], spec.get("stratify"), spec["min_words"], tokenizer
+        corpus,
+        spec["documents"],
+        spec["seed"],
+        spec.get("stratify"),
+        spec["min_words"],
+        tokenizer,
+        max_words=spec.get("max_words"),
+        personal=spec.get("personal_data") or (),
+        eligible=eligible,
     )
     items = []
     for row in rows:
@@ -652,8 +864,42 @@ def generate_dataset(
         document = contracts.document_text(corpus["title"].iat[row], corpus["text"].iat[row])
         values = {"document": document, "language": spec["language"]}
         items.append(_Item(doc_id, document, document_rng(spec["seed"], doc_id), values, []))
+    return corpus, items, stats
+
+
+def judged_positives(qrels_path: str | Path) -> set[str]:
+    """The doc_ids a qrels table judges relevant (relevance >= 1): ``sample_from: positives``."""
+    qrels = pd.read_parquet(qrels_path, columns=["doc_id", "relevance"])
+    return set(qrels.loc[qrels["relevance"] >= 1, "doc_id"])
+
+
+def assign_splits(query_ids: list[str], dev_share: float, seed: int) -> dict[str, str]:
+    """Each query's split: the first ``round(dev_share * len(query_ids))`` in the order of a
+    hash of the seed and the query_id are ``dev``, the others ``test``."""
+    order = sorted(query_ids, key=lambda q: _order_key(seed, f"split\0{q}"))
+    dev = round(dev_share * len(order))
+    return {q: ("dev" if rank < dev else "test") for rank, q in enumerate(order)}
+
+
+def generate_dataset(
+    corpus: pd.DataFrame,
+    spec: dict,
+    prompts: Prompts,
+    client: LLMClient,
+    tokenizer=None,
+    corpus_path: str | Path = "corpus",
+    positives: set[str] | None = None,
+) -> Generated:
+    """The generated dataset from a source corpus (the contract's corpus table); see
+    ``prepare`` for ``positives``."""
+    corpus, items, stats = prepare(corpus, spec, tokenizer, corpus_path, positives)
     generator = Generator(prompts, client, spec)
     made = generator.run(items)
+    splits = assign_splits(
+        [f"{QUERY_PREFIX}{item.doc_id}" for item in made],
+        spec.get("dev_share", 0.0),
+        spec["seed"],
+    )
 
     known = set(corpus["doc_id"])
     queries, qrels, negatives, generation, new_docs = [], [], [], [], []
@@ -692,6 +938,7 @@ def generate_dataset(
                 "query_overlap": word_overlap(item.values["query"], item.document),
                 "negatives_requested": item.negatives_requested,
                 "negatives": len(item.values["negatives"]),
+                "split": splits[query_id],
             }
         )
     dropped = pd.DataFrame(generator.dropped, columns=list(EXTRA_SCHEMAS["dropped"]))
@@ -717,6 +964,8 @@ def generate_dataset(
             "query": round(float(overlap["query_overlap"].mean()), 4) if len(overlap) else None,
         },
         "queries": len(queries),
+        "queries_by_split": {split: sum(s == split for s in splits.values()) for split in SPLITS},
+        "scored_split": spec.get("split", "test"),
         "negatives": len(negatives),
         "corpus": len(corpus) + len(new_docs),
         "dropped": len(dropped),
@@ -761,18 +1010,25 @@ def extra_schema(name: str):
     return pa.schema([(column, types[kind]) for column, kind in EXTRA_SCHEMAS[name].items()])
 
 
-def write_generated(generated: Generated, folder: str | Path) -> dict[str, Path]:
-    """Write the dataset's tables under ``folder`` and the extra tables under
-    ``folder/generation``; returns the paths by table name."""
+def write_generated(
+    generated: Generated, folder: str | Path, split: str = "test"
+) -> dict[str, Path]:
+    """Write the dataset's tables under ``folder`` (``qrels.parquet``: the judgements of the
+    scored ``split``; ``qrels/<split>.parquet``: each split's) and the extra tables under
+    ``folder/generation``; returns the paths by table name (``qrels_dev``, ``qrels_test``)."""
     folder = Path(folder)
     paths = {}
-    for name, schema in (
-        ("corpus", contracts.CORPUS),
-        ("queries", contracts.QUERIES),
-        ("qrels", contracts.QRELS),
-    ):
+    for name, schema in (("corpus", contracts.CORPUS), ("queries", contracts.QUERIES)):
         paths[name] = folder / f"{name}.parquet"
         contracts.write_frame(getattr(generated, name), paths[name], schema)
+    split_of = dict(zip(generated.generation["query_id"], generated.generation["split"]))
+    in_split = generated.qrels["query_id"].map(split_of)
+    for name in SPLITS:
+        paths[f"qrels_{name}"] = folder / "qrels" / f"{name}.parquet"
+        rows = generated.qrels[in_split == name]
+        contracts.write_frame(rows, paths[f"qrels_{name}"], contracts.QRELS)
+    paths["qrels"] = folder / "qrels.parquet"
+    contracts.write_frame(generated.qrels[in_split == split], paths["qrels"], contracts.QRELS)
     for name in EXTRA_SCHEMAS:
         paths[name] = folder / "generation" / f"{name}.parquet"
         contracts.write_frame(getattr(generated, name), paths[name], extra_schema(name))

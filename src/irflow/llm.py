@@ -467,6 +467,11 @@ class LLMClient:
     def _base_seed(self, request: Request) -> int | None:
         return self.settings["seed"] if request.seed is None else request.seed
 
+    def cached_record(self, request: Request) -> dict | None:
+        """The cached completion of the request's first ask, or None; sends nothing (for dry
+        runs that estimate what a run would ask)."""
+        return self.cache.get(cache_key(self.payload(request, self._base_seed(request))))
+
     def _ask(self, payload: dict) -> tuple[dict | None, str | None, str | None]:
         """(cache record, None, None) for a chat completion, else (None, reason, detail).
         Raises LLMError when the endpoint refuses the key, the model or the address."""
