@@ -32,6 +32,7 @@ def model_spec(model_id: str, chunk_size: int, device: str = "auto") -> dict:
         "batch_size": 64,
         "chunk_size": chunk_size,
         "dtype": "float32",
+        "backend": "torch",
         "device": device,
     }
 

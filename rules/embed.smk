@@ -5,11 +5,16 @@
 # A dataset with embed_shards > 1 embeds its documents as that many embed_shard jobs (a GPU
 # each on a cluster), which embed_gather joins into the same file embed would write, and its
 # queries in embed_queries.
+# A model with backend onnx or onnx-int8 runs on the graph its onnx_export job made (input onnx).
+
+
+include: "onnx_export.smk"
 
 
 rule embed:
     input:
         unpack(document_and_query_inputs),
+        onnx=onnx_graph,
     output:
         embeddings="results/embeddings/{dataset}/{model}/corpus.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/corpus.json",
@@ -55,6 +60,7 @@ use rule embed as embed_passages with:
 use rule embed as embed_queries with:
     input:
         unpack(query_inputs),
+        onnx=onnx_graph,
     output:
         embeddings="results/embeddings/{dataset}/{model}/queries.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/queries.json",
@@ -72,6 +78,7 @@ use rule embed as embed_queries with:
 use rule embed as embed_shard with:
     input:
         unpack(shard_inputs),
+        onnx=onnx_graph,
     output:
         embeddings=temp(
             "results/embeddings/{dataset}/{model}/{side}.shards/{shard}-of-{shards}.parquet"

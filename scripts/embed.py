@@ -16,7 +16,8 @@ manifest = start_job(snakemake, "embed_shard" if sharded else "embed")
 facts = dict(manifest.facts)
 torch.set_num_threads(snakemake.threads)
 spec = snakemake.config["models"][wildcards.model]
-encoder = Encoder.load(spec)
+# The exported graph, for a model with an ONNX backend (rules/onnx_export.smk).
+encoder = Encoder.load(spec, Path(inp.onnx) if inp.get("onnx") else None)
 shard = (int(wildcards.shard), int(wildcards.shards)) if sharded else (0, 1)
 sides = [(snakemake.params.side, "")]
 if "query_embeddings" in out.keys():

@@ -103,6 +103,7 @@ def minilm_spec(path: Path, **settings) -> dict:
         "batch_size": 8,
         "chunk_size": 2,
         "dtype": "float32",
+        "backend": "torch",
         "device": "cpu",
     }
     return spec | settings

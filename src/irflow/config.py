@@ -15,6 +15,7 @@ import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from irflow.errors import ConfigError
+from irflow.onnx_export import spec_problems
 from irflow.positionalize import list_variants
 from irflow.qc import quality_control_problems
 
@@ -136,6 +137,7 @@ def _cross_references(config: dict) -> list[str]:
                             f"retrievers.{name}.{key}", retriever[key], table, config[table]
                         )
                     )
+    problems += _backend_problems(config)
     for name, model in config["models"].items():
         passages = model["long_documents"]
         if passages["overlap"] >= passages["passage_tokens"]:
@@ -255,6 +257,39 @@ def _cross_references(config: dict) -> list[str]:
                 path = f"correlation.bootstrap.{side}"
                 known = correlation["benchmarks"]
                 problems.append(_missing_key(path, group, "correlation.benchmarks", known))
+    return problems
+
+
+def _backend_problems(config: dict) -> list[str]:
+    """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
+    rerankers) on the CPU; sparse and late-interaction encoders, and saliency, run on torch."""
+    problems = []
+    for name, spec in config["models"].items():
+        problems += spec_problems(name, spec)
+    torch_only = (
+        [
+            (f"retrievers.{name}.model", retriever["model"])
+            for name, retriever in config["retrievers"].items()
+            if retriever["type"] in ("sparse", "late-interaction")
+        ]
+        + [
+            (f"rerankers.{name}.model", reranker["model"])
+            for name, reranker in config["rerankers"].items()
+            if reranker["type"] == "late-interaction"
+        ]
+        + [
+            # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
+            (f"position_analysis.saliency.models.{i}", model)
+            for i, model in enumerate(config["position_analysis"]["saliency"]["models"])
+        ]
+    )
+    for key, model in torch_only:
+        backend = config["models"].get(model, {}).get("backend", "torch")
+        if backend != "torch":
+            problems.append(
+                f"config key '{key}': model {model!r} has backend {backend!r}; this stage runs "
+                "the model on torch: name a model with backend torch"
+            )
     return problems
 
 

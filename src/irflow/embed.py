@@ -5,9 +5,9 @@ is done, so memory stays bounded and a killed job resumes from the last finished
 is named by the rows it holds (``part-<start>-<end>.parquet``), not by its chunk number, so a
 job resumed with another ``chunk_size`` encodes exactly the rows no part holds yet. The parts
 sit in ``<output>.parts/`` with the cache key that produced them; a different key (a new model
-revision, prompt, max length, resolved dtype or input) discards them rather than mixing
-results. Each part records the seconds its encoding took, so the throughput of a resumed job
-counts every row against the time spent on it.
+revision, prompt, max length, resolved dtype, backend or input) discards them rather than
+mixing results. Each part records the seconds its encoding took, so the throughput of a resumed
+job counts every row against the time spent on it.
 
 A dataset derived from another (a position-controlled variant) shares most of its texts with
 it. Given the other dataset's texts and embeddings (``Reuse``), a row whose id and text (as the
@@ -52,6 +52,7 @@ from irflow import contracts
 from irflow.cost import time_each
 from irflow.errors import InputError
 from irflow.fingerprint import file_md5, folder_md5, value_md5
+from irflow.onnx_export import attach
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ RESULT_SETTINGS = (
     "max_seq_length",
     "normalize",
     "dtype",
+    "backend",  # torch, or ONNX Runtime on an exported graph (irflow.onnx_export)
 )
 # Part of the cache key: parts written in another layout (an older irflow) are discarded.
 PARTS_LAYOUT = "row-range+reused"
@@ -122,6 +124,26 @@ def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
     return model, provenance | {"device": device, "dtype": dtype}
 
 
+def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
+    """The SentenceTransformer of a ``models`` entry with its max length, and its provenance.
+
+    With an ONNX backend it is loaded in float32 on the CPU: the graph is exported from it
+    and runs on ONNX Runtime's CPU provider, and the torch side (tokenizer tensors, pooling)
+    stays there with it. The config refuses other devices and dtypes with an ONNX backend
+    (onnx_export.spec_problems).
+    """
+    from sentence_transformers import SentenceTransformer
+
+    onnx_backend = spec["backend"] != "torch"
+    placed = spec | {"device": "cpu", "dtype": "float32"} if onnx_backend else spec
+    model, provenance = load_model(SentenceTransformer, placed)
+    if spec["max_seq_length"] is not None:
+        model.max_seq_length = spec["max_seq_length"]
+    provenance["max_seq_length"] = model.max_seq_length
+    provenance["backend"] = spec["backend"]
+    return model, provenance
+
+
 @dataclass
 class Encoder:
     """A loaded model with the settings that apply to it."""
@@ -132,13 +154,15 @@ class Encoder:
     provenance: dict
 
     @classmethod
-    def load(cls, spec: dict) -> Encoder:
-        from sentence_transformers import SentenceTransformer
+    def load(cls, spec: dict, onnx: Path | None = None) -> Encoder:
+        """With an ONNX backend, the transformer runs on the graph at ``onnx`` (exported by
+        the onnx_export job), or on one exported now when none is given."""
+        model, provenance = load_sentence_transformer(spec)
+        if spec["backend"] != "torch":
+            import torch
 
-        model, provenance = load_model(SentenceTransformer, spec)
-        if spec["max_seq_length"] is not None:
-            model.max_seq_length = spec["max_seq_length"]
-        provenance["max_seq_length"] = model.max_seq_length
+            threads = torch.get_num_threads()  # the job's threads, as the scripts set them
+            provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
         return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
@@ -408,6 +432,7 @@ SHARED_FACTS = (
     "files_md5",
     "dtype",
     "max_seq_length",
+    "backend",
 )
 SUMMED_FACTS = ("rows", "rows_encoded", "rows_resumed", "rows_reused", "encode_seconds")
 
