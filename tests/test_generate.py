@@ -698,6 +698,10 @@ def test_min_words_counts_the_tokenizers_tokens_when_one_is_named(minilm_path):
         ("ISBN 978-3-16-148410-0, doi 10.1016/j.cell.2004.01.005", []),
         ("n = 12,345 of 1,234,567 people; range 100-200-300", []),
         ("an @mention, a@b, +5 degrees", []),
+        ("12 345 678 901 cells; 1457.60-2761.80; 5353-10 649", []),
+        ("recruitment9 10 11 12 13 14 ; growth", []),
+        ("FAX (212) 717-3298. Article", ["phone"]),
+        ("06 12 34 56 78", ["phone"]),
     ],
 )
 def test_personal_data_detectors(text, found):

@@ -33,8 +33,10 @@ Decisions:
   are left out, and so are those in which a ``personal_data`` detector finds something. The
   detectors are regular expressions, a heuristic that misses some and flags some: ``email``
   (name@domain.tld) and ``phone`` (10 to 15 digits written as a phone number: a leading +
-  and country code, or groups of digits split by spaces, dots or dashes, optionally after an
-  area code in brackets; an unbroken run of digits is not flagged, it may be any id).
+  and country code, or groups of digits split by one kind of separator, spaces, dots or
+  dashes, optionally after an area code in brackets; an unbroken run of digits is not flagged,
+  it may be any id, nor groups of three after the first, a number's thousands, nor counting
+  groups such as 9 10 11 12, a run of citation marks).
   Left-out documents stay in the corpus; they are only never sampled, so no query is written
   about them (a quality-control judge may still read them as candidates).
 - Sampling is seeded and stable: candidates are ordered by a hash of the seed and doc_id, and
@@ -124,7 +126,8 @@ PERSONAL_DATA = {
     "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}"),
     "phone": re.compile(
         r"(?<![\w+.,-])(?:\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,6}"
-        r"|\(\d{1,4}\)[ .-]?\d{2,4}(?:[ .-]\d{2,4}){1,3}|\d{2,4}(?:[ .-]\d{2,4}){2,4})"
+        r"|\(\d{1,4}\)[ .-]?\d{2,4}(?P<a>[ .-])\d{2,4}(?:(?P=a)\d{2,4}){0,2}"
+        r"|\d{2,4}(?P<b>[ .-])\d{2,4}(?:(?P=b)\d{2,4}){1,3})"
         r"(?![\w+-]|[.,]\d)"
     ),
 }
@@ -437,7 +440,14 @@ def personal_data(text: str, kinds: list[str] | tuple[str, ...]) -> list[str]:
     for kind in kinds:
         for match in PERSONAL_DATA[kind].finditer(text):
             digits = sum(c.isdigit() for c in match.group(0))
-            if kind != "phone" or PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1]:
+            # Without a +: groups of three after the first are a number's thousands, and
+            # counting groups (9 10 11 12) a run of citation marks.
+            groups = re.findall(r"\d+", match.group(0))
+            numbers = match.group(0)[0] != "+" and (
+                all(len(g) == 3 for g in groups[1:])
+                or all(int(b) == int(a) + 1 for a, b in zip(groups, groups[1:]))
+            )
+            if kind != "phone" or (PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1] and not numbers):
                 found.append(kind)
                 break
     return found
