@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import matplotlib
 import matplotlib.image
 import numpy as np
@@ -225,25 +227,65 @@ def test_significance_table_shows_a_floored_p_as_at_most(per_query):
 
 
 def test_position_curves_one_panel_per_bucket_and_the_psi_table(tmp_path, text_in_svg):
+    # dense loses 0.8 over a short document and 0.4 over a long one; bm25 is flat. Each bin
+    # holds five queries spread +-0.04 around its mean, so the bootstrap has something to draw.
     rows = pd.DataFrame(
         [
-            ("pos", system, "ndcg_cut_10", f"q{i}-{p}", value, p, tokens)
-            for system, decay in (("dense", 0.8), ("bm25", 0.0))
+            ("pos", system, "ndcg_cut_10", f"q{i}-{p}-{tokens}", value, p, tokens)
+            for system, decay in (("dense", {300: 0.8, 900: 0.4}), ("bm25", {300: 0, 900: 0}))
             for tokens in (300, 900)
             for p in (0.0, 0.5, 1.0)
             for i in range(5)
-            for value in [0.9 - decay * p]
+            for value in [0.9 - decay[tokens] * p + 0.02 * (i - 2)]
         ],
         columns=["dataset", "system", "metric", "query_id", "value", "relpos", "doc_tokens"],
     )
-    bins, psi = analyse(rows)
+    bins, psi = analyse(rows, interval={"resamples": 200, "confidence": 0.95, "seed": 0})
     position_curves(bins, tmp_path / "position.png")
     written(tmp_path / "position.png")
     text = svg_text(tmp_path / "position.png")
     assert "pos Q1 (15 queries)" in text and "pos Q2 (15 queries)" in text
     html = psi_table(psi)
-    assert html.count("<tr>") == 4 and "&lt;NA&gt;" not in html  # 2 systems x 2 buckets
-    assert "0.8889" in html and "primacy" in html and "flat" in html  # PSI 1 - 0.1/0.9
+    assert "&lt;NA&gt;" not in html
+    table = pd.read_html(io.StringIO(html), flavor="lxml")[0]
+    # 2 systems x (2 buckets + the buckets pooled, last).
+    assert table[["bucket", "system"]].values.tolist() == [
+        ["Q1", "bm25"],
+        ["Q1", "dense"],
+        ["Q2", "bm25"],
+        ["Q2", "dense"],
+        ["all (buckets pooled)", "bm25"],
+        ["all (buckets pooled)", "dense"],
+    ]
+    dense = table[table["system"] == "dense"].set_index("bucket")
+    # Bin means 0.9/0.5/0.1 and 0.9/0.7/0.5; pooled 0.9/0.6/0.3: PSI 1 - 0.3/0.9, not a bucket's.
+    assert dense["PSI"].tolist() == pytest.approx(
+        [1 - 0.1 / 0.9, 1 - 0.5 / 0.9, 1 - 0.3 / 0.9], abs=5e-5
+    )
+    assert dense["queries"].tolist() == [15, 15, 30]
+    for column in ("mean score (mean of bin means)", "mean score (over queries)"):
+        assert dense[column].tolist() == pytest.approx([0.5, 0.7, 0.6], abs=5e-5)
+    assert dense["trend"].tolist() == ["primacy"] * 3
+    assert (table.loc[table["system"] == "bm25", "trend"] == "flat").all()
+    # The interval is the analysis' own, around PSI.
+    by_bucket = psi[psi["system"] == "dense"].set_index("bucket")
+    for bucket, shown in (("Q1", "Q1"), ("Q2", "Q2"), ("all", "all (buckets pooled)")):
+        low, high = by_bucket.loc[bucket, ["psi_low", "psi_high"]]
+        assert dense.loc[shown, "PSI interval low"] == pytest.approx(low, abs=5e-5)
+        assert dense.loc[shown, "PSI interval high"] == pytest.approx(high, abs=5e-5)
+        assert low < by_bucket.loc[bucket, "psi"] < high
+    # With min_count 1 PSI is PosIR's already: no second PSI column.
+    assert "PSI (every non-empty bin)" not in table.columns
+    strict = psi_table(analyse(rows.iloc[1:], min_count=5)[1])
+    strict_table = pd.read_html(io.StringIO(strict), flavor="lxml")[0].set_index(
+        ["bucket", "system"]
+    )
+    # dense Q1 lost its first query at position 0 (0.86): that bin, now 4 queries averaging
+    # 0.91, is left out of PSI (1 - 0.1/0.5) and kept in PosIR's (1 - 0.1/0.91).
+    dense_q1 = strict_table.loc[("Q1", "dense")]
+    assert dense_q1["bins excluded"] == 1
+    assert dense_q1["PSI"] == pytest.approx(0.8, abs=5e-5)
+    assert dense_q1["PSI (every non-empty bin)"] == pytest.approx(1 - 0.1 / 0.91, abs=5e-5)
     position_curves(bins.iloc[0:0], tmp_path / "none.png")
     assert "no query with a single relevant span" in svg_text(tmp_path / "none.png")
     assert "No position analysis" in psi_table(psi.iloc[0:0])

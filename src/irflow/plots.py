@@ -18,6 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from irflow.correlate import summarize_bootstrap
+from irflow.position import OVERALL
 
 
 def save(figure, path: Path) -> None:
@@ -272,8 +273,10 @@ def position_curves(bins: pd.DataFrame, path: Path) -> None:
 
 
 def psi_table(psi: pd.DataFrame) -> str:
-    """HTML table: per dataset and length bucket, each system's mean score, PSI and trend, so
-    that systems (one model read two ways, say) sit side by side."""
+    """HTML table: per dataset, length bucket and system, PSI with its bootstrap interval, the
+    bucket's scores and trend, so that systems (one model read two ways, say) sit side by side;
+    each dataset's buckets pooled (PosIR's overall PSI) close its rows. PSI over every non-empty
+    bin, PosIR's, is a column of its own only where ``min_count`` made it differ."""
     if psi.empty:
         return "<p>No position analysis: no query with a single relevant span.</p>"
     columns = {
@@ -281,15 +284,26 @@ def psi_table(psi: pd.DataFrame) -> str:
         "bucket": "bucket",
         "system": "system",
         "queries": "queries",
-        "mean_ndcg": "mean score",
+        "mean_ndcg": "mean score (mean of bin means)",
+        "mean_ndcg_queries": "mean score (over queries)",
         "psi": "PSI",
+        "psi_low": "PSI interval low",
+        "psi_high": "PSI interval high",
+        "psi_every_bin": "PSI (every non-empty bin)",
         "trend": "trend",
         "bins_used": "bins used",
         "bins_excluded": "bins excluded",
         "reason": "note",
     }
-    table = psi.sort_values(["dataset", "bucket", "system"])[list(columns)]
-    table = table.astype({"trend": object, "reason": object}).fillna({"trend": "–", "reason": ""})
+    if psi["psi"].equals(psi["psi_every_bin"]):
+        del columns["psi_every_bin"]
+    overall = psi["bucket"] == OVERALL
+    # Q1, Q2, ..., Q10 in numeric order, then the pooled row.
+    order = psi["bucket"].str.lstrip("Q").where(~overall, np.inf).astype(float)
+    table = psi.assign(_order=order).sort_values(["dataset", "_order", "system"])[list(columns)]
+    table = table.astype({"bucket": object, "trend": object, "reason": object})
+    table.loc[table["bucket"] == OVERALL, "bucket"] = f"{OVERALL} (buckets pooled)"
+    table = table.fillna({"trend": "–", "reason": ""})
     return table.rename(columns=columns).to_html(
         index=False, float_format="{:.4f}".format, na_rep="–"
     )
