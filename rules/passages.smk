@@ -19,5 +19,8 @@ rule passages:
     params:
         long_documents=lambda wc: config["models"][wc.model]["long_documents"],
         tokenizer=passages_tokenizer,
+        # Only the window check reads these; as params a change reruns it.
+        prompt=lambda wc: config["models"][wc.model]["document_prompt"],
+        max_seq_length=lambda wc: config["models"][wc.model]["max_seq_length"],
     script:
         "../scripts/passages.py"

@@ -9,15 +9,14 @@ from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
 
 manifest = start_job(snakemake, "passages")
 params = snakemake.params
-spec = snakemake.config["models"][snakemake.wildcards.model]
 tokenizer = load_tokenizer(params.tokenizer)
 stats = split_corpus(
     Path(snakemake.input.corpus),
     tokenizer,
     params.long_documents,
     Path(snakemake.output.passages),
-    prompt=spec["document_prompt"],
-    window=model_window(params.tokenizer["id"], spec["max_seq_length"], tokenizer),
+    prompt=params.prompt,
+    window=model_window(params.tokenizer["id"], params.max_seq_length, tokenizer),
 )
 manifest.add(
     settings=params.long_documents,
