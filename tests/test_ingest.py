@@ -13,11 +13,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from test_positionalize import word_tokenizer
 
 from irflow import contracts
 from irflow.download import dataset_files, dataset_layout
 from irflow.errors import InputError
 from irflow.ingest import ingest
+from irflow.position import length_bucket, relative_position, span_positions
 from irflow.score import score_run
 
 
@@ -278,7 +280,7 @@ def write_posir(folder: Path, corpus=None, queries=None, qrels=None) -> Path:
     tables = {
         "corpus.parquet": POSIR_CORPUS if corpus is None else corpus,
         "queries.parquet": [
-            q | {"pos_token_length": 9} for q in (POSIR_QUERIES if queries is None else queries)
+            {"pos_token_length": 9} | q for q in (POSIR_QUERIES if queries is None else queries)
         ],
         "qrels/test.parquet": POSIR_QRELS if qrels is None else qrels,
     }
@@ -299,7 +301,7 @@ def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
     qrels = pq.read_table(tmp_path / "out" / "qrels.parquet")
     assert corpus.schema.equals(contracts.CORPUS)
     assert queries.schema.equals(contracts.QUERIES)
-    assert qrels.schema.equals(contracts.QRELS)
+    assert qrels.schema.equals(contracts.QRELS_DOC_TOKENS)
     assert corpus.to_pylist()[1] == {
         "doc_id": "d2",
         "title": "",
@@ -307,12 +309,12 @@ def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
     }
     assert queries.column("query_id").to_pylist() == ["q1", "q2", "q3", "q4", "q5"]
     assert [tuple(row.values()) for row in qrels.to_pylist()] == [
-        ("q1", "d1", 1, 5, 9),  # "purr"
-        ("q2", "d2", 1, 5, 9),  # "bark"
-        ("q2", "d1", 0, None, None),  # not the relevant document
-        ("q3", "d3", 1, None, None),  # [-1, -1]: not located
-        ("q4", "d1", 1, None, None),  # two relevant documents: which one is a guess
-        ("q4", "d3", 2, None, None),
+        ("q1", "d1", 1, 5, 9, 9),  # "purr", with pos_token_length
+        ("q2", "d2", 1, 5, 9, 9),  # "bark"
+        ("q2", "d1", 0, None, None, None),  # not the relevant document
+        ("q3", "d3", 1, None, None, None),  # [-1, -1]: not located
+        ("q4", "d1", 1, None, None, None),  # two relevant documents: which one is a guess
+        ("q4", "d3", 2, None, None, None),
     ]
     assert stats["layout"] == "posir"
     assert stats["documents"] == 3 and stats["queries"] == 5
@@ -320,6 +322,8 @@ def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
     assert stats["relevance_levels"] == {"0": 1, "1": 4, "2": 1}
     assert stats["spans"] == {
         "attached": 2,
+        "clipped": 0,
+        "clipped_examples": [],
         "left_out": {
             "missing": 1,
             "not_located": 1,
@@ -354,6 +358,81 @@ def test_posir_spans_that_cannot_be_checked_are_counted_and_warned(tmp_path, cap
     assert pd.isna(spans.loc["q3", "span_start"])
 
 
+def test_posir_spans_past_the_end_are_clipped_as_posir(tmp_path, caplog):
+    queries = [
+        POSIR_QUERIES[0] | {"pos_char_span": [25, 35]},  # d1 has 31 characters: centre 30
+        POSIR_QUERIES[1] | {"pos_char_span": [24, 30]},  # d2 has 25: centre 27, past the end
+        POSIR_QUERIES[3] | {"pos_char_span": [0, 31]},  # ends at the end: not clipped
+    ]
+    qrels = [POSIR_QRELS[0], POSIR_QRELS[1], {"query-id": "q4", "corpus-id": "d1", "score": 1}]
+    folder = write_posir(tmp_path / "d", queries=queries, qrels=qrels)
+    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+        stats = ingest_posir(folder, tmp_path / "out")
+    assert stats["spans"]["attached"] == 3 and stats["spans"]["clipped"] == 2
+    assert stats["spans"]["clipped_examples"] == [
+        "row 0: query 'q1': 25..35 in document 'd1' of 31 characters -> 29..31",
+        "row 1: query 'q2': 24..30 in document 'd2' of 25 characters -> 25..25",
+    ]
+    assert any("2 spans run past the end" in message for message in caplog.messages)
+    spans = pd.read_parquet(tmp_path / "out" / "qrels.parquet").set_index("query_id")
+    assert spans.loc["q4", ["span_start", "span_end"]].tolist() == [0, 31]
+    # PosIR's relative position: min(centre, length) / length.
+    relpos = relative_position(spans["span_start"], spans["span_end"], [31, 25, 31])
+    assert relpos.tolist() == pytest.approx([30 / 31, 1.0, 15.5 / 31])
+
+
+def test_posir_token_lengths_bucket_a_translation_with_its_original(tmp_path):
+    """PosIR buckets by the English original's pos_token_length, so a translation whose text
+    is shorter or longer in tokens still lands in the original's bucket."""
+    english = write_posir(
+        tmp_path / "en",
+        queries=[
+            POSIR_QUERIES[0] | {"pos_token_length": 1100},
+            POSIR_QUERIES[1] | {"pos_token_length": 600},
+        ],
+        qrels=POSIR_QRELS[:2],
+    )
+    translated = [
+        {"_id": "d1", "text": "Les chats ronronnent et dorment au soleil, longuement."},
+        {"_id": "d2", "text": "Chiens aboient."},
+    ]
+    french = write_posir(
+        tmp_path / "fr",
+        corpus=translated,
+        queries=[
+            POSIR_QUERIES[0] | {"pos_char_span": [10, 20], "pos_token_length": 1100},
+            POSIR_QUERIES[1] | {"pos_char_span": [7, 14], "pos_token_length": 600},
+        ],
+        qrels=POSIR_QRELS[:2],
+    )
+    buckets = {}
+    for name, folder in (("en", english), ("fr", french)):
+        ingest_posir(folder, tmp_path / name / "out")
+        positions = span_positions(
+            pd.read_parquet(tmp_path / name / "out" / "qrels.parquet"),
+            pd.read_parquet(tmp_path / name / "out" / "corpus.parquet"),
+            word_tokenizer(),
+        )
+        assert positions["doc_tokens"].tolist() == [1100, 600]
+        buckets[name] = length_bucket(positions["doc_tokens"]).tolist()
+    assert buckets == {"en": ["Q3", "Q2"], "fr": ["Q3", "Q2"]}
+
+
+def test_posir_qrels_take_judgements_added_by_quality_control(tmp_path):
+    from irflow.qc import apply_decisions
+
+    ingest_posir(write_posir(tmp_path / "d"), tmp_path / "out")
+    tables = {n: pd.read_parquet(tmp_path / "out" / f"{n}.parquet") for n in CONTRACT_TABLES}
+    audit = pd.DataFrame({"query_id": ["q3"], "doc_id": ["d1"], "action": ["add_positive"]})
+    qrels = apply_decisions(*tables.values(), audit).qrels.set_index(["query_id", "doc_id"])
+    assert qrels.loc[("q1", "d1"), "doc_tokens"] == 9
+    assert qrels.loc[("q3", "d1"), "relevance"] == 1
+    assert pd.isna(qrels.loc[("q3", "d1"), "doc_tokens"])
+
+
+CONTRACT_TABLES = ("corpus", "queries", "qrels")
+
+
 def with_row(rows: list[dict], index: int, **changes) -> list[dict]:
     return [row | changes if i == index else row for i, row in enumerate(rows)]
 
@@ -362,10 +441,9 @@ def with_row(rows: list[dict], index: int, **changes) -> list[dict]:
     ("tables", "file", "expected"),
     [
         (
-            {"queries": with_row(POSIR_QUERIES, 0, pos_char_span=[5, 32])},
+            {"queries": with_row(POSIR_QUERIES, 0, pos_token_length=-3)},
             "queries.parquet",
-            "row 0, field 'pos_char_span': span 5..32 ends past the text of document 'd1', "
-            "31 characters long",
+            "row 0, field 'pos_token_length': expected a count, got -3",
         ),
         (
             {"queries": with_row(POSIR_QUERIES, 1, pos_char_span=[9, 5])},

@@ -158,6 +158,23 @@ def test_span_positions_from_qrels_and_documents():
     assert positions["doc_tokens"].tolist() == [10]
 
 
+def test_span_positions_take_the_collections_token_lengths_where_given():
+    documents = pd.DataFrame({"doc_id": ["h1", "h2"], "text": ["a b c d e f g h i j", "x y"]})
+    qrels = pd.DataFrame(
+        {
+            "query_id": ["q1", "q2"],
+            "doc_id": ["h1", "h2"],
+            "relevance": [1, 1],
+            "span_start": pd.array([0, 0], dtype="Int64"),
+            "span_end": pd.array([1, 1], dtype="Int64"),
+            "doc_tokens": pd.array([700, None], dtype="Int64"),  # PosIR's pos_token_length
+        }
+    )
+    positions = span_positions(qrels, documents, word_tokenizer())
+    # h1's stated 700 tokens (not the 10 its text has); h2 has none stated: counted, 2.
+    assert positions["doc_tokens"].tolist() == [700, 2]
+
+
 def test_bucket_score_is_the_plain_mean_of_bin_means():
     # The issue's example: 9 queries at the start scoring 1.0, one at the end scoring 0.2.
     cells = [(f"a{i}", 0.0, 1.0) for i in range(9)] + [("b", 1.0, 0.2)]

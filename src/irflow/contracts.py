@@ -7,7 +7,13 @@ corpus      doc_id, title, text                                one row per docum
 queries     query_id, text                                     one row per query
 qrels       query_id, doc_id, relevance, span_start, span_end  one row per judgement;
             the span columns are character offsets of the relevant passage in the
-            document text, null when the collection gives none
+            document text, null when the collection gives none. A dataset ingested
+            from the PosIR layout has a sixth column, doc_tokens: the judged
+            document's length in tokens as the collection states it (PosIR's
+            pos_token_length, counted on the English original so that translations
+            share length buckets), on the row that carries the span, else null; the
+            position analysis buckets by it where given. A dataset made from another
+            (variant, expansion, quality control) writes the five columns
 audit       doc_id, action, reason, judged, filter, value      one row per filter decision:
             the filter's name and the value it measured (null when none, e.g. an
             exact duplicate); a document failing several quality filters has a row
@@ -97,6 +103,7 @@ QRELS = pa.schema(
         ("span_end", pa.int64()),
     ]
 )
+QRELS_DOC_TOKENS = QRELS.append(pa.field("doc_tokens", pa.int64()))
 AUDIT = pa.schema(
     [
         ("doc_id", pa.string()),

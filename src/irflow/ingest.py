@@ -10,11 +10,13 @@ PosIR's eval.py reads) is read in bounded batches; a problem is reported with it
 (counted from 0, as pandas and polars number a table's rows) and column. Its columns:
 - corpus ``_id``, ``text``. The title is left empty (a ``title`` column is not read): PosIR
   embeds ``text`` alone, and its spans count characters of ``text``.
-- queries ``_id``, ``text``, ``pos_char_span`` and, when present, ``pos_char_length``.
-  ``pos_char_span`` is one pair [start, end]: character offsets, end exclusive as in a Python
-  slice, of the evidence in the text of the query's relevant document, whose length in
-  characters ``pos_char_length`` gives. ``pos_token_length`` is not read: the position analysis
-  counts tokens with its own tokenizer.
+- queries ``_id``, ``text``, ``pos_char_span`` and, when present, ``pos_char_length`` and
+  ``pos_token_length``. ``pos_char_span`` is one pair [start, end]: character offsets, end
+  exclusive as in a Python slice, of the evidence in the text of the query's relevant document,
+  whose length in characters ``pos_char_length`` gives and in tokens ``pos_token_length``.
+  PosIR buckets documents by ``pos_token_length``, counted on the English original, so that a
+  translated set shares the English one's length buckets: it goes with the span onto the qrels
+  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it.
 - qrels ``query-id``, ``corpus-id``, ``score``.
 
 Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
@@ -25,8 +27,13 @@ Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
   only), and so is a span whose relevant document is kept though unknown to the corpus;
 - a null span, or one whose ends are both negative (PosIR's analysis drops negative positions,
   its mark of evidence it did not locate), leaves the judgement without a span, counted;
-- any other span must satisfy 0 <= start <= end <= the document's length in characters, and be
-  one pair: a list of several spans is refused, as which one places the query would be a guess;
+- any other span must satisfy 0 <= start <= end and be one pair: a list of several spans is
+  refused, as which one places the query would be a guess;
+- a span that runs past the end of its document's text is clipped as PosIR's analysis clips it
+  (its centre to at most the document's length): it becomes the widest span inside the text with
+  that centre, [start + overrun, length] ([length, length] once the centre lies past the end),
+  so the position analysis finds PosIR's relative position. Such spans are counted, with
+  examples, in the log and the statistics (``spans.clipped``);
 - a ``pos_char_length`` other than the document's length is counted and warned about: the span
   may count characters of a different string.
 
@@ -291,6 +298,7 @@ class _QuerySpan:
     start: int
     end: int
     document_chars: int | None  # pos_char_length
+    document_tokens: int | None  # pos_token_length
 
 
 def _posir_span(record: dict, place: _Place, row: int) -> tuple[int, int] | None:
@@ -327,26 +335,38 @@ def _posir_queries(
 ) -> Iterator[tuple[int, dict]]:
     """The queries of queries.parquet; each query's span goes into ``spans``."""
     place = _Place(path, "row")
-    columns = {"_id": True, "text": True, "pos_char_span": True, "pos_char_length": False}
+    columns = {
+        "_id": True,
+        "text": True,
+        "pos_char_span": True,
+        "pos_char_length": False,
+        "pos_token_length": False,
+    }
     for row, record in read_parquet_rows(path, columns):
         values = _string_fields(record, {"_id": True, "text": True}, place, row)
         span = _posir_span(record, place, row)
         if span is None:
             counts["missing" if record["pos_char_span"] is None else "not_located"] += 1
         else:
-            spans[values["_id"]] = _QuerySpan(row, *span, _document_chars(record, place, row))
+            spans[values["_id"]] = _QuerySpan(
+                row,
+                *span,
+                _length(record, "pos_char_length", place, row),
+                _length(record, "pos_token_length", place, row),
+            )
         yield row, values
 
 
-def _document_chars(record: dict, place: _Place, row: int) -> int | None:
-    """pos_char_length, when the table has it and the row gives it."""
-    value = record.get("pos_char_length")
+def _length(record: dict, column: str, place: _Place, row: int) -> int | None:
+    """A document length (pos_char_length, pos_token_length), when the table has the column and
+    the row gives it."""
+    value = record.get(column)
     if value is None:
         return None
-    chars = _grade(value)
-    if chars is None or chars < 0:
-        raise place.error(row, f"expected a character count, got {value!r}", "pos_char_length")
-    return chars
+    length = _grade(value)
+    if length is None or length < 0:
+        raise place.error(row, f"expected a count, got {value!r}", column)
+    return length
 
 
 def _read_posir_qrels(path: Path, doc_ids, query_ids, unknown: str) -> _Judgements:
@@ -366,16 +386,16 @@ def _attach_spans(
     qrels: list[dict],
     spans: dict[str, _QuerySpan],
     document_chars: dict[str, int],
-    queries_path: Path,
     counts: Counter,
-) -> list[str]:
-    """Put each query's span on its one relevant judgement (see the module docstring); the
-    examples of a pos_char_length other than the document's length are returned."""
+) -> tuple[list[str], list[str]]:
+    """Put each query's span, and its document's pos_token_length, on its one relevant
+    judgement (see the module docstring); returns examples of spans clipped at the end of their
+    document and of a pos_char_length other than the document's length."""
     relevant: dict[str, list[dict]] = {}
     for row in qrels:
         if row["relevance"] > 0:
             relevant.setdefault(row["query_id"], []).append(row)
-    mismatches = []
+    clipped, mismatches = [], []
     for query_id, span in spans.items():
         judged = relevant.get(query_id, [])
         if len(judged) != 1:
@@ -386,14 +406,16 @@ def _attach_spans(
         if chars is None:
             counts["unknown_document"] += 1
             continue
-        if span.end > chars:
-            raise RowError(
-                queries_path,
-                f"span {span.start}..{span.end} ends past the text of document "
-                f"{judgement['doc_id']!r}, {chars} characters long",
-                row=span.row,
-                field="pos_char_span",
-            )
+        start, end = span.start, span.end
+        if end > chars:
+            # PosIR clips the centre to the length; this span inside the text has that centre.
+            start, end = min(start + end - chars, chars), chars
+            counts["clipped"] += 1
+            if len(clipped) < EXAMPLES:
+                clipped.append(
+                    f"row {span.row}: query {query_id!r}: {span.start}..{span.end} in document "
+                    f"{judgement['doc_id']!r} of {chars} characters -> {start}..{end}"
+                )
         if span.document_chars is not None and span.document_chars != chars:
             counts["length_mismatches"] += 1
             if len(mismatches) < EXAMPLES:
@@ -401,9 +423,10 @@ def _attach_spans(
                     f"query {query_id!r}: {span.document_chars} for document "
                     f"{judgement['doc_id']!r} of {chars}"
                 )
-        judgement["span_start"], judgement["span_end"] = span.start, span.end
+        judgement["span_start"], judgement["span_end"] = start, end
+        judgement["doc_tokens"] = span.document_tokens
         counts["attached"] += 1
-    return mismatches
+    return clipped, mismatches
 
 
 # --- both layouts ---------------------------------------------------------------------------
@@ -445,6 +468,7 @@ def ingest(
     words = Counter()
     spans: dict[str, _QuerySpan] = {}
     span_counts = Counter()
+    clipped: list[str] = []
     mismatches: list[str] = []
     if layout == "beir":
         corpus_records = read_jsonl(corpus_path, {"_id": True, "title": False, "text": True})
@@ -484,12 +508,11 @@ def ingest(
                 qrels_path, document_chars, query_ids.first, unknown_qrels
             )
             qrels, report = judgements.rows, judgements.report
-            mismatches = _attach_spans(qrels, spans, document_chars, queries_path, span_counts)
+            clipped, mismatches = _attach_spans(qrels, spans, document_chars, span_counts)
         if not qrels:
             raise InputError(qrels_path, "no judgements")
-        contracts.write_table(
-            pa.Table.from_pylist(qrels, contracts.QRELS), staging / "qrels.parquet"
-        )
+        schema = contracts.QRELS if layout == "beir" else contracts.QRELS_DOC_TOKENS
+        contracts.write_table(pa.Table.from_pylist(qrels, schema), staging / "qrels.parquet")
         for name in ("corpus", "queries", "qrels"):
             (staging / f"{name}.parquet").replace(out_dir / f"{name}.parquet")
     finally:
@@ -523,13 +546,15 @@ def ingest(
         "mean_query_words": words["queries"] / max(num_queries, 1),
     }
     if layout == "posir":
-        stats["spans"] = _span_stats(span_counts, queries_path, mismatches)
+        stats["spans"] = _span_stats(span_counts, queries_path, clipped, mismatches)
     return stats
 
 
-def _span_stats(counts: Counter, queries_path: Path, mismatches: list[str]) -> dict:
-    """How many queries' spans reached the qrels, and why the others did not; warns of those
-    it had to leave out."""
+def _span_stats(
+    counts: Counter, queries_path: Path, clipped: list[str], mismatches: list[str]
+) -> dict:
+    """How many queries' spans reached the qrels, how many were clipped, and why the others did
+    not; warns of those it had to clip or leave out."""
     left_out = {
         key: counts[key]
         for key in ("missing", "not_located", "no_relevant", "several_relevant", "unknown_document")
@@ -543,6 +568,14 @@ def _span_stats(counts: Counter, queries_path: Path, mismatches: list[str]) -> d
             counts["no_relevant"],
             counts["unknown_document"],
         )
+    if clipped:
+        log.warning(
+            "%s: %d spans run past the end of their document's text and were clipped, as "
+            "PosIR clips them (their centre to the end): %s",
+            queries_path,
+            counts["clipped"],
+            "; ".join(clipped),
+        )
     if mismatches:
         log.warning(
             "%s: pos_char_length differs from the document's length in characters for %d "
@@ -553,6 +586,8 @@ def _span_stats(counts: Counter, queries_path: Path, mismatches: list[str]) -> d
         )
     return {
         "attached": counts["attached"],
+        "clipped": counts["clipped"],
+        "clipped_examples": clipped,
         "left_out": left_out,
         "length_mismatches": counts["length_mismatches"],
         "length_mismatch_examples": mismatches,

@@ -182,7 +182,7 @@ def hole_before_after(
 ) -> pd.DataFrame:
     """Each system's mean Hole@k and nDCG@10 with the qrels, and with ``added`` judgements."""
     measures = [f"hole.{k}", "ndcg_cut.10"]
-    after_qrels = pd.concat([qrels, added[qrels.columns]], ignore_index=True)
+    after_qrels = pd.concat([qrels, added.reindex(columns=qrels.columns)], ignore_index=True)
     rows = []
     for system, run in sorted(runs.items()):
         before = score_run(run, qrels, measures).groupby("metric")["value"].agg(["mean", "size"])

@@ -7,7 +7,8 @@ PSI = 1 − min / max over the bins, and the trend of score over position.
 
 Conventions, those of PosIR's analysis script (ndcg_PSI_analysis.py):
 - relative position = span centre / document characters, clipped to [0, 1];
-- length buckets Q1, Q2, ... by the relevant document's token count, closed on the right, the
+- length buckets Q1, Q2, ... by the relevant document's token count (the qrels' ``doc_tokens``
+  where the collection gives it, as PosIR's pos_token_length), closed on the right, the
   last one open: (0, 512], (512, 1024], (1024, 1536], (1536, ∞) for ``bucket_tokens`` 512 and
   4 ``buckets``;
 - ``bins`` equal-width position bins, closed on the right as ``pd.cut`` makes them, the first
@@ -85,23 +86,32 @@ def span_positions(qrels: pd.DataFrame, documents: pd.DataFrame, tokenizer) -> p
     """query_id, relpos, doc_tokens for each query with exactly one relevant judgement, when
     that judgement has a span; ``documents`` (doc_id, text) holds at least those documents.
 
-    The span counts characters of the document's text, as the contracts say.
+    The span counts characters of the document's text, as the contracts say. The length in
+    tokens is the qrels' ``doc_tokens`` where the collection gives it (PosIR's
+    pos_token_length, the English original's), else ``tokenizer``'s count of the text.
     """
     relevant = qrels[qrels["relevance"] > 0]
     single = relevant[~relevant["query_id"].duplicated(keep=False)]
     single = single.dropna(subset=["span_start", "span_end"])
     texts = documents.drop_duplicates("doc_id").set_index("doc_id")["text"]
-    texts = texts[texts.index.isin(single["doc_id"])]
-    tokens = pd.Series([len(ids) for ids in encode(tokenizer, texts.tolist())["input_ids"]])
-    tokens.index = texts.index
     single = single[single["doc_id"].isin(texts.index)]
+    given = single["doc_tokens"] if "doc_tokens" in single else pd.Series(np.nan, single.index)
+    to_count = texts[texts.index.isin(single.loc[given.isna(), "doc_id"])]
+    ids = encode(tokenizer, to_count.tolist())["input_ids"] if len(to_count) else []
+    counted = pd.Series([len(i) for i in ids], index=to_count.index, dtype=float)
+    if given.notna().any():
+        log.info(
+            "%d of %d documents' token lengths as the collection gives them (doc_tokens)",
+            given.notna().sum(),
+            len(given),
+        )
     return pd.DataFrame(
         {
             "query_id": single["query_id"].to_numpy(),
             "relpos": relative_position(
                 single["span_start"], single["span_end"], texts[single["doc_id"]].str.len()
             ),
-            "doc_tokens": tokens[single["doc_id"]].to_numpy(),
+            "doc_tokens": given.fillna(single["doc_id"].map(counted)).to_numpy(),
         }
     )
 

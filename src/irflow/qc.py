@@ -632,7 +632,9 @@ def apply_decisions(
     kept_qrels.loc[upgraded, "relevance"] = 1
     new = promoted[~pd.MultiIndex.from_frame(promoted).isin(keys)]
     new_rows = new.assign(relevance=1, span_start=None, span_end=None)
-    new_qrels = pd.concat([kept_qrels, new_rows[kept_qrels.columns]], ignore_index=True)
+    new_qrels = pd.concat(
+        [kept_qrels, new_rows.reindex(columns=kept_qrels.columns)], ignore_index=True
+    )
     new_qrels["relevance"] = new_qrels["relevance"].astype("int32")
     return Controlled(
         corpus=corpus[~corpus["doc_id"].isin(removed)].reset_index(drop=True),
