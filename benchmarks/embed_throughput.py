@@ -12,14 +12,11 @@ import os
 import tempfile
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from _harness import best_of, local_minilm, model_spec, report
+from _harness import best_of, local_minilm, model_spec, report, write_corpus
 
-from irflow import contracts
 from irflow.embed import Encoder, embed_file
-from irflow.ingest import read_jsonl
 
 
 def main() -> None:
@@ -33,21 +30,13 @@ def main() -> None:
     if args.model is None:
         args.model = local_minilm()
 
-    rows = []
-    for _, record in read_jsonl(
-        args.dataset / "corpus.jsonl.gz", {"_id": True, "title": False, "text": True}
-    ):
-        rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
-        if len(rows) == args.docs:
-            break
-    texts = contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
     spec = model_spec(args.model, 1024)
     encoder = Encoder.load(spec)
     model = encoder.model
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.parquet"
-        contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+        texts = write_corpus(args.dataset, args.docs, corpus)
         out = Path(tmp) / "embeddings.parquet"
         model.encode(texts[:64], batch_size=64)  # warm-up
 

@@ -16,12 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pyarrow as pa
-from _harness import local_minilm, model_spec, report
+from _harness import local_minilm, model_spec, report, write_corpus
 
-from irflow import contracts
 from irflow.encode_parts import encode_file
-from irflow.ingest import read_jsonl
 from irflow.late_interaction import TokenEncoder, TokenVectors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -34,16 +31,10 @@ def main() -> None:
     parser.add_argument("--document-length", type=int, default=180)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rows = [
-        {"doc_id": record["_id"], "title": record["title"], "text": record["text"]}
-        for _, record in read_jsonl(
-            args.dataset / "corpus.jsonl.gz", {"_id": True, "title": False, "text": True}
-        )
-    ]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.parquet"
-        contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+        write_corpus(args.dataset, None, corpus)
         folder = build_tiny_colbert(tmp / "colbert", local_minilm())
         spec = model_spec(str(folder), 1024, device="cpu") | {
             "max_seq_length": args.document_length

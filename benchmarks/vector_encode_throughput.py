@@ -15,14 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from _harness import best_of, local_minilm, model_spec, report
+from _harness import best_of, local_minilm, model_spec, report, write_corpus
 
-from irflow import contracts
 from irflow.encode_parts import encode_file
-from irflow.ingest import read_jsonl
 from irflow.late_interaction import TokenEncoder
 from irflow.sparse import SparseModel
 
@@ -37,18 +34,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rows = []
-    for _, record in read_jsonl(
-        args.dataset / "corpus.jsonl.gz", {"_id": True, "title": False, "text": True}
-    ):
-        rows.append({"doc_id": record["_id"], "title": record["title"], "text": record["text"]})
-        if len(rows) == args.docs:
-            break
-    texts = contracts.document_texts([r["title"] for r in rows], [r["text"] for r in rows])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.parquet"
-        contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+        texts = write_corpus(args.dataset, args.docs, corpus)
         splade = build_tiny_splade(tmp / "splade", local_minilm())
         colbert = build_tiny_colbert(tmp / "colbert", local_minilm())
         for name, family, folder in (

@@ -91,7 +91,7 @@ rule encode_vectors_gather:
     resources:
         mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
     script:
-        "../scripts/vectors_gather.py"
+        "../scripts/embed_gather.py"
 
 
 rule retrieve_sparse:

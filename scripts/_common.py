@@ -47,6 +47,41 @@ def start_job(snakemake, stage: str) -> Manifest:
     return Manifest(snakemake.output.manifest, **facts)
 
 
+def start_encode_job(snakemake, stage: str) -> tuple[Manifest, dict, tuple[int, int]]:
+    """Start an encoding job (``stage``, or ``<stage>_shard`` for a shard) on the rule's threads:
+    its manifest, its model's ``models`` entry and its shard (index, count)."""
+    import torch
+
+    wildcards = snakemake.wildcards
+    sharded = "shard" in wildcards.keys()
+    manifest = start_job(snakemake, f"{stage}_shard" if sharded else stage)
+    torch.set_num_threads(snakemake.threads)
+    shard = (int(wildcards.shard), int(wildcards.shards)) if sharded else (0, 1)
+    return manifest, snakemake.config["models"][wildcards.model], shard
+
+
+def encode_sides(snakemake, manifest: Manifest, output: str, provenance: dict, encode, latency):
+    """Encode the job's side (params.side) and, where the rule has ``query_<output>``, the
+    queries too, each side with its own manifest. ``encode(side, prefix, texts, target)``
+    encodes the texts input ``<prefix>texts`` into ``target`` and returns its facts;
+    ``latency(texts, count)`` times the first queries one at a time."""
+    inp, out = snakemake.input, snakemake.output
+    spec = snakemake.config["models"][snakemake.wildcards.model]
+    facts = dict(manifest.facts)
+    sides = [(snakemake.params.side, "")]
+    if f"query_{output}" in out.keys():
+        sides.append(("queries", "query_"))
+    for side, prefix in sides:
+        if prefix:  # the second side's manifest times that side only
+            manifest = Manifest(getattr(out, f"{prefix}manifest"), **facts)
+        manifest.add(side=side, settings=spec, **provenance)
+        texts = Path(getattr(inp, f"{prefix}texts"))
+        manifest.add(**encode(side, prefix, texts, Path(getattr(out, f"{prefix}{output}"))))
+        if side == "queries" and snakemake.params.latency_queries:
+            manifest.add(latency=latency(texts, snakemake.params.latency_queries))
+        manifest.write()
+
+
 def write_dataset_tables(tables, out) -> None:
     """The corpus, queries and qrels of ``tables`` (attributes of those names) as the
     contracts' Parquet files at the rule's outputs of the same names."""
@@ -76,3 +111,35 @@ def write_dataset_record(
     } | provenance
     Path(out.source).write_text(json.dumps(source, indent=2) + "\n")
     return stats
+
+
+def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
+    """Log a first-stage run's timing and short queries, write the run (Parquet and TREC)
+    with its lineage, and the job's manifest."""
+    from irflow.runs import write_run
+
+    wildcards, settings = snakemake.wildcards, snakemake.params.settings
+    retrieve_log = logging.getLogger("irflow.retrieve")
+    retrieve_log.info(
+        "%s on %s: %d queries in %.2f s",
+        wildcards.system,
+        wildcards.dataset,
+        timing["queries"],
+        timing["search_seconds"],
+    )
+    if timing["short_queries"]:
+        # BM25 and a sparse search retrieve only documents sharing a term with the query; a
+        # dense search is short only when its index could not be probed to top_k (manifest:
+        # search).
+        retrieve_log.warning(
+            "%d of %d queries got fewer than min(top_k=%d, corpus size) documents, e.g. %s",
+            timing["short_queries"],
+            timing["queries"],
+            settings["top_k"],
+            timing["short_query_examples"],
+        )
+    lineage = {"stage": "retrieve", "system": wildcards.system, "dataset": wildcards.dataset}
+    out = snakemake.output
+    write_run(run, Path(out.run), lineage | settings, Path(out.trec), tag=wildcards.system)
+    manifest.add(settings=settings, device="cpu", rows=len(run), **timing)
+    manifest.write()

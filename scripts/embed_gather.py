@@ -1,20 +1,22 @@
-"""Snakemake script for rule embed_gather: see irflow.embed.gather."""
+"""Snakemake script for rules embed_gather and encode_vectors_gather: see irflow.embed.gather
+and irflow.encode_parts.gather."""
 
 import json
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.embed import gather
+from irflow import embed, encode_parts
 
-manifest = start_job(snakemake, "embed")
-shard_manifests = [json.loads(Path(path).read_text()) for path in snakemake.input.manifests]
-facts = gather(
-    [Path(path) for path in snakemake.input.shards],
-    shard_manifests,
-    Path(snakemake.input.texts),
-    snakemake.wildcards.side,
-    Path(snakemake.output.embeddings),
-)
+inp, out = snakemake.input, snakemake.output
+dense = "embeddings" in out.keys()
+manifest = start_job(snakemake, "embed" if dense else "encode_vectors")
+shards = [Path(path) for path in inp.shards]
+shard_manifests = [json.loads(Path(path).read_text()) for path in inp.manifests]
+if dense:
+    side = snakemake.wildcards.side
+    facts = embed.gather(shards, shard_manifests, Path(inp.texts), side, Path(out.embeddings))
+else:
+    facts = encode_parts.gather(shards, shard_manifests, Path(inp.texts), Path(out.vectors))
 manifest.add(**facts)
 manifest.write()

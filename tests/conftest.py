@@ -109,29 +109,6 @@ def minilm_spec(path: Path, **settings) -> dict:
     return spec | settings
 
 
-def build_tiny_cross_encoder(folder: Path, tokenizer_source: Path) -> Path:
-    """A two-layer BERT cross-encoder with random weights and MiniLM's tokenizer.
-
-    No cross-encoder weights exist offline: this one exercises the code path, never quality.
-    """
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def write_beir(
     folder: Path,
     corpus: list[dict],

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import minilm_spec
-from test_sparse import QUERIES, TEXTS, write_tables
+from test_sparse import QUERIES, TEXTS, encode_and_search, write_tables
 from tiny_models import build_tiny_colbert
 
 from irflow import late_interaction
@@ -34,12 +34,7 @@ def by_hand(query: np.ndarray, document: np.ndarray) -> float:
 
 
 def test_first_stage_scores_are_maxsim_of_the_library_token_vectors(encoder, tmp_path):
-    corpus, queries = write_tables(tmp_path)
-    encode_file(encoder, corpus, "corpus", tmp_path / "docs.parquet")
-    encode_file(encoder, queries, "queries", tmp_path / "qv.parquet")
-    run, timing = late_interaction_search(
-        tmp_path / "docs.parquet", tmp_path / "qv.parquet", 4, False, 2
-    )
+    run, timing = encode_and_search(encoder, late_interaction_search, tmp_path)
     docs = encoder.model.encode_document(TEXTS, convert_to_numpy=True)
     qs = encoder.model.encode_query(QUERIES, convert_to_numpy=True)
     for q, query in enumerate(qs):

@@ -15,7 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import TINY_CORPUS, build_tiny_cross_encoder, index_spec, minilm_spec
+from conftest import TINY_CORPUS, index_spec, minilm_spec
+from tiny_models import build_tiny_cross_encoder
 
 import irflow.rerank
 from irflow import contracts

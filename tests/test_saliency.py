@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_CORPUS, build_tiny_cross_encoder, minilm_spec
+from conftest import TINY_CORPUS, minilm_spec
+from tiny_models import build_tiny_cross_encoder, tiny_bert_config
 
 from irflow import contracts
 from irflow.embed import Encoder
@@ -44,7 +45,7 @@ def bpe_model(tmp_path_factory):
     import torch
     from sentence_transformers import SentenceTransformer
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertModel, PreTrainedTokenizerFast
 
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -70,15 +71,8 @@ def bpe_model(tmp_path_factory):
         unk_token="<unk>",
     )
     folder = tmp_path_factory.mktemp("tiny-bpe")
-    config = BertConfig(
-        vocab_size=backend.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
+    BertModel(tiny_bert_config(backend.get_vocab_size())).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     model = SentenceTransformer(str(folder), device="cpu")
     model.max_seq_length = 64

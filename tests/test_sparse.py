@@ -53,13 +53,17 @@ def write_tables(folder: Path) -> tuple[Path, Path]:
     return folder / "corpus.parquet", folder / "queries.parquet"
 
 
+def encode_and_search(model, search, folder: Path):
+    """Encode ``TEXTS`` and ``QUERIES`` with ``model`` and ``search`` the queries' top 4 in
+    query batches of 2: (run, timing)."""
+    corpus, queries = write_tables(folder)
+    encode_file(model, corpus, "corpus", folder / "docs.parquet")
+    encode_file(model, queries, "queries", folder / "query-vectors.parquet")
+    return search(folder / "docs.parquet", folder / "query-vectors.parquet", 4, False, 2)
+
+
 def test_search_scores_are_the_dot_products_of_the_library_vectors(model, tmp_path):
-    corpus, queries = write_tables(tmp_path)
-    encode_file(model, corpus, "corpus", tmp_path / "docs.parquet")
-    encode_file(model, queries, "queries", tmp_path / "queries-vectors.parquet")
-    run, timing = sparse_search(
-        tmp_path / "docs.parquet", tmp_path / "queries-vectors.parquet", 4, False, 2
-    )
+    run, timing = encode_and_search(model, sparse_search, tmp_path)
 
     # The bare library call: dense vocabulary-sized vectors, dot products in float64.
     docs = model.model.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()

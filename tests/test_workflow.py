@@ -23,7 +23,8 @@ import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import REPO, REPORT_PLOTS, build_tiny_cross_encoder, scifact_subset
+from conftest import REPO, REPORT_PLOTS, scifact_subset
+from tiny_models import build_tiny_cross_encoder
 
 from irflow import contracts
 

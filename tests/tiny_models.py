@@ -1,22 +1,37 @@
-"""Tiny models with random weights for the sparse, late-interaction and document-expansion
-families, built locally (no weights can be downloaded): they exercise code paths, never
-quality."""
+"""Tiny models with random weights for the cross-encoder, sparse, late-interaction and
+document-expansion families, built locally (no weights can be downloaded): they exercise code
+paths, never quality."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-def _bert_config(tokenizer):
+def tiny_bert_config(vocab_size: int, **options):
+    """A two-layer BERT of hidden size 32."""
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=tokenizer.vocab_size,
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
+        **options,
     )
+
+
+def build_tiny_cross_encoder(folder: Path, tokenizer_source: Path) -> Path:
+    """A two-layer BERT cross-encoder with random weights and MiniLM's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    torch.manual_seed(0)
+    config = tiny_bert_config(tokenizer.vocab_size, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def build_tiny_splade(folder: Path, tokenizer_source: Path) -> Path:
@@ -27,7 +42,7 @@ def build_tiny_splade(folder: Path, tokenizer_source: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    BertForMaskedLM(_bert_config(tokenizer)).save_pretrained(folder)
+    BertForMaskedLM(tiny_bert_config(tokenizer.vocab_size)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -41,7 +56,7 @@ def build_tiny_colbert(folder: Path, tokenizer_source: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    BertModel(_bert_config(tokenizer)).save_pretrained(folder / "bert")
+    BertModel(tiny_bert_config(tokenizer.vocab_size)).save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
     model = MultiVectorEncoder(str(folder / "bert"), device="cpu")
     model.save(str(folder / "colbert"))

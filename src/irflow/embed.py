@@ -35,7 +35,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -124,6 +124,16 @@ def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
     return model, provenance | {"device": device, "dtype": dtype}
 
 
+def load_sized(factory, spec: dict) -> tuple[object, dict]:
+    """``load_model`` with the configured ``max_seq_length``; the length in effect goes to the
+    provenance."""
+    model, provenance = load_model(factory, spec)
+    if spec["max_seq_length"] is not None:
+        model.max_seq_length = spec["max_seq_length"]
+    provenance["max_seq_length"] = model.max_seq_length
+    return model, provenance
+
+
 def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
     """The SentenceTransformer of a ``models`` entry with its max length, and its provenance.
 
@@ -136,10 +146,7 @@ def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
 
     onnx_backend = spec["backend"] != "torch"
     placed = spec | {"device": "cpu", "dtype": "float32"} if onnx_backend else spec
-    model, provenance = load_model(SentenceTransformer, placed)
-    if spec["max_seq_length"] is not None:
-        model.max_seq_length = spec["max_seq_length"]
-    provenance["max_seq_length"] = model.max_seq_length
+    model, provenance = load_sized(SentenceTransformer, placed)
     provenance["backend"] = spec["backend"]
     return model, provenance
 
@@ -355,6 +362,49 @@ def _batches_between(
         start += batch.num_rows
 
 
+def _shard_range(
+    source: pq.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
+) -> tuple[int, int]:
+    """[first, end) of ``shard`` over the table; refuses an empty table or an empty shard."""
+    if source.metadata.num_rows == 0:
+        raise InputError(input_path, f"no rows to {verb}: the {side} table is empty")
+    first, end = shard_rows(source.metadata.num_rows, *shard)
+    if first == end:
+        raise InputError(
+            input_path,
+            f"shard {shard[0]} of {shard[1]} would be empty: the {side} table has only "
+            f"{source.metadata.num_rows} rows; use at most that many embed_shards",
+        )
+    return first, end
+
+
+def _encode_missing(
+    source: pq.ParquetFile,
+    first: int,
+    end: int,
+    parts: Path,
+    chunk_size: int,
+    desc: str,
+    encode_part: Callable[[pa.RecordBatch, int, int, Path], None],
+) -> int:
+    """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
+    no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded."""
+    finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
+    encoded_rows = 0
+    for start, batch in tqdm(
+        _batches_between(source, first, end, chunk_size),
+        total=-(-(end - first) // chunk_size),
+        desc=desc,
+        disable=None,
+    ):
+        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
+            rows = batch.slice(missing_start - start, missing_end - missing_start)
+            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
+            encode_part(rows, missing_start, missing_end, part)
+            encoded_rows += rows.num_rows
+    return encoded_rows
+
+
 def embed_file(
     encoder: Encoder,
     input_path: Path,
@@ -375,34 +425,19 @@ def embed_file(
     to_texts, prompt_key = SIDES[side]
     prompt = encoder.spec[prompt_key]
     source = pq.ParquetFile(input_path)
-    first, end = shard_rows(source.metadata.num_rows, *shard)
-    if source.metadata.num_rows == 0:
-        raise InputError(input_path, f"no rows to embed: the {side} table is empty")
-    if first == end:
-        raise InputError(
-            input_path,
-            f"shard {shard[0]} of {shard[1]} would be empty: the {side} table has only "
-            f"{source.metadata.num_rows} rows; use at most that many embed_shards",
-        )
+    first, end = _shard_range(source, input_path, side, shard, "embed")
     parts = out_path.with_name(out_path.name + ".parts")
     _prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
-    finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
     reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
+    def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+        known = reused.take(start, end) if reused is not None else None
+        _encode_part(encoder, *to_texts(rows), prompt, part, known)
+
     chunk_size = encoder.spec["chunk_size"]
-    encoded_rows = 0
-    for start, batch in tqdm(
-        _batches_between(source, first, end, chunk_size),
-        total=-(-(end - first) // chunk_size),
-        desc=f"embed {side}",
-        disable=None,
-    ):
-        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
-            rows = batch.slice(missing_start - start, missing_end - missing_start)
-            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            known = reused.take(missing_start, missing_end) if reused is not None else None
-            _encode_part(encoder, *to_texts(rows), prompt, part, known)
-            encoded_rows += rows.num_rows
+    encoded_rows = _encode_missing(
+        source, first, end, parts, chunk_size, f"embed {side}", encode_part
+    )
     total_rows = end - first
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
@@ -443,13 +478,23 @@ def gather(
     """Join the shards' embeddings, in shard order, into ``out_path``; returns the facts of
     the whole file: those all shards share, the summed row counts and encoding seconds, and
     the devices the shards ran on."""
+    _check_shards(shard_paths, manifests, texts_path, "embedded")
+    same_text = SameTextSameVector(texts_path, side, out_path.parent)
+    _concatenate(shard_paths, out_path, texts_path, same_text)
+    return _whole_file_facts(manifests)
+
+
+def _check_shards(
+    shard_paths: list[Path], manifests: list[dict], texts_path: Path, verb: str
+) -> None:
+    """Refuse shards made with different settings or that do not add up to the table."""
     expected_rows = pq.ParquetFile(texts_path).metadata.num_rows
     for path, facts in zip(shard_paths, manifests):
         for key in SHARED_FACTS:
             if facts.get(key) != manifests[0].get(key):
                 raise InputError(
                     path,
-                    f"shard {facts['shard']} was embedded with {key} {facts.get(key)!r}, "
+                    f"shard {facts['shard']} was {verb} with {key} {facts.get(key)!r}, "
                     f"shard {manifests[0]['shard']} with {manifests[0].get(key)!r}; "
                     "rerun the shards so all use the same",
                 )
@@ -458,8 +503,10 @@ def gather(
         raise InputError(
             texts_path, f"the shards hold {rows} rows, the table {expected_rows}: rerun them"
         )
-    same_text = SameTextSameVector(texts_path, side, out_path.parent)
-    _concatenate(shard_paths, out_path, texts_path, same_text)
+
+
+def _whole_file_facts(manifests: list[dict]) -> dict:
+    """The facts all shards share, the summed row counts and encoding seconds, the devices."""
     shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
     summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS}
     devices = sorted({facts["device"] for facts in manifests})
@@ -523,9 +570,15 @@ def _encode_part(
 
 def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
     """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
-    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
     prompt = encoder.spec["query_prompt"]
-    seconds = time_each(lambda text: encoder.encode([text], prompt), queries["text"])
+    return _query_latency(lambda text: encoder.encode([text], prompt), queries_path, count)
+
+
+def _query_latency(
+    encode_one: Callable[[str], object], queries_path: Path, count: int
+) -> dict[str, float]:
+    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
+    seconds = time_each(encode_one, queries["text"])
     return dict(zip(queries["query_id"], seconds))
 
 

@@ -17,29 +17,28 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from irflow import contracts
-from irflow.cost import time_each
 from irflow.embed import (
     ENCODE_SECONDS_KEY,
-    SHARED_FACTS,
     SIDES,
-    SUMMED_FACTS,
-    _batches_between,
+    _check_shards,
     _concatenate,
+    _encode_missing,
     _finished_parts,
-    _missing_ranges,
     _prepare_parts,
+    _query_latency,
+    _shard_range,
+    _whole_file_facts,
     cache_key,
-    shard_rows,
+    load_sized,
 )
-from irflow.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +50,38 @@ class VectorModel(Protocol):
     def encode(self, texts: list[str], side: str) -> object: ...
 
     def table(self, ids: list[str], encoded: object) -> pa.Table: ...
+
+
+@dataclass
+class SideEncoder:
+    """A loaded sentence-transformers encoder (``FACTORY``) with its ``models`` entry and
+    provenance, that encodes queries and documents by separate calls."""
+
+    FACTORY: ClassVar[str]
+
+    model: object
+    spec: dict
+    provenance: dict
+
+    @classmethod
+    def load(cls, spec: dict):
+        import sentence_transformers
+
+        model, provenance = load_sized(getattr(sentence_transformers, cls.FACTORY), spec)
+        return cls(model, spec, provenance)
+
+    def encode_side(self, texts: list[str], side: str, **options):
+        """Queries through ``encode_query``, documents through ``encode_document`` (the model's
+        own prefixes, or the configured prompt in their place)."""
+        _, prompt_key = SIDES[side]
+        encode = self.model.encode_query if side == "queries" else self.model.encode_document
+        return encode(
+            texts,
+            prompt=self.spec[prompt_key] or None,
+            batch_size=self.spec["batch_size"],
+            show_progress_bar=False,
+            **options,
+        )
 
 
 def _encode_part(model: VectorModel, ids: list[str], texts: list[str], side: str, path: Path):
@@ -76,31 +107,16 @@ def encode_file(
     seconds of all of them, resumed ones included, as ``irflow.embed.embed_file`` does."""
     to_texts, _ = SIDES[side]
     source = pq.ParquetFile(input_path)
-    if source.metadata.num_rows == 0:
-        raise InputError(input_path, f"no rows to encode: the {side} table is empty")
-    first, end = shard_rows(source.metadata.num_rows, *shard)
-    if first == end:
-        raise InputError(
-            input_path,
-            f"shard {shard[0]} of {shard[1]} would be empty: the {side} table has only "
-            f"{source.metadata.num_rows} rows; use at most that many embed_shards",
-        )
+    first, end = _shard_range(source, input_path, side, shard, "encode")
     parts = out_path.with_name(out_path.name + ".parts")
     _prepare_parts(parts, cache_key(model.spec, model.provenance, input_path))
-    finished = [(start, stop) for start, stop, _ in _finished_parts(parts)]
-    chunk_size = model.spec["chunk_size"]
-    encoded_rows = 0
-    for start, batch in tqdm(
-        _batches_between(source, first, end, chunk_size),
-        total=-(-(end - first) // chunk_size),
-        desc=f"encode {side}",
-        disable=None,
-    ):
-        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
-            rows = batch.slice(missing_start - start, missing_end - missing_start)
-            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            _encode_part(model, *to_texts(rows), side, part)
-            encoded_rows += rows.num_rows
+
+    def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+        _encode_part(model, *to_texts(rows), side, part)
+
+    encoded_rows = _encode_missing(
+        source, first, end, parts, model.spec["chunk_size"], f"encode {side}", encode_part
+    )
     total_rows = end - first
     if total_rows > encoded_rows:
         log.info(
@@ -123,30 +139,11 @@ def gather(
 ) -> dict:
     """Join the shards' files, in shard order, into ``out_path``; refuses shards made with
     different settings or that do not add up to the table. Returns the whole file's facts."""
-    for path, facts in zip(shard_paths, manifests):
-        for key in SHARED_FACTS:
-            if facts.get(key) != manifests[0].get(key):
-                raise InputError(
-                    path,
-                    f"shard {facts['shard']} was encoded with {key} {facts.get(key)!r}, "
-                    f"shard {manifests[0]['shard']} with {manifests[0].get(key)!r}; "
-                    "rerun the shards so all use the same",
-                )
-    rows = sum(facts["rows"] for facts in manifests)
-    expected = pq.ParquetFile(texts_path).metadata.num_rows
-    if rows != expected:
-        raise InputError(
-            texts_path, f"the shards hold {rows} rows, the table {expected}: rerun them"
-        )
+    _check_shards(shard_paths, manifests, texts_path, "encoded")
     _concatenate(shard_paths, out_path, texts_path)
-    shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
-    summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS}
-    devices = sorted({facts["device"] for facts in manifests})
-    return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
+    return _whole_file_facts(manifests)
 
 
 def query_latency(model: VectorModel, queries_path: Path, count: int) -> dict[str, float]:
     """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
-    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
-    seconds = time_each(lambda text: model.encode([text], "queries"), queries["text"])
-    return dict(zip(queries["query_id"], seconds))
+    return _query_latency(lambda text: model.encode([text], "queries"), queries_path, count)

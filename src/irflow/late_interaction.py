@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from irflow.cost import time_each
-from irflow.embed import SIDES, load_model
+from irflow.encode_parts import SideEncoder
 from irflow.retrieve import _timing
 from irflow.runs import build_run, short_queries
 
@@ -40,37 +40,16 @@ def tokens_schema(dim: int) -> pa.Schema:
     return pa.schema([("id", pa.string()), ("vectors", pa.list_(pa.list_(pa.float32(), dim)))])
 
 
-@dataclass
-class TokenEncoder:
+class TokenEncoder(SideEncoder):
     """A loaded ``MultiVectorEncoder`` with its ``models`` entry and provenance."""
 
-    model: object
-    spec: dict
-    provenance: dict
-
-    @classmethod
-    def load(cls, spec: dict) -> TokenEncoder:
-        from sentence_transformers import MultiVectorEncoder
-
-        model, provenance = load_model(MultiVectorEncoder, spec)
-        if spec["max_seq_length"] is not None:
-            model.max_seq_length = spec["max_seq_length"]
-        provenance["max_seq_length"] = model.max_seq_length
-        return cls(model, spec, provenance)
+    FACTORY = "MultiVectorEncoder"
 
     def encode(self, texts: list[str], side: str) -> list[np.ndarray]:
         """One (tokens x dim) float32 array per text. Queries go through ``encode_query``
         (its prefix and expansion), documents through ``encode_document``; a configured
         prompt replaces the model's own prefix."""
-        _, prompt_key = SIDES[side]
-        encode = self.model.encode_query if side == "queries" else self.model.encode_document
-        arrays = encode(
-            texts,
-            prompt=self.spec[prompt_key] or None,
-            batch_size=self.spec["batch_size"],
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        arrays = self.encode_side(texts, side, convert_to_numpy=True)
         return [np.asarray(array, dtype=np.float32) for array in arrays]
 
     def table(self, ids: list[str], arrays: list[np.ndarray]) -> pa.Table:

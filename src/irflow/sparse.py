@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from irflow.cost import time_each
-from irflow.embed import SIDES, load_model
+from irflow.encode_parts import SideEncoder
 from irflow.retrieve import _timing
 from irflow.runs import build_run, short_queries
 
@@ -45,37 +44,16 @@ SPARSE = pa.schema(
 MAX_SCORE_ENTRIES = 1 << 24
 
 
-@dataclass
-class SparseModel:
+class SparseModel(SideEncoder):
     """A loaded ``SparseEncoder`` with its ``models`` entry and provenance."""
 
-    model: object
-    spec: dict
-    provenance: dict
-
-    @classmethod
-    def load(cls, spec: dict) -> SparseModel:
-        from sentence_transformers import SparseEncoder
-
-        model, provenance = load_model(SparseEncoder, spec)
-        if spec["max_seq_length"] is not None:
-            model.max_seq_length = spec["max_seq_length"]
-        provenance["max_seq_length"] = model.max_seq_length
-        return cls(model, spec, provenance)
+    FACTORY = "SparseEncoder"
 
     def encode(self, texts: list[str], side: str) -> sp.csr_matrix:
         """float32 CSR matrix (texts x vocabulary). Queries go through ``encode_query`` and
         documents through ``encode_document``: an inference-free SPLADE model routes them to
         different modules."""
-        _, prompt_key = SIDES[side]
-        encode = self.model.encode_query if side == "queries" else self.model.encode_document
-        tensor = encode(
-            texts,
-            prompt=self.spec[prompt_key] or None,
-            batch_size=self.spec["batch_size"],
-            convert_to_sparse_tensor=True,
-            show_progress_bar=False,
-        ).coalesce()
+        tensor = self.encode_side(texts, side, convert_to_sparse_tensor=True).coalesce()
         rows, columns = tensor.indices().cpu().numpy()
         values = tensor.values().float().cpu().numpy()
         matrix = sp.csr_matrix((values, (rows, columns)), shape=tuple(tensor.shape))
