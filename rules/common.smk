@@ -9,6 +9,7 @@ from irflow.embed import RESULT_SETTINGS
 from irflow.external_run import is_url, run_location
 from irflow.generate import list_generated
 from irflow.index import build_settings
+from irflow.onnx_export import EXPORT_SETTINGS
 from irflow.passages import document_side
 from irflow.position import pooled_group
 from irflow.positionalize import list_variants, tokenizer_source
@@ -89,6 +90,8 @@ PASSAGE_MODELS = [
     m for m in DENSE_MODELS if document_side(config["models"][m]) == "passages"
 ]
 CORPUS_MODELS = [m for m in DENSE_MODELS if m not in PASSAGE_MODELS]
+# Models whose transformer runs on an exported ONNX graph (rules/onnx_export.smk).
+ONNX_MODELS = [m for m in DENSE_MODELS if config["models"][m]["backend"] != "torch"]
 # Datasets whose documents one embed job embeds with the queries (rules/embed.smk).
 UNSHARDED_DATASETS = [d for d in DATASETS if d not in SHARDED_DATASETS]
 DENSE_INDEXES = sorted(
@@ -216,6 +219,24 @@ def model_result_settings(model):
     """The settings that determine a model's vectors; batch size and device are not among them."""
     spec = config["models"][model]
     return {key: spec[key] for key in RESULT_SETTINGS}
+
+
+def onnx_graph(wildcards):
+    """The exported graph an embed job of this model runs on; none for backend torch."""
+    backend = config["models"][wildcards.model]["backend"]
+    if backend == "torch":
+        return []
+    return f"results/onnx/{wildcards.model}/{backend}/model.onnx"
+
+
+def onnx_export_settings(model, backend):
+    spec = config["models"][model]
+    return {
+        "id": spec["id"],
+        "revision": spec["revision"],
+        "backend": backend,
+        "export": EXPORT_SETTINGS[backend],
+    }
 
 
 def document_embeddings(wildcards):

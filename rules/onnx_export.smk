@@ -3,28 +3,6 @@
 # model's files and revision (inputs, params) and the export settings (params); every embed
 # job of the model runs on it. See irflow.onnx_export.
 
-from irflow.onnx_export import EXPORT_SETTINGS
-
-ONNX_MODELS = [m for m in DENSE_MODELS if config["models"][m]["backend"] != "torch"]
-
-
-def onnx_graph(wildcards):
-    """The exported graph an embed job of this model runs on; none for backend torch."""
-    backend = config["models"][wildcards.model]["backend"]
-    if backend == "torch":
-        return []
-    return f"results/onnx/{wildcards.model}/{backend}/model.onnx"
-
-
-def onnx_export_settings(model, backend):
-    spec = config["models"][model]
-    return {
-        "id": spec["id"],
-        "revision": spec["revision"],
-        "backend": backend,
-        "export": EXPORT_SETTINGS[backend],
-    }
-
 
 rule onnx_export:
     input:

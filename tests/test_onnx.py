@@ -7,6 +7,7 @@ import onnx
 import pytest
 from conftest import REPO, minilm_spec
 from test_embed import write_corpus
+from test_workflow import planned_jobs
 
 from irflow import contracts
 from irflow.config import load_schema, validate_config
@@ -130,6 +131,7 @@ def test_backend_is_part_of_the_embedding_cache_key(tmp_path, minilm_path, onnx_
 
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+DATASETS = ("scifact", "nfcorpus")
 
 
 def config_with(model: dict, **tables) -> dict:
@@ -174,6 +176,32 @@ def test_backend_conflicts_name_the_key(model, tables, message):
 def test_onnx_device_auto_is_valid():
     config = validate_config(config_with({"backend": "onnx-int8"}), SCHEMA)
     assert config["models"]["m"]["device"] == "auto"
+
+
+def test_one_export_job_per_model_feeds_its_embed_jobs(tmp_path, shared_datasets, minilm_path):
+    config = {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {name: {"source": {"path": str(shared_datasets / name)}} for name in DATASETS},
+        "models": {
+            "torch": {"id": str(minilm_path)},
+            "onnx": {"id": str(minilm_path), "backend": "onnx"},
+            "int8": {"id": str(minilm_path), "backend": "onnx-int8"},
+        },
+        "retrievers": {
+            name: {"type": "dense", "model": name} for name in ("torch", "onnx", "int8")
+        },
+    }
+    jobs = planned_jobs(tmp_path, config)
+    exports = sorted(tuple(sorted(w.items())) for rule, w in jobs if rule == "onnx_export")
+    assert exports == [
+        (("backend", "onnx"), ("model", "onnx")),
+        (("backend", "onnx-int8"), ("model", "int8")),
+    ]
+    embeds = [w for rule, w in jobs if rule == "embed"]
+    assert sorted((w["dataset"], w["model"]) for w in embeds) == sorted(
+        (d, m) for d in DATASETS for m in ("torch", "onnx", "int8")
+    )
 
 
 @pytest.mark.e2e
