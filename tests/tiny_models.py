@@ -34,7 +34,14 @@ def build_tiny_cross_encoder(folder: Path, tokenizer_source: Path) -> Path:
     return folder
 
 
-def build_tiny_splade(folder: Path, tokenizer_source: Path) -> Path:
+def _bert(factory, tokenizer, weights: Path | None):
+    """A random two-layer BERT, or, with ``weights``, that BERT checkpoint (new heads random)."""
+    if weights is not None:
+        return factory.from_pretrained(weights)
+    return factory(tiny_bert_config(tokenizer.vocab_size))
+
+
+def build_tiny_splade(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
     """A two-layer BERT masked-LM head, which SparseEncoder loads as SPLADE (max pooling of
     log(1 + relu(logits)))."""
     import torch
@@ -42,12 +49,12 @@ def build_tiny_splade(folder: Path, tokenizer_source: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    BertForMaskedLM(tiny_bert_config(tokenizer.vocab_size)).save_pretrained(folder)
+    _bert(BertForMaskedLM, tokenizer, weights).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
 
-def build_tiny_colbert(folder: Path, tokenizer_source: Path) -> Path:
+def build_tiny_colbert(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
     """A two-layer BERT with MultiVectorEncoder's default head (a 128-dimension projection,
     punctuation mask, normalisation), saved as a MultiVectorEncoder."""
     import torch
@@ -56,7 +63,7 @@ def build_tiny_colbert(folder: Path, tokenizer_source: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    BertModel(tiny_bert_config(tokenizer.vocab_size)).save_pretrained(folder / "bert")
+    _bert(BertModel, tokenizer, weights).save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
     model = MultiVectorEncoder(str(folder / "bert"), device="cpu")
     model.save(str(folder / "colbert"))
