@@ -364,6 +364,17 @@ def _generate_problems(config: dict) -> list[str]:
                 f"config key 'generate.{name}.overlap': {spec['overlap']} must be less than "
                 f"chunk_tokens ({spec['chunk_tokens']})"
             )
+        if spec["max_words"] is not None and spec["max_words"] < spec["min_words"]:
+            problems.append(
+                f"config key 'generate.{name}.max_words': {spec['max_words']} is less than "
+                f"min_words ({spec['min_words']})"
+            )
+        share = spec["dev_share"]
+        if (spec["split"] == "dev" and share == 0) or (spec["split"] == "test" and share == 1):
+            problems.append(
+                f"config key 'generate.{name}.split': the {spec['split']} split is empty with "
+                f"dev_share {share}"
+            )
     if config["generate"] and not config["llm"]["model"]:
         problems.append("config key 'llm.model': needed by 'generate'; name the model to ask")
     return problems
@@ -399,17 +410,6 @@ def _curation_problems(config: dict) -> list[str]:
     for name, spec in config["negatives"].items():
         if spec["dataset"] not in datasets:
             path = f"negatives.{name}.dataset"
-        if spec["max_words"] is not None and spec["max_words"] < spec["min_words"]:
-            problems.append(
-                f"config key 'generate.{name}.max_words': {spec['max_words']} is less than "
-                f"min_words ({spec['min_words']})"
-            )
-        share = spec["dev_share"]
-        if (spec["split"] == "dev" and share == 0) or (spec["split"] == "test" and share == 1):
-            problems.append(
-                f"config key 'generate.{name}.split': the {spec['split']} split is empty with "
-                f"dev_share {share}"
-            )
             problems.append(_missing_key(path, spec["dataset"], "datasets", datasets))
         if spec["system"] not in systems:
             path = f"negatives.{name}.system"
