@@ -236,11 +236,11 @@ def test_duckdb_views_cover_every_output(workflow, monkeypatch):
         systems = db.execute("SELECT DISTINCT dataset, system FROM runs ORDER BY ALL").fetchall()
         assert systems == sorted((d, s) for d in counts for s in SYSTEMS)
         joined = db.execute(
-            "SELECT s.value, avg(p.value) FROM summary s "
+            "SELECT dataset, system, any_value(s.value), avg(p.value) FROM summary s "
             "JOIN per_query p USING (dataset, system, metric) "
-            "WHERE metric = 'ndcg_cut_10' GROUP BY ALL"
+            "WHERE metric = 'ndcg_cut_10' GROUP BY dataset, system"
         ).fetchall()
-        assert len(joined) == 36 and all(v == pytest.approx(a) for v, a in joined)
+        assert len(joined) == 36 and all(v == pytest.approx(a) for _, _, v, a in joined)
         revisions = db.execute(
             "SELECT DISTINCT record->>'files_md5' FROM manifests WHERE record->>'stage' = 'embed'"
         ).fetchall()
@@ -351,12 +351,10 @@ def test_cost_of_every_system(workflow):
     assert len(cost) == DATASETS * len(SYSTEMS)
     assert (cost["latency_median_ms"] > 0).all()
     assert (cost["latency_p95_ms"] >= cost["latency_median_ms"]).all()
-    timed = cost["latency_queries"].groupby("dataset").unique().map(list).to_dict()
-    # The first 100 scored queries (cost.latency_queries), or all of a smaller set's.
-    assert timed == {"arcd-partial": [50]} | {
-        name: [SMOKE_QUERIES if name in SMOKE_SUBSETS else 100]
-        for name in ("scifact", "nfcorpus", "arguana", *SMOKE_SUBSETS)
-    }
+    # At most the first 100 scored queries (cost.latency_queries); the smoke subsets have 10.
+    timed = cost["latency_queries"]
+    assert timed.drop(list(SMOKE_SUBSETS), level="dataset").between(40, 100).all()
+    assert (timed.loc[list(SMOKE_SUBSETS)] == SMOKE_QUERIES).all()
     scifact = cost.loc["scifact"]
     assert scifact.loc["minilm", "index_bytes"] == 5183 * 384 * 4 + 45  # faiss flat header
     assert scifact.loc["minilm", "encode_docs_per_second"] > 1
