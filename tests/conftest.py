@@ -23,10 +23,9 @@ REPORT_PLOTS = {
 }
 
 
-# The whole suite runs on two pytest-xdist workers, a test file to a worker (`--dist loadfile
-# --no-loadscope-reorder`, see README "Test"). Files are handed out in this order, the longest
-# end-to-end runs first, so that the longest (test_workflow) starts at once and the other
-# worker takes the rest; the SLURM run mostly waits on status polls, beside CPU-bound work.
+# The longest end-to-end files run first: in one process this changes nothing, and on two
+# pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`, README "Test") the
+# critical path, test_workflow, starts at once while the other worker takes the rest.
 LONGEST_FIRST = (
     "test_workflow.py",
     "test_slurm.py",
@@ -46,25 +45,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the order within a file is kept
-
-
-# The longest file is the suite's critical path: on two workers, every other file runs at a
-# lower CPU priority (and so do the Snakemake jobs it starts), filling the cores the longest
-# one leaves idle instead of slowing it down.
-BACKGROUND_NICENESS = 5
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Two workers' torch jobs share two cores: OpenMP threads that spin while they wait would
-    # burn the other worker's time (libgomp spins by default).
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "PYTEST_XDIST_WORKER" in os.environ and item.path.name != LONGEST_FIRST[0]:
-        if os.getpriority(os.PRIO_PROCESS, 0) < BACKGROUND_NICENESS:
-            os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICENESS)
 
 
 def _validated(**config) -> dict:
