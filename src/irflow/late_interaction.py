@@ -25,10 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow.cost import time_each
 from irflow.encode_parts import SideEncoder
-from irflow.retrieve import _timing
-from irflow.runs import build_run, short_queries
+from irflow.retrieve import exact_run
 
 # Scores of one query batch against the corpus (queries x documents) at most; and elements
 # (padded token vectors and token similarities) one MaxSim call holds at most.
@@ -142,17 +140,18 @@ def late_interaction_search(
     started = time.perf_counter()
     documents, queries = TokenVectors.read(doc_vectors), TokenVectors.read(query_vectors)
     load_seconds = time.perf_counter() - started
-    depth = top_k + remove_self_matches
-    started = time.perf_counter()
-    hits = exhaustive_search(documents, queries, depth, batch_size)
-    seconds = time.perf_counter() - started
-    one_by_one = time_each(
-        lambda row: exhaustive_search(documents, queries_slice(queries, row), depth, 1),
-        range(min(latency_queries, len(queries))),
+    run, timing = exact_run(
+        lambda row, depth, size: exhaustive_search(
+            documents, queries if row is None else queries_slice(queries, row), depth, size
+        ),
+        queries.ids,
+        documents.ids,
+        top_k,
+        remove_self_matches,
+        batch_size,
+        latency_queries,
     )
-    run, removed = build_run(queries.ids, documents.ids, hits, top_k, remove_self_matches)
-    short = short_queries(run, queries.ids, documents.ids, top_k, remove_self_matches)
-    return run, _timing(seconds, queries.ids.to_pylist(), removed, one_by_one, short) | {
+    return run, timing | {
         "index_seconds": load_seconds,
         "index_bytes": documents.nbytes,
         "documents": len(documents),

@@ -16,6 +16,7 @@ import gc
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
@@ -186,6 +187,30 @@ def _timing(
         "short_query_examples": dict(list(short.items())[:20]),
         "latency": dict(zip(query_ids, one_by_one)),
     }
+
+
+def exact_run(
+    search: Callable[[int | None, int, int], list],
+    query_ids: pa.Array,
+    doc_ids: pa.Array,
+    top_k: int,
+    remove_self_matches: bool,
+    batch_size: int,
+    latency_queries: int,
+) -> tuple[pd.DataFrame, dict]:
+    """The run of an exact search and its timing facts. ``search(row, depth, batch_size)``
+    returns per query (document rows, scores) for query ``row``, or for all when ``row`` is
+    None; the first ``latency_queries`` are also searched one at a time for their latency."""
+    depth = top_k + remove_self_matches
+    started = time.perf_counter()
+    hits = search(None, depth, batch_size)
+    seconds = time.perf_counter() - started
+    one_by_one = time_each(
+        lambda row: search(row, depth, 1), range(min(latency_queries, len(query_ids)))
+    )
+    run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
+    short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
+    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
 
 
 # The words bm25s' default pattern, r"(?u)\b\w\w+\b", finds: every maximal run of two or more

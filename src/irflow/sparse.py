@@ -28,10 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from irflow.cost import time_each
 from irflow.encode_parts import SideEncoder
-from irflow.retrieve import _timing
-from irflow.runs import build_run, short_queries
+from irflow.retrieve import exact_run
 
 log = logging.getLogger(__name__)
 
@@ -143,17 +141,18 @@ def sparse_search(
     queries.resize(queries.shape[0], width)
     index = SparseIndex(documents)
     index_seconds = time.perf_counter() - started
-    depth = top_k + remove_self_matches
-    started = time.perf_counter()
-    hits = index.search(queries, depth, batch_size)
-    seconds = time.perf_counter() - started
-    one_by_one = time_each(
-        lambda row: index.search(queries[row : row + 1], depth, 1),
-        range(min(latency_queries, queries.shape[0])),
+    run, timing = exact_run(
+        lambda row, depth, size: index.search(
+            queries if row is None else queries[row : row + 1], depth, size
+        ),
+        query_ids,
+        doc_ids,
+        top_k,
+        remove_self_matches,
+        batch_size,
+        latency_queries,
     )
-    run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
-    short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
-    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short) | {
+    return run, timing | {
         "index_seconds": index_seconds,
         "index_bytes": index.index_bytes(),
         "documents": documents.shape[0],
