@@ -345,14 +345,9 @@ def _metric_problems(config: dict) -> list[str]:
 
 def _generate_problems(config: dict) -> list[str]:
     """The generate blocks: a known source dataset, a new name, a model to ask."""
-    problems = []
     taken = set(config["datasets"]) | set(list_variants(config)) | set(config.get("curate", {}))
+    problems = _derived_dataset_problems(config, "generate", taken)
     for name, spec in config["generate"].items():
-        if spec["dataset"] not in config["datasets"]:
-            path = f"generate.{name}.dataset"
-            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
-        if name in taken:
-            problems.append(f"config key 'generate.{name}': the name is already a dataset's")
         low, high = spec["negatives"]
         if low > high:
             problems.append(
@@ -380,18 +375,22 @@ def _generate_problems(config: dict) -> list[str]:
     return problems
 
 
-def _expansion_problems(config: dict) -> list[str]:
-    """The expand blocks: a known base dataset, a name no other dataset has."""
+def _derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
+    """Each dataset a block derives: a known base dataset and a name not ``taken``."""
     problems = []
-    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
-    taken |= set(config["generate"])
-    for name, spec in config["expand"].items():
+    for name, spec in config[block].items():
         if spec["dataset"] not in config["datasets"]:
-            path = f"expand.{name}.dataset"
+            path = f"{block}.{name}.dataset"
             problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
         if name in taken:
-            problems.append(f"config key 'expand.{name}': the name is already a dataset's")
+            problems.append(f"config key '{block}.{name}': the name is already a dataset's")
     return problems
+
+
+def _expansion_problems(config: dict) -> list[str]:
+    """The expand blocks: a known base dataset, a name no other dataset has."""
+    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
+    return _derived_dataset_problems(config, "expand", taken | set(config["generate"]))
 
 
 def _curation_problems(config: dict) -> list[str]:
