@@ -2,10 +2,28 @@
 # ordinary dataset under results/datasets/<name>/ that filter, embed, retrieve and score read
 # like any other; generation/ holds the hard negatives, the generation record and the drops.
 # generate_estimate: a dry run that says what generate would ask of the model (requests and
-# tokens by step, what the answer cache holds) and asks nothing; not part of `all`, and it
-# reads the cache, which is no input: force it (-f) to estimate again.
+# tokens by step, what the answer cache holds, and the quality-control judge of each QC'd
+# copy) and asks nothing; not part of `all`, and it reads the cache, which is no input: force
+# it (-f) to estimate again.
 
 from irflow.llm import answer_settings
+
+
+def estimate_quality_control(wildcards):
+    """The QC'd copies of the generated dataset whose judge the dry-run estimate counts."""
+    return {
+        name: spec
+        for name, spec in QUALITY_CONTROLLED.items()
+        if spec["dataset"] == wildcards.dataset
+    }
+
+
+def generate_estimate_inputs(wildcards):
+    """generate's inputs, and the judge's prompts when a QC'd copy is estimated too."""
+    inputs = generate_inputs(wildcards)
+    if estimate_quality_control(wildcards):
+        inputs["judge_prompts"] = judge_prompts()  # rules/qc_common.smk
+    return inputs
 
 
 rule generate:
@@ -44,7 +62,7 @@ rule generate:
 
 rule generate_estimate:
     input:
-        unpack(generate_inputs),
+        unpack(generate_estimate_inputs),
     output:
         "results/llm_estimate/{dataset}.json",
     log:
@@ -60,5 +78,9 @@ rule generate_estimate:
             if GENERATED[wc.dataset]["tokenizer"]
             else None
         ),
+        quality_control=estimate_quality_control,
+        judge=config["quality_control"]["judge"],
+        majority=config["quality_control"]["majority"],
+        rerankers=len(QC_RERANKERS),
     script:
         "../scripts/generate_estimate.py"

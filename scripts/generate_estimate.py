@@ -8,6 +8,7 @@ from _common import setup_logging
 
 from irflow.generate import estimate, judged_positives, load_prompts
 from irflow.llm import LLMClient
+from irflow.qc import Judge, load_judge_prompts, majority_needed
 
 setup_logging(snakemake)
 inp, params = snakemake.input, snakemake.params
@@ -21,6 +22,14 @@ if params.tokenizer:  # samples as generate does (lengths in its tokens)
 
 # Tokens are counted as characters / 4: the served model's tokenizer is not known here.
 with LLMClient(snakemake.config["llm"]) as client:
+    quality_control = {}
+    if params.quality_control:  # the judge of each QC'd copy, as quality_control asks it
+        judge = Judge(load_judge_prompts(inp.judge_prompts), client, params.judge["temperature"])
+        needed = majority_needed(params.rerankers, params.majority)
+        quality_control = {
+            name: {"judge": judge, "rerankers": params.rerankers, "needed": needed} | qc
+            for name, qc in params.quality_control.items()
+        }
     result = estimate(
         pd.read_parquet(inp.corpus),
         spec,
@@ -28,5 +37,6 @@ with LLMClient(snakemake.config["llm"]) as client:
         client,
         tokenizer=tokenizer,
         positives=positives,
+        quality_control=quality_control,
     )
 Path(snakemake.output[0]).write_text(json.dumps(result, indent=2) + "\n")

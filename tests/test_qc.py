@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from fake_llm import FakeLLM, last_user_message
+from fake_llm import FakeLLM, last_user_message, prompt_words
 
 from irflow.config import load_schema, validate_config
 from irflow.errors import ConfigError, InputError
@@ -659,3 +659,91 @@ def test_the_airbench_example_votes_with_three_cross_encoders(monkeypatch, tmp_p
     assert len({spec["id"] for spec in specs}) == 3
     assert all(re.fullmatch(r"[\w.-]+/[\w.-]+", spec["id"]) for spec in specs)  # Hub ids
     assert majority_needed(len(voters), config["quality_control"]["majority"]) == 2
+
+
+# --- the judge in the dry-run estimate ----------------------------------------------------------
+
+
+def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
+    """generate's dry run counts the judge of a QC'd copy: before generating, after it (the
+    queries and negatives then come from the cache) and after quality control (the judge's
+    answers cached), against what the fake server receives."""
+    from test_generate import PROMPTS, airbench_responder, corpus_frame, spec, words_of
+
+    from irflow.generate import estimate, generate_dataset, load_prompts
+
+    def responder(body: dict) -> str:
+        if last_user_message(body).startswith("Rate how relevant"):
+            return json.dumps({"explanation": "fine", "relevance": 3})
+        return airbench_responder(body)
+
+    corpus = corpus_frame()
+    thresholds = {"generated_negative": 20, "corpus_document": 2}
+    step = {s: f"qc tiny-qc: {s}" for s in ("positives", "pre-labelled")}
+    with FakeLLM(responder=responder) as fake, client(fake, tmp_path / "cache") as llm:
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        # Two rerankers, two votes needed, two votes each within rank 2: at most 2 corpus
+        # documents pre-labelled per query.
+        qc = {"judge": judge, "rerankers": 2, "needed": 2, "depth": 30, "thresholds": thresholds}
+
+        def dry_run() -> dict:
+            return estimate(
+                corpus,
+                spec(),
+                load_prompts(PROMPTS),
+                llm,
+                words_of,
+                quality_control={"tiny-qc": qc},
+            )
+
+        before = dry_run()
+        assert fake.requests == 0
+        generated = generate_dataset(corpus, spec(), load_prompts(PROMPTS), llm)
+        generation = dry_run()  # the generated queries and negatives from the cache
+        fake.reset_counts()
+        # Each query: two corpus documents other than its own at ranks 1 and 2 and its
+        # negatives from rank 3, by both rerankers: all pre-labelled.
+        rows = []
+        for query_id, source in zip(
+            generated.generation["query_id"], generated.generation["doc_id"]
+        ):
+            others = [d for d in corpus["doc_id"] if d != source][:2]
+            own = generated.negatives.loc[generated.negatives["query_id"] == query_id, "doc_id"]
+            rows += [(query_id, d, rank) for rank, d in enumerate([*others, *own], 1)]
+        votes = {"a": ranks(rows), "b": ranks(rows)}
+        settings = SETTINGS | {"thresholds": thresholds}
+        controlled = quality_control(
+            "tiny-qc", generated.corpus, generated.queries, generated.qrels,
+            generated.negatives, votes, Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings,
+        )  # fmt: skip
+        asked = fake.bodies
+        after = dry_run()
+
+    queries, negatives = len(generated.queries), len(generated.negatives)
+    assert queries == 4 and controlled.stats["queries_dropped"] == 0
+    judged = controlled.audit["judged"].sum()
+    assert len(asked) == judged == queries + negatives + 2 * queries
+    positives, prelabelled = asked[:queries], asked[queries:]
+    assert all(last_user_message(b).startswith("Rate how relevant") for b in asked)
+
+    def counted(estimated: dict, name: str) -> tuple[int, int, int]:
+        tally = estimated["by_step"][step[name]]
+        return tally["requests"], tally["prompt_tokens"], tally["cached"]
+
+    # Before generating: the requests exactly (the negatives' count is drawn per document);
+    # the positives are certain, the pre-labelled ones a ceiling, here reached.
+    assert counted(before, "positives")[0] == len(positives)
+    assert counted(before, "pre-labelled")[0] == len(prelabelled)
+    assert before["requests"] == 20 + queries and before["at_most"] == [step["pre-labelled"]]
+    assert before["max_requests"] == (20 + queries + len(prelabelled)) * 3  # 2 re-asks each
+    # After generating: the prompts are the run's, token for token (the corpus documents
+    # assumed as long as the query's own: all are 30 words here).
+    assert counted(generation, "positives") == (queries, sum(map(prompt_words, positives)), 0)
+    tokens = sum(map(prompt_words, prelabelled))
+    assert counted(generation, "pre-labelled") == (len(prelabelled), tokens, 0)
+    assert generation["requests"] == queries and generation["cached"] == 20
+    # After quality control: the positives and the negatives' judgements are cached; which
+    # corpus documents will be pre-labelled is still unknown, so they stay at their most.
+    assert counted(after, "positives") == (0, 0, queries)
+    assert counted(after, "pre-labelled")[0::2] == (2 * queries, negatives)
+    assert after["requests"] == 0 and after["cached"] == 20 + queries

@@ -69,7 +69,9 @@ Decisions:
   tokens, and as completion a stand-in answer of the lengths in ``TYPICAL_WORDS``: the length a
   prompt asks for, or an assumption), and the stand-in feeds the next step's prompt. So a fully
   cached config estimates 0 requests, and a widened sample only the new documents. Re-asks are
-  not foreseen: ``max_requests`` allows every request its ``reasks``.
+  not foreseen: ``max_requests`` allows every request its ``reasks``. The quality-control
+  judge of each QC'd copy is counted with the requests ``irflow.qc.Judge`` builds: every
+  query's positive as asked, the pre-labelled documents at their most (``estimate_judge``).
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ PHONE_DIGITS = (10, 15)
 # character, a scenario, a hard negative's title; a query is as long as its drawn band (its
 # middle, or the least + 10 for an open band) and a hard negative as long as its document (the
 # prompt asks so), unless ``query`` or ``negative`` is given.
-TYPICAL_WORDS = {"character": 8, "scenario": 30, "title": 8}
+TYPICAL_WORDS = {"character": 8, "scenario": 30, "title": 8, "explanation": 20}
 SPLITS = ("dev", "test")
 QUERY_PREFIX = "gen-q-"
 NEGATIVE_PREFIX = "gen-neg-"
@@ -749,9 +751,17 @@ class DryRun:
         counts: list,
         requests: list[Request],
     ) -> list[Answer]:
+        stand_ins = [{key: self.stand_in(step, i, c)} for i, c in zip(items, counts)]
+        return self.count(client, step, requests, stand_ins)
+
+    def count(
+        self, client: LLMClient, step: str, requests: list[Request], stand_ins: list[dict]
+    ) -> list[Answer]:
+        """Each request's cached answer, else its stand-in answer (``stand_ins``, the parsed
+        JSON), counted under ``step`` as cached or as asked."""
         tally = self.steps.setdefault(step, Counter())
         answers, seen = [], {}
-        for item, count, request in zip(items, counts, requests):
+        for request, data in zip(requests, stand_ins):
             identity = client.identity(request)
             if identity in seen:  # asked once per batch, as LLMClient.complete does
                 answers.append(seen[identity])
@@ -763,24 +773,24 @@ class DryRun:
                 tally["cached_prompt_tokens"] += record["prompt_tokens"] or 0
                 tally["cached_completion_tokens"] += record["completion_tokens"] or 0
             else:
-                data = {key: self.stand_in(step, item, count)}
                 text = json.dumps(data, ensure_ascii=False)
                 tally["requests"] += 1
-                tally["prompt_tokens"] += sum(
-                    self.count_tokens(m["content"]) for m in request.messages
-                )
+                tally["prompt_tokens"] += self.prompt_tokens(request)
                 tally["completion_tokens"] += self.count_tokens(text)
                 answer = Answer(text=text, data=data, cached=False)
             seen[identity] = answer
             answers.append(answer)
         return answers
 
+    def prompt_tokens(self, request: Request) -> int:
+        return sum(self.count_tokens(m["content"]) for m in request.messages)
+
+    def words(self, n: int) -> str:
+        return " ".join(["word"] * max(int(n), 1))
+
     def stand_in(self, step: str, item: _Item, count: int | None):
         """What the model is assumed to write for ``item`` at ``step``."""
-
-        def words(n: int) -> str:
-            return " ".join(["word"] * max(int(n), 1))
-
+        words = self.words
         if step in ("characters", "scenarios"):
             return [words(self.typical[step[:-1]])] * count
         if step in ("query", "rewrite"):
@@ -788,7 +798,14 @@ class DryRun:
             middle = (low + high) / 2 if high is not None else low + 10
             return words(self.typical.get("query") or middle)
         length = self.typical.get("negative") or len(WORDS.findall(item.document))
-        return [{"title": words(self.typical["title"]), "text": words(length)}] * count
+        # Each ends in its id: the judge's estimate sees distinct documents, as a run's are.
+        return [
+            {
+                "title": words(self.typical["title"]),
+                "text": f"{words(length - 1)} {NEGATIVE_PREFIX}{item.doc_id}-{n}",
+            }
+            for n in range(count)
+        ]
 
 
 def estimate(
@@ -800,17 +817,25 @@ def estimate(
     tokenizer=None,
     positives: set[str] | None = None,
     typical: dict | None = None,
+    quality_control: dict[str, dict] | None = None,
 ) -> dict:
     """What generating ``spec`` would ask of the model, without asking (see the module):
     requests and tokens by step, the answers the cache already holds, and the most requests
     and completion tokens that re-asks and ``max_tokens`` allow. ``count_tokens`` counts a
-    text's tokens (default: its characters / 4, OpenAI's rule of thumb for English)."""
+    text's tokens (default: its characters / 4, OpenAI's rule of thumb for English).
+    ``quality_control`` adds the judge of each QC'd copy of the dataset, by name (see
+    ``estimate_judge`` for its settings)."""
     counter = count_tokens or (lambda text: -(-len(text) // 4))
     _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
     dry_run = DryRun(counter, typical)
-    Generator(prompts, client, spec, dry_run).run(items)
+    made = Generator(prompts, client, spec, dry_run).run(items)
+    ceilings = [
+        estimate_judge(dry_run, client, made, name, qc)
+        for name, qc in sorted((quality_control or {}).items())
+    ]
     steps = {step: dict(tally) for step, tally in dry_run.steps.items()}
-    total = sum(dry_run.steps.values(), Counter())
+    total = sum((t for s, t in dry_run.steps.items() if s not in ceilings), Counter())
+    most = total["requests"] + sum(dry_run.steps[s]["requests"] for s in ceilings)
     settings = client.settings
     return {
         "model": settings["model"],
@@ -820,14 +845,47 @@ def estimate(
         "prompt_tokens": total["prompt_tokens"],
         "completion_tokens": total["completion_tokens"],
         "cached": total["cached"],
-        "max_requests": total["requests"] * (1 + int(settings["reasks"])),
-        "max_completion_tokens": total["requests"]
-        * (1 + int(settings["reasks"]))
-        * int(settings["max_tokens"]),
+        "max_requests": most * (1 + int(settings["reasks"])),
+        "max_completion_tokens": most * (1 + int(settings["reasks"])) * int(settings["max_tokens"]),
         "by_step": {step: {k: steps[step].get(k, 0) for k in ESTIMATE_KEYS} for step in steps},
+        # Steps counted at their most (in max_requests, not in requests): what the judge
+        # rates after the positives depends on the rerankers' votes.
+        "at_most": ceilings,
         "assumed_words": dry_run.typical,
         "counted_with": "count_tokens" if count_tokens else "characters / 4",
     }
+
+
+def estimate_judge(dry_run: DryRun, client: LLMClient, made: list[_Item], name: str, qc: dict):
+    """Counts the quality-control judge of the QC'd copy ``name`` over the generated queries
+    (``made``), with the requests ``qc["judge"]`` (an ``irflow.qc.Judge``) builds. Its first
+    step, ``qc <name>: positives``, rates every query's own document: counted as asked. The
+    second, ``qc <name>: pre-labelled`` (returned), is counted at its most: every generated
+    negative, and per query as many corpus documents as the votes can pre-label (``rerankers``
+    each voting for ``thresholds.corpus_document`` documents, ``needed`` votes each, at most
+    ``depth``), each as long as the query's own document; no query dropped. A stand-in answer
+    rates every document at the highest level, with an ``explanation`` of typical length."""
+    judge = qc["judge"]
+    answer = {judge.prompts.answer_key: max(judge.prompts.levels)}
+    if judge.prompts.explanation_key:
+        answer[judge.prompts.explanation_key] = dry_run.words(dry_run.typical["explanation"])
+    requests = judge.requests([(item.values["query"], item.document) for item in made])
+    dry_run.count(client, f"qc {name}: positives", requests, [answer] * len(requests))
+    step = f"qc {name}: pre-labelled"
+    negatives = [
+        (item.values["query"], contracts.document_text(n["title"], n["text"]))
+        for item in made
+        for n in item.values["negatives"]
+    ]
+    dry_run.count(client, step, judge.requests(negatives), [answer] * len(negatives))
+    votes = qc["rerankers"] * qc["thresholds"]["corpus_document"]
+    documents = min(votes // qc["needed"], qc["depth"])
+    tally = dry_run.steps[step]
+    for request in requests:
+        tally["requests"] += documents
+        tally["prompt_tokens"] += documents * dry_run.prompt_tokens(request)
+        tally["completion_tokens"] += documents * dry_run.count_tokens(json.dumps(answer))
+    return step
 
 
 def prepare(

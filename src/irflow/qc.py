@@ -324,14 +324,19 @@ class Judge:
         self.failures: Counter = Counter()
         self.asked = 0
 
-    def rate(self, pairs: list[tuple[str, str]], desc: str = "judge") -> list[Judgement]:
+    def requests(self, pairs: list[tuple[str, str]]) -> list:
+        """The requests that rate ``pairs`` (query text, document text): what ``rate`` sends,
+        and what the dry-run estimate (``irflow.generate.estimate``) counts."""
         from irflow.llm import Request
 
         check = _judgement_check(self.prompts)
-        requests = [
+        return [
             Request(self.prompts.messages(q, d), temperature=self.temperature, check=check)
             for q, d in pairs
         ]
+
+    def rate(self, pairs: list[tuple[str, str]], desc: str = "judge") -> list[Judgement]:
+        requests = self.requests(pairs)
         self.asked += len(requests)
         judgements = []
         for answer in self.client.complete(requests, desc=desc) if requests else []:
