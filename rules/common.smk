@@ -462,15 +462,28 @@ def variant_tokenizer(wildcards):
 
 def positionalize_inputs(wildcards):
     """The base dataset's tables, and a local tokenizer's files, so that editing them rebuilds
-    the variant."""
-    base = f"results/datasets/{VARIANTS[wildcards.dataset]['dataset']}"
-    return {
+    the variant; with a screen, its reranker's local model files too (none otherwise, so that
+    a variant without one keeps its inputs)."""
+    spec = VARIANTS[wildcards.dataset]
+    base = f"results/datasets/{spec['dataset']}"
+    inputs = {
         "base_source": f"{base}/source.json",
         "corpus": f"{base}/corpus.parquet",
         "queries": f"{base}/queries.parquet",
         "qrels": f"{base}/qrels.parquet",
         "tokenizer": tokenizer_files(variant_tokenizer(wildcards)),
     }
+    if "screen" in spec:
+        reranker = spec["screen"]["spec"]
+        folder = reranker.get("id") or config["models"][reranker["model"]]["id"]
+        inputs["screen_model"] = local_folder_files(folder)
+    return inputs
+
+
+def positionalize_env(wildcards):
+    """A screen's reranker needs torch and sentence-transformers; plain variants do not."""
+    screened = "screen" in VARIANTS[wildcards.dataset]
+    return f"../envs/positionalize{'-screen' if screened else ''}.yaml"
 
 
 def position_groups():

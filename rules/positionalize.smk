@@ -17,7 +17,7 @@ rule positionalize:
     wildcard_constraints:
         dataset=one_of(VARIANTS),
     conda:
-        "../envs/positionalize.yaml"
+        positionalize_env
     params:
         variant=lambda wc: VARIANTS[wc.dataset],
         tokenizer=variant_tokenizer,

@@ -8,6 +8,7 @@ from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow.positionalize import (
     Positionalizer,
+    Screen,
     load_tokenizer,
     tokenizer_fingerprint,
     variant_checksum,
@@ -19,14 +20,25 @@ spec = params.variant
 tokenizer = load_tokenizer(params.tokenizer)
 tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}
 base = json.loads(Path(inp.base_source).read_text())
-settings = {key: spec[key] for key in ("length", "position", "fillers", "seed")}
+# A screen only where configured, so that the checksums of variants without one stay as they were.
+keys = ("length", "position", "fillers", "seed", "screen")
+settings = {key: spec[key] for key in keys if key in spec}
 checksum = variant_checksum(base["checksum"], settings, tokenizer_record["sha256"])
 
+screen = None
+if "screen" in spec:
+    from irflow.rerank import load_scorer
+
+    # No document vectors to reuse: a bi-encoder's come from the shared vector cache or are
+    # encoded.
+    scorer = load_scorer(spec["screen"]["spec"], snakemake.config["models"], {})
+    screen = Screen(scorer, spec["screen"]["margin"])
 maker = Positionalizer(
     *(pd.read_parquet(inp[name]) for name in ("corpus", "queries", "qrels")),
     tokenizer,
     spec["fillers"],
     spec["seed"],
+    screen,
 )
 variant = maker.variant(spec["length"], spec["position"])
 write_dataset_tables(variant, out)
@@ -43,5 +55,6 @@ manifest.add(
     base_checksum=base["checksum"],
     tokenizer=tokenizer_record,
     statistics=stats,
+    **({"screen": scorer.provenance} if screen else {}),
 )
 manifest.write()

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO
+from tiny_models import build_tiny_cross_encoder
 
 from irflow.config import load_schema, validate_config
 from irflow.contracts import document_text
 from irflow.errors import ConfigError
 from irflow.positionalize import (
+    SCREEN_BATCH,
     SEPARATOR,
     Positionalizer,
+    Screen,
     encode,
     list_variants,
     parse_variant,
@@ -331,3 +342,179 @@ def test_scifact_at_1024_tokens(shared_datasets, minilm_path, tmp_path):
         assert text[start:end] == relevant
         tokens = len(encode(tokenizer, text)["input_ids"])
         assert 1024 - 16 <= tokens <= 1024
+
+
+# --- screening fillers with a reranker --------------------------------------------------------
+
+# An unjudged exact copy of d1, the near-miss BM25 ranks first for q1.
+COPY = {"doc_id": "copy", "title": "Zebra", "text": "zebra stripes confuse biting flies."}
+SCREEN_CORPUS = pd.DataFrame(FILLERS + NEAR_MISSES + [COPY] + RELEVANT)
+SCREEN_LENGTH = 120  # about eight fillers: more than the near-misses, less than a batch
+
+
+@pytest.fixture(scope="module")
+def cross_scorer(tmp_path_factory, minilm_path):
+    from irflow.rerank import CrossEncoderScorer
+
+    # Scores a few logits apart, where the default initialisation gives them within 1e-4.
+    folder = build_tiny_cross_encoder(
+        tmp_path_factory.mktemp("tiny-ce"), minilm_path, initializer_range=0.5
+    )
+    spec = {"id": str(folder), "revision": None, "max_length": None, "batch_size": 4}
+    return CrossEncoderScorer.load(spec | {"dtype": "float32", "device": "cpu"})
+
+
+def expected_screen(maker, scorer, doc_id, query, margin, taken):
+    """The candidates, in order, up to the ``taken``-th one kept, split into kept and screened:
+    the first 64 scored in one call, the relevant text alone."""
+    relevant = scorer.score(query, [maker.relevant_texts[doc_id]])[0]
+    candidates = list(itertools.islice(maker._candidates(doc_id), 64))
+    gaps = scorer.score(query, [maker.filler_texts[i] for i in candidates]) - (relevant - margin)
+    # Far enough from the limit for float noise (about 1e-6 between batches) not to decide.
+    assert np.abs(gaps).min() > 1e-4
+    kept, screened = [], []
+    for index, gap in zip(candidates, gaps):
+        if len(kept) == taken:
+            return kept, screened
+        (screened if gap >= 0 else kept).append(index)
+    raise AssertionError("fewer than 64 candidates are enough in this corpus")
+
+
+def screen_margin(maker, scorer, doc_id, query) -> float:
+    """A margin halfway between two of the candidates' gaps below the relevant score, so that
+    some are screened and some kept, whatever the random weights."""
+    relevant = scorer.score(query, [maker.relevant_texts[doc_id]])[0]
+    candidates = list(itertools.islice(maker._candidates(doc_id), SCREEN_BATCH))
+    scores = scorer.score(query, [maker.filler_texts[i] for i in candidates])
+    below = np.sort(np.unique(np.round(relevant - scores[scores < relevant - 1e-3], 3)))
+    assert len(below) >= 2, below
+    middle = len(below) // 2
+    return float((below[middle - 1] + below[middle]) / 2)
+
+
+def test_screen_skips_exactly_the_fillers_the_reranker_scores_near_the_relevant_text(
+    tokenizer, cross_scorer
+):
+    plain = Positionalizer(SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25")
+    margin = screen_margin(plain, cross_scorer, "d1", "where do penguins and zebras live")
+    maker = Positionalizer(
+        SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25", screen=Screen(cross_scorer, margin)
+    )
+    variant = maker.variant(SCREEN_LENGTH, 0.5)
+    streams = maker.streams(SCREEN_LENGTH)
+    queries = {"d1": "where do penguins and zebras live", "d4": "giraffe necks", "d5": "okapi"}
+    assert sorted(streams) == sorted(queries)
+    for doc_id, query in queries.items():
+        stream = streams[doc_id]
+        taken = stream.text.count(SEPARATOR) + 1
+        kept, screened = expected_screen(maker, cross_scorer, doc_id, query, margin, taken)
+        assert stream.screened == screened
+        assert stream.text == SEPARATOR.join(maker.filler_texts[i] for i in kept)
+    assert streams["d1"].screened  # the margin splits the candidates
+    # The exact copy scores exactly as the relevant text: screened at any margin.
+    copy = maker.filler_texts.index(document_text("Zebra", COPY["text"]))
+    assert copy in streams["d1"].screened
+    assert variant.stats["screened_fillers"] == sum(len(s.screened) for s in streams.values())
+    assert variant.stats["screened_haystacks"] == sum(bool(s.screened) for s in streams.values())
+
+
+def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
+    screen = Screen(cross_scorer, 0.0)
+    variants = list(
+        positionalize(
+            SCREEN_CORPUS, QUERIES, QRELS, tokenizer, [40, SCREEN_LENGTH], [0], "bm25", 0, screen
+        )
+    )
+    short, long = (fillers_of(*haystack(v)) for v in variants)
+    assert long.startswith(short)
+    assert "Zebra" not in short + long  # the copy never goes in
+
+
+def test_unscreened_bm25_fillers_are_flagged_in_the_log(tokenizer, caplog):
+    with caplog.at_level("WARNING", logger="irflow.positionalize"):
+        stats = make(tokenizer, "bm25").variant(LENGTH, 0.5).stats
+    assert "may be unjudged relevant documents" in caplog.text
+    assert "screened_fillers" not in stats
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="irflow.positionalize"):
+        make(tokenizer, "random").variant(LENGTH, 0.5)
+    assert "unjudged" not in caplog.text
+
+
+def screen_config(screen: dict | None, rerankers: dict) -> dict:
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    block = {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512], "positions": [0]}
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "models": {"minilm": {"id": "some/minilm"}},
+        "rerankers": rerankers,
+        "positionalize": {"near": block | ({"screen": screen} if screen else {})},
+    }
+    return validate_config(config, schema)
+
+
+def test_list_variants_carries_the_screen_and_its_reranker():
+    rerankers = {
+        "ce": {"type": "cross-encoder", "id": "some/ce"},
+        "bi": {"type": "bi-encoder", "model": "minilm"},
+        "colbert": {"type": "late-interaction", "model": "minilm"},
+    }
+    spec = list_variants(screen_config({"reranker": "ce"}, rerankers))["near@L512@p0"]
+    assert spec["screen"]["reranker"] == "ce" and spec["screen"]["margin"] == 0
+    assert spec["screen"]["spec"]["id"] == "some/ce" and "model" not in spec["screen"]
+    spec = list_variants(screen_config({"reranker": "bi", "margin": 0.5}, rerankers))
+    screen = spec["near@L512@p0"]["screen"]
+    assert screen["margin"] == 0.5 and screen["model"]["id"] == "some/minilm"
+    assert "screen" not in list_variants(screen_config(None, rerankers))["near@L512@p0"]
+    for name in ("colbert", "missing"):
+        with pytest.raises(
+            ConfigError, match="positionalize.near.screen.reranker.*allowed values: bi, ce"
+        ):
+            list_variants(screen_config({"reranker": name}, rerankers))
+
+
+def test_only_a_screened_variant_takes_the_reranker_as_input(
+    shared_datasets, minilm_path, tmp_path
+):
+    """Snakemake's dry run: the screened block's jobs read the cross-encoder's files; the
+    plain block's read what they read before screening existed."""
+    cross_encoder = tmp_path / "ce"
+    cross_encoder.mkdir()
+    (cross_encoder / "model.safetensors").write_text("weights")
+    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    block = {"dataset": "scifact", "tokenizer": str(minilm_path), "lengths": [512]}
+    config = {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"ce": {"type": "cross-encoder", "id": str(cross_encoder)}},
+        "positionalize": {
+            "plain": block | {"positions": [0], "fillers": "bm25"},
+            "screened": block | {"positions": [0], "fillers": "bm25", "screen": {"reranker": "ce"}},
+        },
+    }
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    targets = [f"results/datasets/{n}@L512@p0/corpus.parquet" for n in ("plain", "screened")]
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(config_path)]
+        + ["--dry-run", "--cores", "1", *targets],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    inputs = dict(
+        (wildcards, set(line.split(", ")))
+        for line, wildcards in re.findall(
+            r"rule positionalize:\n\s+input: (.*)\n(?:.*\n)*?\s+wildcards: dataset=(\S+)",
+            result.stdout,
+        )
+    )
+    model = str(cross_encoder / "model.safetensors")
+    assert inputs["screened@L512@p0"] - inputs["plain@L512@p0"] == {model}
+    assert model not in inputs["plain@L512@p0"]
+    assert any(path.endswith("tokenizer.json") for path in inputs["plain@L512@p0"])

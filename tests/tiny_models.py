@@ -21,14 +21,15 @@ def tiny_bert_config(vocab_size: int, **options):
     )
 
 
-def build_tiny_cross_encoder(folder: Path, tokenizer_source: Path) -> Path:
-    """A two-layer BERT cross-encoder with random weights and MiniLM's tokenizer."""
+def build_tiny_cross_encoder(folder: Path, tokenizer_source: Path, **options) -> Path:
+    """A two-layer BERT cross-encoder with random weights and MiniLM's tokenizer; ``options``
+    go to the BERT config (a larger ``initializer_range`` spreads the scores further apart)."""
     import torch
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    config = tiny_bert_config(tokenizer.vocab_size, num_labels=1)
+    config = tiny_bert_config(tokenizer.vocab_size, num_labels=1, **options)
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -29,9 +29,19 @@ Decisions:
   longer variant's fillers extend a shorter one's. ``random``: a seeded random order of the
   corpus. ``bm25``: first the documents that the workflow's default BM25 ranks highest for the
   query (near-misses, the harder test), then the random order. Near-misses are the documents
-  most likely to be relevant though unjudged, which PosIR removes as false negatives; irflow
-  does not screen them, so a ``bm25`` haystack may hold a second answer that a model finds
-  wherever the inserted one sits, which flattens the curve and lowers PSI.
+  most likely to be relevant though unjudged, which PosIR removes as false negatives; unless
+  they are screened, a ``bm25`` haystack may hold a second answer that a model finds wherever
+  the inserted one sits, which flattens the curve and lowers PSI.
+- Screening (``Screen``): a reranker scores each candidate filler, in order, against every
+  query of the relevant document, in the same call as the relevant text itself; a candidate
+  scoring at least the relevant text's score less ``margin`` for any of them is skipped and
+  the next one taken. The rule is relative, as a reranker's scale is not (a cross-encoder's
+  raw logit may be negative, so a fraction of the relevant document's score would not be a
+  cap), and a difference rather than a ratio for the same reason: margin 0 skips what the
+  reranker ranks at or above the judged answer. Candidates are scored ``SCREEN_BATCH`` at a
+  time as the stream takes them, so a haystack costs a few batches, and the batches, hence
+  the decisions, are the same at every length: a longer variant's fillers still extend a
+  shorter one's.
 - The filler stream is counted on its joined text until it reaches the budget, and a
   haystack's token count is that of its whole text: a tokenizer that spends tokens on the
   separator, or reads a piece's edges differently in context, still gets full haystacks.
@@ -44,6 +54,7 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -51,12 +62,16 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from irflow import contracts
 from irflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from irflow.rerank import Scorer
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +83,10 @@ VARIANT = re.compile(rf"(?P<name>{NAME})@L(?P<length>[1-9][0-9]*)@p(?P<position>
 FIRST_DRAW = 64
 NEAR_MISS_DEPTH = 100
 FILLER_MODES = ("random", "bm25")
+# Candidates a screen scores per reranker call: a haystack takes a few fillers, so scoring all
+# NEAR_MISS_DEPTH near-misses up front would mostly be wasted.
+SCREEN_BATCH = 16
+SCREEN_TYPES = ("cross-encoder", "bi-encoder")
 
 
 # --- names ------------------------------------------------------------------------------------
@@ -100,14 +119,36 @@ def list_variants(config: dict) -> dict[str, dict]:
                 f"config key 'positionalize.{key}.dataset': {block['dataset']!r} is not a key "
                 f"of 'datasets'; allowed values: {known}"
             )
+        screen = block.get("screen") and screen_settings(key, block["screen"], config)
         for length, position in itertools.product(block["lengths"], block["positions"]):
             settings = {key: block[key] for key in ("dataset", "tokenizer", "fillers", "seed")}
+            # Only when configured, so that a block without it keeps its jobs' parameters.
+            settings |= {"screen": screen} if screen else {}
             variants[variant_name(key, length, position)] = settings | {
                 "block": key,
                 "length": length,
                 "position": position,
             }
     return variants
+
+
+def screen_settings(key: str, screen: dict, config: dict) -> dict:
+    """A block's ``screen`` with its reranker's spec and, for a bi-encoder, the settings that
+    determine its model's vectors: the job's parameters, so that changing any reruns it."""
+    from irflow.embed import RESULT_SETTINGS
+
+    name, rerankers = screen["reranker"], config["rerankers"]
+    if rerankers.get(name, {}).get("type") not in SCREEN_TYPES:
+        allowed = ", ".join(sorted(n for n, r in rerankers.items() if r["type"] in SCREEN_TYPES))
+        raise ConfigError(
+            f"config key 'positionalize.{key}.screen.reranker': {name!r} is not a cross-encoder "
+            f"or bi-encoder key of 'rerankers'; allowed values: {allowed or '(none)'}"
+        )
+    settings = screen | {"spec": rerankers[name]}
+    if rerankers[name]["type"] == "bi-encoder":
+        model = config["models"][rerankers[name]["model"]]
+        settings["model"] = {setting: model[setting] for setting in RESULT_SETTINGS}
+    return settings
 
 
 # --- tokenizer --------------------------------------------------------------------------------
@@ -162,6 +203,16 @@ class _Stream:
     ends: np.ndarray  # ... and ends
     cuts: np.ndarray  # ascending token indices before which a cut splits no word, 0 and n too
     budget: int  # filler tokens the haystack has room for
+    screened: list[int]  # candidates skipped before the last filler taken (filler_texts indices)
+
+
+@dataclass
+class Screen:
+    """Skips a candidate filler that ``scorer`` (an ``irflow.rerank`` scorer) scores, for one
+    of the relevant document's queries, at least as high as the relevant text less ``margin``."""
+
+    scorer: Scorer
+    margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -225,11 +276,13 @@ class Positionalizer:
         tokenizer,
         fillers: str = "random",
         seed: int = 0,
+        screen: Screen | None = None,
     ):
         if fillers not in FILLER_MODES:
             raise ValueError(f"fillers {fillers!r}: expected one of {FILLER_MODES}")
         self.corpus, self.queries, self.qrels = corpus, queries, qrels
         self.tokenizer, self.fillers, self.seed = tokenizer, fillers, seed
+        self.screen = screen
         self.separator_tokens = len(encode(tokenizer, SEPARATOR)["input_ids"])
         texts = pd.Series(
             contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist()),
@@ -262,6 +315,13 @@ class Positionalizer:
         }
         return single[present].rename("doc_id"), skipped
 
+    @functools.cached_property
+    def query_texts(self) -> dict[str, list[str]]:
+        """Per relevant document, the texts of the queries it is the one relevant document of."""
+        query_text = self.queries.set_index("query_id")["text"]
+        by_doc = self.relevant_doc.groupby(self.relevant_doc).groups
+        return {doc: query_text[sorted(ids)].tolist() for doc, ids in by_doc.items()}
+
     def near_misses(self) -> dict[str, list[int]]:
         """Per relevant document, the fillers that share a term with its queries, best first by
         the workflow's default BM25 (lucene, k1 0.9, b 0.4, English stopwords and stemmer)."""
@@ -282,17 +342,32 @@ class Positionalizer:
 
         model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
         model.index(tokenize(self.filler_texts), show_progress=False)
-        query_text = self.queries.set_index("query_id")["text"]
         # A document relevant to several kept queries is a near-miss for all of them at once.
-        by_doc = self.relevant_doc.groupby(self.relevant_doc).groups
-        docs = sorted(by_doc)
-        texts = [" ".join(query_text[sorted(by_doc[d])]) for d in docs]
+        docs = sorted(self.query_texts)
+        texts = [" ".join(self.query_texts[d]) for d in docs]
         depth = min(NEAR_MISS_DEPTH, len(self.filler_texts))
         rows, scores = model.retrieve(tokenize(texts), k=depth, show_progress=False)
         return {doc: row[score > 0].tolist() for doc, row, score in zip(docs, rows, scores)}
 
-    def filler_order(self, doc_id: str) -> Iterator[int]:
-        """Indices into ``filler_texts``, in the order a haystack for ``doc_id`` takes them."""
+    def filler_order(self, doc_id: str, screened: list[int] | None = None) -> Iterator[int]:
+        """Indices into ``filler_texts``, in the order a haystack for ``doc_id`` takes them;
+        with a screen, the candidates it skips are appended to ``screened`` as they are
+        passed over."""
+        candidates = self._candidates(doc_id)
+        if self.screen is None:
+            yield from candidates
+            return
+        screened = [] if screened is None else screened
+        while batch := list(itertools.islice(candidates, SCREEN_BATCH)):
+            skip = self.screen_out(doc_id, [self.filler_texts[index] for index in batch])
+            for index, skipped in zip(batch, skip):
+                if skipped:
+                    screened.append(index)
+                else:
+                    yield index
+
+    def _candidates(self, doc_id: str) -> Iterator[int]:
+        """``filler_order`` before screening."""
         rng = np.random.default_rng([self.seed, _stable_int(doc_id)])
         first = self.near_misses().get(doc_id, []) if self.fillers == "bm25" else []
         seen = set()
@@ -301,12 +376,23 @@ class Positionalizer:
                 seen.add(index)
                 yield index
 
+    def screen_out(self, doc_id: str, texts: list[str]) -> np.ndarray:
+        """Whether the screen skips each of ``texts`` as a filler around ``doc_id``'s text."""
+        relevant, skip = self.relevant_texts[doc_id], np.zeros(len(texts), dtype=bool)
+        for query in self.query_texts[doc_id]:
+            # The relevant text in the same call: an exact copy among the candidates scores
+            # exactly as it does, so margin 0 always skips it.
+            scores = self.screen.scorer.score(query, [relevant, *texts])
+            skip |= scores[1:] >= scores[0] - self.screen.margin
+        return skip
+
     def _stream(self, doc_id: str, budget: int) -> _Stream:
         """Fillers in order until their joined text has ``budget`` tokens, or none is left.
 
         Counted on the joined text: separators cost tokens only between pieces, and a
         tokenizer may read a piece's edges differently inside the stream than alone."""
-        order, pieces, estimate = self.filler_order(doc_id), [], 0
+        screened: list[int] = []
+        order, pieces, estimate = self.filler_order(doc_id, screened), [], 0
         while True:
             while estimate < budget and (index := next(order, None)) is not None:
                 piece = self.filler_texts[index]
@@ -320,7 +406,7 @@ class Positionalizer:
                 break
             estimate = len(offsets)  # short of the estimate: take more
         starts, ends = offsets[:, 0], offsets[:, 1]
-        return _Stream(text, starts, ends, _word_cuts(text, starts), budget)
+        return _Stream(text, starts, ends, _word_cuts(text, starts), budget, screened)
 
     def streams(self, length: int) -> dict[str, _Stream]:
         """Filler streams of every relevant document that fits in ``length`` tokens, with a
@@ -415,6 +501,24 @@ class Positionalizer:
                 underfilled,
                 length,
             )
+        if self.screen is not None:
+            screened = [len(stream.screened) for stream in streams.values()]
+            stats["screened_fillers"] = sum(screened)
+            stats["screened_haystacks"] = sum(count > 0 for count in screened)
+            log.info(
+                "%d candidate fillers screened out of %d haystacks of %d tokens: the reranker "
+                "scores them at least as high as the relevant document less %g for its query",
+                stats["screened_fillers"],
+                stats["screened_haystacks"],
+                length,
+                self.screen.margin,
+            )
+        elif self.fillers == "bm25":
+            log.warning(
+                "bm25 fillers are not screened: the near-misses around each relevant document "
+                "may be unjudged relevant documents (PosIR removes such false negatives); "
+                "positionalize.<block>.screen screens them with a reranker"
+            )
         return Variant(
             length=length,
             position=position,
@@ -434,10 +538,11 @@ def positionalize(
     positions: list[float],
     fillers: str = "random",
     seed: int = 0,
+    screen: Screen | None = None,
 ) -> Iterator[Variant]:
     """Every (length, position) variant, length by length, so only one length's fillers are
     in memory at a time."""
-    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed)
+    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed, screen)
     for length in lengths:
         for position in positions:
             yield maker.variant(length, position)
