@@ -9,6 +9,7 @@ from irflow.embed import RESULT_SETTINGS
 from irflow.external_run import is_url, run_location
 from irflow.generate import list_generated
 from irflow.index import build_settings
+from irflow.llm import answer_settings
 from irflow.onnx_export import EXPORT_SETTINGS
 from irflow.passages import document_side
 from irflow.position import pooled_group
@@ -616,16 +617,35 @@ def vector_search_inputs(wildcards):
 
 
 def expand_inputs(wildcards):
-    """The base dataset's tables, and a local model's files, so that editing them rebuilds."""
+    """The base dataset's tables, and the local files of the query model and of the filter's
+    cross-encoder, so that editing them rebuilds."""
     spec = config["expand"][wildcards.dataset]
     base = f"results/datasets/{spec['dataset']}"
+    filter_spec = spec.get("filter")
     return {
         "base_source": f"{base}/source.json",
         "corpus": f"{base}/corpus.parquet",
         "queries": f"{base}/queries.parquet",
         "qrels": f"{base}/qrels.parquet",
-        "model": local_folder_files(spec["model"]["id"]),
+        "model": local_folder_files(spec["model"]["id"]) if "model" in spec else [],
+        "filter_model": (
+            local_folder_files(config["rerankers"][filter_spec["reranker"]]["id"])
+            if filter_spec
+            else []
+        ),
     }
+
+
+def expand_settings(wildcards):
+    """The expand block, with the filter's cross-encoder and the llm settings that change the
+    answers: a change to any of them rebuilds the copy."""
+    spec = config["expand"][wildcards.dataset]
+    settings = {"expand": spec}
+    if "filter" in spec:
+        settings["filter_model"] = config["rerankers"][spec["filter"]["reranker"]]
+    if "llm" in spec:
+        settings["llm"] = answer_settings(config["llm"])
+    return settings
 
 
 # The memory each job asks for (`resources: mem_mb=`): a model per rule, in irflow.resources.

@@ -1,5 +1,5 @@
-# expand: a dataset -> its document-expanded copy (docT5query), an ordinary dataset under
-# results/datasets/<name>/ that filter, retrieve and score read like any other.
+# expand: a dataset -> its document-expanded copy (docT5query, doc2query--), an ordinary
+# dataset under results/datasets/<name>/ that filter, retrieve and score read like any other.
 
 
 rule expand:
@@ -22,6 +22,6 @@ rule expand:
     resources:
         gpu=1,
     params:
-        spec=lambda wc: config["expand"][wc.dataset],
+        settings=expand_settings,
     script:
         "../scripts/expand.py"

@@ -1,4 +1,4 @@
-"""Snakemake script for rule expand: see irflow.expand."""
+"""Snakemake script for rule expand: see irflow.expand (and irflow.llm for the llm writer)."""
 
 import json
 from pathlib import Path
@@ -8,26 +8,53 @@ import pandas as pd
 import torch
 from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow.expand import QueryGenerator, expand_corpus
+from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
 from irflow.fingerprint import value_md5
+from irflow.llm import LLMClient
+from irflow.rerank import CrossEncoderScorer
 
 manifest = start_job(snakemake, "expand")
-inp, out, spec = snakemake.input, snakemake.output, snakemake.params.spec
+inp, out, settings = snakemake.input, snakemake.output, snakemake.params.settings
+spec = settings["expand"]
 torch.set_num_threads(snakemake.threads)
 base = json.loads(Path(inp.base_source).read_text())
-generator = QueryGenerator.load(spec["model"])
-corpus, stats = expand_corpus(pd.read_parquet(inp.corpus), generator)
+IDENTITY = ("revision", "files_md5")
+# What made the corpus goes into its checksum; where it ran (a device, a scorer's batch size,
+# the endpoint's address) does not. The seq2seq batch size orders the sampling, so it counts.
+parts, record = [base["checksum"]], {"expand": spec}
+scorer, drop_share = None, 0.0
+if "filter" in spec:
+    scorer = CrossEncoderScorer.load(settings["filter_model"])
+    drop_share = spec["filter"]["drop_share"]
+    ignored = ("device", "batch_size")
+    record["filter_model"] = {
+        k: v for k, v in settings["filter_model"].items() if k not in ignored
+    } | {k: v for k, v in scorer.provenance.items() if k in IDENTITY}
+    manifest.add(filter_model=scorer.provenance)
+corpus = pd.read_parquet(inp.corpus)
+if "model" in spec:
+    generator = QueryGenerator.load(spec["model"])
+    identity = {k: v for k, v in generator.provenance.items() if k in IDENTITY}
+    parts += [{k: v for k, v in spec["model"].items() if k != "device"}, identity]
+    record["model"] = identity
+    manifest.add(**generator.provenance)
+    corpus, stats = expand_corpus(corpus, generator, scorer, drop_share)
+else:
+    parts += [spec["llm"], settings["llm"]]
+    record["llm"] = settings["llm"]
+    with LLMClient(snakemake.config["llm"]) as client:
+        try:
+            writer = LLMQueryWriter(client, spec["llm"], snakemake.wildcards.dataset)
+            corpus, stats = expand_corpus(corpus, writer, scorer, drop_share)
+        finally:
+            manifest.add(llm=client.summary())
+if scorer is not None:
+    parts += [drop_share, record["filter_model"]]
 tables = SimpleNamespace(
     corpus=corpus, queries=pd.read_parquet(inp.queries), qrels=pd.read_parquet(inp.qrels)
 )
 write_dataset_tables(tables, out)
-# The batch size orders the sampling, so it is part of what made the corpus; the device is not.
-settings = {key: value for key, value in spec["model"].items() if key != "device"}
-identity = {k: v for k, v in generator.provenance.items() if k in ("revision", "files_md5")}
-checksum = value_md5([base["checksum"], settings, identity])
-stats = write_dataset_record(
-    snakemake, spec["dataset"], base, checksum, stats, {"expand": spec, "model": identity}
-)
+checksum = value_md5(parts)
+stats = write_dataset_record(snakemake, spec["dataset"], base, checksum, stats, record)
 manifest.add(dataset_checksum=checksum, base_checksum=base["checksum"], statistics=stats)
-manifest.add(**generator.provenance)
 manifest.write()

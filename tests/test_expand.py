@@ -1,18 +1,26 @@
 """Document expansion on a tiny T5 built here: each document is followed by exactly the
 queries the model samples for it with the same seed; the expanded corpus is a dataset whose
-BM25 scores its expanded text."""
+BM25 scores its expanded text. doc2query--'s filter keeps exactly the queries that a tiny
+cross-encoder, called directly, scores at or above the percentile; the llm writer asks the
+fake endpoint on 127.0.0.1 through irflow.llm."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 from conftest import schema_defaults
+from fake_llm import fake_llm_fixture, last_user_message  # noqa: F401 (the fixture)
 from test_sparse import TEXTS
-from tiny_models import build_tiny_doc2query
+from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
 from irflow.config import load_schema, validate_config
-from irflow.expand import QueryGenerator, expand_corpus
+from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.llm import LLMClient, LLMError
+from irflow.rerank import CrossEncoderScorer
 
 SPEC = {
     "revision": None,
@@ -91,3 +99,169 @@ def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
         base | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}}}}, schema
     )
     assert config["expand"]["x"]["model"]["queries"] == 20
+
+
+# --- doc2query--'s filter ----------------------------------------------------------------------
+
+CROSS_ENCODER = {"revision": None, "max_length": None, "batch_size": 4, "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tmp_path_factory, minilm_path) -> tuple[CrossEncoderScorer, object]:
+    folder = build_tiny_cross_encoder(tmp_path_factory.mktemp("ce"), minilm_path)
+    spec = CROSS_ENCODER | {"id": str(folder), "device": "cpu"}
+    return CrossEncoderScorer.load(spec), folder
+
+
+def direct_scores(folder, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """The cross-encoder's logit for each (query, document) pair, from transformers alone."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    queries, documents = zip(*pairs)
+    batch = tokenizer(list(queries), list(documents), padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        return model(**batch).logits[:, 0].double().numpy()
+
+
+@pytest.mark.parametrize("drop_share", [0.3, 0.7])
+def test_filter_keeps_the_queries_at_or_above_the_corpus_percentile(
+    fake_llm, tmp_path, cross_encoder, drop_share
+):
+    scorer, folder = cross_encoder
+    fake_llm.responder = words_responder
+    spec = LLM_SPEC | {"queries": 3}
+    with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
+        writer = LLMQueryWriter(client, spec)
+        expanded, stats = expand_corpus(corpus(), writer, scorer, drop_share)
+        generated = writer.generate_all(TEXTS)  # from the cache: the same queries
+    pairs = [(query, text) for text, queries in zip(TEXTS, generated) for query in queries]
+    scores = direct_scores(folder, pairs)
+    threshold = np.percentile(scores, 100 * drop_share)
+    kept = iter(scores >= threshold)
+    expected = [[query for query in queries if next(kept)] for queries in generated]
+    assert expanded["text"].tolist() == [
+        " ".join([text, *queries]) for text, queries in zip(TEXTS, expected)
+    ]
+    n_kept = sum(map(len, expected))
+    assert stats["generated_queries"] == len(pairs) == 3 * len(TEXTS)
+    assert stats["kept_queries"] == n_kept
+    # Linear interpolation between ranks: the share dropped is drop_share, to one query.
+    assert abs((len(pairs) - n_kept) - drop_share * len(pairs)) <= 1
+    assert stats["filter"]["threshold"] == pytest.approx(threshold, abs=1e-5)
+    assert stats["filter"]["drop_share"] == drop_share
+
+
+def test_filter_config_names_a_cross_encoder(tmp_path):
+    from irflow.errors import ConfigError
+
+    schema = load_schema("config/config.schema.yaml")
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "retrievers": {"bm25": schema_defaults({"type": "bm25"})},
+        "models": {"m": {"id": "a/b"}},
+        "rerankers": {
+            "ce": {"type": "cross-encoder", "id": "a/c"},
+            "bi": {"type": "bi-encoder", "model": "m"},
+        },
+    }
+
+    def expand(block: dict) -> dict:
+        return config | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}} | block}}
+
+    with pytest.raises(ConfigError, match="'expand.x.filter.reranker': 'nope' is not a key"):
+        validate_config(expand({"filter": {"reranker": "nope", "drop_share": 0.7}}), schema)
+    with pytest.raises(
+        ConfigError, match="'bi' is a bi-encoder reranker; the filter needs a cross"
+    ):
+        validate_config(expand({"filter": {"reranker": "bi", "drop_share": 0.7}}), schema)
+    with pytest.raises(ConfigError, match="expand.x.filter.drop_share"):
+        validate_config(expand({"filter": {"reranker": "ce", "drop_share": 1}}), schema)
+    valid = validate_config(expand({"filter": {"reranker": "ce", "drop_share": 0.7}}), schema)
+    assert valid["expand"]["x"]["filter"] == {"reranker": "ce", "drop_share": 0.7}
+    # A writer: a seq2seq model or the llm, not both, and the llm needs a model to ask.
+    with pytest.raises(ConfigError, match="'expand.x'"):
+        validate_config(expand({"llm": {}}), schema)
+    llm_only = config | {"expand": {"x": {"dataset": "d", "llm": {}}}}
+    with pytest.raises(ConfigError, match="'llm.model': needed by 'expand.x.llm'"):
+        validate_config(llm_only, schema)
+    valid = validate_config(llm_only | {"llm": {"model": "m"}}, schema)
+    assert valid["expand"]["x"]["llm"]["queries"] == 20
+
+
+# --- the llm writer ----------------------------------------------------------------------------
+
+LLM_SPEC = {"queries": 2, "system": "Write $queries queries.", "user": "Queries for:\n$document"}
+
+
+def words_responder(body: dict) -> str:
+    """Queries made of the document's words; one too few when the seed is 0, so that the
+    first ask of every document is re-asked."""
+    words = last_user_message(body).split('"""')[1].split()
+    n = 1 if body.get("seed") == 0 else 4
+    return json.dumps({"queries": [" ".join(words[i : i + 2]) for i in range(n)]})
+
+
+def llm_settings(fake, **overrides) -> dict:
+    return {
+        "base_url": fake.base_url,
+        "model": "fake",
+        "max_retries": 1,
+        "timeout_s": 5,
+    } | overrides
+
+
+def test_llm_writer_appends_the_endpoints_queries_and_a_rerun_asks_nothing(fake_llm, tmp_path):
+    fake_llm.responder = words_responder
+    with LLMClient(llm_settings(fake_llm), tmp_path / "cache", progress=False) as client:
+        expanded, stats = expand_corpus(corpus(), LLMQueryWriter(client, LLM_SPEC))
+        summary = client.summary()
+    expected = []
+    for text in TEXTS:
+        words = text.split()
+        expected.append(" ".join([text, " ".join(words[0:2]), " ".join(words[1:3])]))
+    assert expanded["text"].tolist() == expected
+    assert stats["generated_queries"] == stats["kept_queries"] == 2 * len(TEXTS)
+    # Each document: a first answer with one query too few, re-asked with the next seed.
+    assert fake_llm.requests == 2 * len(TEXTS) == summary["requests"]
+    assert summary["failed_answers_by_reason"] == {"invalid_answer": len(TEXTS)}
+    first = {"role": "user", "content": f'Queries for:\n"""\n{TEXTS[0]}\n"""'}
+    assert [{"role": "system", "content": "Write 2 queries."}, first] in [
+        body["messages"] for body in fake_llm.bodies
+    ]
+
+    fake_llm.reset_counts()
+    with LLMClient(llm_settings(fake_llm), tmp_path / "cache", progress=False) as client:
+        again, _ = expand_corpus(corpus(), LLMQueryWriter(client, LLM_SPEC))
+    assert again.equals(expanded)
+    assert fake_llm.requests == 0
+
+
+def test_llm_writer_leaves_a_dropped_document_unexpanded_within_max_dropped_share(
+    fake_llm, tmp_path
+):
+    fake_llm.responder = words_responder
+    fake_llm.script = {TEXTS[1]: ["down"]}
+    limit = 1 / len(TEXTS)
+    with LLMClient(
+        llm_settings(fake_llm, max_dropped_share=limit), tmp_path, progress=False
+    ) as client:
+        expanded, stats = expand_corpus(corpus(), LLMQueryWriter(client, LLM_SPEC))
+        assert client.summary()["dropped_by_step"] == {"expand/http_500": 1}
+    assert expanded["text"][1] == TEXTS[1]
+    assert expanded["text"][0] != TEXTS[0]
+    assert stats["documents_without_queries"] == 1
+    assert stats["kept_queries"] == 2 * (len(TEXTS) - 1)
+    below = llm_settings(fake_llm, max_dropped_share=limit / 2)
+    with LLMClient(below, tmp_path, progress=False) as client:
+        with pytest.raises(LLMError, match="1 http_500 at 'expand'"):
+            expand_corpus(corpus(), LLMQueryWriter(client, LLM_SPEC))
+
+
+def test_llm_writer_refuses_an_unknown_placeholder(fake_llm, tmp_path):
+    from irflow.errors import ConfigError
+
+    with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
+        with pytest.raises(ConfigError, match="'expand.x.llm.user'"):
+            LLMQueryWriter(client, LLM_SPEC | {"user": "$doc"}, "x")

@@ -388,9 +388,26 @@ def _derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list
 
 
 def _expansion_problems(config: dict) -> list[str]:
-    """The expand blocks: a known base dataset, a name no other dataset has."""
+    """The expand blocks: a known base dataset, a name no other dataset has, a cross-encoder
+    as the filter, and a model for the llm to ask."""
     taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
-    return _derived_dataset_problems(config, "expand", taken | set(config["generate"]))
+    problems = _derived_dataset_problems(config, "expand", taken | set(config["generate"]))
+    rerankers = config["rerankers"]
+    for name, spec in config["expand"].items():
+        reranker = spec.get("filter", {}).get("reranker")
+        if reranker is not None and reranker not in rerankers:
+            path = f"expand.{name}.filter.reranker"
+            problems.append(_missing_key(path, reranker, "rerankers", rerankers))
+        elif reranker is not None and rerankers[reranker]["type"] != "cross-encoder":
+            problems.append(
+                f"config key 'expand.{name}.filter.reranker': {reranker!r} is a "
+                f"{rerankers[reranker]['type']} reranker; the filter needs a cross-encoder"
+            )
+        if "llm" in spec and not config["llm"]["model"]:
+            problems.append(
+                f"config key 'llm.model': needed by 'expand.{name}.llm'; name the model to ask"
+            )
+    return problems
 
 
 def _curation_problems(config: dict) -> list[str]:

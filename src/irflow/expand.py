@@ -1,25 +1,42 @@
 """expand: document expansion (docT5query, doc2query--): each document's text is followed by
-queries a sequence-to-sequence model writes for it, and the expanded corpus is an ordinary
-dataset beside its base (same queries and qrels), so BM25 on it is a system like any other.
+queries generated for it, and the expanded corpus is an ordinary dataset beside its base (same
+queries and qrels), so BM25 on it is a system like any other.
 
-Generation follows docT5query (Nogueira & Lin, 2019): top-k sampling (k = 10) of
-``queries`` queries per document from the document's text, truncated to the model's input
-length. Sampling is seeded once per job, and batches go in corpus order, so a rerun with the
-same settings and batch size writes the same corpus. doc2query--'s filter (dropping generated
-queries a relevance model scores low) is not applied.
+The queries come from one of two writers:
+- a sequence-to-sequence model, as docT5query (Nogueira & Lin, 2019): top-k sampling (k = 10)
+  of ``queries`` queries per document from the document's text, truncated to the model's input
+  length. Sampling is seeded once per job, and batches go in corpus order, so a rerun with the
+  same settings and batch size writes the same corpus;
+- the ``llm`` client that the generate stage uses (``irflow.llm``: the same endpoint settings,
+  answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per document
+  for a JSON list of ``queries`` queries. A document whose request is dropped keeps its text
+  unexpanded; the count goes to the statistics, and past ``llm.max_dropped_share`` the job fails.
 
-The job is not resumable: a killed expansion starts again.
+doc2query--'s filter (Gospodinov, MacAvaney & Macdonald, ECIR 2023), when configured: a
+cross-encoder scores every generated query against the text it was generated from, and the
+queries scoring below the ``drop_share`` percentile of all the corpus's scores are dropped (the
+authors' code keeps a score equal to the threshold, ``numpy.percentile``'s linear
+interpolation).
+
+The job is not resumable: a killed expansion starts again (the ``llm`` writer's answers are
+cached, so it asks nothing twice).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import string
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from irflow import contracts
 from irflow.embed import pick_device, resolve_model
+from irflow.errors import ConfigError
+from irflow.generate import fence
+from irflow.llm import LLMClient, Request
 
 log = logging.getLogger(__name__)
 
@@ -69,26 +86,123 @@ class QueryGenerator:
         n = self.spec["queries"]
         return [decoded[i * n : (i + 1) * n] for i in range(len(texts))]
 
+    def generate_all(self, texts: list[str]) -> list[list[str]]:
+        """Every text's queries, seeded once, batch after batch in corpus order."""
+        import torch
 
-def expand_corpus(corpus: pd.DataFrame, generator: QueryGenerator) -> tuple[pd.DataFrame, dict]:
+        torch.manual_seed(self.spec["seed"])
+        size = self.spec["batch_size"]
+        return [
+            queries
+            for start in range(0, len(texts), size)
+            for queries in self.generate(texts[start : start + size])
+        ]
+
+
+def usable_queries(data) -> list[str]:
+    """The non-empty query strings of an answer's "queries" list, stripped."""
+    queries = data.get("queries") if isinstance(data, dict) else None
+    if not isinstance(queries, list):
+        return []
+    return [q.strip() for q in queries if isinstance(q, str) and q.strip()]
+
+
+def queries_problem(n: int, data) -> str | None:
+    """None when an answer holds at least ``n`` usable queries, else what is wrong."""
+    usable = usable_queries(data)
+    if len(usable) < n:
+        return f'{len(usable)} non-empty strings in the answer\'s "queries" list, {n} asked for'
+    return None
+
+
+@dataclass
+class LLMQueryWriter:
+    """Queries asked of the ``llm`` endpoint, one request per document; ``spec`` is the
+    ``expand`` block's ``llm`` part (``queries``, ``system``, ``user``)."""
+
+    client: LLMClient
+    spec: dict
+    name: str = "expand"
+
+    def __post_init__(self):
+        for part in ("system", "user"):
+            try:
+                string.Template(self.spec[part]).substitute(document="", queries=1)
+            except (KeyError, ValueError) as error:
+                raise ConfigError(
+                    f"config key 'expand.{self.name}.llm.{part}': the template may hold only "
+                    f"$document and $queries placeholders ({error!r})"
+                ) from None
+
+    def messages(self, text: str) -> list[dict]:
+        values = {"document": fence(text), "queries": self.spec["queries"]}
+        return [
+            {"role": role, "content": string.Template(self.spec[role]).substitute(values)}
+            for role in ("system", "user")
+            if self.spec[role]
+        ]
+
+    def generate_all(self, texts: list[str]) -> list[list[str]]:
+        """Every text's first ``queries`` queries; none for a dropped request."""
+        n = self.spec["queries"]
+        check = functools.partial(queries_problem, n)  # one object: identical requests merge
+        answers = self.client.complete(
+            [Request(self.messages(text), check=check) for text in texts], desc="expand"
+        )
+        self.client.check_dropped()
+        return [usable_queries(answer.data)[:n] if answer.ok else [] for answer in answers]
+
+
+def score_queries(scorer, texts: list[str], generated: list[list[str]]) -> list[np.ndarray]:
+    """Each generated query's score against the text it was generated from (``scorer``: a
+    ``irflow.rerank.CrossEncoderScorer``), as one array per text."""
+    pairs = [(query, text) for text, queries in zip(texts, generated) for query in queries]
+    scores = scorer.score_pairs(pairs) if pairs else np.empty(0)
+    bounds = np.cumsum([0, *(len(queries) for queries in generated)])
+    return [scores[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def drop_low_scores(
+    generated: list[list[str]], scores: list[np.ndarray], drop_share: float
+) -> tuple[list[list[str]], float | None]:
+    """The queries scoring at least the ``drop_share`` percentile of all the scores, and that
+    threshold (None without any query)."""
+    every = np.concatenate(scores) if scores else np.empty(0)
+    if not len(every):
+        return generated, None
+    threshold = float(np.percentile(every, 100 * drop_share))
+    kept = [
+        [query for query, score in zip(queries, s) if score >= threshold]
+        for queries, s in zip(generated, scores)
+    ]
+    return kept, threshold
+
+
+def expand_corpus(
+    corpus: pd.DataFrame, writer, scorer=None, drop_share: float = 0.0
+) -> tuple[pd.DataFrame, dict]:
     """The corpus with each document's generated queries appended to its text (one space
-    between), and statistics of what was added."""
-    import torch
-
-    torch.manual_seed(generator.spec["seed"])
-    batch_size = generator.spec["batch_size"]
+    between), and statistics of what was added. ``writer`` is a ``QueryGenerator`` or an
+    ``LLMQueryWriter``; with a ``scorer``, doc2query--'s filter drops the lowest-scoring
+    ``drop_share`` of the queries."""
     texts = contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist())
-    generated: list[list[str]] = []
-    for start in range(0, len(texts), batch_size):
-        generated += generator.generate(texts[start : start + batch_size])
+    generated = writer.generate_all(texts)
+    stats = {
+        "documents": len(corpus),
+        "queries_per_document": writer.spec["queries"],
+        "generated_queries": sum(len(queries) for queries in generated),
+        "documents_without_queries": sum(not queries for queries in generated),
+    }
+    if scorer is not None:
+        generated, threshold = drop_low_scores(
+            generated, score_queries(scorer, texts, generated), drop_share
+        )
+        stats["filter"] = {"drop_share": drop_share, "threshold": threshold}
+    stats["kept_queries"] = sum(len(queries) for queries in generated)
     expanded = corpus.copy()
     expanded["text"] = [
         " ".join([text, *queries]) for text, queries in zip(corpus["text"], generated)
     ]
     words = [sum(len(query.split()) for query in queries) for queries in generated]
-    stats = {
-        "documents": len(corpus),
-        "queries_per_document": generator.spec["queries"],
-        "words_added_per_document": sum(words) / max(len(words), 1),
-    }
+    stats["words_added_per_document"] = sum(words) / max(len(words), 1)
     return expanded, stats

@@ -82,8 +82,12 @@ class CrossEncoderScorer:
         """Nothing to do ahead: a cross-encoder reads each document together with its query."""
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
+        return self.score_pairs([(query, document) for document in documents])
+
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """One score per (query, document) pair."""
         scores = self.model.predict(
-            [(query, document) for document in documents],
+            pairs,
             batch_size=self.batch_size,
             show_progress_bar=False,
             convert_to_numpy=True,
