@@ -1,8 +1,9 @@
 # qc: AIR-Bench's quality control of generated datasets, and the label audit of any dataset.
 # qc_votes / audit_votes: each voting reranker's ranking of a query's candidates (a generated
 # dataset's top `depth` of a retriever's run; an audited dataset's pool of every system's top
-# `depth`). quality_control: the judge and Table 2 -> a new dataset under
-# results/datasets/<name>/ and its audit under results/qc/<name>/. label_audit: the proposed
+# `depth`). quality_control: the judge and Table 2, over every checked split -> a new dataset
+# under results/datasets/<name>/ (qrels/<split>.parquet each, an unchecked split empty) and its
+# audit under results/qc/<name>/. label_audit: the proposed
 # judgements and Hole@k before/after under results/audit/<dataset>/.
 
 from irflow.llm import answer_settings
@@ -65,6 +66,8 @@ rule quality_control:
         corpus="results/datasets/{dataset}/corpus.parquet",
         queries="results/datasets/{dataset}/queries.parquet",
         qrels="results/datasets/{dataset}/qrels.parquet",
+        qrels_dev="results/datasets/{dataset}/qrels/dev.parquet",
+        qrels_test="results/datasets/{dataset}/qrels/test.parquet",
         stats="results/datasets/{dataset}/stats.json",
         audit="results/qc/{dataset}/audit.parquet",
         manifest="results/manifests/quality_control/{dataset}.json",

@@ -68,7 +68,8 @@ def quality_control_inputs(wildcards):
         "base_source": f"{base}/source.json",
         "corpus": f"{base}/corpus.parquet",
         "queries": f"{base}/queries.parquet",
-        "qrels": f"{base}/qrels.parquet",
+        "qrels_dev": f"{base}/qrels/dev.parquet",
+        "qrels_test": f"{base}/qrels/test.parquet",
         "negatives": f"{base}/generation/negatives.parquet",
         "votes": [
             f"results/qc/{wildcards.dataset}/votes/{r}.parquet" for r in QC_RERANKERS

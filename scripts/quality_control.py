@@ -7,9 +7,9 @@ import pandas as pd
 from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow import contracts
-from irflow.generate import content_checksum
+from irflow.generate import SPLITS, content_checksum
 from irflow.llm import LLMClient
-from irflow.qc import Judge, load_judge_prompts, quality_control, read_votes
+from irflow.qc import Judge, checked_splits, load_judge_prompts, quality_control, read_votes
 
 manifest = start_job(snakemake, "quality_control")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -33,7 +33,7 @@ with LLMClient(snakemake.config["llm"]) as client:
             snakemake.wildcards.dataset,
             pd.read_parquet(inp.corpus),
             pd.read_parquet(inp.queries),
-            pd.read_parquet(inp.qrels),
+            {split: pd.read_parquet(inp[f"qrels_{split}"]) for split in checked_splits(spec)},
             pd.read_parquet(inp.negatives),
             ranks,
             judge,
@@ -42,7 +42,13 @@ with LLMClient(snakemake.config["llm"]) as client:
     finally:
         manifest.add(llm=client.summary())
 
+# qrels.parquet is the scored split's, as the generated dataset's; a split not checked is
+# written empty.
+controlled.qrels = controlled.split_qrels[base["split"]]
 write_dataset_tables(controlled, out)
+for split in SPLITS:
+    rows = controlled.split_qrels.get(split, controlled.qrels.iloc[:0])
+    contracts.write_frame(rows, Path(out[f"qrels_{split}"]), contracts.QRELS)
 contracts.write_frame(controlled.audit, out.audit)
 checksum = content_checksum([Path(out[name]) for name in ("corpus", "queries", "qrels")])
 prompts_record = {"path": prompts.path, "sha256": prompts.sha256}

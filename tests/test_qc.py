@@ -27,6 +27,7 @@ from irflow.llm import LLMClient, LLMError
 from irflow.qc import (
     Judge,
     Judgement,
+    checked_splits,
     decide,
     load_judge_prompts,
     majority_needed,
@@ -309,7 +310,14 @@ def run_qc(fake, cache, llm_settings: dict | None = None, **settings):
     with client(fake, cache, **(llm_settings or {})) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", corpus, queries, qrels, negatives, two_rerankers(), judge, SETTINGS | settings
+            "gen-qc",
+            corpus,
+            queries,
+            {"test": qrels},
+            negatives,
+            two_rerankers(),
+            judge,
+            SETTINGS | settings,
         )
         return controlled, llm.summary()
 
@@ -369,6 +377,7 @@ def test_quality_control_follows_table_2_and_a_rerun_asks_nothing(tmp_path):
         summary = summarize_audit(controlled.audit).iloc[0].to_dict()
         assert summary == {
             "dataset": "gen-qc",
+            "split": "test",
             "queries": 3,
             "queries_dropped": 1,
             "queries_kept": 2,
@@ -415,7 +424,9 @@ def test_votes_for_an_unknown_query_name_the_reranker(tmp_path):
     with FakeLLM() as fake, client(fake, tmp_path) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         with pytest.raises(InputError, match="votes of a: query 'q9' is not a query of gen"):
-            quality_control("gen", corpus, queries, qrels, negatives, votes, judge, SETTINGS)
+            quality_control(
+                "gen", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
+            )
 
 
 # --- the label audit --------------------------------------------------------------------------
@@ -635,7 +646,7 @@ def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_
     with FakeLLM(responder=judge_responder(levels)) as fake, client(fake, tmp_path) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", corpus, queries, qrels, negatives, votes, judge, SETTINGS
+            "gen-qc", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
         )
     row = controlled.audit.set_index(["query_id", "doc_id"]).loc[("q3", "n1-0")]
     assert row["kind"] == "corpus_document" and row["action"] == "remove_document"
@@ -713,7 +724,7 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
         votes = {"a": ranks(rows), "b": ranks(rows)}
         settings = SETTINGS | {"thresholds": thresholds}
         controlled = quality_control(
-            "tiny-qc", generated.corpus, generated.queries, generated.qrels,
+            "tiny-qc", generated.corpus, generated.queries, {"test": generated.qrels},
             generated.negatives, votes, Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings,
         )  # fmt: skip
         asked = fake.bodies
@@ -747,3 +758,148 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
     assert counted(after, "positives") == (0, 0, queries)
     assert counted(after, "pre-labelled")[0::2] == (2 * queries, negatives)
     assert after["requests"] == 0 and after["cached"] == 20 + queries
+
+
+# --- splits -------------------------------------------------------------------------------------
+
+
+def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_path):
+    """A tiny generated dataset, two queries in dev and two in test: one query of each split
+    has a positive the judge rejects; one dev query has no candidates in the votes (the
+    workflow's retriever runs only the scored split)."""
+    from test_generate import PROMPTS, airbench_responder, corpus_frame, spec
+
+    from irflow.generate import estimate, generate_dataset, load_prompts, write_generated
+
+    with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
+        generated = generate_dataset(
+            corpus_frame(), spec(dev_share=0.5), load_prompts(PROMPTS), llm
+        )
+        # The dry run counts the judge over the splits a QC'd copy checks.
+        qc = {"judge": Judge(load_judge_prompts(JUDGE_PROMPTS), llm), "rerankers": 2}
+        qc |= {"needed": 2, "depth": 30, "thresholds": SETTINGS["thresholds"]}
+        judged = {
+            str(splits): estimate(
+                corpus_frame(), spec(dev_share=0.5), load_prompts(PROMPTS), llm,
+                quality_control={"gen-qc": qc | {"splits": splits}},
+            )["by_step"]["qc gen-qc: positives"]["requests"]
+            for splits in (None, ["test"])
+        }  # fmt: skip
+    assert judged == {"None": 4, "['test']": 2}
+    paths = write_generated(generated, tmp_path / "dataset")
+    split_qrels = {s: pd.read_parquet(paths[f"qrels_{s}"]) for s in ("dev", "test")}
+    record = generated.generation.set_index("query_id")
+    split_of, words = record["split"].to_dict(), record["query"].str.split().str[-1].to_dict()
+    (dropped_dev, unranked), (dropped_test, kept) = (
+        sorted(q for q, s in split_of.items() if s == split) for split in ("dev", "test")
+    )
+    rejected = {words[dropped_dev], words[dropped_test]}
+
+    def level(query: str, document: str) -> int:
+        word = query.split()[-1]
+        if document.endswith(f"{word} decoy 0"):
+            return 3  # the query's first negative answers it
+        if document.split()[0] == word:
+            return 1 if word in rejected else 3
+        return 0
+
+    def respond(body: dict) -> str:
+        prompt = last_user_message(body)
+        document = DOCUMENT.search(prompt).group(1)
+        return json.dumps({"relevance": level(QUERY.search(prompt).group(1), document)})
+
+    # Both rerankers rank a query's negatives first and one other corpus document next.
+    rows = []
+    for query_id in (dropped_dev, dropped_test, kept):
+        source = record.at[query_id, "doc_id"]
+        other = next(d for d in generated.corpus["doc_id"] if d != source)
+        own = generated.negatives.loc[generated.negatives["query_id"] == query_id, "doc_id"]
+        rows += [(query_id, d, rank) for rank, d in enumerate([*own, other], 1)]
+    votes = {"a": ranks(rows), "b": ranks(rows)}
+    tables = generated.corpus, generated.queries
+    with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        controlled = quality_control(
+            "gen-qc", *tables, split_qrels, generated.negatives, votes, judge, SETTINGS
+        )
+        fake.reset_counts()
+        judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
+        test_only = quality_control(
+            "gen-qc", *tables, {"test": split_qrels["test"]}, generated.negatives, votes, judge,
+            SETTINGS,
+        )  # fmt: skip
+        assert fake.requests == 0  # the test split's judgements are cached
+
+    audit = controlled.audit
+    assert (audit["split"] == audit["query_id"].map(split_of)).all()
+    negatives = generated.negatives.groupby("query_id").size()
+    by_split = controlled.stats["by_split"]
+    assert by_split["dev"] == {
+        "queries": 2,
+        "queries_kept": 1,
+        "queries_dropped": 1,
+        "queries_with_candidates": 1,
+        "audit_rows": 2 + negatives[dropped_dev] + 1 + negatives[unranked],
+        "actions": {
+            "corpus_document/not_judged": 1,
+            "generated_negative/keep": int(negatives[unranked]),  # no votes: not judged
+            "generated_negative/not_judged": int(negatives[dropped_dev]),
+            "positive/drop_query": 1,
+            "positive/keep": 1,
+        },
+    }
+    assert by_split["test"]["queries_with_candidates"] == 2
+    assert by_split["test"]["actions"] == {
+        "corpus_document/keep": 1,
+        "corpus_document/not_judged": 1,
+        "generated_negative/keep": int(negatives[kept]) - 1,
+        "generated_negative/not_judged": int(negatives[dropped_test]),
+        "generated_negative/remove_document": 1,
+        "positive/drop_query": 1,
+        "positive/keep": 1,
+    }
+    assert controlled.stats["queries_dropped"] == 2
+    # Each split's judgements after the audit: the kept queries, the removed negative gone.
+    qrels = {
+        s: frame.set_index(["query_id", "doc_id"]) for s, frame in controlled.split_qrels.items()
+    }
+    assert set(qrels["dev"].index.get_level_values(0)) == {unranked}
+    assert len(qrels["dev"]) == 1 + negatives[unranked]
+    assert set(qrels["test"].index.get_level_values(0)) == {kept}
+    assert f"gen-neg-{record.at[kept, 'doc_id']}-0" not in set(controlled.corpus["doc_id"])
+    assert len(qrels["test"]) == 1 + negatives[kept] - 1
+    assert set(controlled.queries["query_id"]) == {unranked, kept}
+    summary = summarize_audit(audit).set_index("split")
+    assert summary["queries"].to_dict() == {"dev": 2, "test": 2}
+    assert summary["queries_dropped"].to_dict() == {"dev": 1, "test": 1}
+    assert summary["negatives_removed"].to_dict() == {"dev": 0, "test": 1}
+
+    # Only the test split: the dev queries are left out with their unchecked labels.
+    assert set(test_only.audit["split"]) == {"test"}
+    assert set(test_only.queries["query_id"]) == {kept}
+    assert list(test_only.split_qrels) == ["test"] and list(test_only.stats["by_split"]) == ["test"]
+    pd.testing.assert_frame_equal(test_only.split_qrels["test"], controlled.split_qrels["test"])
+
+
+def test_the_checked_splits_must_hold_the_scored_one():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
+        "generate": {"gen": {"dataset": "scifact", "dev_share": 0.5}},
+        "llm": {"model": "fake"},
+        "quality_control": {
+            "rerankers": ["bi"],
+            "generated": {"gen-qc": {"dataset": "gen", "retriever": "bm25", "splits": ["dev"]}},
+        },
+    }
+    with pytest.raises(ConfigError, match=r"'quality_control.generated.gen-qc.splits': \['dev'\] "):
+        validate_config(config, schema)
+    config["generate"]["gen"]["split"] = "dev"
+    filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
+    assert checked_splits(filled) == ["dev"]
+    del config["quality_control"]["generated"]["gen-qc"]["splits"]
+    filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
+    assert filled["splits"] is None and checked_splits(filled) == ["dev", "test"]

@@ -823,16 +823,22 @@ def estimate(
     requests and tokens by step, the answers the cache already holds, and the most requests
     and completion tokens that re-asks and ``max_tokens`` allow. ``count_tokens`` counts a
     text's tokens (default: its characters / 4, OpenAI's rule of thumb for English).
-    ``quality_control`` adds the judge of each QC'd copy of the dataset, by name (see
-    ``estimate_judge`` for its settings)."""
+    ``quality_control`` adds the judge of each QC'd copy of the dataset, by name, over the
+    queries of the splits it checks (see ``estimate_judge`` for its settings)."""
     counter = count_tokens or (lambda text: -(-len(text) // 4))
     _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
     dry_run = DryRun(counter, typical)
     made = Generator(prompts, client, spec, dry_run).run(items)
-    ceilings = [
-        estimate_judge(dry_run, client, made, name, qc)
-        for name, qc in sorted((quality_control or {}).items())
-    ]
+    ceilings = []
+    if quality_control:
+        from irflow.qc import checked_splits  # irflow.qc imports this module
+
+        ids = [f"{QUERY_PREFIX}{item.doc_id}" for item in made]
+        split_of = assign_splits(ids, spec.get("dev_share", 0.0), spec["seed"])
+        for name, qc in sorted(quality_control.items()):
+            splits = checked_splits(qc)
+            checked = [item for item, i in zip(made, ids) if split_of[i] in splits]
+            ceilings.append(estimate_judge(dry_run, client, checked, name, qc))
     steps = {step: dict(tally) for step, tally in dry_run.steps.items()}
     total = sum((t for s, t in dry_run.steps.items() if s not in ceilings), Counter())
     most = total["requests"] + sum(dry_run.steps[s]["requests"] for s in ceilings)

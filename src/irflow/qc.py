@@ -45,6 +45,14 @@ Decisions:
   row that would add it as another query's positive says ``remove_document`` and why.
 - The judge is asked at ``judge.temperature`` (default 0) with the ``llm`` block's other
   settings and cache: a rerun asks nothing.
+- Splits: every split the generation wrote (``dev`` and ``test``; or the configured
+  ``splits``, which must hold the scored one) is checked, all in one pass, each audit row
+  naming its query's split; the statistics count each split on its own (``by_split``) and the
+  QC'd dataset has each checked split's judgements (``Controlled.split_qrels``). A query of a
+  split left out is left out of the QC'd dataset, its labels unchecked. Candidates come from
+  the votes: a query the rerankers did not rank (the workflow's retriever runs only the scored
+  split's queries) has only its positive and its own negatives in the audit, and its split's
+  ``queries_with_candidates`` says so.
 """
 
 from __future__ import annotations
@@ -61,7 +69,7 @@ import pandas as pd
 
 from irflow import contracts
 from irflow.errors import InputError
-from irflow.generate import fence, read_prompts_file
+from irflow.generate import SPLITS, fence, read_prompts_file
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +86,7 @@ JUDGE_PLACEHOLDERS = {"query", "document", "levels"}
 RANK_PREFIX = "rank_"
 AUDIT_COLUMNS = [
     "dataset",
+    "split",
     "query_id",
     "doc_id",
     "kind",
@@ -117,6 +126,11 @@ def quality_settings(config: dict) -> dict:
         "generated": block.get("generated", {}),
         "label_audit": block.get("label_audit", {"datasets": []}),
     }
+
+
+def checked_splits(spec: dict) -> list[str]:
+    """The splits a QC'd copy checks: its ``splits``, or every split the generation wrote."""
+    return list(spec.get("splits") or SPLITS)
 
 
 def majority_needed(rerankers: int, majority: int | None) -> int:
@@ -161,6 +175,12 @@ def quality_control_problems(config: dict, systems: dict[str, str]) -> list[str]
         if spec["retriever"] not in config["retrievers"]:
             problems.append(
                 _missing(f"{path}.retriever", spec["retriever"], "retrievers", config["retrievers"])
+            )
+        scored = config.get("generate", {}).get(spec["dataset"], {}).get("split", "test")
+        if spec.get("splits") is not None and scored not in spec["splits"]:
+            problems.append(
+                f"config key '{path}.splits': {spec['splits']} leaves out {scored!r}, the split "
+                f"'generate.{spec['dataset']}.split' scores"
             )
         if spec["depth"] > config["top_k"]:
             problems.append(
@@ -462,9 +482,10 @@ def decide(
 class Controlled:
     corpus: pd.DataFrame
     queries: pd.DataFrame
-    qrels: pd.DataFrame
+    qrels: pd.DataFrame  # every checked split's
     audit: pd.DataFrame
     stats: dict
+    split_qrels: dict[str, pd.DataFrame] | None = None  # by split
 
 
 def audit_pairs(
@@ -489,14 +510,15 @@ def quality_control(
     dataset: str,
     corpus: pd.DataFrame,
     queries: pd.DataFrame,
-    qrels: pd.DataFrame,
+    split_qrels: dict[str, pd.DataFrame],
     negatives: pd.DataFrame,
     ranks: dict[str, pd.DataFrame],
     judge: Judge,
     settings: dict,
 ) -> Controlled:
-    """The QC'd tables and the audit. ``ranks`` maps each reranker to its ranking of the
-    candidates; ``settings`` holds thresholds, majority, relevant_level, relevant_negative."""
+    """The QC'd tables and the audit of the splits in ``split_qrels`` (each split's qrels, by
+    name). ``ranks`` maps each reranker to its ranking of the candidates; ``settings`` holds
+    thresholds, majority, relevant_level, relevant_negative."""
     queries = queries.reset_index(drop=True)
     query_ids = set(queries["query_id"])
     for name, frame in ranks.items():
@@ -505,6 +527,18 @@ def quality_control(
             raise InputError(
                 f"votes of {name}", f"query {unknown[0]!r} is not a query of {dataset}"
             )
+    split_of: dict[str, str] = {}
+    for split, frame in split_qrels.items():
+        for query_id in frame["query_id"].unique():
+            if split_of.setdefault(query_id, split) != split:
+                raise InputError(
+                    f"{dataset} qrels",
+                    f"query {query_id!r} is in splits {split_of[query_id]} and {split}",
+                )
+    qrels = pd.concat(list(split_qrels.values()), ignore_index=True)
+    # Only the checked splits' queries: one of another split would keep unchecked labels.
+    queries = queries[queries["query_id"].isin(split_of)].reset_index(drop=True)
+    query_ids = set(queries["query_id"])
     needed = majority_needed(len(ranks), settings["majority"])
     thresholds = dict(settings["thresholds"]) | {
         "positive": settings["thresholds"]["corpus_document"]
@@ -584,18 +618,43 @@ def quality_control(
     table["action"] = actions
     table["reason"] = reasons
     table.insert(0, "dataset", dataset)
+    table.insert(1, "split", table["query_id"].map(split_of))
     rank_columns = sorted(c for c in table.columns if c.startswith(RANK_PREFIX))
-    audit = table[[*AUDIT_COLUMNS[:4], *rank_columns, *AUDIT_COLUMNS[4:]]]
+    audit = table[[*AUDIT_COLUMNS[:5], *rank_columns, *AUDIT_COLUMNS[5:]]]
     controlled = apply_decisions(corpus, queries, qrels, audit)
+    in_split = controlled.qrels["query_id"].map(split_of)
+    controlled.split_qrels = {
+        split: controlled.qrels[in_split == split].reset_index(drop=True) for split in split_qrels
+    }
+    ranked = set().union(*(set(frame["query_id"]) for frame in ranks.values()))
+    by_split = {}
+    for split in split_qrels:
+        rows = audit[audit["split"] == split]
+        checked = {q for q, s in split_of.items() if s == split}
+        by_split[split] = {
+            "queries": len(checked),
+            "queries_kept": len(checked & set(controlled.queries["query_id"])),
+            "queries_dropped": len(checked & dropped),
+            "queries_with_candidates": len(checked & ranked),
+            "audit_rows": len(rows),
+            "actions": _actions(rows),
+        }
+        if checked - ranked:
+            log.warning(
+                "%s, split %s: %d of %d queries have no candidates in the votes: only their "
+                "positives and own negatives were checked",
+                dataset,
+                split,
+                len(checked - ranked),
+                len(checked),
+            )
     stats = {
         "queries": len(queries),
         "queries_kept": len(controlled.queries),
         "queries_dropped": len(dropped),
         "audit_rows": len(audit),
-        "actions": {
-            f"{kind}/{action}": int(n)
-            for (kind, action), n in audit.groupby(["kind", "action"]).size().items()
-        },
+        "actions": _actions(audit),
+        "by_split": by_split,
         "judge_requests": judge.asked,
         "judge_failures": dict(sorted(judge.failures.items())),
         "needed_votes": needed,
@@ -620,6 +679,13 @@ def quality_control(
     # A failed judgement leaves its query unchecked: past the limit, the job fails.
     judge.client.check_dropped()
     return controlled
+
+
+def _actions(audit: pd.DataFrame) -> dict[str, int]:
+    return {
+        f"{kind}/{action}": int(n)
+        for (kind, action), n in audit.groupby(["kind", "action"]).size().items()
+    }
 
 
 def apply_decisions(
@@ -664,6 +730,7 @@ def read_votes(paths: dict[str, str | Path]) -> dict[str, pd.DataFrame]:
 
 QC_SUMMARY_COLUMNS = [
     "dataset",
+    "split",
     "queries",
     "queries_dropped",
     "queries_kept",
@@ -678,9 +745,10 @@ QC_SUMMARY_COLUMNS = [
 
 
 def summarize_audit(audit: pd.DataFrame) -> pd.DataFrame:
-    """Per QC'd dataset, what quality control did (one row each): the report's table."""
+    """Per QC'd dataset and split, what quality control did (one row each): the report's
+    table."""
     rows = []
-    for dataset, rows_of in audit.groupby("dataset", sort=True):
+    for (dataset, split), rows_of in audit.groupby(["dataset", "split"], sort=True):
         positives = rows_of[rows_of["kind"] == "positive"]
         negatives = rows_of[rows_of["kind"] == "generated_negative"]
         documents = rows_of[rows_of["kind"] == "corpus_document"]
@@ -688,6 +756,7 @@ def summarize_audit(audit: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "dataset": dataset,
+                "split": split,
                 "queries": int(positives["query_id"].nunique()),
                 "queries_dropped": dropped,
                 "queries_kept": int(positives["query_id"].nunique()) - dropped,
