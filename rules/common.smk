@@ -533,6 +533,23 @@ def generate_inputs(wildcards):
     return inputs
 
 
+def estimate_quality_control(wildcards):
+    """The QC'd copies of the generated dataset whose judge the dry-run estimate counts."""
+    return {
+        name: spec
+        for name, spec in QUALITY_CONTROLLED.items()
+        if spec["dataset"] == wildcards.dataset
+    }
+
+
+def generate_estimate_inputs(wildcards):
+    """generate's inputs, and the judge's prompts when a QC'd copy is estimated too."""
+    inputs = generate_inputs(wildcards)
+    if estimate_quality_control(wildcards):
+        inputs["judge_prompts"] = judge_prompts()  # rules/qc_common.smk
+    return inputs
+
+
 def prompts_file(spec):
     """A relative prompts path is looked up in the working directory, then beside the
     Snakefile, so the shipped config/prompts are found from any working directory."""

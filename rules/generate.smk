@@ -9,23 +9,6 @@
 from irflow.llm import answer_settings
 
 
-def estimate_quality_control(wildcards):
-    """The QC'd copies of the generated dataset whose judge the dry-run estimate counts."""
-    return {
-        name: spec
-        for name, spec in QUALITY_CONTROLLED.items()
-        if spec["dataset"] == wildcards.dataset
-    }
-
-
-def generate_estimate_inputs(wildcards):
-    """generate's inputs, and the judge's prompts when a QC'd copy is estimated too."""
-    inputs = generate_inputs(wildcards)
-    if estimate_quality_control(wildcards):
-        inputs["judge_prompts"] = judge_prompts()  # rules/qc_common.smk
-    return inputs
-
-
 rule generate:
     input:
         unpack(generate_inputs),
