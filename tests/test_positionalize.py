@@ -364,19 +364,27 @@ def cross_scorer(tmp_path_factory, minilm_path):
     return CrossEncoderScorer.load(spec | {"dtype": "float32", "device": "cpu"})
 
 
-def expected_screen(maker, scorer, doc_id, query, margin, taken):
-    """The candidates, in order, up to the ``taken``-th one kept, split into kept and screened:
-    the first 64 scored in one call, the relevant text alone."""
-    relevant = scorer.score(query, [maker.relevant_texts[doc_id]])[0]
+def screened_by(maker, scorer, doc_id, query, margin) -> tuple[list[int], np.ndarray]:
+    """The first 64 candidates and whether ``query`` screens each: the candidates scored in one
+    call, the relevant text alone."""
     candidates = list(itertools.islice(maker._candidates(doc_id), 64))
+    relevant = scorer.score(query, [maker.relevant_texts[doc_id]])[0]
     gaps = scorer.score(query, [maker.filler_texts[i] for i in candidates]) - (relevant - margin)
     # Far enough from the limit for float noise (about 1e-6 between batches) not to decide.
     assert np.abs(gaps).min() > 1e-4
+    return candidates, gaps >= 0
+
+
+def expected_screen(maker, scorer, doc_id, queries, margin, taken):
+    """The candidates, in order, up to the ``taken``-th one kept, split into kept and screened
+    (by any of ``queries``)."""
+    masks = [screened_by(maker, scorer, doc_id, query, margin) for query in queries]
+    candidates, skip = masks[0][0], np.logical_or.reduce([mask for _, mask in masks])
     kept, screened = [], []
-    for index, gap in zip(candidates, gaps):
+    for index, skipped in zip(candidates, skip):
         if len(kept) == taken:
             return kept, screened
-        (screened if gap >= 0 else kept).append(index)
+        (screened if skipped else kept).append(index)
     raise AssertionError("fewer than 64 candidates are enough in this corpus")
 
 
@@ -395,22 +403,34 @@ def screen_margin(maker, scorer, doc_id, query) -> float:
 def test_screen_skips_exactly_the_fillers_the_reranker_scores_near_the_relevant_text(
     tokenizer, cross_scorer
 ):
-    plain = Positionalizer(SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25")
+    # d5 is the one relevant document of two queries: a filler goes if either screens it.
+    queries = pd.concat([QUERIES, pd.DataFrame({"query_id": ["q7"], "text": ["shy mammal"]})])
+    qrels = pd.concat([QRELS, QRELS[QRELS["query_id"] == "q6"].assign(query_id="q7")])
+    plain = Positionalizer(SCREEN_CORPUS, queries, qrels, tokenizer, "bm25")
     margin = screen_margin(plain, cross_scorer, "d1", "where do penguins and zebras live")
     maker = Positionalizer(
-        SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25", screen=Screen(cross_scorer, margin)
+        SCREEN_CORPUS, queries, qrels, tokenizer, "bm25", screen=Screen(cross_scorer, margin)
     )
     variant = maker.variant(SCREEN_LENGTH, 0.5)
     streams = maker.streams(SCREEN_LENGTH)
-    queries = {"d1": "where do penguins and zebras live", "d4": "giraffe necks", "d5": "okapi"}
-    assert sorted(streams) == sorted(queries)
-    for doc_id, query in queries.items():
+    by_doc = {
+        "d1": ["where do penguins and zebras live"],
+        "d4": ["giraffe necks"],
+        "d5": ["okapi", "shy mammal"],
+    }
+    assert sorted(streams) == sorted(by_doc)
+    for doc_id, texts in by_doc.items():
         stream = streams[doc_id]
         taken = stream.text.count(SEPARATOR) + 1
-        kept, screened = expected_screen(maker, cross_scorer, doc_id, query, margin, taken)
+        kept, screened = expected_screen(maker, cross_scorer, doc_id, texts, margin, taken)
         assert stream.screened == screened
         assert stream.text == SEPARATOR.join(maker.filler_texts[i] for i in kept)
     assert streams["d1"].screened  # the margin splits the candidates
+    # Either of d5's queries screens a filler the other keeps.
+    (_, first), (_, second) = (
+        screened_by(maker, cross_scorer, "d5", text, margin) for text in by_doc["d5"]
+    )
+    assert (first & ~second).any() and (second & ~first).any()
     # The exact copy scores exactly as the relevant text: screened at any margin.
     copy = maker.filler_texts.index(document_text("Zebra", COPY["text"]))
     assert copy in streams["d1"].screened
