@@ -1,6 +1,7 @@
 """Snakemake script for rule expand: see irflow.expand (and irflow.llm for the llm writer)."""
 
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -8,7 +9,7 @@ import pandas as pd
 import torch
 from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.expand import SAMPLING, LLMQueryWriter, QueryGenerator, expand_corpus
 from irflow.fingerprint import value_md5
 from irflow.llm import LLMClient
 from irflow.rerank import CrossEncoderScorer
@@ -21,7 +22,7 @@ base = json.loads(Path(inp.base_source).read_text())
 IDENTITY = ("revision", "files_md5")
 # What made the corpus goes into its checksum; where it ran (a device, a scorer's batch size,
 # the endpoint's address) does not. The seq2seq batch size orders the sampling, so it counts.
-parts, record = [base["checksum"]], {"expand": spec}
+made_of, record = [base["checksum"]], {"expand": spec}
 scorer, drop_share = None, 0.0
 if "filter" in spec:
     scorer = CrossEncoderScorer.load(settings["filter_model"])
@@ -32,15 +33,18 @@ if "filter" in spec:
     } | {k: v for k, v in scorer.provenance.items() if k in IDENTITY}
     manifest.add(filter_model=scorer.provenance)
 corpus = pd.read_parquet(inp.corpus)
+# Finished batches of a killed seq2seq expansion (not an output: Snakemake keeps it).
+parts_dir = Path(out.corpus).with_name(Path(out.corpus).name + ".parts")
 if "model" in spec:
     generator = QueryGenerator.load(spec["model"])
     identity = {k: v for k, v in generator.provenance.items() if k in IDENTITY}
-    parts += [{k: v for k, v in spec["model"].items() if k != "device"}, identity]
+    made_of += [{k: v for k, v in spec["model"].items() if k != "device"}, identity, SAMPLING]
     record["model"] = identity
     manifest.add(**generator.provenance)
-    corpus, stats = expand_corpus(corpus, generator, scorer, drop_share)
+    generated = generator.generate_file(Path(inp.corpus), parts_dir)
+    corpus, stats = expand_corpus(corpus, generator, scorer, drop_share, generated)
 else:
-    parts += [spec["llm"], settings["llm"]]
+    made_of += [spec["llm"], settings["llm"]]
     record["llm"] = settings["llm"]
     with LLMClient(snakemake.config["llm"]) as client:
         try:
@@ -49,12 +53,13 @@ else:
         finally:
             manifest.add(llm=client.summary())
 if scorer is not None:
-    parts += [drop_share, record["filter_model"]]
+    made_of += [drop_share, record["filter_model"]]
 tables = SimpleNamespace(
     corpus=corpus, queries=pd.read_parquet(inp.queries), qrels=pd.read_parquet(inp.qrels)
 )
 write_dataset_tables(tables, out)
-checksum = value_md5(parts)
+shutil.rmtree(parts_dir, ignore_errors=True)
+checksum = value_md5(made_of)
 stats = write_dataset_record(snakemake, spec["dataset"], base, checksum, stats, record)
 manifest.add(dataset_checksum=checksum, base_checksum=base["checksum"], statistics=stats)
 manifest.write()

@@ -19,6 +19,7 @@ from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
 from irflow.config import load_schema, validate_config
 from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.fingerprint import value_md5
 from irflow.llm import LLMClient, LLMError
 from irflow.rerank import CrossEncoderScorer
 
@@ -48,10 +49,10 @@ def corpus() -> pd.DataFrame:
 
 def test_documents_are_followed_by_the_queries_the_model_samples(generator):
     expanded, stats = expand_corpus(corpus(), generator)
-    # The bare library call, seeded the same, batch after batch.
-    torch.manual_seed(SPEC["seed"])
+    # The bare library call, batch after batch, each seeded by the seed and its first row.
     expected = []
     for start in range(0, len(TEXTS), SPEC["batch_size"]):
+        torch.manual_seed(int(value_md5([SPEC["seed"], start])[:8], 16))
         batch = generator.tokenizer(
             TEXTS[start : start + SPEC["batch_size"]], padding=True, return_tensors="pt"
         )
@@ -79,6 +80,44 @@ def test_same_seed_same_corpus_other_seed_other_corpus(generator):
     assert first.equals(again)
     other = QueryGenerator(generator.model, generator.tokenizer, SPEC | {"seed": 8}, {})
     assert not expand_corpus(corpus(), other)[0].equals(first)
+
+
+def count_batches(generator: QueryGenerator, monkeypatch, kill_at: int | None = None) -> list:
+    """The first rows of the batches ``generator`` samples from now on; with ``kill_at``, the
+    job is killed when it starts that many-th batch."""
+    sample, asked = generator.generate, []
+
+    def counted(texts: list[str], first_row: int) -> list[list[str]]:
+        if len(asked) == kill_at:
+            raise KeyboardInterrupt
+        asked.append(first_row)
+        return sample(texts, first_row)
+
+    monkeypatch.setattr(generator, "generate", counted)
+    return asked
+
+
+def test_a_killed_expansion_resumes_from_its_finished_batches(generator, tmp_path, monkeypatch):
+    path, parts = tmp_path / "corpus.parquet", tmp_path / "corpus.parquet.parts"
+    corpus().to_parquet(path)
+    uninterrupted = generator.generate_all(TEXTS)
+    with monkeypatch.context() as patch:
+        count_batches(generator, patch, kill_at=1)
+        with pytest.raises(KeyboardInterrupt):
+            generator.generate_file(path, parts)
+    assert len(list(parts.glob("part-*.parquet"))) == 1
+    with monkeypatch.context() as patch:
+        asked = count_batches(generator, patch)
+        assert generator.generate_file(path, parts) == uninterrupted
+    assert asked == [3, 6]  # the second run sampled only the unfinished batches
+    # Other settings (another seed) discard the finished parts before sampling anything.
+    assert len(list(parts.glob("part-*.parquet"))) == 3
+    spec = generator.spec | {"seed": 8}
+    other = QueryGenerator(generator.model, generator.tokenizer, spec, generator.provenance)
+    count_batches(other, monkeypatch, kill_at=0)
+    with pytest.raises(KeyboardInterrupt):
+        other.generate_file(path, parts)
+    assert not list(parts.glob("part-*.parquet"))
 
 
 def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):

@@ -5,8 +5,11 @@ queries and qrels), so BM25 on it is a system like any other.
 The queries come from one of two writers:
 - a sequence-to-sequence model, as docT5query (Nogueira & Lin, 2019): top-k sampling (k = 10)
   of ``queries`` queries per document from the document's text, truncated to the model's input
-  length. Sampling is seeded once per job, and batches go in corpus order, so a rerun with the
-  same settings and batch size writes the same corpus;
+  length. Each batch of ``batch_size`` documents is sampled with a seed made of ``seed`` and
+  its first row, so a rerun with the same settings and batch size writes the same corpus, and
+  so does a resumed one. The batches are written as parts (``irflow.embed``'s parts: named by
+  their rows, in ``<output>.parts/`` under a key of the settings, the model's revision or file
+  hash and the input file), so a killed expansion resumes from its finished batches;
 - the ``llm`` client that the generate stage uses (``irflow.llm``: the same endpoint settings,
   answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per document
   for a JSON list of ``queries`` queries. A document whose request is dropped keeps its text
@@ -18,8 +21,8 @@ queries scoring below the ``drop_share`` percentile of all the corpus's scores a
 authors' code keeps a score equal to the threshold, ``numpy.percentile``'s linear
 interpolation).
 
-The job is not resumable: a killed expansion starts again (the ``llm`` writer's answers are
-cached, so it asks nothing twice).
+A killed ``llm`` expansion resumes through the answer cache: a rerun asks nothing it has been
+answered before. The filter's scores are computed again.
 """
 
 from __future__ import annotations
@@ -28,17 +31,32 @@ import functools
 import logging
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from irflow import contracts
-from irflow.embed import pick_device, resolve_model
+from irflow.embed import (
+    _encode_missing,
+    _finished_parts,
+    _prepare_parts,
+    pick_device,
+    resolve_model,
+    titled_texts,
+)
 from irflow.errors import ConfigError
+from irflow.fingerprint import file_md5, value_md5
 from irflow.generate import fence
 from irflow.llm import LLMClient, Request
 
 log = logging.getLogger(__name__)
+
+PART_TYPE = pa.list_(pa.string())  # a part's "queries" column: each document's queries
+# In the corpus checksum and the parts' key: corpora sampled under another seeding differ.
+SAMPLING = "seed and first row per batch"
 
 
 @dataclass
@@ -62,10 +80,12 @@ class QueryGenerator:
         model.to(device).eval()
         return cls(model, tokenizer, spec, provenance | {"device": device})
 
-    def generate(self, texts: list[str]) -> list[list[str]]:
-        """``queries`` sampled queries per text, in order."""
+    def generate(self, texts: list[str], first_row: int) -> list[list[str]]:
+        """``queries`` sampled queries per text, in order, for the batch of texts that starts
+        at row ``first_row`` of the corpus (which seeds the sampling with ``seed``)."""
         import torch
 
+        torch.manual_seed(int(value_md5([self.spec["seed"], first_row])[:8], 16))
         inputs = self.tokenizer(
             texts,
             truncation=True,
@@ -87,15 +107,42 @@ class QueryGenerator:
         return [decoded[i * n : (i + 1) * n] for i in range(len(texts))]
 
     def generate_all(self, texts: list[str]) -> list[list[str]]:
-        """Every text's queries, seeded once, batch after batch in corpus order."""
-        import torch
-
-        torch.manual_seed(self.spec["seed"])
+        """Every text's queries, batch after batch in corpus order."""
         size = self.spec["batch_size"]
         return [
             queries
             for start in range(0, len(texts), size)
-            for queries in self.generate(texts[start : start + size])
+            for queries in self.generate(texts[start : start + size], start)
+        ]
+
+    def generate_file(self, corpus_path: Path, parts: Path) -> list[list[str]]:
+        """``generate_all`` of a corpus Parquet file, through parts in ``parts``: the batches
+        that a killed run finished are read back, not sampled again. The caller deletes
+        ``parts`` once the result is written."""
+        corpus_path = Path(corpus_path)
+        settings = {key: value for key, value in self.spec.items() if key != "device"}
+        identity = {k: v for k, v in self.provenance.items() if k in ("revision", "files_md5")}
+        _prepare_parts(parts, value_md5([SAMPLING, settings, identity, file_md5(corpus_path)]))
+        source = pq.ParquetFile(corpus_path)
+
+        def write_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+            queries = self.generate(titled_texts(rows, "doc_id")[1], start)
+            contracts.write_table(pa.table({"queries": pa.array(queries, PART_TYPE)}), part)
+
+        size = self.spec["batch_size"]
+        done = _encode_missing(
+            source, 0, source.metadata.num_rows, parts, size, "expand", write_part
+        )
+        if done < source.metadata.num_rows:
+            log.info(
+                "resumed: %d of %d documents had their queries",
+                source.metadata.num_rows - done,
+                source.metadata.num_rows,
+            )
+        return [
+            queries
+            for _, _, path in _finished_parts(parts)
+            for queries in pq.read_table(path).column("queries").to_pylist()
         ]
 
 
@@ -179,14 +226,20 @@ def drop_low_scores(
 
 
 def expand_corpus(
-    corpus: pd.DataFrame, writer, scorer=None, drop_share: float = 0.0
+    corpus: pd.DataFrame,
+    writer,
+    scorer=None,
+    drop_share: float = 0.0,
+    generated: list[list[str]] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The corpus with each document's generated queries appended to its text (one space
     between), and statistics of what was added. ``writer`` is a ``QueryGenerator`` or an
-    ``LLMQueryWriter``; with a ``scorer``, doc2query--'s filter drops the lowest-scoring
-    ``drop_share`` of the queries."""
+    ``LLMQueryWriter``, asked unless ``generated`` gives the queries already (a
+    ``QueryGenerator.generate_file``'s); with a ``scorer``, doc2query--'s filter drops the
+    lowest-scoring ``drop_share`` of the queries."""
     texts = contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist())
-    generated = writer.generate_all(texts)
+    if generated is None:
+        generated = writer.generate_all(texts)
     stats = {
         "documents": len(corpus),
         "queries_per_document": writer.spec["queries"],
