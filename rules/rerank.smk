@@ -22,5 +22,6 @@ rule rerank:
         gpu=1,
     params:
         settings=rerank_settings,
+        latency_queries=config["cost"]["latency_queries"],
     script:
         "../scripts/rerank.py"

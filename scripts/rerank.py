@@ -29,7 +29,7 @@ queries = dict(zip(queries["query_id"], queries["text"]))
 embeddings = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
 scorer = load_scorer(spec, snakemake.config["models"], documents, embeddings)
 
-run, latency = rerank(first_stage, queries, documents, scorer, k)
+run, latency = rerank(first_stage, queries, documents, scorer, k, snakemake.params.latency_queries)
 lineage = {
     "stage": "rerank",
     "system": wildcards.system,

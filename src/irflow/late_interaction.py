@@ -197,9 +197,15 @@ class MaxSimScorer:
         self.counts["documents_encoded"] += len(new)
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
+        return self.score_queries([query], [documents])[0]
+
+    def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         import torch
 
-        self.prepare(documents)
-        query_vectors = torch.from_numpy(self.encoder.encode([query], "queries")[0])
-        scores = maxsim_scores([query_vectors], [self.vectors[text] for text in documents])
-        return scores[0].astype(np.float64)
+        self.prepare([text for documents in candidates for text in documents])
+        return [
+            maxsim_scores(
+                [torch.from_numpy(query_vectors)], [self.vectors[text] for text in documents]
+            )[0].astype(np.float64)
+            for query_vectors, documents in zip(self.encoder.encode(queries, "queries"), candidates)
+        ]

@@ -1,9 +1,11 @@
 """rerank: each query's top-k first-stage candidates rescored by a second model.
 
 Only the k candidates are kept: appending the rest below them would mix two score scales in
-one ranking, so they are dropped. Latency is timed per query around the scoring call alone,
-which is what a reranker adds to a search. Models load inside the scorers, so importing this
-module (as the workflow does) does not import torch.
+one ranking, so they are dropped. Every query's candidates are scored together, in the model's
+batches; the first ``latency_queries`` queries are also scored one at a time, as a search
+would, and each is timed around the scoring call alone: what a reranker adds to a search.
+Models load inside the scorers, so importing this module (as the workflow does) does not
+import torch.
 
 A bi-encoder scores as dense retrieval does: the dot product of the query's vector with a
 document's, both encoded by ``irflow.embed.Encoder`` with the model's prompts and
@@ -29,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from irflow import contracts
+from irflow.cost import time_each
 from irflow.embed import RESULT_SETTINGS, Encoder, load_model, read_embeddings
 from irflow.fingerprint import value_md5
 from irflow.runs import trec_order
@@ -46,6 +49,10 @@ class Scorer(Protocol):
     def prepare(self, documents: list[str]) -> None: ...
 
     def score(self, query: str, documents: list[str]) -> np.ndarray: ...
+
+    def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+        """``score`` of each query with its candidates, batched across queries."""
+        ...
 
 
 def top_candidates(run: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -83,6 +90,10 @@ class CrossEncoderScorer:
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         return self.score_pairs([(query, document) for document in documents])
+
+    def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+        pairs = [(query, doc) for query, docs in zip(queries, candidates) for doc in docs]
+        return split_by_lengths(self.score_pairs(pairs), candidates)
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         """One score per (query, document) pair."""
@@ -211,10 +222,21 @@ class BiEncoderScorer:
             )
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
-        self.prepare(documents)
-        query_vector = self.encoder.encode([query], self.encoder.spec["query_prompt"])[0]
-        matrix = np.stack([self.vectors[text] for text in documents])
-        return matrix.astype(np.float64) @ query_vector.astype(np.float64)
+        return self.score_queries([query], [documents])[0]
+
+    def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+        self.prepare([text for documents in candidates for text in documents])
+        query_vectors = self.encoder.encode(queries, self.encoder.spec["query_prompt"])
+        return [
+            np.stack([self.vectors[text] for text in documents]).astype(np.float64)
+            @ query_vector.astype(np.float64)
+            for query_vector, documents in zip(query_vectors, candidates)
+        ]
+
+
+def split_by_lengths(scores: np.ndarray, candidates: list[list[str]]) -> list[np.ndarray]:
+    """Flat scores of every (query, candidate) pair, back into one array per query."""
+    return np.split(scores, np.cumsum([len(documents) for documents in candidates])[:-1])
 
 
 def load_scorer(
@@ -246,8 +268,10 @@ def rerank(
     documents: dict[str, str],
     scorer: Scorer,
     k: int,
+    latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Rescore each query's top k; returns the new run and each query's scoring seconds."""
+    """Rescore each query's top k; returns the new run and, for the first ``latency_queries``
+    queries (in the order of ``queries``) scored one at a time, each one's scoring seconds."""
     candidates = top_candidates(run, k)
     for kind, ids, texts in (
         ("query", candidates["query_id"], queries),
@@ -259,11 +283,15 @@ def rerank(
     doc_ids = candidates["doc_id"].to_numpy()
     # Once per distinct document, not once per query it is a candidate of.
     scorer.prepare([documents[doc_id] for doc_id in pd.unique(doc_ids)])
+    rows = candidates.groupby("query_id", sort=False).indices
+    texts = {
+        query_id: [documents[doc_id] for doc_id in doc_ids[at]] for query_id, at in rows.items()
+    }
     scores = np.empty(len(candidates), dtype=np.float64)
-    latencies = {}
-    for query_id, rows in candidates.groupby("query_id").indices.items():
-        texts = [documents[doc_id] for doc_id in doc_ids[rows]]
-        started = time.perf_counter()
-        scores[rows] = scorer.score(queries[query_id], texts)
-        latencies[query_id] = time.perf_counter() - started
-    return trec_order(candidates.assign(score=scores)), latencies
+    for query_id, query_scores in zip(
+        rows, scorer.score_queries([queries[q] for q in rows], list(texts.values()))
+    ):
+        scores[rows[query_id]] = query_scores
+    timed = [query_id for query_id in queries if query_id in rows][:latency_queries]
+    seconds = time_each(lambda query_id: scorer.score(queries[query_id], texts[query_id]), timed)
+    return trec_order(candidates.assign(score=scores)), dict(zip(timed, seconds))
