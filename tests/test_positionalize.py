@@ -450,6 +450,17 @@ def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
     assert "Zebra" not in short + long  # the copy never goes in
 
 
+def test_a_screen_that_skips_every_candidate_leaves_the_haystacks_short(tokenizer, cross_scorer):
+    maker = Positionalizer(
+        SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25", screen=Screen(cross_scorer, 1e9)
+    )
+    variant = maker.variant(LENGTH, 0.5)
+    assert variant.stats["underfilled_haystacks"] == variant.stats["haystacks"] == 2
+    assert variant.stats["screened_fillers"] == 2 * len(maker.filler_texts)
+    text, start, end = haystack(variant)
+    assert (start, end) == (0, len(text))  # the relevant text alone
+
+
 def test_unscreened_bm25_fillers_are_flagged_in_the_log(tokenizer, caplog):
     with caplog.at_level("WARNING", logger="irflow.positionalize"):
         stats = make(tokenizer, "bm25").variant(LENGTH, 0.5).stats

@@ -392,7 +392,7 @@ class Positionalizer:
         Counted on the joined text: separators cost tokens only between pieces, and a
         tokenizer may read a piece's edges differently inside the stream than alone."""
         screened: list[int] = []
-        order, pieces, estimate = self.filler_order(doc_id, screened), [], 0
+        order, pieces, estimate, index = self.filler_order(doc_id, screened), [], 0, None
         while True:
             while estimate < budget and (index := next(order, None)) is not None:
                 piece = self.filler_texts[index]
@@ -402,7 +402,8 @@ class Positionalizer:
             text = SEPARATOR.join(pieces)
             offsets = np.array(encode(self.tokenizer, text, offsets=True)["offset_mapping"])
             offsets = offsets.reshape(-1, 2).astype(np.int64)
-            if len(offsets) >= budget or len(pieces) == len(self.filler_texts):
+            # None: the order ran out (the corpus, or what the screen left of it).
+            if len(offsets) >= budget or index is None:
                 break
             estimate = len(offsets)  # short of the estimate: take more
         starts, ends = offsets[:, 0], offsets[:, 1]
@@ -497,7 +498,8 @@ class Positionalizer:
         }
         if underfilled:
             log.warning(
-                "%d haystacks of %d tokens are short: the corpus has too few fillers",
+                "%d haystacks of %d tokens are short: the corpus has too few fillers (that "
+                "the screen, if any, keeps)",
                 underfilled,
                 length,
             )
