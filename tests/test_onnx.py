@@ -22,6 +22,7 @@ TEXTS = [
     "x",
     "Sodium intake and blood pressure in adults: a randomised trial",
 ]
+SCIFACT_DOCUMENTS = 200
 
 
 def exported(tmp_path_factory, minilm_path, backend: str, **settings):
@@ -205,18 +206,20 @@ def test_one_export_job_per_model_feeds_its_embed_jobs(tmp_path, shared_datasets
 
 
 @pytest.mark.e2e
-def test_onnx_matches_torch_on_1000_scifact_documents(shared_datasets, torch_encoder, onnx_encoder):
-    """The issue's criterion: cosine >= 0.9999 between torch and onnx vectors of 1,000 docs."""
+def test_onnx_matches_torch_on_scifact_documents(shared_datasets, torch_encoder, onnx_encoder):
+    """Issue 21's criterion, cosine >= 0.9999 between torch and onnx vectors, on real documents
+    of every length (it held on 1,000; 200 keep the check and a fifth of the encoding)."""
     titles, texts = [], []
     fields = {"_id": True, "title": False, "text": True}
     for _, record in read_jsonl(shared_datasets / "scifact" / "corpus.jsonl.gz", fields):
         titles.append(record["title"])
         texts.append(record["text"])
-        if len(texts) == 1000:
+        if len(texts) == SCIFACT_DOCUMENTS:
             break
     documents = contracts.document_texts(titles, texts)
     expected = torch_encoder.encode(documents, "")
     got = onnx_encoder.encode(documents, "")
     cosine = np.sum(got * expected, axis=1)
-    assert len(cosine) == 1000
+    assert len(cosine) == SCIFACT_DOCUMENTS
     assert cosine.min() >= 0.9999
+    np.testing.assert_allclose(got, expected, atol=2e-6)
