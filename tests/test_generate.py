@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import REPO
 from fake_llm import FakeLLM, last_user_message
+from test_workflow import planned_inputs
 
 from irflow import contracts
 from irflow.config import load_schema, validate_config
@@ -514,24 +515,11 @@ def test_generate_reads_a_local_tokenizer_without_chunking_and_qrels_for_positiv
             "from-positives": {"dataset": "scifact", "sample_from": "positives"},
         },
     }
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config))
     targets = [f"results/datasets/{name}/corpus.parquet" for name in config["generate"]]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(config_path)]
-        + ["--dry-run", "--cores", "1", *targets],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
     inputs = {
-        wildcards: line
-        for line, wildcards in re.findall(
-            r"rule generate:\n\s+input: (.*)\n(?:.*\n)*?\s+wildcards: dataset=(\S+)",
-            result.stdout,
-        )
+        wildcards["dataset"]: ", ".join(files)
+        for rule, wildcards, files in planned_inputs(tmp_path, config, *targets)
+        if rule == "generate"
     }
     assert str(minilm_path / "tokenizer.json") in inputs["by-tokens"]
     assert "qrels" not in inputs["by-tokens"]

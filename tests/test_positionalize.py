@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
-import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 from conftest import REPO
+from test_workflow import planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.config import load_schema, validate_config
@@ -526,25 +522,12 @@ def test_only_a_screened_variant_takes_the_reranker_as_input(
             "screened": block | {"positions": [0], "fillers": "bm25", "screen": {"reranker": "ce"}},
         },
     }
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config))
     targets = [f"results/datasets/{n}@L512@p0/corpus.parquet" for n in ("plain", "screened")]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(config_path)]
-        + ["--dry-run", "--cores", "1", *targets],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    inputs = dict(
-        (wildcards, set(line.split(", ")))
-        for line, wildcards in re.findall(
-            r"rule positionalize:\n\s+input: (.*)\n(?:.*\n)*?\s+wildcards: dataset=(\S+)",
-            result.stdout,
-        )
-    )
+    inputs = {
+        wildcards["dataset"]: set(files)
+        for rule, wildcards, files in planned_inputs(tmp_path, config, *targets)
+        if rule == "positionalize"
+    }
     model = str(cross_encoder / "model.safetensors")
     assert inputs["screened@L512@p0"] - inputs["plain@L512@p0"] == {model}
     assert model not in inputs["plain@L512@p0"]

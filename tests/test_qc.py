@@ -559,15 +559,21 @@ def test_hole_at_k_falls_when_the_proposed_judgements_are_added():
 # --- config -----------------------------------------------------------------------------------
 
 
-def test_the_config_names_every_quality_control_problem():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
+def generated_config(generate: dict) -> dict:
+    """A config with SciFact, BM25, one bi-encoder reranker and generated dataset ``gen``."""
+    return {
         "datasets": {"scifact": {"source": {"path": "."}}},
         "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
-        "generate": {"gen": {"dataset": "scifact"}},
+        "generate": {"gen": generate},
         "llm": {"model": "fake"},
+    }
+
+
+def test_the_config_names_every_quality_control_problem():
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = generated_config({"dataset": "scifact"}) | {
         "quality_control": {
             "rerankers": ["bi", "nope"],
             "majority": 3,
@@ -883,13 +889,7 @@ def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_
 
 def test_the_checked_splits_must_hold_the_scored_one():
     schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
-        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
-        "generate": {"gen": {"dataset": "scifact", "dev_share": 0.5}},
-        "llm": {"model": "fake"},
+    config = generated_config({"dataset": "scifact", "dev_share": 0.5}) | {
         "quality_control": {
             "rerankers": ["bi"],
             "generated": {"gen-qc": {"dataset": "gen", "retriever": "bm25", "splits": ["dev"]}},

@@ -94,9 +94,10 @@ def snakemake(workdir: Path, config: dict, *args: str) -> str:
     return result.stdout + result.stderr
 
 
-def planned_jobs(workdir: Path, config: dict) -> list[tuple[str, dict]]:
-    """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
-    output = snakemake(workdir, config, "--dry-run", "--cores", "1")
+def planned_inputs(workdir: Path, config: dict, *targets: str) -> list[tuple[str, dict, list]]:
+    """The (rule, wildcards, input files) of each job Snakemake would run for ``targets`` (the
+    default target when none), from its own dry-run job list."""
+    output = snakemake(workdir, config, "--dry-run", "--cores", "1", *targets)
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
         header = re.match(r"(?:local)?rule (\w+):", block.strip())
@@ -104,8 +105,14 @@ def planned_jobs(workdir: Path, config: dict) -> list[tuple[str, dict]]:
             continue
         wildcards = re.search(r"^\s+wildcards: (.+)$", block, re.MULTILINE)
         pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
-        jobs.append((header.group(1), pairs))
+        inputs = re.search(r"^\s+input: (.+)$", block, re.MULTILINE)
+        jobs.append((header.group(1), pairs, inputs.group(1).split(", ") if inputs else []))
     return jobs
+
+
+def planned_jobs(workdir: Path, config: dict) -> list[tuple[str, dict]]:
+    """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
+    return [(rule, wildcards) for rule, wildcards, _ in planned_inputs(workdir, config)]
 
 
 @pytest.fixture(scope="module")
