@@ -347,24 +347,29 @@ def retrieval_settings(wildcards):
     return settings
 
 
+def reranker_embeddings(dataset, reranker):
+    """A bi-encoder's document and query vectors, when the workflow computes them anyway for a
+    dense retriever."""
+    spec = config["rerankers"][reranker]
+    if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
+        folder = f"results/embeddings/{dataset}/{spec['model']}"
+        return {
+            "embeddings": f"{folder}/corpus.parquet",
+            "query_embeddings": f"{folder}/queries.parquet",
+        }
+    return {}
+
+
 def rerank_inputs(wildcards):
-    """The first-stage run and texts; for a bi-encoder, its model's document embeddings when
-    the workflow computes them anyway for a dense retriever."""
+    """The first-stage run and texts; for a bi-encoder, its model's vectors (reranker_embeddings)."""
     first_stage, reranker, _ = RERANKED[wildcards.system]
     base = f"results/datasets/{wildcards.dataset}"
-    inputs = {
+    return {
         "source": f"{base}/source.json",
         "run": f"results/runs/{wildcards.dataset}/{first_stage}.parquet",
         "corpus": f"{base}/filtered/corpus.parquet",
         "queries": f"{base}/filtered/queries.parquet",
-    }
-    spec = config["rerankers"][reranker]
-    if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
-        model = spec["model"]
-        inputs["embeddings"] = (
-            f"results/embeddings/{wildcards.dataset}/{model}/corpus.parquet"
-        )
-    return inputs
+    } | reranker_embeddings(wildcards.dataset, reranker)
 
 
 def rerank_settings(wildcards):

@@ -9,16 +9,6 @@ def judge_prompts():
     return prompts_file({"prompts": config["quality_control"]["judge"]["prompts"]})
 
 
-def reranker_embeddings(dataset, reranker):
-    """A bi-encoder's document vectors, when the workflow computes them for a dense retriever."""
-    spec = config["rerankers"][reranker]
-    if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
-        return {
-            "embeddings": f"results/embeddings/{dataset}/{spec['model']}/corpus.parquet"
-        }
-    return {}
-
-
 def reranker_settings(reranker):
     spec = config["rerankers"][reranker]
     settings = {"reranker_name": reranker, "reranker": spec}

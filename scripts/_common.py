@@ -143,3 +143,10 @@ def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
     write_run(run, Path(out.run), lineage | settings, Path(out.trec), tag=wildcards.system)
     manifest.add(settings=settings, device="cpu", rows=len(run), **timing)
     manifest.write()
+
+
+def bi_encoder_vectors(inputs) -> dict[str, Path | None]:
+    """The ``embeddings`` and ``query_embeddings`` a bi-encoder reranker's job may take as input
+    (rules/common.smk reranker_embeddings), as irflow.rerank.load_scorer's arguments."""
+    names = ("embeddings", "query_embeddings")
+    return {name: Path(getattr(inputs, name)) if hasattr(inputs, name) else None for name in names}

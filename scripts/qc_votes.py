@@ -1,13 +1,12 @@
 """Snakemake script for rules qc_votes and audit_votes: one reranker's ranking of each query's
 candidates (the runs' top depth, pooled); see irflow.qc."""
 
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
-from _common import start_job
+from _common import bi_encoder_vectors, start_job
 
 from irflow import contracts
 from irflow.qc import pool_runs, rerank_pool
@@ -28,8 +27,13 @@ documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"],
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
-embeddings = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
-scorer = load_scorer(settings["reranker"], snakemake.config["models"], documents, embeddings)
+scorer = load_scorer(
+    settings["reranker"],
+    snakemake.config["models"],
+    documents,
+    queries=queries,
+    **bi_encoder_vectors(inp),
+)
 ranked = rerank_pool(pool, queries, documents, scorer)
 contracts.write_frame(ranked, out.votes, contracts.RUN)
 manifest.add(

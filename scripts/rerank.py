@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
-from _common import start_job
+from _common import bi_encoder_vectors, start_job
 
 from irflow import contracts
 from irflow.rerank import load_scorer, rerank, top_candidates
@@ -26,8 +26,9 @@ documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"],
 queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
-embeddings = Path(inp.embeddings) if hasattr(inp, "embeddings") else None
-scorer = load_scorer(spec, snakemake.config["models"], documents, embeddings)
+scorer = load_scorer(
+    spec, snakemake.config["models"], documents, queries=queries, **bi_encoder_vectors(inp)
+)
 
 run, latency = rerank(first_stage, queries, documents, scorer, k, snakemake.params.latency_queries)
 lineage = {

@@ -211,7 +211,7 @@ def test_bi_encoder_puts_the_relevant_document_first(encoder):
 
 
 def test_bi_encoder_cache_needs_the_documents(encoder, corpus_embeddings):
-    with pytest.raises(ValueError, match="needs the documents"):
+    with pytest.raises(ValueError, match="needs the texts"):
         BiEncoderScorer(encoder, corpus_embeddings)
 
 
@@ -389,3 +389,28 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(shared_datasets, minilm_
     assert got[["query_id", "doc_id", "rank"]].equals(expected[["query_id", "doc_id", "rank"]])
     assert len(got) == 6 * 25
     np.testing.assert_allclose(got["score"], expected["score"], rtol=0, atol=1e-5)
+    assert scorer.provenance["queries_from_embeddings"] == 0
+    # With the model's vector files (as the workflow gives them), nothing is encoded but the
+    # latency query, and the ranking is again the dense run's.
+    query_texts = dict(zip(table["query_id"], table["text"]))
+    reused = load_scorer(
+        {"type": "bi-encoder", "model": "m"},
+        {"m": spec},
+        documents,
+        tmp_path / "corpus-emb.parquet",
+        None,
+        query_texts,
+        tmp_path / "queries-emb.parquet",
+    )
+    again, latency = rerank(dense, query_texts, documents, reused, 25, 1)
+    again = again.sort_values(["query_id", "rank"]).reset_index(drop=True)
+    assert again[["query_id", "doc_id", "rank"]].equals(expected[["query_id", "doc_id", "rank"]])
+    np.testing.assert_allclose(again["score"], expected["score"], rtol=0, atol=1e-5)
+    assert {key: reused.provenance[key] for key in COUNTS + ("queries_from_embeddings",)} == {
+        "documents_distinct": dense["doc_id"].nunique(),
+        "documents_from_embeddings": dense["doc_id"].nunique(),
+        "documents_from_cache": 0,
+        "documents_encoded": 0,
+        "queries_from_embeddings": 6,
+    }
+    assert len(latency) == 1

@@ -155,17 +155,23 @@ class BiEncoderScorer:
     always belongs to the text being scored (an id missing from the file, or a text joined
     differently, is not taken from it). Then from ``cache``, and the rest is encoded in chunks
     of the model's ``chunk_size``, each chunk added to ``cache`` as soon as it is done.
-    ``provenance`` counts the documents by where their vectors came from.
+    ``score_queries`` takes the queries' vectors the same way from ``query_embeddings`` and
+    ``queries`` (id -> text) and encodes the rest together; ``score``, one query as a search
+    scores it, always encodes its query. ``provenance`` counts the documents by where their
+    vectors came from.
     """
 
     encoder: Encoder
     document_embeddings: Path | None = None
     documents: dict[str, str] | None = None
     cache: VectorCache | None = None
+    query_embeddings: Path | None = None
+    queries: dict[str, str] | None = None
     # Text -> vector of every document prepared so far.
     vectors: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
     counts: dict[str, float] = field(init=False, repr=False)
     in_file: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
+    queries_in_file: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self):
         self.counts = {
@@ -173,13 +179,10 @@ class BiEncoderScorer:
             "documents_from_cache": 0,
             "documents_encoded": 0,
             "documents_encode_seconds": 0.0,
+            "queries_from_embeddings": 0,
         }
-        if self.document_embeddings is None:
-            return
-        if self.documents is None:
-            raise ValueError("document_embeddings needs the documents (id -> text) it embedded")
-        ids, vectors = read_embeddings(self.document_embeddings, ids=self.documents)
-        self.in_file = {self.documents[doc_id]: vector for doc_id, vector in zip(ids, vectors)}
+        self.in_file = vectors_by_text(self.document_embeddings, self.documents)
+        self.queries_in_file = vectors_by_text(self.query_embeddings, self.queries)
 
     @property
     def provenance(self) -> dict:
@@ -222,16 +225,40 @@ class BiEncoderScorer:
             )
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
-        return self.score_queries([query], [documents])[0]
+        self.prepare(documents)
+        return self._scores(self._encode_queries([query]), [documents])[0]
 
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+        vectors = {
+            text: self.queries_in_file[text] for text in queries if text in self.queries_in_file
+        }
+        self.counts["queries_from_embeddings"] += len(vectors)
+        rest = [text for text in dict.fromkeys(queries) if text not in vectors]
+        if rest:
+            vectors |= dict(zip(rest, self._encode_queries(rest)))
+        return self._scores(np.stack([vectors[text] for text in queries]), candidates)
+
+    def _encode_queries(self, queries: list[str]) -> np.ndarray:
+        return self.encoder.encode(queries, self.encoder.spec["query_prompt"])
+
+    def _scores(self, query_vectors: np.ndarray, candidates: list[list[str]]) -> list[np.ndarray]:
         self.prepare([text for documents in candidates for text in documents])
-        query_vectors = self.encoder.encode(queries, self.encoder.spec["query_prompt"])
         return [
             np.stack([self.vectors[text] for text in documents]).astype(np.float64)
             @ query_vector.astype(np.float64)
             for query_vector, documents in zip(query_vectors, candidates)
         ]
+
+
+def vectors_by_text(embeddings: Path | None, texts: dict[str, str] | None) -> dict:
+    """Text -> vector of the rows of an ``embeddings`` file whose id ``texts`` (id -> text)
+    names; by text, so a vector always belongs to the text it is used for."""
+    if embeddings is None:
+        return {}
+    if texts is None:
+        raise ValueError(f"{embeddings} needs the texts (id -> text) it embedded")
+    ids, vectors = read_embeddings(embeddings, ids=texts)
+    return {texts[row_id]: vector for row_id, vector in zip(ids, vectors)}
 
 
 def split_by_lengths(scores: np.ndarray, candidates: list[list[str]]) -> list[np.ndarray]:
@@ -245,12 +272,14 @@ def load_scorer(
     documents: dict[str, str],
     embeddings: Path | None = None,
     cache_root: Path | None = VECTOR_CACHE,
+    queries: dict[str, str] | None = None,
+    query_embeddings: Path | None = None,
 ) -> Scorer:
     """The scorer of reranker ``spec`` (a ``rerankers`` entry): a cross-encoder, a ColBERT model
     (late interaction, exact MaxSim), or a bi-encoder
     of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text) from its
     model's ``embeddings`` file when given, then from the vector cache under ``cache_root``
-    (none when None), and encodes the rest."""
+    (none when None), and encodes the rest; and those of ``queries`` from ``query_embeddings``."""
     if spec["type"] == "cross-encoder":
         return CrossEncoderScorer.load(spec)
     if spec["type"] == "late-interaction":
@@ -259,7 +288,14 @@ def load_scorer(
         return MaxSimScorer(TokenEncoder.load(models[spec["model"]]))
     encoder = Encoder.load(models[spec["model"]])
     cache = VectorCache(cache_root, encoder) if cache_root is not None else None
-    return BiEncoderScorer(encoder, embeddings, documents if embeddings else None, cache)
+    return BiEncoderScorer(
+        encoder,
+        embeddings,
+        documents if embeddings else None,
+        cache,
+        query_embeddings,
+        queries if query_embeddings else None,
+    )
 
 
 def rerank(
