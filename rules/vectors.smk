@@ -109,7 +109,9 @@ rule retrieve_sparse:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        mem_mb=lambda wc, input, attempt: memory.vector_search_mb(input.corpus, attempt),
+        mem_mb=lambda wc, input, attempt: memory.vector_search_mb(
+            input.corpus, attempt, RETRIEVERS[wc.system].get("index")
+        ),
     params:
         settings=retrieval_settings,
     script:

@@ -1,6 +1,7 @@
 """Snakemake script for rules retrieve_sparse and retrieve_late_interaction: see irflow.sparse
 and irflow.late_interaction."""
 
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -14,7 +15,10 @@ inp = snakemake.input
 settings = snakemake.params.settings
 retriever = settings["retriever"]
 torch.set_num_threads(snakemake.threads)
-search = sparse_search if retriever["type"] == "sparse" else late_interaction_search
+if retriever["type"] == "sparse":
+    search = sparse_search
+else:
+    search = partial(late_interaction_search, index=retriever["index"])
 run, timing = search(
     Path(inp.corpus),
     Path(inp.queries),

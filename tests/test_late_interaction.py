@@ -1,18 +1,21 @@
 """Late interaction: token vectors (resumable, as dense ones) and exact MaxSim, first stage and
 reranker, on a tiny ColBERT built here; scores checked against MaxSim computed by hand from the
-library's own token vectors."""
+library's own token vectors. The Voyager index against the exact search, its candidates against
+brute-force nearest tokens, and its config."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import minilm_spec
+from conftest import REPO, minilm_spec
 from test_sparse import QUERIES, TEXTS, encode_and_search, write_tables
 from tiny_models import build_tiny_colbert
 
-from irflow import late_interaction
+from irflow import late_interaction, resources
+from irflow.config import load_schema, validate_config
 from irflow.encode_parts import encode_file
+from irflow.errors import ConfigError
 from irflow.late_interaction import (
     MaxSimScorer,
     TokenEncoder,
@@ -20,6 +23,8 @@ from irflow.late_interaction import (
     late_interaction_search,
 )
 from irflow.rerank import rerank
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +94,133 @@ def test_reranker_scores_candidates_by_maxsim(encoder):
             d = encoder.model.encode_document([documents[doc_id]], convert_to_numpy=True)[0]
             assert score == pytest.approx(by_hand(q, d), rel=1e-5)
         assert mine.score.is_monotonic_decreasing
+
+
+# PyLate's Voyager defaults, as the schema fills them in.
+VOYAGER = {
+    "type": "voyager",
+    "M": 64,
+    "ef_construction": 200,
+    "ef_search": 200,
+    "k_token": 100,
+    "seed": 1,
+    "build_threads": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def vectors(encoder, tmp_path_factory):
+    """The tiny ColBERT's token vectors of ``TEXTS`` and ``QUERIES``: (documents, queries)."""
+    folder = tmp_path_factory.mktemp("vectors")
+    corpus, queries = write_tables(folder)
+    encode_file(encoder, corpus, "corpus", folder / "docs.parquet")
+    encode_file(encoder, queries, "queries", folder / "qv.parquet")
+    return folder / "docs.parquet", folder / "qv.parquet"
+
+
+def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
+    exact, _ = late_interaction_search(*vectors, 4, False, 2, 3)
+    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, VOYAGER)
+    pd.testing.assert_frame_equal(run, exact, check_exact=True)  # ids and float32 MaxSim
+    documents = TokenVectors.read(vectors[0])
+    tokens = len(documents.flat)
+    assert tokens < VOYAGER["k_token"]  # so k_token is capped at every token
+    voyager = timing["voyager"]
+    assert voyager["k_token"] == tokens and voyager["ef_search"] == 200
+    assert voyager["candidates_per_query"] == {f"q{i}": len(TEXTS) for i in range(len(QUERIES))}
+    assert voyager["recall_against_exact"] == {
+        "queries": 3,
+        "share": 1.0,
+        "per_query": {"q0": 1.0, "q1": 1.0, "q2": 1.0},
+    }
+    graph = late_interaction.VoyagerIndex.build(documents, VOYAGER)
+    assert timing["index_bytes"] == len(graph.index.as_bytes()) + 4 * tokens
+    assert timing["token_vectors_bytes"] == documents.nbytes
+    assert timing["index_seconds"] >= voyager["build_seconds"] > 0
+
+
+def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors):
+    """top_k 1 and k_token 1: each query token's nearest document token names a candidate; the
+    manifest's recall is the share of the exact top 1 among the run's, counted here again."""
+    spec = VOYAGER | {"k_token": 1}
+    exact, _ = late_interaction_search(*vectors, 1, False, 2, 3)
+    run, timing = late_interaction_search(*vectors, 1, False, 2, 3, spec)
+    documents, queries = (TokenVectors.read(path) for path in vectors)
+    graph = late_interaction.VoyagerIndex.build(documents, spec)
+    candidates = graph.candidates(queries, 1)
+    voyager = timing["voyager"]
+    assert voyager["candidates_per_query"] == {
+        f"q{i}": len(rows) for i, rows in enumerate(candidates)
+    }
+    assert all(len(rows) < len(TEXTS) for rows in candidates)
+    # The nearest document token of each query token, by brute force.
+    for q, rows in enumerate(candidates):
+        mine = queries.flat[queries.offsets[q] : queries.offsets[q + 1]]
+        nearest = (mine @ documents.flat.T).argmax(axis=1)
+        owners = np.searchsorted(documents.offsets, nearest, side="right") - 1
+        assert set(rows) == set(owners)
+    shares = {}
+    for q in ("q0", "q1", "q2"):  # latency_queries=3: every query
+        exact_docs = set(exact[exact.query_id == q].doc_id)
+        shares[q] = len(exact_docs & set(run[run.query_id == q].doc_id)) / len(exact_docs)
+    recall = voyager["recall_against_exact"]
+    assert recall == {"queries": 3, "share": np.mean(list(shares.values())), "per_query": shares}
+    assert recall["share"] < 1  # some exact top 1 was missed, and the manifest says so
+    merged = run.merge(exact, on=["query_id", "doc_id"], suffixes=("", "_exact"))
+    assert (merged.score == merged.score_exact).all()  # a document found scores as exactly
+
+
+def test_voyager_graph_is_the_same_on_every_single_thread_build(vectors):
+    documents = TokenVectors.read(vectors[0])
+    first = late_interaction.VoyagerIndex.build(documents, VOYAGER).index.as_bytes()
+    assert late_interaction.VoyagerIndex.build(documents, VOYAGER).index.as_bytes() == first
+    # The seed sets the levels tokens are inserted at, so another seed gives another graph.
+    other = late_interaction.VoyagerIndex.build(documents, VOYAGER | {"seed": 2})
+    assert other.index.as_bytes() != first
+
+
+def test_voyager_memory_counts_a_copy_of_the_vectors_and_the_links(vectors, monkeypatch):
+    """At M 64 and 128 dimensions the graph is the vectors twice over (129 links a token)."""
+    monkeypatch.setattr(resources, "text_mb", lambda path: 1000.0)  # above the minimum request
+    exact = resources.vector_search_mb(vectors[0])
+    assert resources.vector_search_mb(vectors[0], index={"type": "exact"}) == exact
+    voyager = resources.vector_search_mb(vectors[0], index=VOYAGER)
+    expected = resources.request_mb(
+        resources.VECTOR_SEARCH_BASE_MIB + 1000 * (resources.VECTOR_SEARCH_MIB_PER_MB + 2 + 1 / 128)
+    )
+    assert voyager == expected > exact
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        (
+            {"type": "voyager", "k_tokens": 5},
+            "config key 'retrievers.colbert.index': Additional properties are not allowed "
+            "('k_tokens' was unexpected)",
+        ),
+        ({"type": "voyager", "M": 1}, "config key 'retrievers.colbert.index.M': 1 is less than"),
+        ({"type": "exact", "M": 8}, "config key 'retrievers.colbert.index': Additional prop"),
+        ({"type": "plaid"}, "config key 'retrievers.colbert.index': {'type': 'plaid'} is not"),
+    ],
+)
+def test_index_config_errors_name_the_key(index, message):
+    with pytest.raises(ConfigError) as error:
+        validate_config(colbert_config(index), SCHEMA)
+    assert message in str(error.value)
+
+
+def test_index_defaults_are_exact_and_pylates_voyager():
+    config = validate_config(colbert_config(None), SCHEMA)
+    assert config["retrievers"]["colbert"]["index"] == {"type": "exact"}
+    config = validate_config(colbert_config({"type": "voyager"}), SCHEMA)
+    assert config["retrievers"]["colbert"]["index"] == VOYAGER
+
+
+def colbert_config(index: dict | None) -> dict:
+    retriever = {"type": "late-interaction", "model": "colbert"}
+    return {
+        "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+        "models": {"colbert": {"id": "lightonai/colbertv2.0"}},
+        "retrievers": {"colbert": retriever | ({"index": index} if index else {})},
+    }

@@ -3,9 +3,11 @@
 Models load through sentence-transformers' ``MultiVectorEncoder``, which reads PyLate and
 Stanford ColBERT checkpoints (query and document prefixes, query expansion, punctuation
 skiplist, projection, normalisation) without PyLate itself: PyLate 1.6 pins
-sentence-transformers 5.3 and torch 2.11, which this project's pins exclude. For the same
-reason there is no PLAID or Voyager index: first-stage retrieval is exhaustive, exact MaxSim
-over every document's token vectors, which is what those indexes approximate.
+sentence-transformers 5.3 and torch 2.11, which this project's pins exclude. First-stage
+retrieval is exhaustive, exact MaxSim over every document's token vectors (``index: exact``),
+or PyLate's Voyager index rebuilt on the ``voyager`` package (``index: voyager``,
+``VoyagerIndex``): an approximation of the exact search, whose recall against it the manifest
+reports. PLAID needs fast-plaid, whose wheels are built for another torch.
 
 Token vectors are cached as dense ones are (``irflow.encode_parts``: resumable parts, shards),
 one row per text: its ``vectors``, a list of the model's dimension-sized float32 vectors.
@@ -16,6 +18,7 @@ any of d's tokens (``sentence_transformers.util.similarity.maxsim``, in float32)
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +30,16 @@ import pyarrow.parquet as pq
 
 from irflow.encode_parts import SideEncoder
 from irflow.retrieve import exact_run
+from irflow.runs import build_run
 
 # Scores of one query batch against the corpus (queries x documents) at most; and elements
 # (padded token vectors and token similarities) one MaxSim call holds at most.
 MAX_SCORE_ENTRIES = 1 << 24
 MAXSIM_CHUNK_ELEMENTS = 1 << 25
+# Token vectors go into the Voyager graph this many at a time: Voyager copies (and normalises)
+# what it is given, so a bounded chunk keeps that copy small. One thread inserts them in the
+# same order whatever the chunking.
+VOYAGER_ADD_ROWS = 1 << 16
 
 
 def tokens_schema(dim: int) -> pa.Schema:
@@ -87,21 +95,27 @@ class TokenVectors:
 
     def rows(self, start: int, end: int) -> list:
         """Rows [start, end) as torch tensors that share this array's memory."""
+        return self.select(range(start, end))
+
+    def select(self, rows) -> list:
+        """The given rows as torch tensors that share this array's memory."""
         import torch
 
         flat = torch.from_numpy(self.flat)
-        return [flat[self.offsets[i] : self.offsets[i + 1]] for i in range(start, end)]
+        return [flat[self.offsets[i] : self.offsets[i + 1]] for i in rows]
 
     @property
     def nbytes(self) -> int:
         return self.flat.nbytes + self.offsets.nbytes
 
 
-def maxsim_scores(queries: list, documents: list) -> np.ndarray:
+def maxsim_scores(queries, documents: list, query_mask=None) -> np.ndarray:
     """(queries x documents) MaxSim, float32, by sentence-transformers' chunked ``maxsim``."""
     from sentence_transformers.util.similarity import maxsim
 
-    return maxsim(queries, documents, chunk_elements=MAXSIM_CHUNK_ELEMENTS).numpy()
+    return maxsim(
+        queries, documents, a_mask=query_mask, chunk_elements=MAXSIM_CHUNK_ELEMENTS
+    ).numpy()
 
 
 def _top(scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -118,13 +132,126 @@ def exhaustive_search(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per query, (document rows, scores) of the ``depth`` best documents by exact MaxSim and
     any tied with the last; query batches hold at most ``MAX_SCORE_ENTRIES`` scores."""
-    step = max(1, min(batch_size, MAX_SCORE_ENTRIES // max(len(documents), 1)))
     all_documents = documents.rows(0, len(documents))
     hits = []
-    for start in range(0, len(queries), step):
-        batch = queries.rows(start, min(start + step, len(queries)))
+    for start, end in query_batches(len(queries), len(documents), batch_size):
+        batch = queries.rows(start, end)
         hits += [_top(row, depth) for row in maxsim_scores(batch, all_documents)]
     return hits
+
+
+def query_batches(queries: int, documents: int, batch_size: int) -> list[tuple[int, int]]:
+    """[start, end) of the query batches of ``exhaustive_search``."""
+    step = max(1, min(batch_size, MAX_SCORE_ENTRIES // max(documents, 1)))
+    return [(start, min(start + step, queries)) for start in range(0, queries, step)]
+
+
+@dataclass
+class VoyagerIndex:
+    """PyLate's Voyager index (``pylate.indexes.Voyager``): every document token vector in one
+    Voyager HNSW graph in cosine space, a token's id its row in ``TokenVectors.flat``. A search
+    is PyLate's ``retrieve.ColBERT`` over it: each query token's ``k_token`` nearest document
+    tokens name the candidate documents, which exact MaxSim ranks."""
+
+    index: object
+    token_documents: np.ndarray  # each token's document row
+    spec: dict
+
+    @classmethod
+    def build(cls, documents: TokenVectors, spec: dict) -> VoyagerIndex:
+        import torch
+        from voyager import Index, Space
+
+        index = Index(
+            Space.Cosine,
+            num_dimensions=documents.flat.shape[1],
+            M=spec["M"],
+            ef_construction=spec["ef_construction"],
+            random_seed=spec["seed"],
+            max_elements=len(documents.flat),
+        )
+        threads = spec["build_threads"] or torch.get_num_threads()
+        for start in range(0, len(documents.flat), VOYAGER_ADD_ROWS):
+            index.add_items(documents.flat[start : start + VOYAGER_ADD_ROWS], num_threads=threads)
+        token_documents = np.repeat(
+            np.arange(len(documents), dtype=np.int32), np.diff(documents.offsets)
+        )
+        return cls(index, token_documents, spec)
+
+    @property
+    def nbytes(self) -> int:
+        """The graph as Voyager saves it (vectors and links), and the token-to-document map."""
+        sink = _ByteCounter()
+        self.index.save(sink)
+        return sink.written + self.token_documents.nbytes
+
+    def settings(self, depth: int) -> dict:
+        """k_token and ef_search as searched at ``depth``: PyLate raises k_token to the depth;
+        Voyager needs ef at least k. Neither exceeds the graph's tokens."""
+        k_token = min(max(self.spec["k_token"], depth), len(self.token_documents))
+        return {"k_token": k_token, "ef_search": max(self.spec["ef_search"], k_token)}
+
+    def candidates(self, queries: TokenVectors, depth: int) -> list[np.ndarray]:
+        """Per query, the document rows (ascending) holding any of its tokens' nearest tokens."""
+        import torch
+        from voyager import RecallError
+
+        settings = self.settings(depth)
+        try:
+            tokens, _ = self.index.query(
+                queries.flat,
+                k=settings["k_token"],
+                num_threads=torch.get_num_threads(),
+                query_ef=settings["ef_search"],
+            )
+        except RecallError as error:
+            raise RuntimeError(
+                f"the Voyager graph gave fewer than k_token={settings['k_token']} tokens for a "
+                "query token; raise the retriever's index.M or index.ef_search"
+            ) from error
+        documents = self.token_documents[tokens.astype(np.int64)]
+        return [
+            np.unique(documents[queries.offsets[row] : queries.offsets[row + 1]])
+            for row in range(len(queries))
+        ]
+
+    def search(
+        self, documents: TokenVectors, queries: TokenVectors, depth: int, batch_size: int
+    ) -> tuple[list, list[int]]:
+        """Per query, (document rows, scores) of its ``depth`` best candidates by exact MaxSim
+        and any tied with the last; and each query's number of candidates.
+
+        A query is scored padded (and masked) to the width of its batch in
+        ``exhaustive_search``: the float32 sum over query tokens depends on that width, and so
+        a candidate scores bit for bit what the exact search gives it."""
+        import torch
+
+        hits, counts = [], []
+        for start, end in query_batches(len(queries), len(documents), batch_size):
+            batch = queries_slice(queries, start, end)
+            width = int(np.diff(batch.offsets).max())
+            for query, rows in zip(batch.rows(0, len(batch)), self.candidates(batch, depth)):
+                padded = torch.zeros(1, width, query.shape[1])
+                padded[0, : len(query)] = query
+                mask = (torch.arange(width) < len(query)).float()[None]
+                scores = maxsim_scores(padded, documents.select(rows), mask)[0]
+                top, top_scores = _top(scores, depth)
+                hits.append((rows[top], top_scores))
+                counts.append(len(rows))
+        return hits, counts
+
+
+class _ByteCounter(io.RawIOBase):
+    """A file that keeps only the number of bytes written to it."""
+
+    written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.written += len(data)
+        return len(data)
 
 
 def late_interaction_search(
@@ -134,16 +261,40 @@ def late_interaction_search(
     remove_self_matches: bool,
     batch_size: int,
     latency_queries: int = 0,
+    index: dict | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Exact MaxSim top-k run of the queries' token vectors against the documents'; timing,
-    and the token vectors' size in memory (the "index") for the cost table."""
+    """Top-k run of the queries' token vectors against the documents' by MaxSim: exact over
+    every document, or over a Voyager index's candidates (``index``, a retriever's ``index``);
+    timing, and the index's size in memory for the cost table: the token vectors, or the
+    Voyager graph (the search holds the token vectors too, to rank the candidates)."""
+    index = index or {"type": "exact"}
     started = time.perf_counter()
     documents, queries = TokenVectors.read(doc_vectors), TokenVectors.read(query_vectors)
     load_seconds = time.perf_counter() - started
+    facts = {
+        "index_bytes": documents.nbytes,
+        "documents": len(documents),
+        "tokens_per_document": len(documents.flat) / max(len(documents), 1),
+        "dim": documents.flat.shape[1],
+    }
+    graph, candidates = None, []
+    if index["type"] == "voyager":
+        started = time.perf_counter()
+        graph = VoyagerIndex.build(documents, index)
+        build_seconds = time.perf_counter() - started
+
+    def search(row: int | None, depth: int, size: int) -> list:
+        """Every query (``row`` None), or query ``row`` alone for its latency."""
+        some = queries if row is None else queries_slice(queries, row, row + 1)
+        if graph is None:
+            return exhaustive_search(documents, some, depth, size)
+        hits, counts = graph.search(documents, some, depth, size)
+        if row is None:
+            candidates[:] = counts
+        return hits
+
     run, timing = exact_run(
-        lambda row, depth, size: exhaustive_search(
-            documents, queries if row is None else queries_slice(queries, row), depth, size
-        ),
+        search,
         queries.ids,
         documents.ids,
         top_k,
@@ -151,19 +302,53 @@ def late_interaction_search(
         batch_size,
         latency_queries,
     )
-    return run, timing | {
-        "index_seconds": load_seconds,
-        "index_bytes": documents.nbytes,
-        "documents": len(documents),
-        "tokens_per_document": len(documents.flat) / max(len(documents), 1),
-        "dim": documents.flat.shape[1],
+    if graph is not None:
+        facts |= {
+            "index_bytes": graph.nbytes,
+            "token_vectors_bytes": documents.nbytes,
+            "voyager": graph.settings(top_k + remove_self_matches)
+            | {
+                "build_seconds": build_seconds,
+                "candidates_mean": float(np.mean(candidates)) if candidates else 0.0,
+                "candidates_per_query": dict(zip(queries.ids.to_pylist(), candidates)),
+                "recall_against_exact": recall_against_exact(
+                    run, documents, queries, top_k, remove_self_matches, batch_size, latency_queries
+                ),
+            },
+        }
+        load_seconds += build_seconds
+    return run, timing | facts | {"index_seconds": load_seconds}
+
+
+def recall_against_exact(
+    run: pd.DataFrame,
+    documents: TokenVectors,
+    queries: TokenVectors,
+    top_k: int,
+    remove_self_matches: bool,
+    batch_size: int,
+    first: int,
+) -> dict:
+    """For the ``first`` queries, the share of the exact search's run (its top_k) that ``run``
+    also holds: pooled over them, and per query."""
+    some = queries_slice(queries, 0, min(first, len(queries)))
+    hits = exhaustive_search(documents, some, top_k + remove_self_matches, batch_size)
+    exact, _ = build_run(some.ids, documents.ids, hits, top_k, remove_self_matches)
+    keys = ["query_id", "doc_id"]
+    found = exact[keys].merge(run[keys], on=keys, how="left", indicator=True)["_merge"] == "both"
+    per_query = found.groupby(exact["query_id"].to_numpy(), sort=False).mean()
+    return {
+        "queries": len(some),
+        "share": float(found.mean()) if len(found) else 1.0,
+        "per_query": {query: float(share) for query, share in per_query.items()},
     }
 
 
-def queries_slice(queries: TokenVectors, row: int) -> TokenVectors:
-    start, end = queries.offsets[row], queries.offsets[row + 1]
+def queries_slice(queries: TokenVectors, start: int, end: int) -> TokenVectors:
+    """Queries [start, end) as their own ``TokenVectors`` (views, not copies)."""
+    offsets = queries.offsets[start : end + 1]
     return TokenVectors(
-        queries.ids[row : row + 1], queries.flat[start:end], np.array([0, end - start])
+        queries.ids[start:end], queries.flat[offsets[0] : offsets[-1]], offsets - offsets[0]
     )
 
 

@@ -72,7 +72,8 @@ GATHER_MIB = 1200
 # Sparse and late-interaction search hold the documents' vectors about three times over (the
 # Arrow table as read, the CSR matrix or token array built from it, and for sparse its
 # transpose), plus one query batch's scores (at most 128 MiB): counted from the arrays held,
-# not yet fitted to measured peaks.
+# not yet fitted to measured peaks. A Voyager index adds a copy of the token vectors and each
+# token's level-0 links: 2·M four-byte ids and a count (upper levels hold about 1/M as many).
 VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 
 
@@ -149,9 +150,14 @@ def score_mb(run, attempt: int = 1) -> int:
     return request_mb(SCORE_BASE_MIB + SCORE_MIB_PER_RUN_ROW * rows, attempt)
 
 
-def vector_search_mb(documents, attempt: int = 1) -> int:
-    """``documents``: the documents' sparse vectors or token vectors (irflow.encode_parts)."""
-    peak = VECTOR_SEARCH_BASE_MIB + VECTOR_SEARCH_MIB_PER_MB * text_mb(documents)
+def vector_search_mb(documents, attempt: int = 1, index: dict | None = None) -> int:
+    """``documents``: the documents' sparse vectors or token vectors (irflow.encode_parts);
+    ``index``: a late-interaction retriever's index."""
+    vectors_mb = text_mb(documents)
+    peak = VECTOR_SEARCH_BASE_MIB + VECTOR_SEARCH_MIB_PER_MB * vectors_mb
+    if index and index["type"] == "voyager":
+        dim = pq.read_schema(documents).field("vectors").type.value_type.list_size
+        peak += vectors_mb * (1 + (2 * index["M"] + 1) / dim)
     return request_mb(peak, attempt)
 
 
