@@ -170,6 +170,22 @@ def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors):
     assert (merged.score == merged.score_exact).all()  # a document found scores as exactly
 
 
+def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
+    """k_token 1 at top_k 4 searches each query token's 4 nearest document tokens (brute force
+    here: a graph of 51 tokens at M 64 links every token), and ef is raised to 4."""
+    spec = VOYAGER | {"k_token": 1, "ef_search": 2}
+    _, timing = late_interaction_search(*vectors, 4, False, 2, 1, spec)
+    voyager = timing["voyager"]
+    assert (voyager["k_token"], voyager["ef_search"]) == (4, 4)
+    assert list(voyager["recall_against_exact"]["per_query"]) == ["q0"]  # latency_queries 1
+    documents, queries = (TokenVectors.read(path) for path in vectors)
+    owners = np.repeat(np.arange(len(documents)), np.diff(documents.offsets))
+    for q, count in enumerate(voyager["candidates_per_query"].values()):
+        mine = queries.flat[queries.offsets[q] : queries.offsets[q + 1]]
+        nearest = np.argsort(-(mine @ documents.flat.T), axis=1)[:, :4]
+        assert count == len(set(owners[nearest.ravel()]))
+
+
 def test_voyager_graph_is_the_same_on_every_single_thread_build(vectors):
     documents = TokenVectors.read(vectors[0])
     first = late_interaction.VoyagerIndex.build(documents, VOYAGER).index.as_bytes()
