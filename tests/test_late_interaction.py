@@ -186,6 +186,14 @@ def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
         assert count == len(set(owners[nearest.ravel()]))
 
 
+def test_a_graph_that_cannot_reach_k_token_tokens_says_which_settings_to_raise(vectors):
+    """At M 2 and ef_construction 1 some tokens are unreachable, so asking for every token (the
+    51 k_token is capped at) finds fewer, and Voyager's RecallError gets the keys to raise."""
+    spec = VOYAGER | {"M": 2, "ef_construction": 1}
+    with pytest.raises(RuntimeError, match=r"k_token=51 .* raise the retriever's index.M"):
+        late_interaction_search(*vectors, 4, False, 2, 1, spec)
+
+
 def test_voyager_graph_is_the_same_on_every_single_thread_build(vectors):
     documents = TokenVectors.read(vectors[0])
     first = late_interaction.VoyagerIndex.build(documents, VOYAGER).index.as_bytes()
