@@ -1,7 +1,6 @@
 """Snakemake script for rules qc_votes and audit_votes: one reranker's ranking of each query's
 candidates (the runs' top depth, pooled); see irflow.qc."""
 
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
