@@ -121,7 +121,9 @@ def vectors(encoder, tmp_path_factory):
 def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     exact, _ = late_interaction_search(*vectors, 4, False, 2, 3)
     run, timing = late_interaction_search(*vectors, 4, False, 2, 3, VOYAGER)
-    pd.testing.assert_frame_equal(run, exact, check_exact=True)  # ids and float32 MaxSim
+    # The same documents in the same order; MaxSim equal to float32 rounding (the sum's
+    # order follows the matrices' shapes and the BLAS threads: it differed by 1e-7 under CI).
+    pd.testing.assert_frame_equal(run, exact, check_exact=False, rtol=1e-6, atol=0)
     documents = TokenVectors.read(vectors[0])
     tokens = len(documents.flat)
     assert tokens < VOYAGER["k_token"]  # so k_token is capped at every token

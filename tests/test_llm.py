@@ -5,6 +5,7 @@ answers (malformed body, malformed JSON, truncated, rejected by a check)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -497,13 +498,25 @@ def test_two_processes_share_the_cache_while_one_compacts(tmp_path, monkeypatch)
         assert fake.requests == 0 and all(a.ok and a.cached for a in answers)
 
 
-def test_ctrl_c_returns_without_waiting_for_requests_in_flight(tmp_path):
+def interrupt_a_worker_thread(process: subprocess.Popen) -> None:
+    """SIGINT to one of the process's other threads (tgkill), as the kernel may deliver a
+    Ctrl-C: Python runs the handler only when the main thread next runs."""
+    threads = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(234, process.pid, threads[-1], signal.SIGINT) == 0  # SYS_tgkill
+
+
+@pytest.mark.parametrize("delivered_to", ["process", "a worker thread"])
+def test_ctrl_c_returns_without_waiting_for_requests_in_flight(tmp_path, delivered_to):
     cache = tmp_path / "cache"
     with FakeLLM(script={"b 4": ["hold"], "b 5": ["hold"]}) as fake:
         process = start_held_run(fake, cache, concurrency=2)
         try:
             started = time.monotonic()
-            process.send_signal(signal.SIGINT)
+            if delivered_to == "process":
+                process.send_signal(signal.SIGINT)
+            else:
+                interrupt_a_worker_thread(process)
             _, stderr = process.communicate(timeout=30)
             stopped = time.monotonic() - started
         finally:

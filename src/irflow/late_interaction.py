@@ -223,7 +223,7 @@ class VoyagerIndex:
 
         A query is scored padded (and masked) to the width of its batch in
         ``exhaustive_search``: the float32 sum over query tokens depends on that width, and so
-        a candidate scores bit for bit what the exact search gives it."""
+        a candidate scores what the exact search gives it, to float32 rounding."""
         import torch
 
         hits, counts = [], []

@@ -313,6 +313,17 @@ class AnswerCache:
 # --- the client -------------------------------------------------------------------------------
 
 
+def next_result(results: queue.SimpleQueue):
+    """The next item of ``results``, waking every 0.2 s: the kernel may deliver Ctrl-C's SIGINT
+    to a thread blocked on a request, and Python runs its handler only in the main thread, so
+    a main thread asleep in one long wait would ignore it until a request finished."""
+    while True:
+        try:
+            return results.get(timeout=0.2)
+        except queue.Empty:
+            continue
+
+
 def settings_from_config(llm: dict) -> dict:
     """The ``llm`` config block with defaults filled in (the schema fills them in the workflow;
     this serves direct callers)."""
@@ -628,7 +639,7 @@ class LLMClient:
                     # waiting for the requests in flight.
                     threading.Thread(target=work, args=(slot,), daemon=True).start()
                     running += 1
-                slot, answer, error = results.get()
+                slot, answer, error = next_result(results)
                 running -= 1
                 if error is not None:
                     raise error
