@@ -441,7 +441,10 @@ def test_a_cached_rerun_counts_the_tokens_of_its_answers(fake_llm, tmp_path):
 
 HELD_RUN = textwrap.dedent(
     """
-    import sys
+    import signal, sys
+    # A user's Ctrl-C reaches a foreground process with Python's handler; a process started
+    # in the background by a non-interactive shell (a CI runner's) inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from irflow.llm import LLMClient, Request
     base_url, cache, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
     llm = LLMClient(
