@@ -5,13 +5,18 @@ filters backed by a library against that library called bare on the same texts.
 - gopher: the ten Arctic-Embed / Gopher quality measures (pure Python, no library to compare);
 - language: py3langid only, against bare py3langid (``LanguageIdentifier.rank`` with
   normalised probabilities) on every document;
-- near_duplicates: MinHash LSH only, against bare datasketch (MinHash of the same shingles,
-  LSH query and insert with irflow's banding, estimated Jaccard of each candidate);
-- all: everything at once, in one process and in ``--workers`` processes.
+- near_duplicates: MinHash LSH only, against bare datasketch (a ``MinHash`` of the same
+  shingles per document, as datasketch documents it, LSH query and insert with irflow's
+  banding, estimated Jaccard of each candidate);
+- all: everything at once, in one process and in ``--workers`` processes (the quality
+  measures and MinHash signatures in the workers, the LSH index in the main process);
+  ``all_workers_speedup`` is the one-process time over the workers' time.
 
 irflow's times include reading the corpus Parquet, writing the kept rows and the audit.
-``--documents`` takes the corpus's first documents, so that a run fits a shared machine; the
-minutes per million documents are extrapolated linearly from it.
+``--documents`` takes the corpus's first documents (default: all of them, ArguAna's 8,674, so
+that starting the worker processes, a fraction of a second, does not decide the speedup); the
+minutes per million documents are extrapolated linearly. The load average before and after
+the run is recorded: the workers' speedup means little on a machine that other jobs keep busy.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=None, help="the first N documents")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
 
     settings = {
         "basic": rules([], False),
@@ -125,7 +131,7 @@ def main() -> None:
                 signatures[position] = minhash
 
         # Load irflow's copy of the model before timing, as the bare one is loaded above.
-        expected_language_probability(Document.of("warm up"), "en")
+        expected_language_probability(Document("warm up"), "en")
         functions = {f"irflow_{name}": irflow(name) for name in settings}
         functions |= {"bare_language": bare_language, "bare_near_duplicates": bare_near_duplicates}
         seconds = best_of(functions, args.repeats)
@@ -136,6 +142,8 @@ def main() -> None:
         "documents": documents,
         "workers": args.workers,
         "cpus": os.cpu_count(),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
     }
     for name in settings:
         measurements[f"{name}_docs_per_second"] = documents / seconds[f"irflow_{name}"]

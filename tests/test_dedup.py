@@ -12,6 +12,7 @@ from conftest import write_beir
 from irflow.dedup import NearDuplicateFinder, jaccard, lsh_bands, shingles
 from irflow.filter import run_filter
 from irflow.ingest import ingest
+from irflow.quality import Document
 
 VOCABULARY = [f"term{i}" for i in range(5000)]
 
@@ -34,15 +35,15 @@ def text(tokens: list[str]) -> str:
 def find(documents: list[tuple[str, list[str], bool]], **settings) -> list[dict]:
     finder = NearDuplicateFinder(**settings)
     for position, (doc_id, tokens, judged) in enumerate(documents):
-        finder.add(position, doc_id, text(tokens), judged)
+        finder.add(position, doc_id, finder.signature(Document(text(tokens))), judged)
     texts = {p: text(tokens) for p, (_, tokens, _) in enumerate(documents)}
     return finder.clusters(texts).to_pylist()
 
 
 def test_shingles_are_lowercase_word_ngrams_without_punctuation():
     assert shingles("The cat, the HAT.", 2) == {"the cat", "cat the", "the hat"}
-    assert shingles("Too short", 5) == {"too short"}
-    assert shingles(" ... ", 5) == set()
+    assert shingles(Document("Too short"), 5) == {"too short"}
+    assert shingles(Document(" ... "), 5) == set()
 
 
 def test_known_near_duplicates_form_one_cluster_kept_by_corpus_order():
@@ -93,7 +94,7 @@ def test_pairs_just_above_the_threshold_are_all_found_and_confirmed_exactly():
     far = pairs_at(9, 150, offset=400)
     finder = NearDuplicateFinder()
     for position, (doc_id, tokens, judged) in enumerate(far):
-        finder.add(position, doc_id, text(tokens), judged)
+        finder.add(position, doc_id, finder.signature(Document(text(tokens))), judged)
     assert finder.candidates()  # proposed
     assert finder.clusters({p: text(t) for p, (_, t, _) in enumerate(far)}).num_rows == 0
 
@@ -117,7 +118,7 @@ def test_near_copies_index_one_representative():
     ]
     finder = NearDuplicateFinder()
     for position, (doc_id, tokens, judged) in enumerate(documents):
-        finder.add(position, doc_id, text(tokens), judged)
+        finder.add(position, doc_id, finder.signature(Document(text(tokens))), judged)
     assert len(finder._signatures) == 1 and len(finder._pairs) == 1000
     groups = finder.groups({p: text(t) for p, (_, t, _) in enumerate(documents)})
     assert [len(group) for group in groups] == [1001]

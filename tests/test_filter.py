@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
 import os
 import random
 
+import pandas as pd
 import pyarrow.parquet as pq
 from conftest import REPO, write_beir
 
@@ -13,6 +17,7 @@ from irflow.config import load_schema, validate_config
 from irflow.dedup import CLUSTERS
 from irflow.filter import copy_tables, filter_table_html, run_filter, summarize_filters
 from irflow.ingest import ingest
+from irflow.quality import FILTERS
 
 CORPUS = [
     {"_id": "a", "title": "", "text": "   "},  # empty
@@ -259,3 +264,66 @@ def test_a_curated_dataset_copies_its_base_tables(tmp_path):
     sources[0].write_bytes(b"PAR1 changed")
     copy_tables(sources, targets)
     assert targets[0].read_bytes() == b"PAR1 changed"
+
+
+def arguana_head(shared, folder, documents: int):
+    """ArguAna's first documents with their judgements: ArguAna has exact and near copies,
+    judged and unjudged, among them."""
+    source = shared / "arguana"
+    with gzip.open(source / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in itertools.islice(lines, documents)]
+    ids = {doc["_id"] for doc in corpus}
+    qrels = pd.read_csv(source / "qrels" / "test.tsv", sep="\t", dtype=str)
+    qrels = qrels[qrels["corpus-id"].isin(ids)]
+    queries = [json.loads(line) for line in (source / "queries.jsonl").open(encoding="utf-8")]
+    asked = set(qrels["query-id"])
+    return write_beir(
+        folder,
+        corpus,
+        [q for q in queries if q["_id"] in asked],
+        [tuple(row) for row in qrels.itertuples(index=False)],
+    )
+
+
+def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shared_datasets):
+    """Every filter on, in one process and in two workers (MinHash signatures computed there,
+    the LSH index in the main process), over several batches and chunks: the same corpus,
+    audit, clusters and counts, on real documents with exact and near copies."""
+    monkeypatch.setattr(filtering, "BATCH_ROWS", 300)
+    monkeypatch.setattr(filtering, "CHUNK_ROWS", 70)
+    folder = arguana_head(shared_datasets, tmp_path / "raw", 900)
+    data = tmp_path / "data"
+    ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
+    quality = {name: {"enabled": True} for name in FILTERS}
+    rules = validate_config(
+        {
+            "datasets": {"d": {"source": {"path": "."}}},
+            "retrievers": {"r": {"type": "bm25"}},
+            "filter": {
+                "quality": quality,
+                "near_duplicates": {"enabled": True},
+                "drop_duplicates": True,
+            },
+        },
+        load_schema(REPO / "config" / "config.schema.yaml"),
+    )["filter"]
+    outputs = []
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        counts = run_filter(
+            *(data / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
+            rules,
+            *(out / f"{name}.parquet" for name in ("corpus", "queries", "audit", "clusters")),
+            workers=workers,
+        )
+        tables = [
+            pq.read_table(out / f"{name}.parquet") for name in ("corpus", "audit", "clusters")
+        ]
+        outputs.append(([table.to_pylist() for table in tables], counts))
+    assert outputs[0] == outputs[1]
+    (kept, audit, clusters), counts = outputs[0]
+    # The case the parallel path must get right: judged exact copies the basic rules flag
+    # still join the near-duplicate search.
+    actions = {(row["filter"], row["action"]) for row in audit}
+    assert {("exact_duplicate", "flag"), ("near_duplicate", "flag")} <= actions
+    assert len(clusters) > 10 and counts["documents_out"] == len(kept) and counts["flagged"] > 20

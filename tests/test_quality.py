@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
 import random
 from collections import Counter
 
@@ -10,14 +13,21 @@ import pytest
 from conftest import REPO
 
 from irflow.config import load_schema, validate_config
+from irflow.contracts import document_text
 from irflow.errors import ConfigError
 from irflow.quality import (
+    GOPHER_STOP_WORDS,
+    TOKEN,
     Document,
+    _has_letter,
+    _strip_symbols,
     build_checks,
     check_order,
     duplicated_ngram_char_fraction,
     failed_checks,
+    stop_word_count,
     top_ngram_char_fraction,
+    words_without_letter_fraction,
 )
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -37,12 +47,12 @@ def quality_config(below: str = "strict", **enabled: dict) -> dict:
 def failures(text: str, name: str, below: str = "strict", **spec) -> dict[str, float]:
     """The failed checks of the one filter ``name``, by check name, with their values."""
     checks = build_checks(quality_config(below, **{name: spec}))
-    return {check: value for check, value, _ in failed_checks(text, checks)}
+    return {check: value for check, value, _ in failed_checks(Document(text), checks)}
 
 
 def measured(text: str, name: str, **spec) -> float:
     (check,) = build_checks(quality_config(**{name: spec}))
-    return check.measure(Document.of(text))
+    return check.measure(Document(text))
 
 
 def lines(*rows: str) -> str:
@@ -63,7 +73,9 @@ def test_words_per_document_between_10_and_10000():
     assert failures(" ".join(["alpha"] * 10_000), "words") == {}
     assert failures(" ".join(["alpha"] * 10_001), "words") == {"words": 10_001.0}
     checks = build_checks(quality_config(words={}))
-    assert failed_checks(" ".join(["alpha"] * 10_001), checks)[0][2] == "words 10001 > 10000"
+    assert (
+        failed_checks(Document(" ".join(["alpha"] * 10_001)), checks)[0][2] == "words 10001 > 10000"
+    )
     # Punctuation alone is not a word.
     assert measured(" ".join(["alpha"] * 9 + ["—", "..."]), "words") == 9.0
 
@@ -105,13 +117,13 @@ def test_words_without_a_letter_at_most_0_2():
 
 def test_duplicated_ngram_fractions_follow_gopher():
     text = "the cat sat on the mat the cat sat on the mat"  # 45 characters
-    doc = Document.of(text)
+    doc = Document(text)
     # Most frequent bigram "the cat" (7 characters) occurs twice: 14 / 45.
     assert top_ngram_char_fraction(doc, 2) == pytest.approx(14 / 45)
     # The 5-gram at word 6 repeats the one at word 0: "thecatsatonthe", 14 characters.
     assert duplicated_ngram_char_fraction(doc, 5) == pytest.approx(14 / 45)
     # After a repeat the scan jumps n words ahead (DataTrove), so only one repeat is counted.
-    assert duplicated_ngram_char_fraction(Document.of(" ".join("a" * 10)), 5) == 5 / 19
+    assert duplicated_ngram_char_fraction(Document(" ".join("a" * 10)), 5) == 5 / 19
     assert set(failures(text, "duplicate_ngrams")) == {
         "top_2gram_chars",
         "top_3gram_chars",
@@ -121,7 +133,7 @@ def test_duplicated_ngram_fractions_follow_gopher():
     }  # a 6-word sentence said twice: no 7-gram repeats
     # No n-gram occurs twice: nothing is repeated, however short the text.
     assert failures("one two three four five six seven eight nine ten", "duplicate_ngrams") == {}
-    assert top_ngram_char_fraction(Document.of("cells divide"), 2) == 0.0
+    assert top_ngram_char_fraction(Document("cells divide"), 2) == 0.0
 
 
 def test_duplicated_ngram_bound_is_inclusive():
@@ -202,7 +214,7 @@ def test_unknown_language_names_the_key():
 def test_every_failure_is_reported_with_its_reason():
     text = "an is at"  # 3 words of 2 letters, no stop word
     checks = build_checks(quality_config(words={}, mean_word_length={}, stop_words={}))
-    assert failed_checks(text, checks) == [
+    assert failed_checks(Document(text), checks) == [
         ("words", 3.0, "words 3 < 10"),
         ("mean_word_length", 2.0, "mean_word_length 2 < 3"),
         ("stop_words", 0.0, "stop_words 0 < 1"),
@@ -244,10 +256,44 @@ def test_ngram_measures_on_word_tuples_equal_the_string_definitions():
         # from vocabularies small enough to repeat n-grams and tie top n-grams.
         vocabulary = ["w" + "x" * i for i in range(rng.choice([2, 4, 9]))]
         words = [rng.choice(vocabulary) for _ in range(rng.randint(1, 60))]
-        doc = Document.of(" ".join(words))
+        doc = Document(" ".join(words))
         for n in (2, 3, 4):
             expected = reference_top(words, n, len(doc.text)) if len(words) >= n else 0.0
             assert top_ngram_char_fraction(doc, n) == pytest.approx(expected)
         for n in range(1, 11):
             expected = reference_duplicated(words, n, len(doc.text))
             assert duplicated_ngram_char_fraction(doc, n) == pytest.approx(expected)
+
+
+def real_documents(shared, count: int) -> list[str]:
+    """The first documents of SciFact, NFCorpus and ArguAna, as the filters read them."""
+    texts = []
+    for name in ("scifact", "nfcorpus", "arguana"):
+        with gzip.open(shared / name / "corpus.jsonl.gz", "rt", encoding="utf-8") as rows:
+            for row in map(json.loads, itertools.islice(rows, count)):
+                texts.append(document_text(row.get("title") or "", row["text"]))
+    return texts
+
+
+def test_one_split_into_word_ids_measures_as_each_filter_did_alone(shared_datasets):
+    """The measures read one split of each document into word ids, computed once per distinct
+    word; on real documents each equals its definition on the whole text, word by word:
+    shingle tokens, words without a letter, stop words, the language check's word count and
+    the n-gram fractions."""
+    stop_words = frozenset(GOPHER_STOP_WORDS)
+    for text in real_documents(shared_datasets, 400):
+        doc, words = Document(text), text.split()
+        assert doc.tokens == TOKEN.findall(text.lower())
+        without = sum(1 for w in words if not _has_letter(w)) / len(words)
+        assert words_without_letter_fraction(doc) == without
+        stops = sum(1 for w in words if _strip_symbols(w).lower() in stop_words)
+        assert stop_word_count(doc, stop_words) == stops
+        content = [w for w in map(_strip_symbols, words) if w]
+        assert doc.content_words == content
+        assert doc.has_content_words(20) == (len(content) >= 20)
+        for n in (2, 3, 4):
+            expected = reference_top(words, n, len(text)) if len(words) >= n else 0.0
+            assert top_ngram_char_fraction(doc, n) == expected
+        for n in range(5, 11):
+            expected = reference_duplicated(words, n, len(text))
+            assert duplicated_ngram_char_fraction(doc, n) == expected

@@ -27,11 +27,13 @@ checked by eye.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyarrow as pa
 from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+from irflow.quality import Document
 
 # The probability with which LSH proposes a pair at exactly the threshold.
 RECALL = 0.99
@@ -48,13 +50,13 @@ CLUSTERS = pa.schema(
         ("size", pa.int64()),
     ]
 )
-TOKEN = re.compile(r"\w+")
 
 
-def shingles(text: str, size: int) -> set[str]:
-    """The word ``size``-grams of ``text``, lower-cased and without punctuation; a text shorter
+def shingles(text: str | Document, size: int) -> set[str]:
+    """The word ``size``-grams of a text, lower-cased and without punctuation
+    (``Document.tokens``: a ``Document`` already split is not split again); a text shorter
     than ``size`` words is one shingle, an empty one none."""
-    words = TOKEN.findall(text.lower())
+    words = (text if isinstance(text, Document) else Document(text)).tokens
     if len(words) <= size:
         return {" ".join(words)} if words else set()
     return {" ".join(words[i : i + size]) for i in range(len(words) - size + 1)}
@@ -98,7 +100,8 @@ def lsh_bands(threshold: float, permutations: int, recall: float = RECALL) -> tu
 
 @dataclass
 class NearDuplicateFinder:
-    """Feed documents in corpus order with ``add``; ``candidates`` names the documents whose
+    """Feed documents' ``signature`` in corpus order with ``add`` (signatures may be computed
+    in other processes: ``add`` alone is sequential); ``candidates`` names the documents whose
     texts ``clusters`` needs to confirm the pairs and return the clusters."""
 
     shingle_words: int = 5
@@ -116,17 +119,29 @@ class NearDuplicateFinder:
         self.bands = lsh_bands(self.threshold, self.permutations)
         self._lsh = MinHashLSH(num_perm=self.permutations, params=self.bands)
 
-    def _minhash(self, grams: set[str]) -> MinHash:
-        minhash = MinHash(num_perm=self.permutations, seed=self.seed)
+    @cached_property
+    def _empty(self) -> MinHash:
+        """A MinHash of nothing, whose permutations every signature reuses: datasketch draws
+        them anew for every MinHash it creates."""
+        return MinHash(num_perm=self.permutations, seed=self.seed)
+
+    def signature(self, doc: Document) -> LeanMinHash | None:
+        """The MinHash of the document's shingles; None for an empty document, which is no
+        one's near-duplicate (the empty rule handles it)."""
+        grams = shingles(doc, self.shingle_words)
+        if not grams:
+            return None
+        empty = self._empty
+        minhash = MinHash(
+            self.permutations, self.seed, permutations=empty.permutations, scheme=empty.scheme
+        )
         # Sorted, so the signature is the same whatever the set's iteration order.
         minhash.update_batch([g.encode() for g in sorted(grams)])
-        return minhash
+        return LeanMinHash(minhash)
 
-    def add(self, position: int, doc_id: str, text: str, judged: bool) -> None:
-        grams = shingles(text, self.shingle_words)
-        if not grams:
-            return  # an empty document is no one's near-duplicate; the empty rule handles it
-        minhash = LeanMinHash(self._minhash(grams))
+    def add(self, position: int, doc_id: str, minhash: LeanMinHash | None, judged: bool) -> None:
+        if minhash is None:
+            return
         self._documents[position] = (doc_id, judged)
         represented = False
         for other in self._lsh.query(minhash):

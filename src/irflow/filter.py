@@ -18,7 +18,7 @@ import hashlib
 import multiprocessing
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,10 +27,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from datasketch import LeanMinHash
 
 from irflow import contracts
 from irflow.dedup import CLUSTERS, NearDuplicateFinder
-from irflow.quality import build_checks, check_order, failed_checks
+from irflow.quality import Document, build_checks, check_order, failed_checks
 
 BATCH_ROWS = 50_000
 
@@ -104,36 +105,56 @@ def _texts_at(corpus_path: Path, positions: set[int]) -> dict[int, str]:
     return texts
 
 
-# Documents one worker measures per task: large enough that sending the texts costs little
-# beside measuring them.
-CHUNK_ROWS = 2_000
-_worker_checks: list = []
+# Documents one worker measures per task: enough that sending them costs little beside
+# measuring them, few enough that the workers share a batch evenly.
+CHUNK_ROWS = 500
+# What is measured of a document: the quality checks it fails and its MinHash signature.
+Measured = tuple[list[Failure], LeanMinHash | None]
+_worker: list = []  # a worker process's (checks, finder)
 
 
-def _start_worker(quality: dict) -> None:
+def _measure_documents(
+    items: Iterable[tuple[str, bool]], checks: list, finder: NearDuplicateFinder | None
+) -> Iterator[Measured]:
+    """For each (text, whether to run the checks), the failed checks and the signature (None
+    without near-duplicates), both from one ``Document``: the text is split once."""
+    for text, check in items:
+        doc = Document(text)
+        yield (
+            failed_checks(doc, checks) if check else [],
+            finder.signature(doc) if finder is not None else None,
+        )
+
+
+def _start_worker(rules: dict) -> None:
     """A worker builds its own checks: they hold lambdas, which do not pickle."""
-    _worker_checks[:] = build_checks(quality)
+    _worker[:] = build_checks(rules.get("quality") or {}), _near_duplicate_finder(rules)
 
 
-def _measure(texts: list[str]) -> list[list[Failure]]:
-    return [failed_checks(text, _worker_checks) for text in texts]
+def _measure(items: list[tuple[str, bool]]) -> list[Measured]:
+    return list(_measure_documents(items, *_worker))
 
 
 @contextmanager
-def _measurer(quality: dict, checks: list, workers: int) -> Iterator[Callable]:
-    """A function from texts to their failed checks, in ``workers`` processes when more than
-    one (the quality measures are pure Python: one core each)."""
-    if workers <= 1 or not checks:
-        yield lambda texts: [failed_checks(text, checks) for text in texts]
+def _measurer(
+    rules: dict, checks: list, finder: NearDuplicateFinder | None, workers: int
+) -> Iterator[Callable[[list], Iterator[Measured]]]:
+    """A function from (text, check) pairs to what ``_measure_documents`` finds, in order,
+    computed in ``workers`` processes when more than one (the measures and MinHash are pure
+    Python: one core each). The near-duplicate index stays in this process: it is sequential."""
+    if workers <= 1:
+        yield lambda items: _measure_documents(items, checks, finder)
         return
     # fork: spawn would rerun a Snakemake script's top level in every worker. The workers
     # only measure the texts they are sent; they touch no Arrow thread pool.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, context, _start_worker, (quality,)) as pool:
+    with ProcessPoolExecutor(workers, context, _start_worker, (rules,)) as pool:
 
-        def measure(texts: list[str]) -> list[list[Failure]]:
-            chunks = [texts[i : i + CHUNK_ROWS] for i in range(0, len(texts), CHUNK_ROWS)]
-            return [failures for part in pool.map(_measure, chunks) for failures in part]
+        def measure(items: list) -> Iterator[Measured]:
+            chunks = [items[i : i + CHUNK_ROWS] for i in range(0, len(items), CHUNK_ROWS)]
+            # map sends every chunk at once and yields them in order: this process indexes
+            # one chunk's signatures while the workers measure the next.
+            return (measured for part in pool.map(_measure, chunks) for measured in part)
 
         yield measure
 
@@ -148,6 +169,7 @@ def filter_corpus(
     checks = build_checks(quality)
     finder = _near_duplicate_finder(rules)
     flag_judged = rules["judged"] == "flag"
+    measuring = bool(checks) or finder is not None
     audit: list[tuple[int, dict]] = []  # (corpus row, audit row)
     keep: list[bool] = []
     # Which copy of a duplicate stays needs every copy's judgement: one pass ahead.
@@ -160,7 +182,7 @@ def filter_corpus(
             audit.append((position, row | {"filter": name, "value": value}))
         return action
 
-    with _measurer(quality, checks, workers) as measure:
+    with _measurer(rules, checks, finder, workers) as measure:
         for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
             doc_ids, titles, texts = (batch.column(n).to_pylist() for n in contracts.CORPUS.names)
             start = len(keep)
@@ -168,18 +190,25 @@ def filter_corpus(
                 _decide(start + i, title, text, rules, keepers)
                 for i, (title, text) in enumerate(zip(titles, texts))
             ]
-            documents = (
-                contracts.document_texts(titles, texts) if checks or finder else [""] * len(texts)
+            judgeds = [doc_id in judged for doc_id in doc_ids]
+            # The basic rules decide first and alone: only what they keep is checked; a judged
+            # document they flag still joins the near-duplicate search.
+            wanted = [
+                (measuring and not basic) or (finder is not None and flag_judged and is_judged)
+                for basic, is_judged in zip(basics, judgeds)
+            ]
+            documents = contracts.document_texts(titles, texts) if any(wanted) else texts
+            measured = measure(
+                [(d, not basic) for d, basic, w in zip(documents, basics, wanted) if w]
             )
-            # The basic rules decide first and alone: only what they keep is measured.
-            measured = iter(measure([d for d, basic in zip(documents, basics) if not basic]))
-            for doc_id, document, basic in zip(doc_ids, documents, basics):
-                position, is_judged = len(keep), doc_id in judged
-                failures = [basic] if basic else next(measured)
+            for doc_id, basic, is_judged, w in zip(doc_ids, basics, judgeds, wanted):
+                position = len(keep)
+                failures, signature = next(measured) if w else ([], None)
+                failures = [basic] if basic else failures
                 kept = not failures or record(position, doc_id, is_judged, failures) == "flag"
                 keep.append(kept)
                 if kept and finder is not None:
-                    finder.add(position, doc_id, document, is_judged)
+                    finder.add(position, doc_id, signature, is_judged)
 
     clusters = CLUSTERS.empty_table()
     if finder is not None and (candidates := finder.candidates()):

@@ -31,8 +31,10 @@ documents carry no URL) and the §3.3 consistency filter, which scores (query, d
 with a model and is a training-data step, not a corpus one (``irflow.negatives`` mines with
 the judged pairs).
 
-The n-gram measures compare tuples of words, never joined strings, and the sequential
-"duplicated" scan only runs where some 5-gram repeats (else no longer n-gram repeats either).
+A document is split into words once (``Document``), shared by every measure and by the
+near-duplicate shingles; the n-gram measures compare tuples of word ids, never joined
+strings, and the sequential "duplicated" scan only runs where some 5-gram repeats (else no
+longer n-gram repeats either).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from itertools import accumulate, islice
 
 from irflow.errors import ConfigError
 
@@ -58,35 +61,87 @@ NUMERIC_LINE = re.compile(r"[\d\s.,:;%+\-−/()\[\]]*\d[\d\s.,:;%+\-−/()\[\]]*
 NON_WORD = re.compile(r"[\W_]+")
 # A character that is a letter or a non-decimal numeral (the regex cannot tell these apart).
 LETTER_LIKE = re.compile(r"[^\W\d_]")
+# A near-duplicate shingle's word: a run of word characters.
+TOKEN = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
 class Document:
-    """A document split once into what the measures read."""
+    """A document as the measures read it, each part found once and only when a measure asks.
+
+    The text is split once into whitespace words, and each word gets an id, its index among the
+    document's distinct words: a word's own measures (its bare form, whether it has a letter,
+    its ``\\w+`` tokens for near-duplicate shingles) are computed once per distinct word, and
+    n-grams are tuples of ids, never joined strings."""
 
     text: str
-    words: tuple[str, ...]
-    lines: tuple[str, ...]
 
-    @classmethod
-    def of(cls, text: str) -> Document:
-        lines = tuple(line.strip() for line in text.splitlines())
-        return cls(text, tuple(text.split()), tuple(line for line in lines if line))
+    @cached_property
+    def words(self) -> list[str]:
+        return self.text.split()
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return [line for line in map(str.strip, self.text.splitlines()) if line]
+
+    @cached_property
+    def _vocabulary(self) -> tuple[list[int], list[str]]:
+        """Each word's id, and the distinct words in order of first occurrence."""
+        ids: dict[str, int] = {}
+        return [ids.setdefault(w, len(ids)) for w in self.words], list(ids)
+
+    @property
+    def ids(self) -> list[int]:
+        return self._vocabulary[0]
+
+    @property
+    def distinct(self) -> list[str]:
+        return self._vocabulary[1]
+
+    @cached_property
+    def bare_distinct(self) -> list[str]:
+        """``bare_words`` of the distinct words, by id."""
+        return [_strip_symbols(w) for w in self.distinct]
 
     @cached_property
     def bare_words(self) -> list[str]:
         """The words without the punctuation and symbols at their ends, "" for a word of
         punctuation and symbols alone (Gopher's "symbol words")."""
-        return [_strip_symbols(w) for w in self.words]
+        bare = self.bare_distinct
+        return [bare[i] for i in self.ids]
 
     @cached_property
     def content_words(self) -> list[str]:
         """The bare words that are not empty; two filters read them, so they are found once."""
         return [w for w in self.bare_words if w]
 
-    def grams(self, n: int) -> list[tuple[str, ...]]:
-        """The word n-grams in order, as tuples (built in C by ``zip``, never joined)."""
-        return list(zip(*(self.words[i:] for i in range(n))))
+    def has_content_words(self, count: int) -> bool:
+        """Whether at least ``count`` words are not punctuation alone, stopping at ``count``."""
+        found = (w for w in map(_strip_symbols, self.words) if w)
+        return sum(1 for _ in islice(found, count)) == count
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        """The lower-cased ``\\w+`` runs of the text (near-duplicate shingles), in order. A
+        run never spans whitespace, so they are the runs of each word, found once per
+        distinct word."""
+        runs = [TOKEN.findall(w.lower()) for w in self.distinct]
+        return [token for i in self.ids for token in runs[i]]
+
+    @cached_property
+    def _cumulative_lengths(self) -> list[int]:
+        """Characters in the first i words, for i = 0 .. len(words)."""
+        return [0, *accumulate(map(len, self.words))]
+
+    def gram_chars(self, start: int, n: int) -> int:
+        """Characters in the words of the n-gram at ``start``, without spaces."""
+        lengths = self._cumulative_lengths
+        return lengths[start + n] - lengths[start]
+
+    def grams(self, n: int) -> list[tuple[int, ...]]:
+        """The word n-grams in order, as tuples of word ids (built in C by ``zip``): two are
+        equal exactly when their words are."""
+        return list(zip(*(self.ids[i:] for i in range(n))))
 
     @cached_property
     def _repeats(self) -> dict[int, bool]:
@@ -159,7 +214,8 @@ def words_without_letter_fraction(doc: Document) -> float:
     """Words that contain no alphabetic character (Gopher: 80% of words must have one)."""
     if not doc.words:
         return 0.0
-    return sum(1 for w in doc.words if not _has_letter(w)) / len(doc.words)
+    lettered = [_has_letter(w) for w in doc.distinct]
+    return sum(1 for i in doc.ids if not lettered[i]) / len(doc.words)
 
 
 def top_ngram_char_fraction(doc: Document, n: int) -> float:
@@ -174,8 +230,11 @@ def top_ngram_char_fraction(doc: Document, n: int) -> float:
     """
     if len(doc.words) < n or not doc.text:
         return 0.0
-    gram, count = Counter(doc.grams(n)).most_common(1)[0]
-    return (sum(map(len, gram)) + n - 1) * count / len(doc.text) if count > 1 else 0.0
+    grams = doc.grams(n)
+    gram, count = Counter(grams).most_common(1)[0]
+    if count == 1:
+        return 0.0
+    return (doc.gram_chars(grams.index(gram), n) + n - 1) * count / len(doc.text)
 
 
 def duplicated_ngram_char_fraction(doc: Document, n: int) -> float:
@@ -193,7 +252,7 @@ def duplicated_ngram_char_fraction(doc: Document, n: int) -> float:
     seen, repeated, i = set(), 0, 0
     while i < len(grams):
         if grams[i] in seen:
-            repeated += sum(map(len, grams[i]))
+            repeated += doc.gram_chars(i, n)
             i += n
         else:
             seen.add(grams[i])
@@ -204,7 +263,8 @@ def duplicated_ngram_char_fraction(doc: Document, n: int) -> float:
 def stop_word_count(doc: Document, stop_words: frozenset[str]) -> float:
     """Words that are stop words, compared in lower case and without the punctuation at their
     ends, so that "The", "the," and “The” count."""
-    return float(sum(1 for w in doc.bare_words if w.lower() in stop_words))
+    stop = [w.lower() in stop_words for w in doc.bare_distinct]
+    return float(sum(1 for i in doc.ids if stop[i]))
 
 
 def bullet_line_fraction(doc: Document) -> float:
@@ -233,17 +293,12 @@ def known_languages() -> list[str]:
     return list(_language_identifier().nb_classes)
 
 
-def language_probabilities(text: str) -> list[tuple[str, float]]:
-    """Every language py3langid knows with its probability for ``text``, most likely first."""
-    return [(lang, float(p)) for lang, p in _language_identifier().rank(text)]
-
-
 def expected_language_probability(doc: Document, language: str, min_words: int = 0) -> float | None:
     """The probability py3langid gives ``language`` (an ISO 639-1 code); None (not measured)
     for a document of fewer than ``min_words`` words, too short to identify reliably."""
-    if len(doc.content_words) < min_words:
+    if not doc.has_content_words(min_words):
         return None
-    return dict(language_probabilities(doc.text))[language]
+    return float(dict(_language_identifier().rank(doc.text))[language])
 
 
 @dataclass(frozen=True)
@@ -383,11 +438,8 @@ def build_checks(quality: dict) -> list[Check]:
     return checks
 
 
-def failed_checks(text: str, checks: list[Check]) -> list[tuple[str, float | None, str]]:
-    """(filter name, measured value, reason) for every check ``text`` fails."""
-    if not checks:
-        return []
-    doc = Document.of(text)
+def failed_checks(doc: Document, checks: list[Check]) -> list[tuple[str, float | None, str]]:
+    """(filter name, measured value, reason) for every check ``doc`` fails."""
     failures = []
     for check in checks:
         value = check.measure(doc)
