@@ -2,6 +2,7 @@
 # Every wildcard value comes from the validated config.
 
 import functools
+from types import SimpleNamespace
 
 from irflow.config import VECTOR_FOLDERS, reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
@@ -596,11 +597,38 @@ def negatives_retrieval(wildcards):
     spec = config["negatives"][wildcards.export]
     if spec["split"] == config["split"]:
         return None
-    return {
-        "retriever": RETRIEVERS[spec["system"]],
-        "top_k": spec["top_k"],
-        "remove_self_matches": DATASET_SPECS[spec["dataset"]]["remove_self_matches"],
+    return split_retrieval(spec["dataset"], spec["system"], spec["top_k"])
+
+
+def split_retrieval(dataset, system, top_k):
+    """How a job retrieves a split the retrieve jobs do not run, with ``system`` as the
+    workflow runs it on ``dataset`` (irflow.retrieve.retrieve_judged)."""
+    retriever = RETRIEVERS[system]
+    retrieval = {
+        "retriever": retriever,
+        "top_k": top_k,
+        "remove_self_matches": DATASET_SPECS[dataset]["remove_self_matches"],
     }
+    if retriever["type"] == "dense":
+        retrieval["index"] = config["indexes"][retriever["index"]]
+    return retrieval
+
+
+def split_retrieval_files(dataset, system):
+    """What split_retrieval's job reads: BM25's filtered corpus; a dense retriever's index,
+    the rows it holds (and their passages' documents) and its model, which encodes the
+    split's queries."""
+    retriever = RETRIEVERS[system]
+    if retriever["type"] == "bm25":
+        return {"corpus": f"results/datasets/{dataset}/filtered/corpus.parquet"}
+    inputs = dense_inputs(SimpleNamespace(dataset=dataset, system=system))
+    model = retriever["model"]
+    return {
+        "index": inputs["index"],
+        "rows": inputs["corpus"],
+        "model": local_folder_files(config["models"][model]["id"]),
+        "onnx": onnx_graph(SimpleNamespace(model=model)),
+    } | ({"passages": inputs["passages"]} if "passages" in inputs else {})
 
 
 def vector_inputs(wildcards, sides):

@@ -1,15 +1,40 @@
 # qc: AIR-Bench's quality control of generated datasets, and the label audit of any dataset.
-# qc_votes / audit_votes: each voting reranker's ranking of a query's candidates (a generated
-# dataset's top `depth` of a retriever's run; an audited dataset's pool of every system's top
-# `depth`). quality_control: the judge and Table 2, over every checked split -> a new dataset
+# qc_candidates: the retriever's top `depth` for the queries of a checked split other than the
+# scored one, which the retriever's run does not cover (retrieved as the negatives job
+# retrieves another split). qc_votes / audit_votes: each voting reranker's ranking of a query's
+# candidates (a generated dataset's top `depth` of a retriever's run and of qc_candidates; an
+# audited dataset's pool of every system's top `depth`). quality_control: the judge and Table 2, over every checked split -> a new dataset
 # under results/datasets/<name>/ (qrels/<split>.parquet each, an unchecked split empty) and its
 # audit under results/qc/<name>/. label_audit: the proposed
 # judgements and Hole@k before/after under results/audit/<dataset>/.
 
+from irflow.generate import SPLITS
 from irflow.llm import answer_settings
 
 
 include: "qc_common.smk"
+
+
+rule qc_candidates:
+    input:
+        unpack(qc_candidates_inputs),
+    output:
+        run="results/qc/{dataset}/candidates/{split}.parquet",
+        manifest="results/manifests/qc_candidates/{dataset}/{split}.json",
+    log:
+        "results/logs/qc_candidates/{dataset}/{split}.log",
+    wildcard_constraints:
+        dataset=one_of(QUALITY_CONTROLLED),
+        split=one_of(SPLITS),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        gpu=lambda wc: int(RETRIEVERS[qc_spec(wc)["retriever"]]["type"] == "dense"),
+    params:
+        retrieval=qc_candidates_retrieval,
+    script:
+        "../scripts/qc_candidates.py"
 
 
 rule qc_votes:

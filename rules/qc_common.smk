@@ -1,5 +1,7 @@
 # Input functions and settings of rules/qc.smk (quality control and the label audit).
 
+from irflow.qc import checked_splits
+
 
 def qc_spec(wildcards):
     return QUALITY_CONTROLLED[wildcards.dataset]
@@ -26,14 +28,47 @@ def candidate_texts(dataset):
     }
 
 
+def qc_other_splits(name):
+    """The checked splits of QC'd copy ``name`` that the retriever's run does not cover (it
+    retrieves the scored split's queries only): qc_candidates retrieves them. A split the
+    generation leaves empty (dev_share 0 or 1) has no queries to retrieve."""
+    spec = QUALITY_CONTROLLED[name]
+    generated = GENERATED[spec["dataset"]]
+    empty = {0: "dev", 1: "test"}.get(generated["dev_share"])
+    return [
+        split
+        for split in checked_splits(spec)
+        if split not in (generated["split"], empty)
+    ]
+
+
+def qc_candidates_retrieval(wildcards):
+    spec = qc_spec(wildcards)
+    return split_retrieval(spec["dataset"], spec["retriever"], spec["depth"])
+
+
+def qc_candidates_inputs(wildcards):
+    """The split's queries and judgements, and what the retriever searches with."""
+    spec = qc_spec(wildcards)
+    base = f"results/datasets/{spec['dataset']}"
+    return {
+        "source": f"{base}/source.json",
+        "queries": f"{base}/queries.parquet",
+        "qrels": f"{base}/qrels/{wildcards.split}.parquet",
+    } | split_retrieval_files(spec["dataset"], spec["retriever"])
+
+
 def qc_votes_inputs(wildcards):
     generated = qc_spec(wildcards)["dataset"]
     retriever = qc_spec(wildcards)["retriever"]
-    return (
-        candidate_texts(generated)
-        | {"runs": [f"results/runs/{generated}/{retriever}.parquet"]}
-        | reranker_embeddings(generated, wildcards.reranker)
-    )
+    others = qc_other_splits(wildcards.dataset)
+    runs = [f"results/runs/{generated}/{retriever}.parquet"] + [
+        f"results/qc/{wildcards.dataset}/candidates/{split}.parquet" for split in others
+    ]
+    texts = candidate_texts(generated)
+    if others:  # the filtered queries are the scored split's only
+        texts["queries"] = f"results/datasets/{generated}/queries.parquet"
+    return texts | {"runs": runs} | reranker_embeddings(generated, wildcards.reranker)
 
 
 def audit_systems():

@@ -9,6 +9,9 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import REPO
@@ -897,9 +900,225 @@ def test_the_checked_splits_must_hold_the_scored_one():
     }
     with pytest.raises(ConfigError, match=r"'quality_control.generated.gen-qc.splits': \['dev'\] "):
         validate_config(config, schema)
+    # A split other than the scored one is retrieved by the QC retriever itself: BM25 or dense.
+    sparse = config | {
+        "retrievers": {"bm25": {"type": "bm25"}, "s": {"type": "sparse", "model": "m"}}
+    }
+    sparse["quality_control"] = {
+        "rerankers": ["bi"],
+        "generated": {"gen-qc": {"dataset": "gen", "retriever": "s"}},
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"'quality_control.generated.gen-qc.retriever': 's' is a sparse retriever, which "
+        r"cannot retrieve the queries of split\(s\) \['dev'\]",
+    ):
+        validate_config(sparse, schema)
+    sparse["quality_control"]["generated"]["gen-qc"]["splits"] = ["test"]
+    validate_config(sparse, schema)
     config["generate"]["gen"]["split"] = "dev"
     filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
     assert checked_splits(filled) == ["dev"]
     del config["quality_control"]["generated"]["gen-qc"]["splits"]
     filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
     assert filled["splits"] is None and checked_splits(filled) == ["dev", "test"]
+
+
+def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes_act_on_them(
+    tmp_path,
+):
+    """The retriever's run covers the scored (test) split only; the dev split's queries are
+    retrieved by the same BM25 on the same corpus to the same depth (retrieve_judged, as the
+    qc_candidates job does), so a dev query's negatives are voted on and judged and an unlabelled
+    document it retrieves is added as a positive. The test split's decisions are those of a
+    check with the retriever's run alone."""
+    from conftest import schema_defaults
+    from test_generate import PROMPTS, airbench_responder, corpus_frame, spec
+
+    from irflow.generate import generate_dataset, load_prompts, write_generated
+    from irflow.retrieve import bm25_search, retrieve_judged
+
+    with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
+        generated = generate_dataset(
+            corpus_frame(), spec(dev_share=0.5), load_prompts(PROMPTS), llm
+        )
+    record = generated.generation.set_index("query_id")
+    split_of, words = record["split"].to_dict(), record["query"].str.split().str[-1].to_dict()
+    dev = sorted(q for q, s in split_of.items() if s == "dev")
+    assert len(dev) == 2
+    # An unjudged document on each dev query's subject: only a retrieval can find it.
+    extra = pd.DataFrame(
+        {
+            "doc_id": [f"extra-{q}" for q in dev],
+            "title": "",
+            "text": [f"{words[q]} again" for q in dev],
+        }
+    )
+    generated.corpus = pd.concat([generated.corpus, extra], ignore_index=True)
+    paths = write_generated(generated, tmp_path / "dataset")
+    queries = pq.read_table(paths["queries"])
+    split_qrels = {s: pd.read_parquet(paths[f"qrels_{s}"]) for s in ("dev", "test")}
+    depth = 30
+    retrieval = {"retriever": schema_defaults({"type": "bm25"}), "top_k": depth}
+    retrieval["remove_self_matches"] = False
+    # The workflow's run: the filtered queries (the scored split's) at top_k.
+    scored = tmp_path / "scored_queries.parquet"
+    pq.write_table(
+        queries.filter(
+            pc.is_in(queries["query_id"], value_set=pa.array(split_qrels["test"]["query_id"]))
+        ),
+        scored,
+    )
+    run, _ = bm25_search(paths["corpus"], scored, retrieval["retriever"], 100, False)
+    dev_run = retrieve_judged(
+        queries, pq.read_table(paths["qrels_dev"]), retrieval, {"corpus": paths["corpus"]}
+    ).to_pandas()
+    assert set(dev_run["query_id"]) == set(dev)
+    assert dev_run.groupby("query_id").size().max() <= depth
+    for query_id in dev:  # its own document, its negatives and the extra one share its word
+        assert {record.at[query_id, "doc_id"], f"extra-{query_id}"} <= set(
+            dev_run.loc[dev_run["query_id"] == query_id, "doc_id"]
+        )
+
+    def votes(runs: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:
+        pool = pool_runs(runs, depth)  # both rerankers agree with the retriever
+        ranked = pool.assign(rank=pool["best_rank"])[["query_id", "doc_id", "rank"]]
+        return {"a": ranked, "b": ranked}
+
+    def respond(body: dict) -> str:
+        prompt = last_user_message(body)
+        word, document = QUERY.search(prompt).group(1).split()[-1], DOCUMENT.search(prompt).group(1)
+        relevant = document.endswith(f"{word} decoy 0") or document.split()[0] == word
+        return json.dumps({"relevance": 3 if relevant else 0})
+
+    tables = generated.corpus, generated.queries
+    with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
+        checked = [
+            quality_control(
+                "gen-qc", *tables, split_qrels, generated.negatives, ranks, Judge(
+                    load_judge_prompts(JUDGE_PROMPTS), llm
+                ), SETTINGS,
+            )
+            for ranks in (votes([run]), votes([run, dev_run]))
+        ]  # fmt: skip
+    before, after = checked
+    assert before.stats["by_split"]["dev"]["queries_with_candidates"] == 0
+    stats = after.stats["by_split"]["dev"]
+    assert stats["queries"] == stats["queries_with_candidates"] == 2
+    negatives = generated.negatives.groupby("query_id").size()
+    assert stats["actions"] == {
+        "corpus_document/add_positive": 2,
+        "generated_negative/keep": int(negatives[dev].sum()) - 2,
+        "generated_negative/remove_document": 2,
+        "positive/keep": 2,
+    }
+    audit = after.audit[after.audit["split"] == "dev"]
+    assert audit.loc[audit["kind"] == "generated_negative", "judged"].all()
+    added = after.split_qrels["dev"].set_index(["query_id", "doc_id"])["relevance"]
+    assert all(added[(q, f"extra-{q}")] == 1 for q in dev)
+    # The scored split: the same audit and judgements with or without the dev candidates.
+    pd.testing.assert_frame_equal(
+        before.audit[before.audit["split"] == "test"].reset_index(drop=True),
+        after.audit[after.audit["split"] == "test"].reset_index(drop=True),
+        check_dtype=False,  # a rank column holds floats when some pair has no rank
+    )
+    pd.testing.assert_frame_equal(before.split_qrels["test"], after.split_qrels["test"])
+
+
+def test_a_dense_retriever_encodes_another_splits_judged_queries_with_its_model(
+    tmp_path, minilm_path
+):
+    """retrieve_judged with a dense retriever: the judged queries only, encoded with the
+    model's query prompt, searched in the workflow's index to top_k by inner product."""
+    from conftest import index_spec, minilm_spec
+
+    from irflow import contracts
+    from irflow.embed import Encoder
+    from irflow.index import index_file
+    from irflow.retrieve import retrieve_judged
+
+    encoder = Encoder.load(minilm_spec(minilm_path, query_prompt="query: "))
+    docs = {"d1": "cats purr", "d2": "dogs bark loudly", "d3": "fish swim", "d4": "birds sing"}
+    doc_vectors = encoder.encode(list(docs.values()), "")
+    rows = tmp_path / "corpus_embeddings.parquet"
+    contracts.write_table(
+        pa.table(
+            {"id": list(docs), "vector": contracts.vector_array(doc_vectors)},
+            schema=contracts.embeddings_schema(doc_vectors.shape[1]),
+        ),
+        rows,
+    )
+    spec = index_spec(type="flat")
+    index_file(rows, spec, tmp_path / "flat.faiss")
+    texts = {"q1": "a purring cat", "q2": "swimming fish", "q3": "a barking dog"}
+    queries = pa.table({"query_id": list(texts), "text": list(texts.values())})
+    qrels = pa.table({"query_id": ["q1", "q2"], "doc_id": ["d1", "d3"]})
+    retriever = {"type": "dense", "model": "m", "index": "flat", "query_batch_size": 1}
+    retrieval = {"retriever": retriever, "top_k": 3, "remove_self_matches": False}
+    files = {"index": tmp_path / "flat.faiss", "rows": rows}
+    run = retrieve_judged(queries, qrels, retrieval | {"index": spec}, files, encoder).to_pandas()
+    assert sorted(run["query_id"].unique()) == ["q1", "q2"]  # q3 is not judged in the split
+    scores = encoder.encode([texts["q1"], texts["q2"]], "query: ") @ doc_vectors.T
+    for i, query_id in enumerate(["q1", "q2"]):
+        got = run[run["query_id"] == query_id].sort_values("rank")
+        order = np.argsort(-scores[i])[:3]
+        assert got["doc_id"].tolist() == [list(docs)[j] for j in order]
+        assert got["score"].to_numpy() == pytest.approx(scores[i][order], abs=1e-5)
+    assert run.loc[run["query_id"] == "q1", "doc_id"].iloc[0] == "d1"
+
+
+def test_the_dag_retrieves_candidates_for_a_checked_split_the_run_does_not_cover(
+    shared_datasets, minilm_path, tmp_path
+):
+    """Snakemake's dry run: a dev split gets a qc_candidates job, with the QC retriever's index,
+    rows and model and the split's judgements, whose run joins the votes with every query's
+    text; without dev queries (dev_share 0) the votes take the retriever's run alone, as
+    before."""
+    from test_workflow import planned_inputs
+
+    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    config = {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "models": {"minilm": {"id": str(minilm_path)}},
+        "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
+        "rerankers": {"bi": {"type": "bi-encoder", "model": "minilm"}},
+        "llm": {"model": "fake"},
+        "generate": {"gen": {"dataset": "scifact", "documents": 4, "dev_share": 0.5}},
+        "quality_control": {
+            "rerankers": ["bi"],
+            "generated": {"gen-qc": {"dataset": "gen", "retriever": "minilm", "depth": 30}},
+        },
+    }
+
+    def jobs(config: dict) -> dict[str, list[tuple[dict, list]]]:
+        planned = {}
+        for rule, wildcards, files in planned_inputs(
+            tmp_path, config, "results/datasets/gen-qc/stats.json"
+        ):
+            planned.setdefault(rule, []).append((wildcards, files))
+        return planned
+
+    planned = jobs(config)
+    [(wildcards, files)] = planned["qc_candidates"]
+    assert wildcards == {"dataset": "gen-qc", "split": "dev"}
+    assert {
+        "results/datasets/gen/queries.parquet",
+        "results/datasets/gen/qrels/dev.parquet",
+        "results/indexes/gen/minilm/flat.faiss",
+        "results/embeddings/gen/minilm/corpus.parquet",
+        str(minilm_path / "model.safetensors"),
+    } <= set(files)
+    [(_, votes)] = planned["qc_votes"]
+    assert {
+        "results/runs/gen/minilm.parquet",
+        "results/qc/gen-qc/candidates/dev.parquet",
+        "results/datasets/gen/queries.parquet",
+    } <= set(votes)
+    config["generate"]["gen"]["dev_share"] = 0
+    planned = jobs(config)
+    assert "qc_candidates" not in planned
+    [(_, votes)] = planned["qc_votes"]
+    assert "results/datasets/gen/filtered/queries.parquet" in votes
+    assert not [f for f in votes if "candidates" in f or f.endswith("gen/queries.parquet")]

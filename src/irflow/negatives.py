@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -293,25 +292,6 @@ class _Everything:
         return True
 
 
-def retrieve_split(corpus: Path, queries: pa.Table, qrels: pa.Table, retrieval: dict) -> pa.Table:
-    """The BM25 run of ``queries`` judged in ``qrels`` on ``corpus``, ``retrieval`` holding the
-    ``retriever`` spec, ``top_k`` and ``remove_self_matches``."""
-    from irflow.retrieve import bm25_search  # bm25s is loaded only when a split is retrieved
-
-    judged = queries.filter(pc.is_in(queries.column("query_id"), value_set=qrels["query_id"]))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "queries.parquet"
-        pq.write_table(judged, path)
-        run, _ = bm25_search(
-            corpus,
-            path,
-            retrieval["retriever"],
-            retrieval["top_k"],
-            retrieval["remove_self_matches"],
-        )
-    return pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)
-
-
 def run_negatives(
     queries: Path,
     corpus: Path,
@@ -326,14 +306,17 @@ def run_negatives(
 ) -> dict:
     """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
     split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
-    ``retrieve_split``) give the split's judgements and its run."""
+    ``irflow.retrieve.retrieve_judged``) give the split's judgements and its run."""
     query_table = pq.read_table(queries)
     if run is not None:
         run_table, qrels_table = pq.read_table(run), pq.read_table(qrels)
     else:
         record = json.loads(Path(source).read_text())
         qrels_table = split_qrels(record, settings["split"], query_table)
-        run_table = retrieve_split(corpus, query_table, qrels_table, retrieval)
+        # bm25s is loaded only when a split is retrieved.
+        from irflow.retrieve import retrieve_judged
+
+        run_table = retrieve_judged(query_table, qrels_table, retrieval, {"corpus": corpus})
     ids = candidate_ids(run_table, qrels_table, settings)
     documents = _texts(pq.read_table(corpus), "doc_id", ids, document=True)
     triples, counts = mine(run_table, qrels_table, documents, settings)

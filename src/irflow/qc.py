@@ -50,9 +50,13 @@ Decisions:
   naming its query's split; the statistics count each split on its own (``by_split``) and the
   QC'd dataset has each checked split's judgements (``Controlled.split_qrels``). A query of a
   split left out is left out of the QC'd dataset, its labels unchecked. Candidates come from
-  the votes: a query the rerankers did not rank (the workflow's retriever runs only the scored
-  split's queries) has only its positive and its own negatives in the audit, and its split's
-  ``queries_with_candidates`` says so.
+  the votes. The workflow's retriever runs only the scored split's queries, so the queries of
+  another checked split are retrieved by the qc_candidates job, with the same retriever (BM25,
+  or dense: its model encodes them and its index is searched), on the same filtered corpus and
+  to the same ``depth`` (``irflow.retrieve.retrieve_judged``, as the negatives stage retrieves
+  another split). A query the rerankers did not rank (no candidate retrieved) has only its
+  positive and its own negatives in the audit, its split's ``queries_with_candidates`` counts
+  the others, and the log warns.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ ACTIONS = (
     "not_judged",
 )
 JUDGE_PLACEHOLDERS = {"query", "document", "levels"}
+# Retriever types that retrieve a checked split other than the scored one (retrieve_judged).
+SPLIT_RETRIEVERS = ("bm25", "dense")
 RANK_PREFIX = "rank_"
 AUDIT_COLUMNS = [
     "dataset",
@@ -181,6 +187,15 @@ def quality_control_problems(config: dict, systems: dict[str, str]) -> list[str]
             problems.append(
                 f"config key '{path}.splits': {spec['splits']} leaves out {scored!r}, the split "
                 f"'generate.{spec['dataset']}.split' scores"
+            )
+        retriever_type = config["retrievers"].get(spec["retriever"], {}).get("type")
+        others = [split for split in checked_splits(spec) if split != scored]
+        if others and retriever_type not in (None, *SPLIT_RETRIEVERS):
+            problems.append(
+                f"config key '{path}.retriever': {spec['retriever']!r} is a {retriever_type} "
+                f"retriever, which cannot retrieve the queries of split(s) {others} (only "
+                f"{' and '.join(SPLIT_RETRIEVERS)} retrievers can); name one, or set "
+                f"'{path}.splits' to [{scored!r}]"
             )
         if spec["depth"] > config["top_k"]:
             problems.append(

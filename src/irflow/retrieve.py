@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irflow import contracts
@@ -471,3 +472,54 @@ def bm25_search(
         "index_seconds": index_seconds,
         "index_bytes": retriever.index_bytes(),
     }
+
+
+def retrieve_judged(
+    queries: pa.Table, qrels: pa.Table, retrieval: dict, files: dict, encoder=None
+) -> pa.Table:
+    """The run (``contracts.RUN``) of the ``queries`` judged in ``qrels``, for a split the
+    workflow's retrieve jobs do not run (they retrieve the scored split's queries only): the
+    negatives of another split, the quality control of a generated dataset's other split.
+
+    ``retrieval`` holds the ``retriever`` spec, ``top_k``, ``remove_self_matches`` and, for a
+    dense retriever, the ``index`` spec. ``files`` holds, for BM25, the filtered ``corpus``;
+    for a dense retriever, the workflow's ``index``, the ``rows`` it was built from (document
+    or passage embeddings) and, for passages, ``passages``: the queries are encoded by
+    ``encoder`` (an ``irflow.embed.Encoder`` of the retriever's model) and searched as
+    ``dense_search`` searches the scored split's."""
+    retriever = retrieval["retriever"]
+    judged = queries.filter(pc.is_in(queries.column("query_id"), value_set=qrels["query_id"]))
+    top_k, remove_self = retrieval["top_k"], retrieval["remove_self_matches"]
+    if judged.num_rows == 0:
+        return contracts.RUN.empty_table()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "queries.parquet"
+        if retriever["type"] == "bm25":
+            pq.write_table(judged, path)
+            run, _ = bm25_search(files["corpus"], path, retriever, top_k, remove_self)
+        elif retriever["type"] == "dense":
+            vectors = encoder.encode(
+                judged.column("text").to_pylist(), encoder.spec["query_prompt"]
+            )
+            table = pa.table(
+                {
+                    "id": judged.column("query_id").combine_chunks(),
+                    "vector": contracts.vector_array(vectors),
+                },
+                schema=contracts.embeddings_schema(vectors.shape[1]),
+            )
+            pq.write_table(table, path)
+            run, _ = dense_search(
+                files["index"],
+                retrieval["index"],
+                files["rows"],
+                path,
+                top_k,
+                remove_self,
+                retriever["query_batch_size"],
+                0,
+                files.get("passages"),
+            )
+        else:
+            raise ValueError(f"retriever type {retriever['type']!r} cannot retrieve another split")
+    return pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)
