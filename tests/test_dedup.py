@@ -8,6 +8,7 @@ import random
 import pyarrow.parquet as pq
 import pytest
 from conftest import write_beir
+from datasketch import LeanMinHash, MinHash
 
 from irflow.dedup import NearDuplicateFinder, jaccard, lsh_bands, shingles
 from irflow.filter import run_filter
@@ -171,9 +172,9 @@ NEAR_RULES = {
 }
 
 
-def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple]) -> dict:
+def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple], **rules) -> dict:
     """Ingest ``corpus`` with one query judged by ``qrels`` and run the filter with
-    NEAR_RULES; its outputs go to ``tmp_path / "out"``."""
+    NEAR_RULES (and ``rules``); its outputs go to ``tmp_path / "out"``."""
     folder = write_beir(tmp_path / "raw", corpus, [{"_id": "q", "text": "x"}], qrels)
     data, out = tmp_path / "data", tmp_path / "out"
     ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
@@ -181,7 +182,7 @@ def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple]) -> 
         data / "corpus.parquet",
         data / "queries.parquet",
         data / "qrels.parquet",
-        NEAR_RULES,
+        NEAR_RULES | rules,
         out / "corpus.parquet",
         out / "queries.parquet",
         out / "audit.parquet",
@@ -229,3 +230,39 @@ def test_judged_near_duplicates_are_flagged_not_dropped(tmp_path):
     (row,) = pq.read_table(out / "audit.parquet").to_pylist()
     assert (row["doc_id"], row["action"], row["judged"]) == ("changed", "flag", True)
     assert counts["flagged"] == 1 and counts["dropped"] == 0
+
+
+def test_a_judged_document_the_basic_rules_flag_joins_the_near_duplicate_search(tmp_path):
+    """A judged exact copy is flagged by the exact-duplicate rule and kept, so it is still
+    someone's near-duplicate: it joins the cluster and is flagged again there."""
+    corpus = [
+        {"_id": "base", "title": "", "text": text(BASE)},
+        {"_id": "copy", "title": "", "text": text(BASE)},
+        {"_id": "changed", "title": "", "text": text(ONE_WORD_CHANGED)},
+    ]
+    qrels = [("q", "base", 1), ("q", "copy", 1)]
+    filter_near_duplicates(tmp_path, corpus, qrels, drop_duplicates=True)
+    out = tmp_path / "out"
+    clusters = pq.read_table(out / "clusters.parquet").to_pylist()
+    assert {(r["cluster"], r["doc_id"], r["kept"]) for r in clusters} == {
+        ("base", "base", True),
+        ("base", "copy", False),
+        ("base", "changed", False),
+    }
+    audit = pq.read_table(out / "audit.parquet").to_pylist()
+    assert [(r["doc_id"], r["filter"], r["action"]) for r in audit] == [
+        ("copy", "exact_duplicate", "flag"),
+        ("copy", "near_duplicate", "flag"),
+        ("changed", "near_duplicate", "drop"),
+    ]
+
+
+def test_a_signature_is_datasketchs_minhash_of_the_sorted_shingles():
+    """Signatures reuse one draw of the permutations; each still equals the MinHash datasketch
+    builds afresh for the seed (so clusters and estimates are what they were)."""
+    finder = NearDuplicateFinder(permutations=64, seed=7)
+    for tokens in (BASE, UNRELATED, ["one", "word"]):
+        fresh = MinHash(num_perm=64, seed=7)
+        fresh.update_batch([g.encode() for g in sorted(shingles(text(tokens), 5))])
+        assert finder.signature(Document(text(tokens))) == LeanMinHash(fresh)
+    assert finder.signature(Document(" ... ")) is None

@@ -196,6 +196,9 @@ def test_short_texts_are_not_language_checked():
     assert failures(title, "language") == {}
     french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil. "
     assert failures(french * 2, "language") != {}  # 24 words: checked
+    # Words of punctuation alone do not count towards min_words.
+    assert measured(" ".join(["cells"] * 19 + ["—"]), "language") is None
+    assert measured(" ".join(["cells"] * 20), "language") is not None
 
 
 def test_unicode_punctuation_is_stripped_from_words():
