@@ -2,8 +2,8 @@
 # qc_candidates: the retriever's top `depth` for the queries of a checked split other than the
 # scored one, which the retriever's run does not cover (retrieved as the negatives job
 # retrieves another split). qc_votes / audit_votes: each voting reranker's ranking of a query's
-# candidates (a generated dataset's top `depth` of a retriever's run and of qc_candidates; an
-# audited dataset's pool of every system's top `depth`). quality_control: the judge and Table 2, over every checked split -> a new dataset
+# candidates (a generated dataset's top `depth` of a retriever's run and, reranked apart, of
+# qc_candidates; an audited dataset's pool of every system's top `depth`). quality_control: the judge and Table 2, over every checked split -> a new dataset
 # under results/datasets/<name>/ (qrels/<split>.parquet each, an unchecked split empty) and its
 # audit under results/qc/<name>/. label_audit: the proposed
 # judgements and Hole@k before/after under results/audit/<dataset>/.

@@ -62,13 +62,15 @@ def qc_votes_inputs(wildcards):
     generated = qc_spec(wildcards)["dataset"]
     retriever = qc_spec(wildcards)["retriever"]
     others = qc_other_splits(wildcards.dataset)
-    runs = [f"results/runs/{generated}/{retriever}.parquet"] + [
-        f"results/qc/{wildcards.dataset}/candidates/{split}.parquet" for split in others
-    ]
+    runs = {"runs": [f"results/runs/{generated}/{retriever}.parquet"]}
     texts = candidate_texts(generated)
     if others:  # the filtered queries are the scored split's only
         texts["queries"] = f"results/datasets/{generated}/queries.parquet"
-    return texts | {"runs": runs} | reranker_embeddings(generated, wildcards.reranker)
+        runs["split_runs"] = [
+            f"results/qc/{wildcards.dataset}/candidates/{split}.parquet"
+            for split in others
+        ]
+    return texts | runs | reranker_embeddings(generated, wildcards.reranker)
 
 
 def audit_systems():

@@ -1,6 +1,7 @@
 """Snakemake script for rules qc_votes and audit_votes: one reranker's ranking of each query's
-candidates (the runs' top depth, pooled); see irflow.qc."""
+candidates (the runs' top depth, pooled; each other split's run on its own); see irflow.qc."""
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -8,7 +9,7 @@ import torch
 from _common import bi_encoder_vectors, start_job
 
 from irflow import contracts
-from irflow.qc import pool_runs, rerank_pool
+from irflow.qc import candidate_pools, rerank_pools
 from irflow.rerank import load_scorer
 from irflow.runs import read_run
 
@@ -17,10 +18,14 @@ torch.set_num_threads(snakemake.threads)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 settings = params.settings
 
-pool = pool_runs([read_run(path) for path in inp.runs], params.depth)
+# Another split's candidates (qc_candidates), for quality control of a generated dataset.
+split_runs = list(inp.split_runs) if "split_runs" in inp.keys() else []
+pools = candidate_pools(
+    [read_run(path) for path in inp.runs], [read_run(path) for path in split_runs], params.depth
+)
 # Only the pooled documents' texts are held.
 corpus = pq.read_table(inp.corpus)
-wanted = pa.array(pool["doc_id"].unique(), pa.string())
+wanted = pa.array(pd.unique(pd.concat([pool["doc_id"] for pool in pools])), pa.string())
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=wanted)).to_pydict()
 documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
 queries = pq.read_table(inp.queries).to_pydict()
@@ -33,14 +38,14 @@ scorer = load_scorer(
     queries=queries,
     **bi_encoder_vectors(inp),
 )
-ranked = rerank_pool(pool, queries, documents, scorer)
+ranked = rerank_pools(pools, queries, documents, scorer)
 contracts.write_frame(ranked, out.votes, contracts.RUN)
 manifest.add(
     settings=settings,
     depth=params.depth,
-    runs=list(inp.runs),
-    queries=int(pool["query_id"].nunique()),
-    pooled=len(pool),
+    runs=list(inp.runs) + split_runs,
+    queries=sum(int(pool["query_id"].nunique()) for pool in pools),
+    pooled=sum(len(pool) for pool in pools),
     **scorer.provenance,
 )
 manifest.write()

@@ -1025,6 +1025,46 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
     pd.testing.assert_frame_equal(before.split_qrels["test"], after.split_qrels["test"])
 
 
+def test_another_splits_candidates_are_reranked_apart_from_the_scored_splits():
+    """A cross-encoder scores a batch of pairs padded together: the scored split's queries go
+    in a call of their own, as they did before other splits had candidates, and each pool is
+    cut at the depth."""
+    from irflow.qc import candidate_pools, rerank_pools
+
+    class RecordingScorer:
+        provenance: dict = {}
+
+        def __init__(self):
+            self.calls = []
+
+        def prepare(self, documents: list[str]) -> None:
+            pass
+
+        def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list:
+            self.calls.append(queries)
+            return [np.array([len(d) for d in docs], dtype=float) for docs in candidates]
+
+    def run(rows: list[tuple[str, str, float]]) -> pd.DataFrame:
+        return pd.DataFrame(rows, columns=["query_id", "doc_id", "score"])
+
+    scored = run([("t1", "a", 3.0), ("t1", "bb", 2.0), ("t1", "ccc", 1.0), ("t2", "a", 1.0)])
+    dev = run([("d1", "bb", 2.0), ("d1", "a", 1.0), ("d1", "ccc", 0.5)])
+    queries = {"t1": "first", "t2": "second", "d1": "third"}
+    documents = {"a": "x", "bb": "xx", "ccc": "xxx"}
+    scorer = RecordingScorer()
+    ranked = rerank_pools(candidate_pools([scored], [dev], 2), queries, documents, scorer)
+    assert scorer.calls == [["first", "second"], ["third"]]
+    # The longer document ranks first; each query's top 2 of its run only.
+    assert list(ranked.itertuples(index=False, name=None)) == [
+        ("t1", "bb", 2.0, 1),
+        ("t1", "a", 1.0, 2),
+        ("t2", "a", 1.0, 1),
+        ("d1", "bb", 2.0, 1),
+        ("d1", "a", 1.0, 2),
+    ]
+    assert rerank_pools(candidate_pools([], [], 2), queries, documents, scorer).empty
+
+
 def test_a_dense_retriever_encodes_another_splits_judged_queries_with_its_model(
     tmp_path, minilm_path
 ):
@@ -1111,7 +1151,7 @@ def test_the_dag_retrieves_candidates_for_a_checked_split_the_run_does_not_cover
         str(minilm_path / "model.safetensors"),
     } <= set(files)
     [(_, votes)] = planned["qc_votes"]
-    assert {
+    assert {  # the dev split's run is reranked on its own (split_runs)
         "results/runs/gen/minilm.parquet",
         "results/qc/gen-qc/candidates/dev.parquet",
         "results/datasets/gen/queries.parquet",

@@ -423,6 +423,26 @@ def rerank_pool(
     return ranked[contracts.RUN.names]
 
 
+def candidate_pools(
+    runs: list[pd.DataFrame], split_runs: list[pd.DataFrame], depth: int
+) -> list[pd.DataFrame]:
+    """The pools a reranker ranks: the top ``depth`` of ``runs`` pooled (every system's run,
+    for the label audit; the retriever's run of the scored split, for quality control), and
+    that of each of ``split_runs`` (another split's, from qc_candidates) on its own, so the
+    scored split's queries are scored in the same batches as without them."""
+    return [pool_runs(runs, depth)] + [pool_runs([run], depth) for run in split_runs]
+
+
+def rerank_pools(
+    pools: list[pd.DataFrame], queries: dict[str, str], documents: dict[str, str], scorer
+) -> pd.DataFrame:
+    """``rerank_pool`` of each pool in turn, the rankings together."""
+    ranked = [rerank_pool(pool, queries, documents, scorer) for pool in pools if not pool.empty]
+    if not ranked:
+        return pd.DataFrame(columns=contracts.RUN.names)
+    return pd.concat(ranked, ignore_index=True)
+
+
 def vote_table(
     pairs: pd.DataFrame,
     ranks: dict[str, pd.DataFrame],
