@@ -16,14 +16,20 @@ irflow's times include reading the corpus Parquet, writing the kept rows and the
 ``--documents`` takes the corpus's first documents (default: all of them, ArguAna's 8,674, so
 that starting the worker processes, a fraction of a second, does not decide the speedup); the
 minutes per million documents are extrapolated linearly. The load average before and after
-the run is recorded: the workers' speedup means little on a machine that other jobs keep busy.
+the run is recorded, and CPU seconds (of the process and its workers) beside wall time: other
+jobs on a shared machine change the wall times, and with them the workers' speedup, far more
+than the CPU a run spends. So ``*_cpu_minutes_per_million``, ``*_cpu_over_bare``,
+``all_workers_cpu_over_one_process`` (what the workers add) and ``all_workers_main_cpu_share``
+(what stays in the main process) can be compared across runs on a busy machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -55,6 +61,27 @@ def rules(quality: list[str], near_duplicates: bool) -> dict:
         },
     }
     return validate_config(config, SCHEMA)["filter"]
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds of this process and of its finished child processes (the workers)."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def counted(function, name: str, cpu: dict) -> Callable[[], None]:
+    """``function``, keeping in ``cpu[name]`` the (own, children) CPU seconds of its cheapest
+    run."""
+
+    def run() -> None:
+        before = cpu_seconds()
+        function()
+        used = tuple(after - start for after, start in zip(cpu_seconds(), before))
+        cpu[name] = min(cpu.get(name, used), used, key=sum)
+
+    return run
 
 
 def main() -> None:
@@ -134,7 +161,10 @@ def main() -> None:
         expected_language_probability(Document("warm up"), "en")
         functions = {f"irflow_{name}": irflow(name) for name in settings}
         functions |= {"bare_language": bare_language, "bare_near_duplicates": bare_near_duplicates}
-        seconds = best_of(functions, args.repeats)
+        cpu: dict[str, tuple[float, float]] = {}
+        seconds = best_of(
+            {name: counted(f, name, cpu) for name, f in functions.items()}, args.repeats
+        )
 
     documents = len(texts)
     measurements: dict = {
@@ -152,7 +182,15 @@ def main() -> None:
         measurements[f"{name}_minutes_per_million"] = (
             seconds[f"irflow_{name}"] / documents * 1e6 / 60
         )
+        measurements[f"{name}_cpu_minutes_per_million"] = (
+            sum(cpu[f"irflow_{name}"]) / documents * 1e6 / 60
+        )
     measurements["all_workers_speedup"] = seconds["irflow_all"] / seconds["irflow_all_workers"]
+    # CPU seconds, which other jobs on the machine change far less than wall time: what the
+    # workers add to the work, and the share left in the main process.
+    one, (main, workers) = sum(cpu["irflow_all"]), cpu["irflow_all_workers"]
+    measurements["all_workers_cpu_over_one_process"] = (main + workers) / one
+    measurements["all_workers_main_cpu_share"] = main / (main + workers)
     for name in ("language", "near_duplicates"):
         measurements[f"bare_{name}_docs_per_second"] = documents / seconds[f"bare_{name}"]
         # The basic rules and the Parquet input and output are paid by every configuration.
@@ -160,6 +198,9 @@ def main() -> None:
         measurements[f"{name}_added_time_over_bare"] = (
             seconds[f"irflow_{name}"] - seconds["irflow_basic"]
         ) / seconds[f"bare_{name}"]
+        measurements[f"{name}_cpu_over_bare"] = sum(cpu[f"irflow_{name}"]) / sum(
+            cpu[f"bare_{name}"]
+        )
     report("filter_throughput", measurements)
 
 

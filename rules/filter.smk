@@ -45,7 +45,7 @@ rule filter:
         "results/logs/filter/{dataset}.log",
     conda:
         "../envs/data.yaml"
-    threads: 4  # quality filters, one process each; capped by --cores
+    threads: 4  # quality filters and MinHash signatures, one process each; capped by --cores
     resources:
         mem_mb=lambda wc, input, attempt: memory.filter_mb(input.corpus, attempt),
     params:

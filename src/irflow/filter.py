@@ -163,8 +163,9 @@ def filter_corpus(
     corpus_path: Path, judged: set[str], rules: dict, out_path: Path, workers: int = 1
 ) -> tuple[pa.Table, pa.Table, dict]:
     """Decide every document, then write the kept ones; return the audit table, the
-    near-duplicate clusters and the counts. The quality filters run in ``workers`` processes,
-    a batch of documents at a time."""
+    near-duplicate clusters and the counts. The quality filters and the near-duplicate
+    signatures run in ``workers`` processes, ``CHUNK_ROWS`` documents at a time; the outputs are
+    those of one process."""
     quality = rules.get("quality") or {}
     checks = build_checks(quality)
     finder = _near_duplicate_finder(rules)

@@ -31,10 +31,10 @@ documents carry no URL) and the §3.3 consistency filter, which scores (query, d
 with a model and is a training-data step, not a corpus one (``irflow.negatives`` mines with
 the judged pairs).
 
-A document is split into words once (``Document``), shared by every measure and by the
-near-duplicate shingles; the n-gram measures compare tuples of word ids, never joined
-strings, and the sequential "duplicated" scan only runs where some 5-gram repeats (else no
-longer n-gram repeats either).
+A document is split into words once (``Document``), shared by every measure (the
+near-duplicate signature reads the same object); the n-gram measures compare tuples of word
+ids, never joined strings, and the sequential "duplicated" scan only runs where some 5-gram
+repeats (else no longer n-gram repeats either).
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ class Document:
     """A document as the measures read it, each part found once and only when a measure asks.
 
     The text is split once into whitespace words, and each word gets an id, its index among the
-    document's distinct words: a word's own measures (its bare form, whether it has a letter,
-    its ``\\w+`` tokens for near-duplicate shingles) are computed once per distinct word, and
-    n-grams are tuples of ids, never joined strings."""
+    document's distinct words: a word's own measures (its bare form, whether it has a letter)
+    are computed once per distinct word, and n-grams are tuples of ids, never joined strings.
+    The near-duplicate shingles read ``tokens`` of the same object."""
 
     text: str
 
@@ -122,11 +122,9 @@ class Document:
 
     @cached_property
     def tokens(self) -> list[str]:
-        """The lower-cased ``\\w+`` runs of the text (near-duplicate shingles), in order. A
-        run never spans whitespace, so they are the runs of each word, found once per
-        distinct word."""
-        runs = [TOKEN.findall(w.lower()) for w in self.distinct]
-        return [token for i in self.ids for token in runs[i]]
+        """The lower-cased ``\\w+`` runs of the text, in order: the words of near-duplicate
+        shingles (one regex pass over the text, faster than one per distinct word)."""
+        return TOKEN.findall(self.text.lower())
 
     @cached_property
     def _cumulative_lengths(self) -> list[int]:
