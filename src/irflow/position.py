@@ -41,7 +41,6 @@ import logging
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from irflow.positionalize import encode
 
@@ -145,6 +144,10 @@ def _psi_interval(
 
     if len(sums) < 2:
         return np.nan, np.nan
+    # Imported here: every Snakemake run imports this module (rules/common.smk), and scipy.stats
+    # alone takes half a second to import.
+    from scipy import stats
+
     result = stats.bootstrap(
         (np.arange(len(sums)),),
         statistic,
@@ -162,6 +165,8 @@ def _trend(usable: pd.DataFrame, mean: float, flat_below: float) -> tuple[str | 
     """The fitted slope through the usable bins' means and what it says."""
     if len(usable) < 2:
         return None, np.nan
+    from scipy import stats  # imported here: see _psi_interval
+
     centres = (usable["bin_start"] + usable["bin_end"]).to_numpy() / 2
     slope = stats.linregress(centres, usable["mean_ndcg"].to_numpy()).slope
     if abs(slope) <= flat_below * mean:
