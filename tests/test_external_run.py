@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 import pytrec_eval
 import Stemmer
-from conftest import schema_defaults
+from conftest import CORES, schema_defaults
 
 from irflow import contracts
 from irflow.errors import DownloadError, InputError
@@ -285,7 +285,9 @@ def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-    result = subprocess.run([*command, "--cores", "2"], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [*command, "--cores", CORES], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = pd.read_parquet(tmp_path / "results" / "summary.parquet")
     ndcg = summary.query("system == 'ext' and metric == 'ndcg_cut_10'")["value"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import CORES, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from test_positionalize import word_tokenizer
 
 from irflow import contracts
@@ -571,7 +571,7 @@ def snakemake_ingest(workdir: Path, config: dict, targets: list[str], env: dict)
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     command += ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
     result = subprocess.run(
-        [*command, "--cores", "2", *targets],
+        [*command, "--cores", CORES, *targets],
         capture_output=True,
         text=True,
         env=os.environ | env,

@@ -23,7 +23,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import scifact_subset
+from conftest import CORES, scifact_subset
 from loopback_http import serving
 from test_workflow import SNAKEMAKE
 
@@ -56,7 +56,7 @@ def start(workdir: Path, config: dict) -> subprocess.Popen:
     config_path = str(workdir / "config.yaml")
     command = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", config_path]
     return subprocess.Popen(
-        [*command, "--cores", "2", *TARGETS],
+        [*command, "--cores", CORES, *TARGETS],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

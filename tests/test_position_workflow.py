@@ -9,7 +9,7 @@ import json
 import duckdb
 import pandas as pd
 import pytest
-from conftest import write_beir
+from conftest import CORES, MINILM_BATCH, write_beir
 from test_workflow import planned_jobs, read_result, snakemake
 
 pytestmark = pytest.mark.e2e
@@ -42,8 +42,12 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
         "offline": True,
         "datasets": {"sub": {"source": {"path": data}}},
         "models": {
-            "minilm": {"id": minilm},
-            "minilm-maxp": {"id": minilm, "long_documents": {"strategy": "maxp"}},
+            "minilm": {"id": minilm, "batch_size": MINILM_BATCH},
+            "minilm-maxp": {
+                "id": minilm,
+                "batch_size": MINILM_BATCH,
+                "long_documents": {"strategy": "maxp"},
+            },
         },
         "retrievers": {
             "bm25": {"type": "bm25"},
@@ -80,7 +84,7 @@ def position_run(tmp_path_factory, shared_datasets, minilm_path):
     workdir = tmp_path_factory.mktemp("position")
     data = scifact_subset(shared_datasets / "scifact", workdir / "sub")
     config = position_config(str(data), str(minilm_path), [0, 0.5, 1.0])
-    snakemake(workdir, config, "--cores", "2")
+    snakemake(workdir, config, "--cores", CORES)
     return workdir, config
 
 

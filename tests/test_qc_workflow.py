@@ -14,7 +14,7 @@ import re
 import duckdb
 import pandas as pd
 import pytest
-from conftest import scifact_subset
+from conftest import CORES, MINILM_BATCH, scifact_subset
 from fake_llm import FakeLLM, last_user_message
 from scipy import stats
 from test_generate import airbench_responder
@@ -57,8 +57,8 @@ def airbench_config(data: str, minilm: str, base_url: str) -> dict:
         "top_k": 100,
         "datasets": {"scifact": {"source": {"path": data}}},
         "models": {
-            "minilm": {"id": minilm, "batch_size": 32},
-            "minilm-short": {"id": minilm, "batch_size": 32, "max_seq_length": 64},
+            "minilm": {"id": minilm, "batch_size": MINILM_BATCH},
+            "minilm-short": {"id": minilm, "batch_size": MINILM_BATCH, "max_seq_length": 64},
         },
         "retrievers": {
             "bm25": {"type": "bm25"},
@@ -100,10 +100,10 @@ def airbench_run(tmp_path_factory, shared_datasets, minilm_path):
     data = scifact_subset(shared_datasets / "scifact", workdir / "scifact", QUERIES, CORPUS)
     with FakeLLM(responder=responder) as fake:
         config = airbench_config(str(data), str(minilm_path), fake.base_url)
-        snakemake(workdir, config, "--cores", "2")
+        snakemake(workdir, config, "--cores", CORES)
         first = fake.requests
         fake.reset_counts()
-        rerun = snakemake(workdir, config, "--cores", "2")
+        rerun = snakemake(workdir, config, "--cores", CORES)
         yield workdir, first, fake.requests, rerun
 
 

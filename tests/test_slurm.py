@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, scifact_subset
+from conftest import MINILM_BATCH, REPO, scifact_subset
 
 PROFILE = REPO / "profiles" / "slurm"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -440,7 +440,7 @@ def dense_config(data: Path, minilm: Path) -> dict:
     return {
         "offline": True,
         "datasets": {"sub": {"source": {"path": str(data)}}},
-        "models": {"minilm": {"id": str(minilm), "batch_size": 32}},
+        "models": {"minilm": {"id": str(minilm), "batch_size": MINILM_BATCH}},
         "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
         "metrics": ["ndcg_cut.10", "recall.100"],
         "report_metrics": ["ndcg_cut_10", "recall_100"],
@@ -481,7 +481,8 @@ def slurm_runs(slurm, tmp_path_factory, shared_datasets, minilm_path):
     cluster.mkdir()
 
     def local_then_no_gpu():
-        run_snakemake(local, config, "--cores", "2", *TARGETS)
+        # As many threads as the SLURM jobs get (the node's CPUs), so the vectors compare.
+        run_snakemake(local, config, "--cores", str(os.cpu_count()), *TARGETS)
         shutil.copytree(local, no_gpu, symlinks=True)
         no_gpu_env = slurm | {"IRFLOW_SLURM_GPU_PARTITION": "none"}
         return slurm_run(no_gpu, config, no_gpu_env, "--forcerun=embed", "--", QUERY_VECTORS)

@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import write_beir
+from conftest import CORES, write_beir
 from test_workflow import GATHERING, planned_jobs, snakemake
 from tiny_models import build_tiny_colbert, build_tiny_doc2query, build_tiny_splade
 
@@ -52,7 +52,7 @@ def workflow(tmp_path_factory, minilm_path):
         "cost": {"latency_queries": 2},
         "significance": {"permutations": 100},
     }
-    snakemake(workdir, config, "--cores", "2")
+    snakemake(workdir, config, "--cores", CORES)
     return workdir, config
 
 

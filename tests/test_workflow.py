@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import REPO, REPORT_PLOTS, scifact_subset
+from conftest import CORES, MINILM_BATCH, REPO, REPORT_PLOTS, scifact_subset
 from tiny_models import build_tiny_cross_encoder
 
 from irflow import contracts
@@ -60,7 +60,7 @@ def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
         "data_dir": str(data_dir),
         "offline": True,
         "datasets": datasets,
-        "models": {"minilm": {"id": str(minilm), "batch_size": 32}},
+        "models": {"minilm": {"id": str(minilm), "batch_size": MINILM_BATCH}},
         "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
         "rerankers": {
             "minilm-bi": {"type": "bi-encoder", "model": "minilm"},
@@ -138,7 +138,7 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     shutil.copy(shared_datasets / "arguana" / "qrels" / "test.tsv", data_dir / "arguana" / "qrels")
     cross_encoder = build_tiny_cross_encoder(workdir / "tiny-ce", minilm_path)
     config = base_config(data_dir, minilm_path, cross_encoder)
-    snakemake(workdir, config, "--cores", "2")
+    snakemake(workdir, config, "--cores", CORES)
     return workdir, config, shared_datasets
 
 
