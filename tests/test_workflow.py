@@ -138,10 +138,7 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     shutil.copy(shared_datasets / "arguana" / "qrels" / "test.tsv", data_dir / "arguana" / "qrels")
     cross_encoder = build_tiny_cross_encoder(workdir / "tiny-ce", minilm_path)
     config = base_config(data_dir, minilm_path, cross_encoder)
-    # Every job on one thread, so two run at once: a 1-thread MiniLM encoding did 7 % more work
-    # per core-second than a 2-thread one here, and a job's single-threaded stretches (imports,
-    # tokenising, reading Parquet) no longer leave the second core idle.
-    snakemake(workdir, config, "--cores", CORES, "--max-threads", "1")
+    snakemake(workdir, config, "--cores", CORES)
     return workdir, config, shared_datasets
 
 
