@@ -63,6 +63,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: the order within a file is kept
 
 
+def official_scifact_config(shared_datasets: Path) -> dict:
+    """SciFact from its official BEIR URL, read offline from the shared copy, and BM25."""
+    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+    return {
+        "data_dir": str(shared_datasets),
+        "offline": True,
+        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+
+
 def _validated(**config) -> dict:
     from irflow.config import load_schema, validate_config
 

@@ -8,7 +8,7 @@ import re
 
 import matplotlib.image
 import pytest
-from conftest import CORES, REPORT_PLOTS
+from conftest import CORES, REPORT_PLOTS, official_scifact_config
 from test_workflow import PUBLISHED, read_result, snakemake
 
 pytestmark = pytest.mark.e2e
@@ -17,13 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_one_retriever_on_one_dataset_runs_to_the_report(tmp_path, shared_datasets):
     """The most common first run: one system, one dataset. Every stage, the plots and the
     report must cope with nothing to compare."""
-    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
-    config = {
-        "data_dir": str(shared_datasets),
-        "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
+    config = official_scifact_config(shared_datasets)
     snakemake(tmp_path, config, "--cores", CORES)
     snakemake(tmp_path, config, "--report", "results/report.html")
     summary = read_result(tmp_path, "summary").set_index(["dataset", "system", "metric"])

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message
 from test_workflow import planned_inputs
 
@@ -503,12 +503,7 @@ def test_generate_reads_a_local_tokenizer_without_chunking_and_qrels_for_positiv
 ):
     """Editing the tokenizer that counts min_words regenerates, as does editing the qrels
     whose positives are sampled: both are the rule's inputs (Snakemake's dry run)."""
-    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
-    config = {
-        "data_dir": str(shared_datasets),
-        "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
+    config = official_scifact_config(shared_datasets) | {
         "llm": {"model": "fake"},
         "generate": {
             "by-tokens": {"dataset": "scifact", "tokenizer": str(minilm_path), "min_words": 30},
