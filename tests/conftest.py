@@ -27,6 +27,8 @@ MINILM_BATCH = 8
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+# Where BEIR's official zips live; offline, the tests read the copies in SHARED_DATASETS.
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 # The figures of `snakemake --report`, each written as results/plots/<name>.png and .svg.
 REPORT_PLOTS = {
     "quality",
@@ -41,7 +43,7 @@ REPORT_PLOTS = {
 
 # The longest end-to-end files run first: in one process this changes nothing, and on two
 # pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`, README "Test") the
-# critical path, test_workflow, starts at once while the other worker takes the rest.
+# longest files start at once and the short ones fill in at the end.
 LONGEST_FIRST = (
     "test_workflow.py",
     "test_position_workflow.py",
@@ -65,11 +67,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def official_scifact_config(shared_datasets: Path) -> dict:
     """SciFact from its official BEIR URL, read offline from the shared copy, and BM25."""
-    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
     return {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
 

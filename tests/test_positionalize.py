@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import BEIR_URL, REPO
 from test_workflow import planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
@@ -509,12 +509,11 @@ def test_only_a_screened_variant_takes_the_reranker_as_input(
     cross_encoder = tmp_path / "ce"
     cross_encoder.mkdir()
     (cross_encoder / "model.safetensors").write_text("weights")
-    beir = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
     block = {"dataset": "scifact", "tokenizer": str(minilm_path), "lengths": [512]}
     config = {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{beir}/scifact.zip"}}},
+        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {"ce": {"type": "cross-encoder", "id": str(cross_encoder)}},
         "positionalize": {
