@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import BEIR_URL, REPO, official_scifact_config
+from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message
 from test_workflow import planned_inputs
 
@@ -527,11 +527,7 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
     """Five of SciFact's judged-relevant documents through generate (two queries to dev),
     filter, BM25 and scoring of the test split, against the fake server; the dry-run estimate
     before (25 requests) and after (all cached); a second run has nothing to do."""
-    config = {
-        "data_dir": str(shared_datasets),
-        "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
+    config = official_scifact_config(shared_datasets) | {
         "generate": {
             "scifact-gen": {
                 "dataset": "scifact",

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import BEIR_URL, REPO
+from conftest import REPO, official_scifact_config
 from test_workflow import planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
@@ -510,11 +510,7 @@ def test_only_a_screened_variant_takes_the_reranker_as_input(
     cross_encoder.mkdir()
     (cross_encoder / "model.safetensors").write_text("weights")
     block = {"dataset": "scifact", "tokenizer": str(minilm_path), "lengths": [512]}
-    config = {
-        "data_dir": str(shared_datasets),
-        "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
+    config = official_scifact_config(shared_datasets) | {
         "rerankers": {"ce": {"type": "cross-encoder", "id": str(cross_encoder)}},
         "positionalize": {
             "plain": block | {"positions": [0], "fillers": "bm25"},

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import BEIR_URL, REPO
+from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message, prompt_words
 
 from irflow.config import load_schema, validate_config
@@ -1116,10 +1116,7 @@ def test_the_dag_retrieves_candidates_for_a_checked_split_the_run_does_not_cover
     before."""
     from test_workflow import planned_inputs
 
-    config = {
-        "data_dir": str(shared_datasets),
-        "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
+    config = official_scifact_config(shared_datasets) | {
         "models": {"minilm": {"id": str(minilm_path)}},
         "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
         "rerankers": {"bi": {"type": "bi-encoder", "model": "minilm"}},
