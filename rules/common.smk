@@ -255,8 +255,9 @@ def texts_to_embed(dataset, model, side):
 
 def embed_inputs(dataset, model, sides):
     """The model and, per side embedded (texts, then query_texts for the queries embedded
-    with the documents), the texts; for a variant, its base dataset's texts and embeddings,
-    whose vectors it reuses for unchanged rows."""
+    with the documents), the texts; for a dataset made from another (a variant, a curated,
+    generated or quality-controlled one), that dataset's texts and embeddings, whose vectors it
+    reuses for unchanged rows."""
     inputs = {
         "source": f"results/datasets/{dataset}/source.json",
         "model": local_folder_files(config["models"][model]["id"]),
@@ -264,7 +265,9 @@ def embed_inputs(dataset, model, sides):
     base = (
         VARIANTS[dataset]["dataset"]
         if dataset in VARIANTS
-        else CURATED.get(dataset) or QUALITY_CONTROLLED.get(dataset, {}).get("dataset")
+        else CURATED.get(dataset)
+        or GENERATED.get(dataset, {}).get("dataset")
+        or QUALITY_CONTROLLED.get(dataset, {}).get("dataset")
     )
     for prefix, side in zip(("", "query_"), sides):
         inputs[f"{prefix}texts"] = texts_to_embed(dataset, model, side)
@@ -350,13 +353,14 @@ def retrieval_settings(wildcards):
 
 def reranker_embeddings(dataset, reranker):
     """A bi-encoder's document and query vectors, when the workflow computes them anyway for a
-    dense retriever."""
+    dense retriever, and the queries' manifest (their encoding latency and model)."""
     spec = config["rerankers"][reranker]
     if spec["type"] == "bi-encoder" and spec["model"] in CORPUS_MODELS:
-        folder = f"results/embeddings/{dataset}/{spec['model']}"
+        folder = f"{dataset}/{spec['model']}"
         return {
-            "embeddings": f"{folder}/corpus.parquet",
-            "query_embeddings": f"{folder}/queries.parquet",
+            "embeddings": f"results/embeddings/{folder}/corpus.parquet",
+            "query_embeddings": f"results/embeddings/{folder}/queries.parquet",
+            "query_manifest": f"results/manifests/embed/{folder}/queries.json",
         }
     return {}
 

@@ -5,7 +5,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import torch
 from _common import bi_encoder_vectors, start_job
 
 from irflow import contracts
@@ -14,7 +13,6 @@ from irflow.rerank import load_scorer
 from irflow.runs import read_run
 
 manifest = start_job(snakemake, "qc_votes")
-torch.set_num_threads(snakemake.threads)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 settings = params.settings
 
@@ -36,6 +34,7 @@ scorer = load_scorer(
     snakemake.config["models"],
     documents,
     queries=queries,
+    threads=snakemake.threads,
     **bi_encoder_vectors(inp),
 )
 ranked = rerank_pools(pools, queries, documents, scorer)

@@ -5,7 +5,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import torch
 from _common import bi_encoder_vectors, start_job
 
 from irflow import contracts
@@ -13,7 +12,6 @@ from irflow.rerank import load_scorer, rerank, top_candidates
 from irflow.runs import read_run, write_run
 
 manifest = start_job(snakemake, "rerank")
-torch.set_num_threads(snakemake.threads)
 inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards
 settings = snakemake.params.settings
 spec, k = settings["reranker"], settings["k"]
@@ -27,7 +25,12 @@ queries = pq.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
 scorer = load_scorer(
-    spec, snakemake.config["models"], documents, queries=queries, **bi_encoder_vectors(inp)
+    spec,
+    snakemake.config["models"],
+    documents,
+    queries=queries,
+    threads=snakemake.threads,
+    **bi_encoder_vectors(inp),
 )
 
 run, latency = rerank(first_stage, queries, documents, scorer, k, snakemake.params.latency_queries)

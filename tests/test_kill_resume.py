@@ -2,7 +2,7 @@
 mid-shard; the rerun resumes both and gives an uninterrupted run's results, with no duplicate
 rows and no partial file left behind.
 
-The dataset is a 200-document SciFact subset served as a zip by a slow loopback server; its
+The dataset is a 100-document SciFact subset served as a zip by a slow loopback server; its
 documents are embedded in two shards of four chunks each.
 """
 
@@ -30,6 +30,7 @@ from test_workflow import SNAKEMAKE
 pytestmark = pytest.mark.e2e
 
 TARGETS = ["results/runs/sub/bm25.parquet", "results/runs/sub/minilm.parquet"]
+DOCUMENTS, CHUNK = 100, 13  # a shard of 50 rows in four chunks (13, 13, 13, 11)
 SHARD_PARTS = "results/embeddings/sub/minilm/corpus.shards/0-of-2.parquet.parts"
 RUN_TIMEOUT = 600
 # Online, for the loopback download (HF_HUB_OFFLINE would make irflow offline too); the model
@@ -104,7 +105,7 @@ def leftovers(workdir: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, shared_datasets, minilm_path):
     root = tmp_path_factory.mktemp("kill-resume")
-    archive = zipped(scifact_subset(shared_datasets / "scifact", root / "data"))
+    archive = zipped(scifact_subset(shared_datasets / "scifact", root / "data", 20, DOCUMENTS))
     with serving() as server:
         server.files["/sub.zip"] = archive
         config = {
@@ -118,7 +119,9 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
                     "embed_shards": 2,
                 }
             },
-            "models": {"minilm": {"id": str(minilm_path), "batch_size": 25, "chunk_size": 25}},
+            "models": {
+                "minilm": {"id": str(minilm_path), "batch_size": CHUNK, "chunk_size": CHUNK}
+            },
             "retrievers": {
                 "bm25": {"type": "bm25"},
                 "minilm": {"type": "dense", "model": "minilm"},
@@ -167,11 +170,13 @@ def test_the_download_resumed_from_the_bytes_it_had(runs):
 
 
 def test_the_killed_shard_resumed_from_its_finished_parts(runs):
-    assert 1 <= len(runs["parts_left"]) < 4  # killed mid-shard: 100 rows in chunks of 25
+    assert 1 <= len(runs["parts_left"]) < 4  # killed mid-shard
     shard = runs["root"] / "killed/results/manifests/embed/sub/minilm/corpus.shards/0-of-2.json"
     facts = json.loads(shard.read_text())
-    assert facts["rows"] == 100 and facts["rows_resumed"] == 25 * len(runs["parts_left"])
-    assert facts["rows_encoded"] == 100 - facts["rows_resumed"]
+    shard_rows = DOCUMENTS // 2
+    assert facts["rows"] == shard_rows
+    assert facts["rows_resumed"] == CHUNK * len(runs["parts_left"])
+    assert facts["rows_encoded"] == shard_rows - facts["rows_resumed"]
 
 
 def test_results_equal_the_uninterrupted_run(runs):
@@ -183,7 +188,7 @@ def test_results_equal_the_uninterrupted_run(runs):
     embeddings = pd.read_parquet(
         runs["root"] / "killed/results/embeddings/sub/minilm/corpus.parquet"
     )
-    assert len(embeddings) == 200 and embeddings["id"].is_unique
+    assert len(embeddings) == DOCUMENTS and embeddings["id"].is_unique
 
 
 def test_nothing_partial_is_left(runs):

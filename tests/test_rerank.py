@@ -20,7 +20,7 @@ from tiny_models import build_tiny_cross_encoder
 
 import irflow.rerank
 from irflow import contracts
-from irflow.embed import Encoder, embed_file
+from irflow.embed import Encoder, embed_file, query_latency
 from irflow.fingerprint import folder_md5
 from irflow.index import index_file
 from irflow.rerank import (
@@ -350,7 +350,9 @@ def scifact_tables(shared, folder, queries: int, documents: int):
     return corpus_path, queries_path
 
 
-def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(shared_datasets, minilm_path, tmp_path):
+def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
+    shared_datasets, minilm_path, tmp_path, monkeypatch
+):
     """Prompts and unnormalised vectors: a reranker that dropped either would score otherwise."""
     spec = minilm_spec(
         minilm_path,
@@ -414,3 +416,30 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(shared_datasets, minilm_
         "queries_from_embeddings": 6,
     }
     assert len(latency) == 1
+    # With the embed job's record of the queries too (each timed query's encoding seconds, and
+    # the model that made the vectors), the model is never loaded: a latency is that job's
+    # encoding of the query plus this scoring.
+    record = tmp_path / "queries.json"
+    encoding = query_latency(encoder, queries, 1)
+    record.write_text(json.dumps(encoder.provenance | {"latency": encoding}))
+    monkeypatch.setattr(Encoder, "load", classmethod(lambda cls, spec: pytest.fail("loaded")))
+    unloaded = load_scorer(
+        {"type": "bi-encoder", "model": "m"},
+        {"m": spec},
+        documents,
+        tmp_path / "corpus-emb.parquet",
+        None,
+        query_texts,
+        tmp_path / "queries-emb.parquet",
+        record,
+    )
+    third, latency = rerank(dense, query_texts, documents, unloaded, 25, 1)
+    third = third.sort_values(["query_id", "rank"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(third, again)
+    [(query_id, seconds)] = latency.items()
+    assert list(encoding) == [query_id]
+    assert encoding[query_id] < seconds < encoding[query_id] + 0.5
+    provenance = unloaded.provenance
+    assert provenance["model_loaded"] is False and provenance["latency_encodings_from_embed"] == 1
+    assert provenance["queries_encoded"] == 0 and provenance["documents_encoded"] == 0
+    assert {key: provenance[key] for key in encoder.provenance} == encoder.provenance

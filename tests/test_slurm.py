@@ -474,7 +474,7 @@ def slurm_runs(slurm, tmp_path_factory, shared_datasets, minilm_path):
     waits), locally; then, in a copy of the local run, embed again through SLURM with
     IRFLOW_SLURM_GPU_PARTITION=none."""
     root = tmp_path_factory.mktemp("slurm-runs")
-    data = scifact_subset(shared_datasets / "scifact", root / "data")
+    data = scifact_subset(shared_datasets / "scifact", root / "data", 20, 100)
     config = dense_config(data, minilm_path)
     local, cluster, no_gpu = root / "local", root / "cluster", root / "no-gpu"
     local.mkdir()

@@ -41,7 +41,7 @@ CHECKED = {
 
 PARTIAL = ("msmarco-partial", "dbpedia-entity-partial", "arcd-partial")
 SMOKE_SUBSETS = ("msmarco-partial", "dbpedia-entity-partial")
-SMOKE_QUERIES, SMOKE_DOCUMENTS = 10, 1000
+SMOKE_QUERIES, SMOKE_DOCUMENTS = 5, 500
 # Queries timed one at a time (cost.latency_queries): enough for a median and a p95, and each
 # is an extra single-query encoding in every retrieval and rerank job.
 LATENCY_QUERIES = 20
@@ -128,8 +128,8 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     for name in ("scifact", "nfcorpus", "arcd-partial"):
         (data_dir / name).symlink_to(shared_datasets / name)
     # The two 5,000-document partial sets are smoke data: SMOKE_QUERIES of their judged queries
-    # with the documents judged for them, filled up to SMOKE_DOCUMENTS, serve every check here
-    # at a fifth of the encoding.
+    # with the documents judged for them (437 and 490), filled up to SMOKE_DOCUMENTS, serve
+    # every check here at a tenth of the encoding.
     for name in SMOKE_SUBSETS:
         scifact_subset(shared_datasets / name, data_dir / name, SMOKE_QUERIES, SMOKE_DOCUMENTS)
     for name in ("corpus.jsonl.gz", "queries.jsonl"):

@@ -9,11 +9,12 @@ revision, prompt, max length, resolved dtype, backend or input) discards them ra
 mixing results. Each part records the seconds its encoding took, so the throughput of a resumed
 job counts every row against the time spent on it.
 
-A dataset derived from another (a position-controlled variant) shares most of its texts with
-it. Given the other dataset's texts and embeddings (``Reuse``), a row whose id and text (as the
-model reads it) are the same there takes its vector from there instead of being encoded: equal
-to encoding it again up to the float noise that batching causes anyway. Parts record how many
-rows they reused, so throughput counts only encoded rows. The match is one DuckDB join of the
+A dataset derived from another (a position-controlled variant, a curated copy, a benchmark
+generated over its corpus) shares most of its texts with it. Given the other dataset's texts
+and embeddings (``Reuse``), a row whose id and text (as the model reads it) are the same there
+takes its vector from there instead of being encoded: equal to encoding it again up to the
+float noise that batching causes anyway. Parts record how many rows they reused, so throughput
+counts only encoded rows. The match is one DuckDB join of the
 two tables' (id, text digest) pairs, done once per job and written in row order, so each part
 reads only its own rows' vectors.
 
@@ -189,6 +190,42 @@ class Encoder:
         if self.spec["normalize"] and half_precision:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors
+
+
+class OnDemandEncoder:
+    """An ``Encoder`` of a ``models`` entry that loads the model when first asked to encode
+    (or for its provenance), on ``threads`` torch threads: a job that finds every vector it
+    needs already computed never imports the model's libraries."""
+
+    def __init__(self, spec: dict, threads: int | None = None):
+        self.spec, self.threads = spec, threads
+        self._encoder: Encoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            use_threads(self.threads)
+            self._encoder = Encoder.load(self.spec)
+        return self._encoder
+
+    @property
+    def provenance(self) -> dict:
+        return self.encoder.provenance
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        return self.encoder.encode(texts, prompt)
+
+
+def use_threads(threads: int | None) -> None:
+    """Run torch on ``threads`` intra-op threads (None: torch's default)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def titled_texts(batch: pa.RecordBatch, id_column: str) -> tuple[list[str], list[str]]:

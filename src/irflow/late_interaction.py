@@ -384,6 +384,9 @@ class MaxSimScorer:
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         return self.score_queries([query], [documents])[0]
 
+    def encode_seconds_elsewhere(self, query: str) -> float:
+        return 0.0
+
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         import torch
 

@@ -12,7 +12,11 @@ document's, both encoded by ``irflow.embed.Encoder`` with the model's prompts an
 normalisation. A document's vector does not depend on the query, so every distinct candidate
 text of the job is encoded once, in chunks, before any query is scored, and each chunk is
 written to a ``VectorCache`` on disk: a rerun, another reranking job or a QC vote with the same
-model settings reads it instead of encoding again.
+model settings reads it instead of encoding again. Where the workflow embedded the dataset with
+the same model anyway (for a dense retriever), the vectors come from those files, and the model
+is loaded only if some text is missing from them. A query timed for latency then takes its
+vector from the file too, and its encoding time is the one the embed job measured for that
+query, encoded on its own as a search would: the reranker's latency is that plus the scoring.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -32,7 +37,14 @@ import pyarrow as pa
 
 from irflow import contracts
 from irflow.cost import time_each
-from irflow.embed import RESULT_SETTINGS, Encoder, load_model, read_embeddings
+from irflow.embed import (
+    RESULT_SETTINGS,
+    Encoder,
+    OnDemandEncoder,
+    load_model,
+    read_embeddings,
+    use_threads,
+)
 from irflow.fingerprint import value_md5
 from irflow.runs import trec_order
 
@@ -41,6 +53,17 @@ log = logging.getLogger(__name__)
 # Where the workflow's reranking jobs and QC votes share document vectors (not a rule output,
 # so Snakemake never deletes or reruns it; delete it to free the space).
 VECTOR_CACHE = Path("results/vector-cache")
+# What an embed job's manifest records of the model that made its vectors (Encoder.provenance).
+MODEL_PROVENANCE = (
+    "model",
+    "revision",
+    "files_md5",
+    "device",
+    "dtype",
+    "max_seq_length",
+    "backend",
+    "export_key",
+)
 
 
 class Scorer(Protocol):
@@ -52,6 +75,11 @@ class Scorer(Protocol):
 
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         """``score`` of each query with its candidates, batched across queries."""
+        ...
+
+    def encode_seconds_elsewhere(self, query: str) -> float:
+        """Seconds of the query's encoding that ``score`` did not spend itself, because another
+        job encoded and timed it (0 when ``score`` encodes the query)."""
         ...
 
 
@@ -75,8 +103,10 @@ class CrossEncoderScorer:
     provenance: dict
 
     @classmethod
-    def load(cls, spec: dict) -> CrossEncoderScorer:
+    def load(cls, spec: dict, threads: int | None = None) -> CrossEncoderScorer:
         import torch
+
+        use_threads(threads)
         from sentence_transformers import CrossEncoder
 
         model, provenance = load_model(
@@ -94,6 +124,9 @@ class CrossEncoderScorer:
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         pairs = [(query, doc) for query, docs in zip(queries, candidates) for doc in docs]
         return split_by_lengths(self.score_pairs(pairs), candidates)
+
+    def encode_seconds_elsewhere(self, query: str) -> float:
+        return 0.0
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         """One score per (query, document) pair."""
@@ -121,14 +154,21 @@ class VectorCache:
     that encode one text at once both add it, and either vector serves.
     """
 
-    def __init__(self, root: Path, encoder: Encoder):
-        settings = {key: encoder.spec[key] for key in RESULT_SETTINGS}
-        settings |= {"dtype": encoder.provenance["dtype"]}
-        identity = {k: v for k, v in encoder.provenance.items() if k in ("revision", "files_md5")}
-        self.folder = Path(root) / value_md5([settings, identity])
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: Path, encoder: Encoder | OnDemandEncoder):
+        self.root, self.encoder = Path(root), encoder
+
+    @cached_property
+    def folder(self) -> Path:
+        """Named on first use: the key needs the loaded model's dtype and files."""
+        provenance = self.encoder.provenance
+        settings = {key: self.encoder.spec[key] for key in RESULT_SETTINGS}
+        settings |= {"dtype": provenance["dtype"]}
+        identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
+        folder = self.root / value_md5([settings, identity])
+        folder.mkdir(parents=True, exist_ok=True)
         # For people reading the folder; pyarrow skips names that start with "_".
-        (self.folder / "_settings.json").write_text(json.dumps(settings | identity, indent=2))
+        (folder / "_settings.json").write_text(json.dumps(settings | identity, indent=2))
+        return folder
 
     def get(self, digests: list[str]) -> dict[str, np.ndarray]:
         """The cached vector of each digest the cache holds."""
@@ -156,17 +196,23 @@ class BiEncoderScorer:
     differently, is not taken from it). Then from ``cache``, and the rest is encoded in chunks
     of the model's ``chunk_size``, each chunk added to ``cache`` as soon as it is done.
     ``score_queries`` takes the queries' vectors the same way from ``query_embeddings`` and
-    ``queries`` (id -> text) and encodes the rest together; ``score``, one query as a search
-    scores it, always encodes its query. ``provenance`` counts the documents by where their
-    vectors came from.
+    ``queries`` (id -> text) and encodes the rest together. ``score``, one query as a search
+    scores it, encodes its query, unless ``query_seconds`` (text -> seconds) holds the time the
+    embed job took to encode it on its own: then its vector comes from the file, and
+    ``encode_seconds_elsewhere`` gives that time. ``provenance`` counts the documents by where
+    their vectors came from; while nothing is encoded here it describes the model as
+    ``vector_provenance`` (the embed job's record of it) does, so an ``OnDemandEncoder`` is
+    never loaded.
     """
 
-    encoder: Encoder
+    encoder: Encoder | OnDemandEncoder
     document_embeddings: Path | None = None
     documents: dict[str, str] | None = None
     cache: VectorCache | None = None
     query_embeddings: Path | None = None
     queries: dict[str, str] | None = None
+    query_seconds: dict[str, float] = field(default_factory=dict)
+    vector_provenance: dict | None = None
     # Text -> vector of every document prepared so far.
     vectors: dict[str, np.ndarray] = field(init=False, repr=False, default_factory=dict)
     counts: dict[str, float] = field(init=False, repr=False)
@@ -180,13 +226,19 @@ class BiEncoderScorer:
             "documents_encoded": 0,
             "documents_encode_seconds": 0.0,
             "queries_from_embeddings": 0,
+            "queries_encoded": 0,
+            "latency_encodings_from_embed": 0,
         }
         self.in_file = vectors_by_text(self.document_embeddings, self.documents)
         self.queries_in_file = vectors_by_text(self.query_embeddings, self.queries)
 
     @property
     def provenance(self) -> dict:
-        return self.encoder.provenance | {
+        encoded_here = self.counts["documents_encoded"] or self.counts["queries_encoded"]
+        use_record = self.vector_provenance is not None and not encoded_here
+        model = self.vector_provenance if use_record else self.encoder.provenance
+        return model | {
+            "model_loaded": not isinstance(self.encoder, OnDemandEncoder) or self.encoder.loaded,
             "reused_embeddings": self.document_embeddings is not None,
             "documents_distinct": len(self.vectors),
             **self.counts,
@@ -226,7 +278,15 @@ class BiEncoderScorer:
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         self.prepare(documents)
-        return self._scores(self._encode_queries([query]), [documents])[0]
+        if self.encode_seconds_elsewhere(query):
+            self.counts["latency_encodings_from_embed"] += 1
+            vector = self.queries_in_file[query][np.newaxis]
+        else:
+            vector = self._encode_queries([query])
+        return self._scores(vector, [documents])[0]
+
+    def encode_seconds_elsewhere(self, query: str) -> float:
+        return self.query_seconds.get(query, 0.0) if query in self.queries_in_file else 0.0
 
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         vectors = {
@@ -239,6 +299,7 @@ class BiEncoderScorer:
         return self._scores(np.stack([vectors[text] for text in queries]), candidates)
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
+        self.counts["queries_encoded"] += len(queries)
         return self.encoder.encode(queries, self.encoder.spec["query_prompt"])
 
     def _scores(self, query_vectors: np.ndarray, candidates: list[list[str]]) -> list[np.ndarray]:
@@ -274,20 +335,27 @@ def load_scorer(
     cache_root: Path | None = VECTOR_CACHE,
     queries: dict[str, str] | None = None,
     query_embeddings: Path | None = None,
+    query_manifest: Path | None = None,
+    threads: int | None = None,
 ) -> Scorer:
-    """The scorer of reranker ``spec`` (a ``rerankers`` entry): a cross-encoder, a ColBERT model
-    (late interaction, exact MaxSim), or a bi-encoder
-    of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text) from its
-    model's ``embeddings`` file when given, then from the vector cache under ``cache_root``
-    (none when None), and encodes the rest; and those of ``queries`` from ``query_embeddings``."""
+    """The scorer of reranker ``spec`` (a ``rerankers`` entry), its model run on ``threads``
+    torch threads: a cross-encoder, a ColBERT model (late interaction, exact MaxSim), or a
+    bi-encoder of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text)
+    from its model's ``embeddings`` file when given, then from the vector cache under
+    ``cache_root`` (none when None), and encodes the rest; and those of ``queries`` from
+    ``query_embeddings``, whose embed job's ``query_manifest`` gives each timed query's
+    encoding seconds. The bi-encoder's model is loaded only once something must be encoded."""
     if spec["type"] == "cross-encoder":
-        return CrossEncoderScorer.load(spec)
+        return CrossEncoderScorer.load(spec, threads)
     if spec["type"] == "late-interaction":
         from irflow.late_interaction import MaxSimScorer, TokenEncoder
 
+        use_threads(threads)
         return MaxSimScorer(TokenEncoder.load(models[spec["model"]]))
-    encoder = Encoder.load(models[spec["model"]])
+    encoder = OnDemandEncoder(models[spec["model"]], threads)
     cache = VectorCache(cache_root, encoder) if cache_root is not None else None
+    record = json.loads(query_manifest.read_text()) if query_manifest is not None else {}
+    texts = queries if query_embeddings else {}
     return BiEncoderScorer(
         encoder,
         embeddings,
@@ -295,6 +363,12 @@ def load_scorer(
         cache,
         query_embeddings,
         queries if query_embeddings else None,
+        query_seconds={
+            texts[query_id]: seconds
+            for query_id, seconds in record.get("latency", {}).items()
+            if query_id in texts
+        },
+        vector_provenance={k: record[k] for k in MODEL_PROVENANCE if k in record} or None,
     )
 
 
@@ -330,4 +404,5 @@ def rerank(
         scores[rows[query_id]] = query_scores
     timed = [query_id for query_id in queries if query_id in rows][:latency_queries]
     seconds = time_each(lambda query_id: scorer.score(queries[query_id], texts[query_id]), timed)
+    seconds = [s + scorer.encode_seconds_elsewhere(queries[q]) for q, s in zip(timed, seconds)]
     return trec_order(candidates.assign(score=scores)), dict(zip(timed, seconds))
