@@ -25,6 +25,9 @@ rule embed:
     wildcard_constraints:
         dataset=one_of(UNSHARDED_DATASETS),
         model=one_of(CORPUS_MODELS),
+    # The longest jobs of a dataset start first; the short ones fill the cores around them
+    # (on a small machine an encoding takes every core, and a short job alone leaves one idle).
+    priority: 1
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads

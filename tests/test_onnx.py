@@ -22,7 +22,7 @@ TEXTS = [
     "x",
     "Sodium intake and blood pressure in adults: a randomised trial",
 ]
-SCIFACT_DOCUMENTS = 200
+SCIFACT_DOCUMENTS = 100
 
 
 def exported(tmp_path_factory, minilm_path, backend: str, **settings):
@@ -208,7 +208,7 @@ def test_one_export_job_per_model_feeds_its_embed_jobs(tmp_path, shared_datasets
 @pytest.mark.e2e
 def test_onnx_matches_torch_on_scifact_documents(shared_datasets, torch_encoder, onnx_encoder):
     """Issue 21's criterion, cosine >= 0.9999 between torch and onnx vectors, on real documents
-    of every length (it held on 1,000; 200 keep the check and a fifth of the encoding)."""
+    of every length (it held on 1,000; 100 keep the check at a tenth of the encoding)."""
     titles, texts = [], []
     fields = {"_id": True, "title": False, "text": True}
     for _, record in read_jsonl(shared_datasets / "scifact" / "corpus.jsonl.gz", fields):

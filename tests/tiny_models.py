@@ -42,6 +42,19 @@ def _bert(factory, tokenizer, weights: Path | None):
     return factory(tiny_bert_config(tokenizer.vocab_size))
 
 
+def build_tiny_bi_encoder(folder: Path, tokenizer_source: Path) -> Path:
+    """A two-layer BERT with MiniLM's tokenizer, saved as a plain transformers folder, which
+    sentence-transformers loads as a bi-encoder with mean pooling."""
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(tokenizer.vocab_size)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def build_tiny_splade(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
     """A two-layer BERT masked-LM head, which SparseEncoder loads as SPLADE (max pooling of
     log(1 + relu(logits)))."""
