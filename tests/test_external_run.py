@@ -211,8 +211,20 @@ def bare_bm25s_run(folder: Path, path: Path) -> None:
                     out.write(f"{query['_id']} Q0 {docs[row]['_id']} {rank} {float(score)!r} b\n")
 
 
+def judged_queries_only(shared: Path, folder: Path) -> Path:
+    """The dataset at ``shared`` with only its test queries (SciFact: 300 of 1,109)."""
+    (folder / "qrels").mkdir(parents=True)
+    judged = set(pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)["query-id"])
+    with open(shared / "queries.jsonl", encoding="utf-8") as lines:
+        kept = [line for line in lines if json.loads(line)["_id"] in judged]
+    (folder / "queries.jsonl").write_text("".join(kept), encoding="utf-8")
+    for name in ("corpus.jsonl.gz", "qrels/test.tsv"):
+        (folder / name).symlink_to(shared / name)
+    return folder
+
+
 def test_a_bare_bm25s_run_of_scifact_scores_what_irflow_bm25_scores(tmp_path, shared_datasets):
-    folder = shared_datasets / "scifact"
+    folder = judged_queries_only(shared_datasets / "scifact", tmp_path / "scifact")
     tables = tmp_path / "tables"
     tables.mkdir()
     ingest(
