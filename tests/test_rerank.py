@@ -395,15 +395,20 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     # With the model's vector files (as the workflow gives them), nothing is encoded but the
     # latency query, and the ranking is again the dense run's.
     query_texts = dict(zip(table["query_id"], table["text"]))
-    reused = load_scorer(
-        {"type": "bi-encoder", "model": "m"},
-        {"m": spec},
-        documents,
-        tmp_path / "corpus-emb.parquet",
-        None,
-        query_texts,
-        tmp_path / "queries-emb.parquet",
-    )
+
+    def from_vector_files(*query_manifest):
+        return load_scorer(
+            {"type": "bi-encoder", "model": "m"},
+            {"m": spec},
+            documents,
+            tmp_path / "corpus-emb.parquet",
+            None,
+            query_texts,
+            tmp_path / "queries-emb.parquet",
+            *query_manifest,
+        )
+
+    reused = from_vector_files()
     again, latency = rerank(dense, query_texts, documents, reused, 25, 1)
     again = again.sort_values(["query_id", "rank"]).reset_index(drop=True)
     assert again[["query_id", "doc_id", "rank"]].equals(expected[["query_id", "doc_id", "rank"]])
@@ -423,16 +428,7 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     encoding = query_latency(encoder, queries, 1)
     record.write_text(json.dumps(encoder.provenance | {"latency": encoding}))
     monkeypatch.setattr(Encoder, "load", classmethod(lambda cls, spec: pytest.fail("loaded")))
-    unloaded = load_scorer(
-        {"type": "bi-encoder", "model": "m"},
-        {"m": spec},
-        documents,
-        tmp_path / "corpus-emb.parquet",
-        None,
-        query_texts,
-        tmp_path / "queries-emb.parquet",
-        record,
-    )
+    unloaded = from_vector_files(record)
     third, latency = rerank(dense, query_texts, documents, unloaded, 25, 1)
     third = third.sort_values(["query_id", "rank"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(third, again)
