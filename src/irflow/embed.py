@@ -14,9 +14,9 @@ generated over its corpus) shares most of its texts with it. Given the other dat
 and embeddings (``Reuse``), a row whose id and text (as the model reads it) are the same there
 takes its vector from there instead of being encoded: equal to encoding it again up to the
 float noise that batching causes anyway. Parts record how many rows they reused, so throughput
-counts only encoded rows. The match is one DuckDB join of the
-two tables' (id, text digest) pairs, done once per job and written in row order, so each part
-reads only its own rows' vectors.
+counts only encoded rows. The match is one DuckDB join of the two tables' (id, text digest)
+pairs, done once per job and written in row order, so each part reads only its own rows'
+vectors.
 
 A large corpus is embedded in shards: shard i of N holds rows [i·R/N, (i+1)·R/N) of the R
 input rows and is an independent, resumable job (a GPU each on a cluster). ``gather`` streams

@@ -355,18 +355,18 @@ def load_scorer(
     encoder = OnDemandEncoder(models[spec["model"]], threads)
     cache = VectorCache(cache_root, encoder) if cache_root is not None else None
     record = json.loads(query_manifest.read_text()) if query_manifest is not None else {}
-    texts = queries if query_embeddings else {}
+    query_texts = queries if query_embeddings else None
     return BiEncoderScorer(
         encoder,
         embeddings,
         documents if embeddings else None,
         cache,
         query_embeddings,
-        queries if query_embeddings else None,
+        query_texts,
         query_seconds={
-            texts[query_id]: seconds
+            query_texts[query_id]: seconds
             for query_id, seconds in record.get("latency", {}).items()
-            if query_id in texts
+            if query_texts and query_id in query_texts
         },
         vector_provenance={k: record[k] for k in MODEL_PROVENANCE if k in record} or None,
     )
