@@ -571,6 +571,21 @@ def prompts_file(spec):
     return str(path)
 
 
+def filter_inputs(wildcards):
+    """The dataset's tables; for a document-expanded copy (expand) also its base's filter
+    outputs, whose documents it keeps (irflow.filter.run_filter_as_base), so that the copy
+    ranks the same corpus as its base."""
+    folder = f"results/datasets/{wildcards.dataset}"
+    inputs = {"source": f"{folder}/source.json"} | {
+        name: f"{folder}/{name}.parquet" for name in ("corpus", "queries", "qrels")
+    }
+    if wildcards.dataset in EXPANDED:
+        base = f"results/datasets/{EXPANDED[wildcards.dataset]}/filtered"
+        tables = ("corpus", "audit", "clusters")
+        inputs |= {f"base_{name}": f"{base}/{name}.parquet" for name in tables}
+    return inputs
+
+
 def filter_rules(wildcards):
     """A curated dataset's own filter block, or the top-level one."""
     if wildcards.dataset in CURATED:

@@ -1,6 +1,7 @@
 # filter: drop empty, out-of-bounds and duplicate documents, and, when configured, documents
 # failing the quality filters and near-duplicates (judged ones are flagged, not dropped, by
-# default); keep the queries that have judgements in the split.
+# default); keep the queries that have judgements in the split. A document-expanded copy
+# (expand) keeps exactly its base's filtered documents, so both rank the same corpus.
 # curate: a curated dataset starts from its base dataset's tables and is filtered with its own
 # filter block. filter_summary: what every filter removed and flagged, for the report.
 
@@ -31,10 +32,7 @@ rule curate:
 
 rule filter:
     input:
-        source="results/datasets/{dataset}/source.json",
-        corpus="results/datasets/{dataset}/corpus.parquet",
-        queries="results/datasets/{dataset}/queries.parquet",
-        qrels="results/datasets/{dataset}/qrels.parquet",
+        unpack(filter_inputs),
     output:
         corpus="results/datasets/{dataset}/filtered/corpus.parquet",
         queries="results/datasets/{dataset}/filtered/queries.parquet",

@@ -5,21 +5,33 @@ from pathlib import Path
 
 from _common import start_job
 
-from irflow.filter import run_filter
+from irflow.filter import run_filter, run_filter_as_base
 
 manifest = start_job(snakemake, "filter")
 inp, out = snakemake.input, snakemake.output
-counts = run_filter(
-    Path(inp.corpus),
-    Path(inp.queries),
-    Path(inp.qrels),
-    snakemake.params.rules,
-    Path(out.corpus),
-    Path(out.queries),
-    Path(out.audit),
-    Path(out.clusters),
-    workers=snakemake.threads,
-)
+tables = [Path(inp.corpus), Path(inp.queries), Path(inp.qrels)]
+if "base_corpus" in inp.keys():
+    # A document-expanded copy: its base's documents, not its own texts, decide.
+    counts = run_filter_as_base(
+        *tables,
+        Path(inp.base_corpus),
+        Path(inp.base_audit),
+        Path(out.corpus),
+        Path(out.queries),
+        Path(out.audit),
+        Path(inp.base_clusters),
+        Path(out.clusters),
+    )
+else:
+    counts = run_filter(
+        *tables,
+        snakemake.params.rules,
+        Path(out.corpus),
+        Path(out.queries),
+        Path(out.audit),
+        Path(out.clusters),
+        workers=snakemake.threads,
+    )
 logging.getLogger("irflow.filter").info("%s", counts)
 manifest.add(**counts)
 manifest.write()

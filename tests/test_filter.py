@@ -327,3 +327,61 @@ def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shar
     actions = {(row["filter"], row["action"]) for row in audit}
     assert {("exact_duplicate", "flag"), ("near_duplicate", "flag")} <= actions
     assert len(clusters) > 10 and counts["documents_out"] == len(kept) and counts["flagged"] > 20
+
+
+def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
+    """A docT5query copy (expand) is scored over its base's filtered corpus: its filter job
+    reads the base's filtered corpus (Snakemake's dry run), and a document the base drops stays
+    out even where its expanded text would pass the rules, so BM25 and BM25 + docT5query rank
+    the same documents."""
+    from test_workflow import planned_inputs
+
+    raw = write_beir(tmp_path / "raw", CORPUS, QUERIES, QRELS)
+    config = {
+        "datasets": {"tiny": {"source": {"path": str(raw)}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "filter": {"max_words": 20},
+        "expand": {"tiny-doct5query": {"dataset": "tiny", "model": {"id": "a/doc2query"}}},
+    }
+    target = "results/datasets/tiny-doct5query/filtered/corpus.parquet"
+    (tmp_path / "graph").mkdir()
+    inputs = {
+        wildcards["dataset"]: files
+        for rule, wildcards, files in planned_inputs(tmp_path / "graph", config, target)
+        if rule == "filter"
+    }
+    assert "results/datasets/tiny/filtered/corpus.parquet" in inputs["tiny-doct5query"]
+
+    # The base drops "d" (50 words, max_words 20) and keeps "b" (3 words). Expanded, "b" has
+    # 23 words and "a" (empty, dropped by the base) has words: neither changes the decision.
+    base, expanded = tmp_path / "base", tmp_path / "expanded"
+    queries = " ".join(["what is one two three"] * 4)
+    copy = [dict(doc, text=f"{doc['text']} {queries}") for doc in CORPUS]
+    for folder, corpus in ((base, CORPUS), (expanded, copy)):
+        written = write_beir(tmp_path / f"raw-{folder.name}", corpus, QUERIES, QRELS)
+        ingest(
+            written / "corpus.jsonl",
+            written / "queries.jsonl",
+            written / "qrels" / "test.tsv",
+            folder,
+        )
+    kept = {}
+    run_filter(
+        *(base / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
+        RULES,
+        *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+    )
+    counts = filtering.run_filter_as_base(
+        *(expanded / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
+        *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "audit")),
+        *(expanded / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+    )
+    for folder in (base, expanded):
+        kept[folder.name] = pq.read_table(folder / "filtered" / "corpus.parquet").to_pylist()
+    assert [d["doc_id"] for d in kept["expanded"]] == [d["doc_id"] for d in kept["base"]]
+    assert [d["doc_id"] for d in kept["base"]] == ["b", "e", "f"]
+    assert all(d["text"].endswith(queries) for d in kept["expanded"])  # the expanded texts
+    assert counts["documents_in"] == 6 and counts["documents_out"] == 3
+    # The audit is the base's: the same decisions, so filter_summary counts them alike.
+    audits = [pq.read_table(f / "filtered" / "audit.parquet") for f in (base, expanded)]
+    assert audits[0].equals(audits[1])

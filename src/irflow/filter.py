@@ -31,6 +31,7 @@ from datasketch import LeanMinHash
 
 from irflow import contracts
 from irflow.dedup import CLUSTERS, NearDuplicateFinder
+from irflow.errors import InputError
 from irflow.quality import Document, build_checks, check_order, failed_checks
 
 BATCH_ROWS = 50_000
@@ -286,6 +287,60 @@ def run_filter(
     scored = queries_to_score(queries, qrels)
     contracts.write_table(scored, out_queries, contracts.QUERIES)
     return counts | {"queries_scored": scored.num_rows, "rules": rules}
+
+
+def run_filter_as_base(
+    corpus: Path,
+    queries: Path,
+    qrels: Path,
+    base_corpus: Path,
+    base_audit: Path,
+    out_corpus: Path,
+    out_queries: Path,
+    out_audit: Path,
+    base_clusters: Path | None = None,
+    out_clusters: Path | None = None,
+) -> dict:
+    """Filter a document-expanded copy (``expand``: docT5query, doc2query--) as its base was
+    filtered: keep exactly the base's filtered documents, with the copy's expanded texts.
+
+    Filtering the expanded text on its own would judge other texts (generated queries add
+    words, and can make an empty or short document pass), so the copy would rank another
+    corpus than its base and BM25 + docT5query would not be comparable to BM25. The audit and
+    clusters are the base's: its decisions, which the filter summary then counts alike."""
+    kept = pq.read_table(base_corpus, columns=["doc_id"]).column("doc_id").combine_chunks()
+    out_corpus.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_corpus.with_name(f".{out_corpus.name}.tmp")
+    documents_out = 0
+    with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
+        for batch in contracts.stream_batches(corpus, BATCH_ROWS):
+            batch = batch.filter(pc.is_in(batch.column("doc_id"), value_set=kept))
+            writer.write_batch(batch)
+            documents_out += batch.num_rows
+    documents_in = pq.ParquetFile(corpus).metadata.num_rows
+    if documents_out != len(kept):
+        tmp.unlink()
+        raise InputError(
+            corpus,
+            f"{len(kept) - documents_out} of the {len(kept)} documents kept in {base_corpus} "
+            "are missing from this expanded copy; expand it again from its base",
+        )
+    tmp.replace(out_corpus)
+    copy_tables([base_audit], [out_audit])
+    audit = pq.read_table(out_audit).to_pylist()
+    clusters = CLUSTERS.empty_table()
+    if out_clusters is not None:
+        copy_tables([base_clusters], [out_clusters])
+        clusters = pq.read_table(out_clusters)
+    order = list(dict.fromkeys(row["filter"] for row in audit))
+    scored = queries_to_score(queries, qrels)
+    contracts.write_table(scored, out_queries, contracts.QUERIES)
+    return _counts([], audit, clusters, order) | {
+        "documents_in": documents_in,
+        "documents_out": documents_out,
+        "queries_scored": scored.num_rows,
+        "documents_as": str(base_corpus),
+    }
 
 
 def copy_tables(sources: list[Path], targets: list[Path]) -> None:
