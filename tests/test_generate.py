@@ -126,9 +126,11 @@ def test_the_shipped_prompts_load_and_render():
         (1, 4),
         (5, 9),
         (10, 20),
-        (21, None),
+        (20, None),  # "at least 20 words"
     ]
-    assert [o.min_query_words for o in prompts.attributes["query_type"]] == [0, 0, 10]
+    claim = prompts.attributes["query_type"][2]
+    assert claim.query_lengths == ("10 to 20 words", "at least 20 words")
+    assert [o.long_doc for o in prompts.attributes["query_type"]] == [True, False, True]
     messages = prompts.messages(
         "query",
         {
@@ -174,6 +176,18 @@ def write_prompts(path: Path, change) -> Path:
             r"field 'scenarios.user': must use \$\{character\}",
         ),
         (lambda d: d["attributes"].update(query_type=[]), r"field 'attributes.query_type'"),
+        (
+            lambda d: d["attributes"]["query_type"][2].update(query_lengths=["20 words"]),
+            r"field 'attributes.query_type.2.query_lengths': '20 words' is not a query_length",
+        ),
+        (
+            lambda d: d["attributes"]["query_length"][0].update(long_doc=False),
+            r"field 'attributes.query_length.0': unknown key\(s\) for query_length: long_doc",
+        ),
+        (
+            lambda d: [t.update(long_doc=False) for t in d["attributes"]["query_type"]],
+            r"field 'attributes.query_type': no value is left for Long-Doc",
+        ),
         (lambda d: d["rewrite"].update(rounds=-1), r"field 'rewrite.rounds'"),
         (lambda d: d["query"].pop("answer_key"), r"field 'query.answer_key'"),
     ],
@@ -193,33 +207,66 @@ def test_a_prompts_file_that_is_not_yaml_names_the_line(tmp_path):
         load_prompts(tmp_path / "missing.yaml")
 
 
-def test_attributes_are_drawn_by_weight_and_claims_only_for_long_queries():
+# AIR-Bench (Chen et al., 2024), App. A.2.1: the seven expression styles and their weights; the
+# query types question : problem : claim = 3:1:1, a claim "10 to 20" or "at least 20 words" long;
+# Long-Doc queries are questions and claims only.
+PAPER_STYLES = {
+    "concise": 5,
+    "casual": 3,
+    "informal": 3,
+    "formal": 1,
+    "professional": 1,
+    "complicated": 1,
+    "academic": 1,
+}
+
+
+def draw_attribute_sets(n: int, **spec) -> pd.DataFrame:
+    """``n`` attribute sets drawn as a generate run draws them (one document each), with each
+    query type's first word ("question", "problem", "claim") as ``type``."""
     prompts = load_prompts(PROMPTS)
-    generator = Generator(prompts, client=None, spec={})
+    generator = Generator(prompts, client=None, spec=spec)
     draws = []
-    for n in range(4000):
-        item = _Item(f"d{n}", "", document_rng(0, f"d{n}"), {}, [])
-        draws.append({a: generator._draw(item, a) for a in ATTRIBUTES})
+    for i in range(n):
+        item = _Item(f"d{i}", "", document_rng(0, f"d{i}"), {}, [])
+        for attribute in ATTRIBUTES:
+            item.values[attribute] = generator._draw(item, attribute)
+        draws.append(item.values | {"band": item.band})
     draws = pd.DataFrame(draws)
-    for attribute, options in prompts.attributes.items():
-        shares = draws[attribute].value_counts(normalize=True)
-        if attribute == "query_type":
-            continue  # conditional on the length: checked below
-        total = sum(o.weight for o in options)
-        for option in options:
-            assert abs(shares.get(option.value, 0) - option.weight / total) < 0.03
-    claim = prompts.attributes["query_type"][2].value
-    short = {o.value for o in prompts.attributes["query_length"][:2]}
-    assert not (draws["query_length"].isin(short) & (draws["query_type"] == claim)).any()
-    long_types = draws.loc[~draws["query_length"].isin(short), "query_type"]
-    assert abs((long_types == claim).mean() - 1 / 5) < 0.04  # 3:1:1 among long queries
-    assert (
-        abs(
-            (draws.loc[draws["query_length"].isin(short), "query_type"] == "a question").mean()
-            - 3 / 4
-        )
-        < 0.04
-    )
+    draws["type"] = draws["query_type"].str.extract(r"^a (\w+)", expand=False)
+    return draws
+
+
+def assert_shares(values: pd.Series, expected: dict, tolerance: float = 0.01):
+    shares = values.value_counts(normalize=True).to_dict()
+    assert set(shares) <= set(expected), set(shares) - set(expected)
+    for value, share in expected.items():
+        assert abs(shares.get(value, 0) - share) < tolerance, (value, shares.get(value, 0), share)
+
+
+def test_query_attributes_are_drawn_as_airbench_draws_them():
+    draws = draw_attribute_sets(20_000)
+    total = sum(PAPER_STYLES.values())
+    assert_shares(draws["expression_style"], {s: w / total for s, w in PAPER_STYLES.items()})
+    assert_shares(draws["type"], {"question": 0.6, "problem": 0.2, "claim": 0.2})
+    assert_shares(draws["information_type"], dict.fromkeys(draws["information_type"].unique(), 0.5))
+    # Questions and problems at 1:4:2:1; a claim only "10 to 20" or "at least 20 words" (2:1).
+    lengths = ["fewer than 5 words", "5 to 9 words", "10 to 20 words", "at least 20 words"]
+    claims = draws["type"] == "claim"
+    assert_shares(draws.loc[claims, "query_length"], {lengths[2]: 2 / 3, lengths[3]: 1 / 3}, 0.02)
+    others = dict(zip(lengths, [1 / 8, 4 / 8, 2 / 8, 1 / 8]))
+    assert_shares(draws.loc[~claims, "query_length"], others)
+    overall = {n: 0.8 * share for n, share in others.items()}
+    overall[lengths[2]] += 0.2 * 2 / 3
+    overall[lengths[3]] += 0.2 * 1 / 3
+    assert_shares(draws["query_length"], overall)
+    # "at least 20 words" is 20 or more.
+    assert set(draws.loc[draws["query_length"] == lengths[3], "band"]) == {(20, None)}
+
+
+def test_long_doc_queries_are_questions_and_claims():
+    draws = draw_attribute_sets(5_000, chunk_tokens=200)
+    assert_shares(draws["type"], {"question": 0.75, "claim": 0.25}, 0.02)  # 3:1, no problem
 
 
 # --- chunking and sampling --------------------------------------------------------------------

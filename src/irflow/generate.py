@@ -99,7 +99,9 @@ from irflow.passages import passage_id, window_starts
 log = logging.getLogger(__name__)
 
 STEPS = ("characters", "scenarios", "query", "rewrite", "negatives")
-ATTRIBUTES = ("query_length", "query_type", "information_type", "expression_style")
+# In the order they are drawn: the type first, since it limits the lengths (AIR-Bench: a claim
+# is "10 to 20" or "at least 20 words" long).
+ATTRIBUTES = ("query_type", "query_length", "information_type", "expression_style")
 # The placeholders each step's templates may use, and those they must use.
 ALLOWED = {
     "characters": {"language", "document", "count"},
@@ -194,14 +196,17 @@ def list_generated(config: dict) -> dict[str, dict]:
 @dataclass(frozen=True)
 class Option:
     """One value of a query attribute: drawn with probability proportional to ``weight``.
-    ``words`` (query_length only) is the band's least and most words (None: no most);
-    ``min_query_words`` (other attributes) allows the value only with a length band of at least
-    that many words (AIR-Bench writes claims only as queries of 10 words or more)."""
+    ``words`` (query_length only): the length's least and most words (None: no most).
+    ``query_lengths`` (query_type only): the query_length values a query of this type may have
+    (None: all); AIR-Bench (App. A.2.1) draws a claim's length from "10 to 20" and "at least 20
+    words" only. ``long_doc`` (query_type only): False leaves the type out of Long-Doc corpora
+    (``chunk_tokens`` set), where AIR-Bench asks only questions and claims."""
 
     value: str
     weight: float = 1.0
     words: tuple[int, int | None] | None = None
-    min_query_words: int = 0
+    query_lengths: tuple[str, ...] | None = None
+    long_doc: bool = True
 
 
 @dataclass(frozen=True)
@@ -265,15 +270,21 @@ def load_prompts(path: str | Path) -> Prompts:
     if not isinstance(attributes, dict):
         raise InputError(path, "missing: a mapping of attribute lists", field="attributes")
     options = {name: _options(path, name, attributes.get(name)) for name in ATTRIBUTES}
-    for band in options["query_length"]:
-        least = band.words[0] if band.words else 0
-        for name in ATTRIBUTES[1:]:
-            if not any(o.min_query_words <= least for o in options[name]):
-                raise InputError(
-                    path,
-                    f"no value is allowed with the length band {band.value!r} ({least} words)",
-                    field=f"attributes.{name}",
-                )
+    lengths = {o.value for o in options["query_length"]}
+    for i, option in enumerate(options["query_type"]):
+        unknown = set(option.query_lengths or ()) - lengths
+        if unknown:
+            raise InputError(
+                path,
+                f"{', '.join(sorted(map(repr, unknown)))} is not a query_length value",
+                field=f"attributes.query_type.{i}.query_lengths",
+            )
+    if not any(o.long_doc for o in options["query_type"]):
+        raise InputError(
+            path,
+            "no value is left for Long-Doc corpora (all long_doc: false)",
+            field="attributes.query_type",
+        )
     for step in STEPS:
         spec = data.get(step)
         if not isinstance(spec, dict):
@@ -325,7 +336,7 @@ def load_prompts(path: str | Path) -> Prompts:
 
 def _options(path: Path, name: str, values: Any) -> list[Option]:
     """An attribute's options: plain strings (weight 1) or mappings with ``value`` and
-    ``weight`` (and ``words`` for a length band, ``min_query_words`` for the others)."""
+    ``weight`` (and ``words`` for a length, ``query_lengths`` and ``long_doc`` for a type)."""
     field = f"attributes.{name}"
     if not isinstance(values, list) or not values:
         raise InputError(path, "must be a non-empty list of values", field=field)
@@ -336,28 +347,40 @@ def _options(path: Path, name: str, values: Any) -> list[Option]:
             item = {"value": item}
         if not isinstance(item, dict) or not isinstance(item.get("value"), str):
             raise InputError(path, "must be a string or a mapping with a 'value'", field=where)
-        unknown = set(item) - {"value", "weight", "words", "min_query_words"}
+        own = {"query_length": {"words"}, "query_type": {"query_lengths", "long_doc"}}
+        unknown = set(item) - {"value", "weight", *own.get(name, ())}
         if unknown:
-            raise InputError(path, f"unknown key(s) {', '.join(sorted(unknown))}", field=where)
+            raise InputError(
+                path, f"unknown key(s) for {name}: {', '.join(sorted(unknown))}", field=where
+            )
         weight = item.get("weight", 1)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
             raise InputError(path, "must be a number > 0", field=f"{where}.weight")
         words = item.get("words")
         if words is not None:
-            if name != "query_length":
-                raise InputError(path, "only query_length bands have words", field=where)
             low, high = (list(words) + [None, None])[:2] if isinstance(words, list) else (-1, 0)
             if not (isinstance(low, int) and low >= 0 and (high is None or high >= low)):
                 raise InputError(path, "must be [least, most or null]", field=f"{where}.words")
             words = (low, high)
-        least = item.get("min_query_words", 0)
-        if not isinstance(least, int) or least < 0:
-            raise InputError(path, "must be an integer >= 0", field=f"{where}.min_query_words")
-        if least and name == "query_length":
-            raise InputError(path, "only other attributes have min_query_words", field=where)
+        lengths = item.get("query_lengths")
+        if lengths is not None:
+            if not (
+                isinstance(lengths, list)
+                and lengths
+                and all(isinstance(v, str) and v.strip() for v in lengths)
+            ):
+                raise InputError(
+                    path,
+                    "must be a non-empty list of query_length values",
+                    field=f"{where}.query_lengths",
+                )
+            lengths = tuple(v.strip() for v in lengths)
+        long_doc = item.get("long_doc", True)
+        if not isinstance(long_doc, bool):
+            raise InputError(path, "must be true or false", field=f"{where}.long_doc")
         if not item["value"].strip():
             raise InputError(path, "must be a non-empty string", field=f"{where}.value")
-        options.append(Option(item["value"].strip(), float(weight), words, least))
+        options.append(Option(item["value"].strip(), float(weight), words, lengths, long_doc))
     return options
 
 
@@ -709,12 +732,18 @@ class Generator:
         return survivors
 
     def _draw(self, item: _Item, attribute: str) -> str:
-        """A weighted draw; an option needing longer queries than the drawn length band is left
-        out (query_length is drawn first)."""
+        """A weighted draw, in ``ATTRIBUTES`` order. As AIR-Bench (App. A.2.1): the query type
+        first, on a Long-Doc corpus (``chunk_tokens`` set) among the types marked for it ("only
+        two query types: question and claim"); then the length, among the lengths the drawn
+        type allows (a claim: "10 to 20" or "at least 20 words")."""
         options = self.prompts.attributes[attribute]
-        if attribute != "query_length":
-            band = item.band[0] if item.band else 0
-            options = [o for o in options if o.min_query_words <= band]
+        if attribute == "query_type" and self.spec.get("chunk_tokens"):
+            options = [o for o in options if o.long_doc]
+        elif attribute == "query_length":
+            kind = item.values["query_type"]
+            allowed = next(o for o in self.prompts.attributes["query_type"] if o.value == kind)
+            if allowed.query_lengths is not None:
+                options = [o for o in options if o.value in allowed.query_lengths]
         weights = np.array([o.weight for o in options])
         chosen = options[int(item.rng.choice(len(options), p=weights / weights.sum()))]
         if attribute == "query_length":
