@@ -32,8 +32,11 @@ for dataset, qrels_path, corpus_path in zip(params.datasets, inp.qrels, inp.corp
     for system in params.systems:
         per_query = pd.read_parquet(next(score_files))
         per_query = per_query[per_query["metric"] == analysis["metric"]]
+        # Every scored query: one that no span places still counts in the overall score.
         rows.append(
-            per_query.merge(positions, on="query_id").assign(dataset=group["group"], system=system)
+            per_query.merge(positions, on="query_id", how="left").assign(
+                dataset=group["group"], system=system
+            )
         )
 
 position_bins, psi = analyse(

@@ -44,5 +44,5 @@ for (block, system), row in (
 ):
     print(
         f"{block} {system}: overall PSI {row['psi']:.3f} ({row['psi_low']:.3f}–"
-        f"{row['psi_high']:.3f}), nDCG@10 over every query {row['mean_ndcg_queries']:.4f}"
+        f"{row['psi_high']:.3f}), nDCG@10 over every query {row['mean_ndcg']:.4f}"
     )

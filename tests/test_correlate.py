@@ -341,3 +341,39 @@ def test_each_length_bucket_is_ranked_against_its_base_dataset():
     assert between_buckets(psi, summary, {}).empty
     with pytest.raises(ValueError, match="'nfcorpus' of 'scifact-pos'"):
         between_buckets(psi, summary, {"scifact-pos": ["nfcorpus"]})
+
+
+def test_the_pooled_bucket_ranks_systems_by_posirs_overall_score():
+    """PosIR's Table 2 correlates its overall nDCG@10, the mean over every query (those without
+    a located span too), not the mean of the position bins' means; a bucket Qk's score is its
+    bins' mean, as PosIR's nDCG@10(Qk)."""
+    from irflow.position import analyse
+
+    # Per system: 3 queries in bin 0, 1 in bin 19, 2 with no located span.
+    values = {"s1": (0.9, 0.1, 0.0), "s2": (0.6, 0.2, 0.6), "s3": (0.3, 0.3, 0.9)}
+    rows = pd.DataFrame(
+        [
+            ("pos", system, "ndcg_cut_10", f"q{i}", value, relpos, 100)
+            for system, (start, end, unplaced) in values.items()
+            for i, (relpos, value) in enumerate(
+                [(0.0, start)] * 3 + [(1.0, end)] + [(np.nan, unplaced)] * 2
+            )
+        ],
+        columns=["dataset", "system", "metric", "query_id", "value", "relpos", "doc_tokens"],
+    )
+    _, psi = analyse(rows)
+    # Bins' means 0.5, 0.4, 0.3; means over every query 2.8/6, 3.2/6, 3.0/6.
+    overall = psi[psi["bucket"] == "all"].set_index("system")["mean_ndcg"]
+    assert overall.tolist() == pytest.approx([2.8 / 6, 3.2 / 6, 3.0 / 6])
+    summary = pd.DataFrame(
+        {
+            "dataset": "base",
+            "system": ["s1", "s2", "s3"],
+            "metric": "ndcg_cut_10",
+            "value": [0.1, 0.3, 0.2],  # the every-query order: s2, s3, s1
+            "queries": 6,
+        }
+    )
+    rows = between_buckets(psi, summary, {"pos": ["base"]}).set_index("left")
+    assert rows.loc["pos all", "spearman"] == pytest.approx(1.0)
+    assert rows.loc["pos Q1", "spearman"] == pytest.approx(-0.5)  # bins' means: s1, s2, s3

@@ -301,7 +301,7 @@ def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
     qrels = pq.read_table(tmp_path / "out" / "qrels.parquet")
     assert corpus.schema.equals(contracts.CORPUS)
     assert queries.schema.equals(contracts.QUERIES)
-    assert qrels.schema.equals(contracts.QRELS_DOC_TOKENS)
+    assert qrels.schema.equals(contracts.QRELS_POSIR)
     assert corpus.to_pylist()[1] == {
         "doc_id": "d2",
         "title": "",
@@ -309,12 +309,12 @@ def test_posir_layout_ingests_to_the_contracts_with_spans(tmp_path):
     }
     assert queries.column("query_id").to_pylist() == ["q1", "q2", "q3", "q4", "q5"]
     assert [tuple(row.values()) for row in qrels.to_pylist()] == [
-        ("q1", "d1", 1, 5, 9, 9),  # "purr", with pos_token_length
-        ("q2", "d2", 1, 5, 9, 9),  # "bark"
-        ("q2", "d1", 0, None, None, None),  # not the relevant document
-        ("q3", "d3", 1, None, None, None),  # [-1, -1]: not located
-        ("q4", "d1", 1, None, None, None),  # two relevant documents: which one is a guess
-        ("q4", "d3", 2, None, None, None),
+        ("q1", "d1", 1, 5, 9, 9, 31),  # "purr", with pos_token_length and pos_char_length
+        ("q2", "d2", 1, 5, 9, 9, 25),  # "bark"
+        ("q2", "d1", 0, None, None, None, None),  # not the relevant document
+        ("q3", "d3", 1, None, None, None, None),  # [-1, -1]: not located
+        ("q4", "d1", 1, None, None, None, None),  # two relevant documents: which one is a guess
+        ("q4", "d3", 2, None, None, None, None),
     ]
     assert stats["layout"] == "posir"
     assert stats["documents"] == 3 and stats["queries"] == 5

@@ -263,7 +263,7 @@ def test_position_curves_one_panel_per_bucket_and_the_psi_table(tmp_path, text_i
         [1 - 0.1 / 0.9, 1 - 0.5 / 0.9, 1 - 0.3 / 0.9], abs=5e-5
     )
     assert dense["queries"].tolist() == [15, 15, 30]
-    for column in ("mean score (mean of bin means)", "mean score (over queries)"):
+    for column in ("PosIR's score (bins' mean; all: every query)", "mean score (over queries)"):
         assert dense[column].tolist() == pytest.approx([0.5, 0.7, 0.6], abs=5e-5)
     assert dense["trend"].tolist() == ["primacy"] * 3
     assert (table.loc[table["system"] == "bm25", "trend"] == "flat").all()

@@ -175,6 +175,56 @@ def test_span_positions_take_the_collections_token_lengths_where_given():
     assert positions["doc_tokens"].tolist() == [700, 2]
 
 
+def test_translated_documents_are_placed_by_the_collections_length(tmp_path, caplog):
+    """PosIR's ndcg_PSI_analysis.py places a query by its own ``pos_char_length``, not by the
+    text it retrieves: "position": float(sum(v["pos_char_span"])/2), "total_length":
+    v["pos_char_length"], then position / total_length. A translation's text is longer or
+    shorter than the length its span was counted on."""
+    import logging
+
+    from test_ingest import POSIR_QRELS, POSIR_QUERIES, ingest_posir, write_posir
+
+    translated = [
+        {"_id": "d1", "text": "Les chats ronronnent et dorment au soleil, longuement."},  # 54
+        {"_id": "d2", "text": "Chiens aboient."},  # 15 characters
+    ]
+    folder = write_posir(
+        tmp_path / "fra",
+        corpus=translated,
+        queries=[
+            POSIR_QUERIES[0] | {"pos_char_span": [10, 20]},  # pos_char_length 31
+            POSIR_QUERIES[1] | {"pos_char_span": [14, 22]},  # 25: past the 15-character text
+        ],
+        qrels=POSIR_QRELS[:2],
+    )
+    stats = ingest_posir(folder, tmp_path / "out")
+    # Both lengths disagree with the texts (counted in the ingest manifest); nothing is clipped.
+    assert stats["spans"]["length_mismatches"] == 2 and stats["spans"]["clipped"] == 0
+    qrels = pd.read_parquet(tmp_path / "out" / "qrels.parquet")
+    assert qrels.loc[qrels["relevance"] > 0, "doc_chars"].tolist() == [31, 25]
+    corpus = pd.read_parquet(tmp_path / "out" / "corpus.parquet")
+    with caplog.at_level(logging.WARNING, logger="irflow.position"):
+        positions = span_positions(qrels, corpus, word_tokenizer())
+    assert positions["relpos"].tolist() == pytest.approx([15 / 31, 18 / 25])
+    assert "2 of 2 placed queries" in caplog.text
+
+
+def test_overall_score_is_posirs_mean_over_every_query():
+    """PosIR's overall nDCG@10 (Table 2) is ndcg_PSI_analysis.py's "nDCG@10":
+    float(np.mean([s["score"] for s in all_items])), every evaluated query, taken before the
+    queries without a located span are dropped for binning."""
+    placed = rows([(f"a{i}", 0.0, 1.0) for i in range(3)] + [("b", 1.0, 0.2)])
+    # No located span, or several relevant documents: scored, but in no bin.
+    unplaced = rows([("c", np.nan, 0.0), ("d", np.nan, 0.1)])
+    bins, psi = analyse(pd.concat([placed, unplaced]))
+    by_bucket = psi.set_index("bucket")
+    assert by_bucket.loc["all", "mean_ndcg"] == pytest.approx((3 + 0.2 + 0.0 + 0.1) / 6)
+    assert by_bucket.loc["Q1", "mean_ndcg"] == pytest.approx((1.0 + 0.2) / 2)  # bins' mean
+    assert by_bucket.loc["all", "mean_ndcg_queries"] == pytest.approx(3.2 / 4)
+    assert by_bucket.loc["all", "queries"] == 4 and bins["queries"].sum() == 4
+    assert by_bucket.loc["all", "psi"] == pytest.approx(0.8)
+
+
 def test_bucket_score_is_the_plain_mean_of_bin_means():
     # The issue's example: 9 queries at the start scoring 1.0, one at the end scoring 0.2.
     cells = [(f"a{i}", 0.0, 1.0) for i in range(9)] + [("b", 1.0, 0.2)]
@@ -217,7 +267,8 @@ def test_overall_psi_pools_the_buckets():
     overall = psi.set_index("bucket").loc["all"]
     # Bin 0: 0.9 and 0.5; bin 9: 0.6, 0.2 and 0.2.
     assert overall["psi"] == pytest.approx(1 - (1.0 / 3) / 0.7)
-    assert overall["mean_ndcg"] == pytest.approx((0.7 + 1 / 3) / 2)
+    # The overall score is PosIR's mean over every query, not the mean of the bins' means.
+    assert overall["mean_ndcg"] == pytest.approx(2.4 / 5)
     assert overall["mean_ndcg_queries"] == pytest.approx(2.4 / 5)
     assert overall["queries"] == 5
     assert set(bins["bucket"]) == {"Q1", "Q4"}  # the pooled bins are not a bucket of their own

@@ -8,12 +8,15 @@ queries     query_id, text                                     one row per query
 qrels       query_id, doc_id, relevance, span_start, span_end  one row per judgement;
             the span columns are character offsets of the relevant passage in the
             document text, null when the collection gives none. A dataset ingested
-            from the PosIR layout has a sixth column, doc_tokens: the judged
-            document's length in tokens as the collection states it (PosIR's
-            pos_token_length, counted on the English original so that translations
-            share length buckets), on the row that carries the span, else null; the
-            position analysis buckets by it where given. A dataset made from another
-            (variant, expansion, quality control) writes the five columns
+            from the PosIR layout has two more columns on the row that carries the
+            span, else null: doc_tokens, the judged document's length in tokens as
+            the collection states it (PosIR's pos_token_length, counted on the
+            English original so that translations share length buckets), which the
+            position analysis buckets by; and doc_chars, the length in characters of
+            the text the span counts (PosIR's pos_char_length, which a translation's
+            own text need not have), which relative positions divide by. A dataset
+            made from another (variant, expansion, quality control) writes the five
+            columns
 audit       doc_id, action, reason, judged, filter, value      one row per filter decision:
             the filter's name and the value it measured (null when none, e.g. an
             exact duplicate); a document failing several quality filters has a row
@@ -56,6 +59,7 @@ position_bins  dataset, system, bucket, metric, bin, bin_start, bin_end, mean_nd
 psi            dataset, system, bucket, metric, mean_ndcg, mean_ndcg_queries, psi, psi_low,
                psi_high, psi_every_bin, bins_used, bins_excluded, trend, slope, queries,
                reason: one row per length bucket and one, bucket "all", for them pooled
+               (its mean_ndcg is the mean over every scored query; see irflow.position)
 """
 
 from __future__ import annotations
@@ -103,7 +107,9 @@ QRELS = pa.schema(
         ("span_end", pa.int64()),
     ]
 )
-QRELS_DOC_TOKENS = QRELS.append(pa.field("doc_tokens", pa.int64()))
+QRELS_POSIR = QRELS.append(pa.field("doc_tokens", pa.int64())).append(
+    pa.field("doc_chars", pa.int64())
+)
 AUDIT = pa.schema(
     [
         ("doc_id", pa.string()),

@@ -184,10 +184,12 @@ def between_buckets(
     psi: pd.DataFrame, summary: pd.DataFrame, references: dict[str, list[str]]
 ) -> pd.DataFrame:
     """PosIR's Table 2: does each length bucket rank the systems as a short-document benchmark
-    does? ``psi`` gives each (dataset, bucket)'s systems their mean score over the bucket's
-    queries; ``references`` names, per psi dataset, the datasets of ``summary`` to compare it
-    with (for a positionalize block, the dataset it was built from), each scored by the same
-    metric as the buckets. Rows: left "<dataset> <bucket>", right the reference."""
+    does? ``psi`` gives each (dataset, bucket)'s systems PosIR's score of it (``mean_ndcg``):
+    for a length bucket the mean of its bins' means (nDCG@10(Qk)), for bucket ``all`` the mean
+    over every scored query, those no span places included (the overall nDCG@10);
+    ``references`` names, per psi dataset, the datasets of ``summary`` to compare it with (for
+    a positionalize block, the dataset it was built from), each scored by the same metric as
+    the buckets. Rows: left "<dataset> <bucket>", right the reference."""
     rows = []
     for (dataset, bucket, metric), group in psi.groupby(["dataset", "bucket", "metric"]):
         buckets = group.set_index("system")["mean_ndcg"]

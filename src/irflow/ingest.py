@@ -16,7 +16,10 @@ PosIR's eval.py reads) is read in bounded batches; a problem is reported with it
   whose length in characters ``pos_char_length`` gives and in tokens ``pos_token_length``.
   PosIR buckets documents by ``pos_token_length``, counted on the English original, so that a
   translated set shares the English one's length buckets: it goes with the span onto the qrels
-  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it.
+  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it. PosIR
+  places a query by its span centre over ``pos_char_length`` ("total_length" in its
+  ndcg_PSI_analysis.py), not over the text the corpus holds: it goes onto the row as
+  ``doc_chars``, and relative positions divide by it.
 - qrels ``query-id``, ``corpus-id``, ``score``.
 
 Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
@@ -29,13 +32,16 @@ Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
   its mark of evidence it did not locate), leaves the judgement without a span, counted;
 - any other span must satisfy 0 <= start <= end and be one pair: a list of several spans is
   refused, as which one places the query would be a guess;
-- a span that runs past the end of its document's text is clipped as PosIR's analysis clips it
-  (its centre to at most the document's length): it becomes the widest span inside the text with
-  that centre, [start + overrun, length] ([length, length] once the centre lies past the end),
-  so the position analysis finds PosIR's relative position. Such spans are counted, with
-  examples, in the log and the statistics (``spans.clipped``);
-- a ``pos_char_length`` other than the document's length is counted and warned about: the span
-  may count characters of a different string.
+- a span that runs past the end of its document is clipped as PosIR's analysis clips it (its
+  centre to at most the document's length, ``pos_char_length`` where given, else the text's):
+  it becomes the widest span inside the document with that centre, [start + overrun, length]
+  ([length, length] once the centre lies past the end), so the position analysis finds PosIR's
+  relative position. Such spans are counted, with examples, in the log and the statistics
+  (``spans.clipped``);
+- a ``pos_char_length`` other than the text's length (a translation's text, say) is counted,
+  with examples, in the log and the statistics (``spans.length_mismatches``): positions still
+  divide by ``pos_char_length``, as PosIR's do, and the span counts characters of that other
+  string.
 
 Nothing is written unless the whole input is valid, so a bad file never replaces a good earlier
 result.
@@ -388,9 +394,9 @@ def _attach_spans(
     document_chars: dict[str, int],
     counts: Counter,
 ) -> tuple[list[str], list[str]]:
-    """Put each query's span, and its document's pos_token_length, on its one relevant
-    judgement (see the module docstring); returns examples of spans clipped at the end of their
-    document and of a pos_char_length other than the document's length."""
+    """Put each query's span, and its document's pos_token_length and pos_char_length, on its
+    one relevant judgement (see the module docstring); returns examples of spans clipped at the
+    end of their document and of a pos_char_length other than the text's length."""
     relevant: dict[str, list[dict]] = {}
     for row in qrels:
         if row["relevance"] > 0:
@@ -406,15 +412,17 @@ def _attach_spans(
         if chars is None:
             counts["unknown_document"] += 1
             continue
+        # PosIR's total_length: the span's own document length where the collection gives it.
+        length = chars if span.document_chars is None else span.document_chars
         start, end = span.start, span.end
-        if end > chars:
-            # PosIR clips the centre to the length; this span inside the text has that centre.
-            start, end = min(start + end - chars, chars), chars
+        if end > length:
+            # PosIR clips the centre to the length; this span inside the length has that centre.
+            start, end = min(start + end - length, length), length
             counts["clipped"] += 1
             if len(clipped) < EXAMPLES:
                 clipped.append(
                     f"row {span.row}: query {query_id!r}: {span.start}..{span.end} in document "
-                    f"{judgement['doc_id']!r} of {chars} characters -> {start}..{end}"
+                    f"{judgement['doc_id']!r} of {length} characters -> {start}..{end}"
                 )
         if span.document_chars is not None and span.document_chars != chars:
             counts["length_mismatches"] += 1
@@ -425,6 +433,7 @@ def _attach_spans(
                 )
         judgement["span_start"], judgement["span_end"] = start, end
         judgement["doc_tokens"] = span.document_tokens
+        judgement["doc_chars"] = span.document_chars
         counts["attached"] += 1
     return clipped, mismatches
 
@@ -511,7 +520,7 @@ def ingest(
             clipped, mismatches = _attach_spans(qrels, spans, document_chars, span_counts)
         if not qrels:
             raise InputError(qrels_path, "no judgements")
-        schema = contracts.QRELS if layout == "beir" else contracts.QRELS_DOC_TOKENS
+        schema = contracts.QRELS if layout == "beir" else contracts.QRELS_POSIR
         contracts.write_table(pa.Table.from_pylist(qrels, schema), staging / "qrels.parquet")
         for name in ("corpus", "queries", "qrels"):
             (staging / f"{name}.parquet").replace(out_dir / f"{name}.parquet")
@@ -578,8 +587,9 @@ def _span_stats(
         )
     if mismatches:
         log.warning(
-            "%s: pos_char_length differs from the document's length in characters for %d "
-            "queries; their spans may count another string: %s",
+            "%s: pos_char_length differs from the document's text length in characters for %d "
+            "queries; their spans count another string (a translation's original, say), and "
+            "their positions divide by pos_char_length, as PosIR's analysis does: %s",
             queries_path,
             counts["length_mismatches"],
             "; ".join(mismatches),

@@ -284,7 +284,7 @@ def psi_table(psi: pd.DataFrame) -> str:
         "bucket": "bucket",
         "system": "system",
         "queries": "queries",
-        "mean_ndcg": "mean score (mean of bin means)",
+        "mean_ndcg": "PosIR's score (bins' mean; all: every query)",
         "mean_ndcg_queries": "mean score (over queries)",
         "psi": "PSI",
         "psi_low": "PSI interval low",

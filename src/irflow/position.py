@@ -6,7 +6,11 @@ length bucket, the mean score of each position bin gives the Position Sensitivit
 PSI = 1 − min / max over the bins, and the trend of score over position.
 
 Conventions, those of PosIR's analysis script (ndcg_PSI_analysis.py):
-- relative position = span centre / document characters, clipped to [0, 1];
+- relative position = span centre / the document's length in characters, clipped to [0, 1]
+  ("position": sum(pos_char_span) / 2, "total_length": pos_char_length; position /
+  total_length, clipped). The length is the collection's where it gives one (the qrels'
+  ``doc_chars``, PosIR's pos_char_length: a translated text need not have the length its span
+  was counted on), else the text's; the queries where the two disagree are counted in the log;
 - length buckets Q1, Q2, ... by the relevant document's token count (the qrels' ``doc_tokens``
   where the collection gives it, as PosIR's pos_token_length), closed on the right, the
   last one open: (0, 512], (512, 1024], (1024, 1536], (1536, ∞) for ``bucket_tokens`` 512 and
@@ -17,10 +21,13 @@ Conventions, those of PosIR's analysis script (ndcg_PSI_analysis.py):
 - PSI = 1 − min / max over the bins of a bucket that have queries (``min_count`` 1, the
   default); nDCG@10 by default;
 - a bucket's score (``mean_ndcg``) is the plain mean of its non-empty bins' means, each bin
-  weighing the same however many queries it holds; ``mean_ndcg_queries`` is the mean over the
-  bucket's queries instead (a named other, not PosIR's bucket score);
-- an overall PSI per dataset and system (bucket ``all``): every query binned by position
-  alone, the buckets pooled; its ``mean_ndcg_queries`` is PosIR's overall nDCG@10.
+  weighing the same however many queries it holds (PosIR's nDCG@10(Qk): np.mean of the bin
+  means); ``mean_ndcg_queries`` is the mean over the bucket's queries instead (a named other,
+  not PosIR's bucket score);
+- an overall PSI per dataset and system (bucket ``all``): every placed query binned by
+  position alone, the buckets pooled. Its ``mean_ndcg`` is PosIR's overall nDCG@10 (Table 2),
+  the mean over every scored query, those that no span places included (PosIR:
+  np.mean([s["score"] for s in all_items]), taken before it drops unlocated spans).
 Additions:
 - with ``min_count`` above 1 a bin with fewer queries is left out of ``psi`` and the trend, and
   flagged; ``psi_every_bin`` keeps PosIR's value beside it. A bucket with fewer than two usable
@@ -51,11 +58,30 @@ GROUP = ["dataset", "system", "bucket"]
 
 def relative_position(span_start, span_end, document_chars) -> np.ndarray:
     """Span centre over document length in characters, clipped to [0, 1]; NaN for an empty
-    document."""
+    document (PosIR drops a total_length of 0)."""
     centre = (np.asarray(span_start, dtype=float) + np.asarray(span_end, dtype=float)) / 2
     chars = np.asarray(document_chars, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(chars > 0, np.clip(centre / chars, 0, 1), np.nan)
+
+
+def judged_positions(judgements: pd.DataFrame, texts: pd.Series) -> np.ndarray:
+    """The relative position of each judgement's span (``texts``: the text of each doc_id):
+    over the collection's length of the document (``doc_chars``) where the qrels give one, as
+    PosIR divides by pos_char_length, else over the text's length. Where the two disagree (a
+    translation, whose span counts its original) the count is logged."""
+    own = judgements["doc_id"].map(texts.str.len()).astype(float)
+    given = judgements.get("doc_chars", pd.Series(np.nan, judgements.index)).astype(float)
+    differ = int((given.notna() & (given != own)).sum())
+    if differ:
+        log.warning(
+            "%d of %d placed queries: the collection's document length in characters "
+            "(doc_chars, PosIR's pos_char_length) differs from the text's; their positions "
+            "divide by the collection's, as PosIR's analysis does",
+            differ,
+            len(judgements),
+        )
+    return relative_position(judgements["span_start"], judgements["span_end"], given.fillna(own))
 
 
 def pooled_group(dataset: str, analysis: dict) -> str | None:
@@ -85,7 +111,8 @@ def span_positions(qrels: pd.DataFrame, documents: pd.DataFrame, tokenizer) -> p
     """query_id, relpos, doc_tokens for each query with exactly one relevant judgement, when
     that judgement has a span; ``documents`` (doc_id, text) holds at least those documents.
 
-    The span counts characters of the document's text, as the contracts say. The length in
+    The span counts characters of the document's text, as the contracts say, or of the text of
+    ``doc_chars`` characters that the collection names (``judged_positions``). The length in
     tokens is the qrels' ``doc_tokens`` where the collection gives it (PosIR's
     pos_token_length, the English original's), else ``tokenizer``'s count of the text.
     """
@@ -107,9 +134,7 @@ def span_positions(qrels: pd.DataFrame, documents: pd.DataFrame, tokenizer) -> p
     return pd.DataFrame(
         {
             "query_id": single["query_id"].to_numpy(),
-            "relpos": relative_position(
-                single["span_start"], single["span_end"], texts[single["doc_id"]].str.len()
-            ),
+            "relpos": judged_positions(single, texts),
             "doc_tokens": given.fillna(single["doc_id"].map(counted)).to_numpy(),
         }
     )
@@ -221,14 +246,25 @@ def analyse(
     interval: dict = NO_BOOTSTRAP,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``rows``: dataset, system, metric, query_id, value, relpos, doc_tokens, one per scored
-    query. Returns the position_bins table (every bin of every bucket that has queries) and
-    the psi table (one row per dataset, system and bucket, and one for the buckets pooled,
-    bucket ``all``, PosIR's overall PSI). ``interval``: bootstrap resamples (0: no interval),
-    confidence and seed of PSI's interval."""
+    query; a query that no span places (relpos or doc_tokens null) counts in its dataset's
+    overall score only. Returns the position_bins table (every bin of every bucket that has
+    queries) and the psi table (one row per dataset, system and bucket, and one for the
+    buckets pooled, bucket ``all``, PosIR's overall PSI and nDCG@10). ``interval``: bootstrap
+    resamples (0: no interval), confidence and seed of PSI's interval."""
+    # PosIR's overall nDCG@10: every scored query, placed or not.
+    every_query = rows.groupby(["dataset", "system", "metric"])["value"].mean()
     frame = rows.assign(
         bucket=length_bucket(rows["doc_tokens"], bucket_tokens, buckets).astype(object),
         bin=position_bin(rows["relpos"], bins),
     ).dropna(subset=["bucket", "bin"])
+    if len(frame) < len(rows):
+        log.info(
+            "%d of %d scored queries have no position: they count in the overall score "
+            "(bucket %s) only, as in PosIR's overall nDCG@10",
+            len(rows) - len(frame),
+            len(rows),
+            OVERALL,
+        )
     frame = frame.astype({"bin": int})
     # PosIR's overall PSI bins every query of a dataset by position alone.
     frame = pd.concat([frame, frame.assign(bucket=OVERALL)], ignore_index=True)
@@ -252,6 +288,9 @@ def analyse(
     summaries = []
     for key, bucket in table.groupby([*GROUP, "metric"], sort=True):
         summary = _bucket_summary(bucket, by_group[key], min_count, flat_below, interval)
+        dataset, system, bucket_name, metric = key
+        if bucket_name == OVERALL:
+            summary["mean_ndcg"] = float(every_query[(dataset, system, metric)])
         excluded = bucket.loc[bucket["excluded"], "bin"].tolist()
         if excluded:
             log.warning(
