@@ -404,13 +404,15 @@ def external_run_settings(wildcards):
 
 
 def external_run_inputs(wildcards):
-    """The dataset's filtered tables and, for a local run file, the file itself, so that
-    replacing it reruns the import."""
+    """The dataset's filtered tables, its whole queries table (a run's queries without
+    judgements are dropped, not unknown) and, for a local run file, the file itself, so
+    that replacing it reruns the import."""
     base = f"results/datasets/{wildcards.dataset}"
     inputs = {
         "source": f"{base}/source.json",
         "corpus": f"{base}/filtered/corpus.parquet",
         "queries": f"{base}/filtered/queries.parquet",
+        "all_queries": f"{base}/queries.parquet",
     }
     location = external_run_settings(wildcards)["location"]
     return inputs | ({} if is_url(location) else {"run_file": location})

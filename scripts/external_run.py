@@ -27,6 +27,7 @@ run, report = import_run(
     path,
     Path(inp.corpus),
     Path(inp.queries),
+    Path(inp.all_queries),
     run_format=spec["format"],
     top_k=settings["top_k"],
     remove_self_matches=settings["remove_self_matches"],

@@ -18,22 +18,36 @@ from conftest import CORES, schema_defaults
 from irflow import contracts
 from irflow.errors import DownloadError, InputError
 from irflow.external_run import import_run, locate_run, run_location
+from irflow.filter import queries_to_score
 from irflow.ingest import ingest
 from irflow.retrieve import bm25_search
 from irflow.score import score_run
 
 DOCS = ["d1", "d2", "d3", "d10"]
 QUERIES = ["q1", "q2", "d2"]
+UNJUDGED = ["q3"]  # in the dataset's queries table, without judgements in the split
+
+
+def write_dataset(
+    folder: Path, docs: list[str], judged: list[str], unjudged: list[str]
+) -> tuple[Path, Path, Path]:
+    """The filtered corpus, the queries scored (``judged``) and the dataset's whole queries
+    table (``judged`` and ``unjudged``), as the workflow hands them to the import."""
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "corpus.parquet"
+    rows = [{"doc_id": d, "title": "", "text": f"text of {d}"} for d in docs]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+    paths = []
+    for name, ids in (("queries", judged), ("all_queries", judged + unjudged)):
+        paths.append(folder / f"{name}.parquet")
+        rows = [{"query_id": q, "text": f"query {q}"} for q in ids]
+        contracts.write_table(pa.Table.from_pylist(rows, contracts.QUERIES), paths[-1])
+    return corpus, *paths
 
 
 @pytest.fixture
-def dataset(tmp_path) -> tuple[Path, Path]:
-    corpus, queries = tmp_path / "corpus.parquet", tmp_path / "queries.parquet"
-    rows = [{"doc_id": d, "title": "", "text": f"text of {d}"} for d in DOCS]
-    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
-    rows = [{"query_id": q, "text": f"query {q}"} for q in QUERIES]
-    contracts.write_table(pa.Table.from_pylist(rows, contracts.QUERIES), queries)
-    return corpus, queries
+def dataset(tmp_path) -> tuple[Path, Path, Path]:
+    return write_dataset(tmp_path / "dataset", DOCS, QUERIES, UNJUDGED)
 
 
 def imported(path: Path, dataset, **settings) -> tuple[pd.DataFrame, dict]:
@@ -82,7 +96,7 @@ def test_a_parquet_run_gives_the_same_run_as_its_trec_file(tmp_path, dataset):
         ("q1 Q0 d1 1 nan sys\n", 1, "score", "not a number: 'nan'"),
         ("q1 Q0 d1 1 2,5 sys\n", 1, "score", "not a number"),
         ("q1 Q0 d1 1 1e999 sys\n", 1, "score", "overflows"),
-        ("q1 Q0 d1 first 1 sys\n", 1, "rank", "not an integer"),
+        ("q1 Q0 d1 first 1 sys\n", 1, "rank", "not a number: 'first'"),
         (GOOD + "q1 Q0 d1 4 0.1 sys\n", 4, None, "first on line 1"),
         (b"q1 Q0 d1 1 1 sys\nq1 Q0 d\xff 2 0 sys\n", 2, None, "not valid UTF-8"),
     ],
@@ -120,6 +134,39 @@ def test_unknown_ids_are_counted_dropped_and_refused_past_the_limit(tmp_path, da
     assert unknown["examples"] == ["line 4: unknown document 'gone'", "line 5: unknown query 'q9'"]
     with pytest.raises(InputError, match=r"2 of 5 rows \(40.0%\).*line 4: unknown document"):
         imported(write(tmp_path, text), dataset, max_unknown_fraction=0.3)
+
+
+def test_unjudged_queries_are_dropped_as_trec_eval_drops_them_and_counted_apart(tmp_path, dataset):
+    # A run over every query of the dataset (as tools write one from BEIR's queries.jsonl):
+    # q3 has no judgements in the split, so trec_eval ignores it; q9 is in no queries table.
+    unjudged = "q3 Q0 d1 1 3 sys\nq3 Q0 d2 2 2 sys\nq3 Q0 d3 3 1 sys\n"
+    text = GOOD + unjudged + "q9 Q0 d1 1 3 sys\n"
+    run, report = imported(write(tmp_path, text), dataset, max_unknown_fraction=0.2)
+    plain, _ = imported(write(tmp_path, GOOD, "judged.trec"), dataset)
+    pd.testing.assert_frame_equal(run, plain)
+    assert report["unjudged"] == {"rows": 3, "queries": 1}
+    assert (report["unknown"]["rows"], report["unknown"]["unknown_queries"]) == (1, 1)
+    assert report["rows_read"] == 7 and report["rows"] == 3
+    # Unknown ids are still refused past the limit: 1 of 7 rows is over 10 %.
+    with pytest.raises(InputError, match=r"1 of 7 rows \(14.3%\).*line 7: unknown query 'q9'"):
+        imported(write(tmp_path, text), dataset, max_unknown_fraction=0.1)
+
+
+def test_a_rank_written_as_a_decimal_is_accepted_as_trec_eval_ignores_it(tmp_path, dataset):
+    plain, _ = imported(write(tmp_path, GOOD), dataset)
+    decimal, _ = imported(write(tmp_path, GOOD.replace(" 1 ", " 1.0 "), "decimal.trec"), dataset)
+    pd.testing.assert_frame_equal(decimal, plain)
+
+
+def test_integer_ids_of_a_parquet_run_are_read_as_strings_and_reported(tmp_path):
+    dataset = write_dataset(tmp_path / "numeric", ["1", "2", "10"], ["7", "8"], [])
+    frame = pd.DataFrame({"query_id": [7, 7, 8], "doc_id": [10, 2, 1], "score": [1.0, 2.0, 3.0]})
+    frame.to_parquet(tmp_path / "run.parquet")
+    run, report = imported(tmp_path / "run.parquet", dataset, max_unknown_fraction=0.0)
+    assert run[["query_id", "doc_id"]].values.tolist() == [["7", "2"], ["7", "10"], ["8", "1"]]
+    assert report["ids_cast_to_string"] == ["query_id", "doc_id"]
+    frame.astype({"doc_id": str}).to_parquet(tmp_path / "run.parquet")
+    assert imported(tmp_path / "run.parquet", dataset)[1]["ids_cast_to_string"] == ["query_id"]
 
 
 def test_top_k_and_self_matches_apply_as_to_irflow_retrievers(tmp_path, dataset):
@@ -187,11 +234,13 @@ def test_the_schema_takes_a_run_system():
 # --- an external BM25 run of SciFact, written by bare bm25s ---------------------------------
 
 
-def bare_bm25s_run(folder: Path, path: Path) -> None:
+def bare_bm25s_run(folder: Path, path: Path, judged: set[str]) -> None:
     """BM25 as irflow's default retriever configures it (lucene, k1 0.9, b 0.4, English stemmer
-    and stopwords, title + " " + text), by bm25s alone from the BEIR files; every document
-    that scores above 0 (lucene scores exactly the documents sharing a term), each score
-    written as the shortest decimal of its float64 value."""
+    and stopwords, title + " " + text), by bm25s alone from the BEIR files, over every query of
+    queries.jsonl as such tools run it: for a ``judged`` query every document that scores above
+    0 (lucene scores exactly the documents sharing a term), for the others their top 10 (they
+    are dropped unscored; fewer lines keep the test fast); each score written as the shortest
+    decimal of its float64 value."""
     with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         docs = [json.loads(line) for line in lines]
     with open(folder / "queries.jsonl", encoding="utf-8") as lines:
@@ -200,49 +249,47 @@ def bare_bm25s_run(folder: Path, path: Path) -> None:
     model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
     texts = [f"{d.get('title') or ''} {d['text']}".strip() for d in docs]
     model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False))
-    tokens = bm25s.tokenize(
-        [q["text"] for q in queries], stopwords="en", stemmer=stemmer, show_progress=False
-    )
-    rows, scores = model.retrieve(tokens, k=len(docs), show_progress=False, n_threads=1)
+    scored = [q for q in queries if q["_id"] in judged]
+    unscored = [q for q in queries if q["_id"] not in judged]
     with open(path, "w", encoding="utf-8") as out:
-        for query, query_rows, query_scores in zip(queries, rows, scores):
-            for rank, (row, score) in enumerate(zip(query_rows, query_scores), start=1):
-                if score > 0:
-                    out.write(f"{query['_id']} Q0 {docs[row]['_id']} {rank} {float(score)!r} b\n")
-
-
-def judged_queries_only(shared: Path, folder: Path) -> Path:
-    """The dataset at ``shared`` with only its test queries (SciFact: 300 of 1,109)."""
-    (folder / "qrels").mkdir(parents=True)
-    judged = set(pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)["query-id"])
-    with open(shared / "queries.jsonl", encoding="utf-8") as lines:
-        kept = [line for line in lines if json.loads(line)["_id"] in judged]
-    (folder / "queries.jsonl").write_text("".join(kept), encoding="utf-8")
-    for name in ("corpus.jsonl.gz", "qrels/test.tsv"):
-        (folder / name).symlink_to(shared / name)
-    return folder
+        for subset, depth in ((scored, len(docs)), (unscored, 10)):
+            tokens = bm25s.tokenize(
+                [q["text"] for q in subset], stopwords="en", stemmer=stemmer, show_progress=False
+            )
+            rows, scores = model.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
+            for query, query_rows, query_scores in zip(subset, rows, scores):
+                for rank, (row, score) in enumerate(zip(query_rows, query_scores), start=1):
+                    if score > 0:
+                        doc = docs[row]["_id"]
+                        out.write(f"{query['_id']} Q0 {doc} {rank} {float(score)!r} b\n")
 
 
 def test_a_bare_bm25s_run_of_scifact_scores_what_irflow_bm25_scores(tmp_path, shared_datasets):
-    folder = judged_queries_only(shared_datasets / "scifact", tmp_path / "scifact")
+    folder = shared_datasets / "scifact"
     tables = tmp_path / "tables"
     tables.mkdir()
     ingest(
         folder / "corpus.jsonl.gz", folder / "queries.jsonl", folder / "qrels" / "test.tsv", tables
     )
-    corpus, queries = tables / "corpus.parquet", tables / "queries.parquet"
+    corpus, all_queries = tables / "corpus.parquet", tables / "queries.parquet"
+    queries = tables / "judged_queries.parquet"  # as filter writes them: SciFact's 300 of 1,109
+    scored = queries_to_score(all_queries, tables / "qrels.parquet")
+    contracts.write_table(scored, queries, contracts.QUERIES)
     spec = schema_defaults({"type": "bm25"})
     ours, _ = bm25_search(corpus, queries, spec, top_k=1000, remove_self_matches=False)
-    bare_bm25s_run(folder, tmp_path / "bm25s.trec")
+    bare_bm25s_run(folder, tmp_path / "bm25s.trec", set(scored.column("query_id").to_pylist()))
     theirs, report = import_run(
         tmp_path / "bm25s.trec",
         corpus,
         queries,
+        all_queries,
         top_k=1000,
         remove_self_matches=False,
         max_unknown_fraction=0.0,
     )
     assert report["rows_beyond_top_k"] > 0  # the file lists every matching document
+    # The 809 queries without judgements are dropped (as trec_eval drops them), not unknown.
+    assert report["unjudged"] == {"rows": 8090, "queries": 809}
     pd.testing.assert_frame_equal(theirs, ours)
     qrels = pd.read_parquet(tables / "qrels.parquet")
     measures = ["ndcg_cut.10", "map", "recall.100,1000"]

@@ -6,27 +6,32 @@ A TREC run line is ``query_id Q0 doc_id rank score tag``, fields split on ASCII 
 as trec_eval splits them. The file is checked strictly, and each problem is one error naming
 the file, the line and the field:
 - a line without exactly six fields (a missing column);
-- a score that is not a decimal number (``1``, ``-0.5``, ``2.1e-3``; not ``nan``, ``inf``,
-  ``1,5`` or an overflow to infinity), a rank that is not an integer;
+- a score or a rank that is not a decimal number (``1``, ``1.0``, ``-0.5``, ``2.1e-3``; not
+  ``nan``, ``inf``, ``1,5``, a word, or a score that overflows to infinity);
 - a (query, doc) pair listed twice (the error names both lines): pytrec_eval would keep one of
   them and irflow's own measures would count both;
 - bytes that are not UTF-8.
 Accepted, and counted in the log and manifest: a leading UTF-8 byte-order mark, CRLF line
 ends, blank lines.
 
-The Q0 and tag fields are not read, nor is the rank beyond its check: trec_eval orders a query's
-documents by score descending and breaks ties by doc id descending, whatever ranks the file
-gives, and so does the run written here (``runs.trec_order``).
+The Q0 and tag fields are not read, nor is the rank beyond its check. trec_eval's
+get_trec_results.c: "The other fields are ignored ... In particular, note that the rank field
+is ignored here; internally ranks are assigned by sorting by the sim field". It breaks ties by
+doc id descending, and so does the run written here (``runs.trec_order``).
 
-A Parquet run needs the columns ``query_id`` and ``doc_id`` (strings) and ``score`` (a number
-type), without nulls; other columns (``rank``) are not read; a problem names the row (from 0).
+A Parquet run needs the columns ``query_id`` and ``doc_id`` (strings, or integers, which are
+cast to strings and reported as cast) and ``score`` (a number type), without nulls; other
+columns (``rank``) are not read; a problem names the row (from 0).
 
-Ids the dataset lacks (a query not in its queries table, a document not in its filtered
-corpus) are counted, reported with examples, and their rows dropped: a run over an unfiltered
-corpus names the documents the filter removed, which no system here can retrieve. Past
-``max_unknown_fraction`` of the rows the run is refused: it is then a run of another dataset
-or corpus version. Self-matches are removed where the dataset asks for it, and each query is
-cut to ``top_k`` in trec_eval's order, as irflow's own retrievers are.
+Queries of the dataset without judgements in the split (in its whole queries table, not among
+the queries scored) are dropped and counted apart: trec_eval evaluates only the queries its
+qrels judge, and a run over every query of BEIR's ``queries.jsonl`` lists them all. Ids the
+dataset lacks (a query in no queries table of it, a document not in its filtered corpus) are
+counted, reported with examples, and their rows dropped: a run over an unfiltered corpus names
+the documents the filter removed, which no system here can retrieve. Past
+``max_unknown_fraction`` of the rows read the run is refused: it is then a run of another
+dataset or corpus version. Self-matches are removed where the dataset asks for it, and each
+query is cut to ``top_k`` in trec_eval's order, as irflow's own retrievers are.
 """
 
 from __future__ import annotations
@@ -53,7 +58,6 @@ log = logging.getLogger(__name__)
 TREC_FIELDS = ("query_id", "Q0", "doc_id", "rank", "score", "tag")
 # A decimal number as trec_eval's runs hold it; Arrow's cast alone would take "nan" and "inf".
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
-_INTEGER = r"^[+-]?\d+$"
 EXAMPLES = 10
 
 
@@ -132,12 +136,12 @@ def read_trec(path: Path) -> tuple[pa.Table, dict]:
     fields = fields.take(pa.array(kept))
     column = {name: pc.list_element(fields, i) for i, name in enumerate(TREC_FIELDS)}
     line_numbers = pa.array(kept + 1)
-    for name, pattern, what in (("rank", _INTEGER, "an integer"), ("score", _NUMBER, "a number")):
-        bad = pc.invert(pc.match_substring_regex(column[name], pattern))
+    for name in ("rank", "score"):
+        bad = pc.invert(pc.match_substring_regex(column[name], _NUMBER))
         if (at := _first(bad)) is not None:
             raise InputError(
                 path,
-                f"not {what}: {column[name][at].as_py()!r}",
+                f"not a number: {column[name][at].as_py()!r}",
                 line=line_numbers[at].as_py(),
                 field=name,
             )
@@ -165,15 +169,20 @@ def _is_string(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
-def read_parquet_run(path: Path) -> pa.Table:
-    """query_id, doc_id, score and the row (from 0) of each, from a Parquet run."""
+def _is_id(kind: pa.DataType) -> bool:
+    return _is_string(kind) or pa.types.is_integer(kind)
+
+
+def read_parquet_run(path: Path) -> tuple[pa.Table, dict]:
+    """query_id, doc_id, score and the row (from 0) of each, from a Parquet run; and which id
+    columns held integers, read as their decimal strings."""
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as error:
         raise InputError(path, f"cannot be read as Parquet: {error}") from None
     for name, accepts, what in (
-        ("query_id", _is_string, "strings"),
-        ("doc_id", _is_string, "strings"),
+        ("query_id", _is_id, "strings or integers"),
+        ("doc_id", _is_id, "strings or integers"),
         ("score", lambda t: pa.types.is_floating(t) or pa.types.is_integer(t), "numbers"),
     ):
         if name not in table.column_names:
@@ -187,7 +196,10 @@ def read_parquet_run(path: Path) -> pa.Table:
     scores = table.column("score").cast(pa.float64())
     if (at := _first(pc.invert(pc.is_finite(scores)).combine_chunks())) is not None:
         raise InputError(f"{path}, row {at}", f"not finite: {scores[at].as_py()}", field="score")
-    return pa.table(
+    cast = [
+        name for name in ("query_id", "doc_id") if not _is_string(table.schema.field(name).type)
+    ]
+    run = pa.table(
         {
             "query_id": table.column("query_id").cast(pa.string()),
             "doc_id": table.column("doc_id").cast(pa.string()),
@@ -195,6 +207,7 @@ def read_parquet_run(path: Path) -> pa.Table:
             "at": pa.array(np.arange(len(table))),
         }
     )
+    return run, {"ids_cast_to_string": cast}
 
 
 def _check_unique(run: pd.DataFrame, path: Path, unit: str) -> None:
@@ -214,40 +227,49 @@ def _check_unique(run: pd.DataFrame, path: Path, unit: str) -> None:
     raise InputError(f"{path}, row {second['at']}", message)
 
 
-def _unknown(run: pa.Table, known: pa.Array, column: str) -> np.ndarray:
+def _absent(run: pa.Table, known: pa.Array, column: str) -> np.ndarray:
+    """Whether each row's ``column`` is missing from ``known``."""
     return ~pc.is_in(run.column(column), value_set=known).to_numpy(zero_copy_only=False)
+
+
+def _ids(path: Path, column: str) -> pa.Array:
+    return pq.read_table(path, columns=[column]).column(column).combine_chunks()
 
 
 def import_run(
     path: Path,
     corpus_path: Path,
     queries_path: Path,
+    all_queries_path: Path,
     *,
     run_format: str = "auto",
     top_k: int,
     remove_self_matches: bool,
     max_unknown_fraction: float,
 ) -> tuple[pd.DataFrame, dict]:
-    """The run in ``path`` checked against the dataset's filtered ``corpus_path`` and
-    ``queries_path`` and put in trec_eval's order (see the module docstring); and its report."""
+    """The run in ``path`` checked against the dataset's filtered ``corpus_path``, the queries
+    scored (``queries_path``, those judged in the split) and its whole queries table
+    (``all_queries_path``), put in trec_eval's order (see the module docstring); and its
+    report."""
     parquet = run_format == "parquet" or (run_format == "auto" and path.suffix == ".parquet")
     unit = "row" if parquet else "line"
-    if parquet:
-        table, accepted = read_parquet_run(path), {}
-    else:
-        table, accepted = read_trec(path)
+    table, accepted = read_parquet_run(path) if parquet else read_trec(path)
     _check_unique(table.select(["query_id", "doc_id", "at"]).to_pandas(), path, unit)
-    doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id").combine_chunks()
-    query_ids = pq.read_table(queries_path, columns=["query_id"]).column("query_id")
-    query_ids = query_ids.combine_chunks()
-    unknown_query = _unknown(table, query_ids, "query_id")
-    unknown_doc = _unknown(table, doc_ids, "doc_id")
+    doc_ids = _ids(corpus_path, "doc_id")
+    query_ids = _ids(queries_path, "query_id")
+    unknown_query = _absent(table, _ids(all_queries_path, "query_id"), "query_id")
+    unjudged = _absent(table, query_ids, "query_id") & ~unknown_query
+    unknown_doc = _absent(table, doc_ids, "doc_id")
     unknown = unknown_query | unknown_doc
     rows = len(table)
     report = {
         "format": "parquet" if parquet else "trec",
         "rows_read": rows,
         **accepted,
+        "unjudged": {
+            "rows": int(unjudged.sum()),
+            "queries": len(pc.unique(table.column("query_id").filter(unjudged))),
+        },
         "unknown": {
             "rows": int(unknown.sum()),
             "rows_with_unknown_query": int(unknown_query.sum()),
@@ -268,7 +290,8 @@ def import_run(
             f"({max_unknown_fraction:.1%}); is it a run of another dataset or corpus version? "
             f"{'; '.join(report['unknown']['examples'])}",
         )
-    run = table.filter(pa.array(~unknown)).select(["query_id", "doc_id", "score"]).to_pandas()
+    kept = pa.array(~(unknown | unjudged))
+    run = table.filter(kept).select(["query_id", "doc_id", "score"]).to_pandas()
     removed = 0
     if remove_self_matches:
         own = run["query_id"] == run["doc_id"]
@@ -306,7 +329,22 @@ def _examples(table: pa.Table, unknown_query, unknown_doc, unit: str) -> list[st
 
 
 def log_report(report: dict, location: str) -> None:
-    """Warn of what was accepted, dropped or short, so that a partial run says so."""
+    """Warn of what was accepted, cast, dropped or short, so that a partial run says so."""
+    if cast := report.get("ids_cast_to_string"):
+        log.warning(
+            "%s: read the integer column(s) %s as decimal strings; an id written with leading "
+            "zeros elsewhere (007) will not match",
+            location,
+            ", ".join(cast),
+        )
+    if report["unjudged"]["rows"]:
+        log.info(
+            "%s: dropped %d rows of %d queries without judgements in the split (trec_eval "
+            "ignores them too)",
+            location,
+            report["unjudged"]["rows"],
+            report["unjudged"]["queries"],
+        )
     unknown = report["unknown"]
     if unknown["rows"]:
         log.warning(
