@@ -1,6 +1,7 @@
 # saliency: PosIR §5.3 gradient saliency of each configured model over the relevant documents
-# of one dataset's sampled queries -> a mean per relative-position bin of the whole document
-# (zero past the model's window). See irflow.saliency.
+# of one dataset's sampled queries -> a mean at each of `bins` relative positions of the whole
+# document (PosIR's linear interpolation by default; zero past the model's window). See
+# irflow.saliency.
 
 SALIENCY = config["position_analysis"]["saliency"]
 
@@ -29,7 +30,15 @@ rule saliency:
         dataset=SALIENCY["dataset"],
         analysis={
             key: SALIENCY[key]
-            for key in ("select", "queries", "min_tokens", "centre", "seed", "bins")
+            for key in (
+                "select",
+                "queries",
+                "min_tokens",
+                "centre",
+                "seed",
+                "bins",
+                "resample",
+            )
         },
     script:
         "../scripts/saliency.py"

@@ -29,6 +29,7 @@ pairs = sample_pairs(
     tokenizer=encoder.model.tokenizer,
     min_tokens=analysis["min_tokens"],
     centre=tuple(analysis["centre"]),
+    dataset=params.dataset,
 )
 log.info("%s: %d pairs selected (%s)", params.dataset, len(pairs), analysis["select"])
 if analysis["queries"] is not None and len(pairs) < analysis["queries"]:
@@ -40,6 +41,7 @@ table = saliency_profile(
     bins=analysis["bins"],
     query_prompt=spec["query_prompt"],
     document_prompt=spec["document_prompt"],
+    resample=analysis["resample"],
 )
 log.info(
     "%d pairs, %d documents longer than the %d-token window (%d tokens cut)",

@@ -158,8 +158,9 @@ def test_saliency_stops_where_the_window_ends(position_run):
     # Every 512-token haystack is longer than MiniLM's 256-token window: about half its
     # tokens are never read, so they get no gradient.
     assert set(profile["truncated_pairs"]) == {8}
-    read = profile[profile["bin_end"] <= 0.45]["saliency"]
-    unread = profile[profile["bin_start"] >= 0.6]["saliency"]
+    # PosIR's points, interpolated between the tokens on either side of each.
+    read = profile[profile["position"] <= 0.45]["saliency"]
+    unread = profile[profile["position"] >= 0.6]["saliency"]
     assert (read > 0).all() and (unread == 0).all()
     assert (workdir / "results" / "plots" / "saliency.png").stat().st_size > 10_000
 

@@ -15,8 +15,10 @@ from tiny_models import build_tiny_cross_encoder, tiny_bert_config
 
 from irflow import contracts
 from irflow.embed import Encoder
+from irflow.errors import ConfigError
 from irflow.saliency import (
     bin_profile,
+    interpolate_profile,
     pair_saliency,
     saliency_figure,
     saliency_profile,
@@ -118,6 +120,18 @@ def test_bin_profile_spreads_tokens_when_shorter_than_bins():
     assert binned.mean() == pytest.approx(0.6)
 
 
+def test_interpolation_samples_evenly_spaced_points_as_posir():
+    """PosIR's qwen3_exp.py, resample_to_fixed_length: np.interp at np.linspace(0, 1, 100) of
+    the tokens placed at np.linspace(0, 1, n)."""
+    # Tokens at 0, 0.5 and 1; points at 0, 0.25, 0.5, 0.75 and 1.
+    np.testing.assert_allclose(interpolate_profile([1.0, 0.0, 0.5], 5), [1.0, 0.5, 0.0, 0.25, 0.5])
+    np.testing.assert_allclose(interpolate_profile([0.3], 3), [0.3, 0.3, 0.3])
+    # A long profile: only the tokens next to a point count (here tokens 0, 4 and 8 of 9).
+    np.testing.assert_allclose(interpolate_profile([1.0] + [0.0] * 7 + [1.0], 3), [1, 0, 1])
+    with pytest.raises(ValueError, match="empty profile"):
+        interpolate_profile([], 10)
+
+
 def test_bin_profile_of_nothing_is_refused():
     with pytest.raises(ValueError, match="empty profile"):
         bin_profile([], 10)
@@ -135,9 +149,10 @@ def test_saliency_is_zero_past_the_window_of_the_whole_document(tiny_model):
     assert (result.profile[window:] == 0).all()
 
     table = saliency_profile(tiny_model, [("why do cats purr", LONG_DOCUMENT)], "tiny", bins=10)
-    read = window / tokens
-    assert (table.loc[table["bin_start"] >= read, "saliency"] == 0).all()
-    assert (table.loc[table["bin_end"] <= read, "saliency"] > 0).all()
+    # Token i of n sits at i / (n - 1): the last read token at (window - 1) / (tokens - 1).
+    read = (window - 1) / (tokens - 1)
+    assert (table.loc[table["position"] > read, "saliency"] == 0).all()
+    assert (table.loc[table["position"] <= read, "saliency"] > 0).all()
     assert table[["pairs", "truncated_pairs", "cut_tokens"]].iloc[0].tolist() == [
         1,
         1,
@@ -150,28 +165,35 @@ def test_profile_table_shape_and_range(tiny_model):
     table = saliency_profile(tiny_model, pairs, "tiny", bins=7)
     assert list(table.columns) == [
         "model",
-        "bin",
-        "bin_start",
-        "bin_end",
+        "point",
+        "position",
         "saliency",
         "saliency_sd",
         "pairs",
         "truncated_pairs",
         "cut_tokens",
+        "resample",
     ]
-    assert table["bin"].tolist() == list(range(7))
-    np.testing.assert_allclose(table["bin_start"], np.arange(7) / 7)
-    np.testing.assert_allclose(table["bin_end"], np.arange(1, 8) / 7)
+    assert table["point"].tolist() == list(range(7))
+    assert (table["resample"] == "interpolate").all()
+    # PosIR's points: both ends of the document and evenly between.
+    np.testing.assert_allclose(table["position"], np.linspace(0, 1, 7))
     assert (table["saliency"] >= 0).all() and (table["saliency"] <= 1).all()
     assert (table["model"] == "tiny").all() and (table["pairs"] == 2).all()
     assert (table["truncated_pairs"] == 1).all()
-    # Each bin's mean is the mean of the two documents' binned profiles.
-    binned = [
-        bin_profile(pair_saliency(tiny_model, query, document).profile, 7)
-        for query, document in pairs
-    ]
-    np.testing.assert_allclose(table["saliency"], np.mean(binned, axis=0))
-    np.testing.assert_allclose(table["saliency_sd"], np.std(binned, axis=0, ddof=1))
+    # Each point's mean is the mean of the two documents' interpolated profiles.
+    profiles = [pair_saliency(tiny_model, query, document).profile for query, document in pairs]
+    sampled = [np.interp(np.linspace(0, 1, 7), np.linspace(0, 1, p.size), p) for p in profiles]
+    np.testing.assert_allclose(table["saliency"], np.mean(sampled, axis=0))
+    np.testing.assert_allclose(table["saliency_sd"], np.std(sampled, axis=0, ddof=1))
+    # The named variant: each bin's mean over its tokens, placed at the bin's centre.
+    binned = saliency_profile(tiny_model, pairs, "tiny", bins=7, resample="bin_mean")
+    assert (binned["resample"] == "bin_mean").all()
+    np.testing.assert_allclose(binned["position"], (np.arange(7) + 0.5) / 7)
+    means = [bin_profile(profile, 7) for profile in profiles]
+    np.testing.assert_allclose(binned["saliency"], np.mean(means, axis=0))
+    with pytest.raises(ValueError, match="resample 'nearest'"):
+        saliency_profile(tiny_model, pairs, "tiny", resample="nearest")
 
 
 def test_saliency_is_deterministic(tiny_model):
@@ -295,6 +317,64 @@ def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
         validate_config(config, schema)
 
 
+def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
+    """A 512-token variant cannot hold a document of the default min_tokens 1,024: PosIR's
+    selection would find no pair, so the config names the key and both lengths."""
+    from conftest import REPO
+
+    from irflow.config import load_schema, validate_config
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "models": {"minilm": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "positionalize": {
+            "scifact": {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512, 1024]}
+        },
+        "position_analysis": {"saliency": {"models": ["minilm"], "dataset": "scifact@L512@p0"}},
+    }
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, schema)
+    message = str(error.value)
+    assert "'position_analysis.saliency.min_tokens': 1024" in message
+    assert "'scifact@L512@p0'" in message and "at most 512 tokens" in message
+    config["position_analysis"]["saliency"]["dataset"] = "scifact@L1024@p0"
+    validate_config(config, schema)
+    # Random pairs have no length to meet.
+    config["position_analysis"]["saliency"] |= {
+        "dataset": "scifact@L512@p0",
+        "select": "random",
+        "queries": 5,
+    }
+    validate_config(config, schema)
+
+
+def test_no_qualifying_pair_is_a_clear_error_not_a_traceback():
+    from test_positionalize import word_tokenizer
+
+    corpus = pd.DataFrame({"doc_id": ["d1", "d2"], "title": "", "text": ["a b c d", "e f"]})
+    queries = pd.DataFrame({"query_id": ["q1", "q2"], "text": ["a", "e"]})
+    qrels = pd.DataFrame(
+        {
+            "query_id": ["q1", "q2"],
+            "doc_id": ["d1", "d2"],
+            "relevance": [1, 1],
+            "span_start": pd.array([3, 0], dtype="Int64"),
+            "span_end": pd.array([4, 1], dtype="Int64"),
+        }
+    )
+    with pytest.raises(ConfigError) as error:
+        sample_pairs(
+            queries, corpus, qrels, None, 0, "posir", word_tokenizer(), 1024, dataset="sci@L4"
+        )
+    message = str(error.value)
+    assert message.startswith("sci@L4: no pair qualifies for PosIR's selection")
+    assert "'position_analysis.saliency.min_tokens' is 1024" in message
+    assert "the longest relevant document has 4 tokens" in message
+    assert "2 queries with a span, 0 with a document of at least 1024 tokens" in message
+
+
 def test_figure_draws_one_line_per_model(tiny_model):
     pairs = [("why do cats purr", LONG_DOCUMENT)]
     table = pd.concat(
@@ -303,7 +383,7 @@ def test_figure_draws_one_line_per_model(tiny_model):
     axis = saliency_figure(table).axes[0]
     labels = [line.get_label() for line in axis.get_lines()]
     assert labels == ["a-model (1 pairs, 1 truncated)", "b-model (1 pairs, 1 truncated)"]
-    np.testing.assert_allclose(axis.get_lines()[0].get_xdata(), [0.1, 0.3, 0.5, 0.7, 0.9])
+    np.testing.assert_allclose(axis.get_lines()[0].get_xdata(), [0, 0.25, 0.5, 0.75, 1])
 
 
 def test_minilm_profile_is_finite(minilm_path):

@@ -235,6 +235,7 @@ def _cross_references(config: dict) -> list[str]:
         if saliency["dataset"] not in known:
             path = "position_analysis.saliency.dataset"
             problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
+        problems += _saliency_length_problems(saliency, list_variants(config))
     problems += _generate_problems(config)
     problems += _curation_problems(config)
     problems += _expansion_problems(config)
@@ -340,6 +341,25 @@ def _metric_problems(config: dict) -> list[str]:
         f"computed: {', '.join(computed)}"
         for path, metric in named
         if metric not in computed
+    ]
+
+
+def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:
+    """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
+    of at most its length, so a shorter variant would select no pair."""
+    variant = variants.get(saliency["dataset"])
+    if (
+        saliency["select"] != "posir"
+        or variant is None
+        or saliency["min_tokens"] <= variant["length"]
+    ):
+        return []
+    return [
+        f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
+        f"but the relevant documents of variant {saliency['dataset']!r} are haystacks of at "
+        f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
+        f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "
+        "most the variant's length or take a longer variant"
     ]
 
 

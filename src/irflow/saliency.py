@@ -5,8 +5,8 @@ word embeddings are fed to the model as ``inputs_embeds`` that require a gradien
 cosine between the two sentence embeddings is differentiated with respect to them. A token's
 saliency is the L2 norm of its gradient. Special tokens ([CLS], [SEP]) and the tokens of a
 document prompt are dropped, the remaining document tokens are divided by their maximum, and
-the per-token profile is averaged into ``bins`` equal relative-position bins. The bins are
-averaged over pairs, one profile per model.
+the per-token profile is resampled to ``bins`` relative positions, as PosIR by linear
+interpolation. The resampled profiles are averaged over pairs, one profile per model.
 
 Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
 
@@ -15,13 +15,14 @@ Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
   prompt included); the document tokens past that window get saliency exactly 0, and the
   profile shows where the window ends. PosIR truncates at 2048 tokens and resamples the window,
   which hides this. Each pair records how many document tokens the window cut.
-- A bin's value is the mean of the per-token profile over the bin, each token covering an equal
-  share 1/n of [0, 1] and weighted by its overlap with the bin. For n >= bins this is the mean of
-  the tokens in the bin (split at the edges); for a document shorter than ``bins`` tokens a bin
-  takes the value of the token that covers it. The mean over bins then equals the mean over
-  tokens, so the share of saliency in the first bins is a share of the document's total. PosIR
-  instead samples the profile by linear interpolation at ``bins`` evenly spaced points, which
-  ignores most tokens of a long document.
+- Resampling (``resample``), PosIR's by default: ``interpolate`` places token i of n at
+  i / (n − 1) and interpolates linearly at ``bins`` evenly spaced positions from 0 to 1
+  (qwen3_exp.py's resample_to_fixed_length: "np.interp(target_coords, original_coords,
+  saliency)" with both coordinates np.linspace(0, 1, ...)). It reads only the two tokens
+  around each point, so most tokens of a long document do not count. ``bin_mean``, irflow's
+  named variant, averages every token into ``bins`` equal bins instead (``bin_profile``): the
+  mean over bins then equals the mean over tokens, so the share of saliency in the first bins
+  is a share of the document's total.
 - Normalisation divides by the maximum, as our issue defines it; PosIR first clips at the 99th
   percentile. A profile whose gradient is zero everywhere stays zero.
 - The model is put in eval mode (no dropout), so the profile is deterministic, and runs on the
@@ -44,8 +45,17 @@ import pandas as pd
 
 from irflow.contracts import document_texts
 from irflow.errors import ConfigError
-from irflow.position import relative_position
+from irflow.position import judged_positions
 from irflow.positionalize import encode
+
+
+def interpolate_profile(profile: np.ndarray, points: int) -> np.ndarray:
+    """PosIR's resampling: token i of n placed at i / (n − 1), the profile interpolated
+    linearly at ``points`` evenly spaced positions from 0 to 1 (one token: its value)."""
+    profile = np.asarray(profile, dtype=np.float64)
+    if profile.size == 0:
+        raise ValueError("an empty profile has no points")
+    return np.interp(np.linspace(0.0, 1.0, points), np.linspace(0.0, 1.0, profile.size), profile)
 
 
 def bin_profile(profile: np.ndarray, bins: int) -> np.ndarray:
@@ -61,6 +71,13 @@ def bin_profile(profile: np.ndarray, bins: int) -> np.ndarray:
     integral = np.concatenate([[0.0], np.cumsum(profile)]) / profile.size
     edges = np.linspace(0.0, 1.0, bins + 1)
     return np.diff(np.interp(edges, knots, integral)) * bins
+
+
+# Each resampling: the profile at ``bins`` positions, and those positions in [0, 1].
+RESAMPLES = {
+    "interpolate": (interpolate_profile, lambda bins: np.linspace(0.0, 1.0, bins)),
+    "bin_mean": (bin_profile, lambda bins: (np.arange(bins) + 0.5) / bins),
+}
 
 
 @dataclass
@@ -162,31 +179,36 @@ def saliency_profile(
     bins: int = 100,
     query_prompt: str = "",
     document_prompt: str = "",
+    resample: str = "interpolate",
 ) -> pd.DataFrame:
-    """The mean binned saliency of ``pairs`` of (query text, document text) for one model.
+    """The mean resampled saliency of ``pairs`` of (query text, document text) for one model.
 
-    One row per bin: ``model`` (``name``), ``bin``, ``bin_start``, ``bin_end``, ``saliency``
-    (mean over pairs) and ``saliency_sd`` (its standard deviation), with, on every row, the
-    number of ``pairs``, how many documents were longer than the window (``truncated_pairs``)
-    and the document tokens the window cut in all (``cut_tokens``).
+    One row per point: ``model`` (``name``), ``point`` (0 to bins − 1), ``position`` (its
+    relative position in the document: PosIR's interpolation point, or the bin's centre for
+    ``bin_mean``), ``saliency`` (mean over pairs) and ``saliency_sd`` (its standard deviation),
+    with, on every row, the number of ``pairs``, how many documents were longer than the window
+    (``truncated_pairs``), the document tokens the window cut in all (``cut_tokens``) and the
+    ``resample`` method.
     """
+    if resample not in RESAMPLES:
+        raise ValueError(f"resample {resample!r}: expected one of {sorted(RESAMPLES)}")
     if not pairs:
         raise ValueError("saliency needs at least one (query, document) pair")
+    at_points, positions = RESAMPLES[resample]
     results = [pair_saliency(model, q, d, query_prompt, document_prompt) for q, d in pairs]
-    binned = np.stack([bin_profile(result.profile, bins) for result in results])
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    spread = binned.std(axis=0, ddof=1) if len(results) > 1 else np.full(bins, np.nan)
+    sampled = np.stack([at_points(result.profile, bins) for result in results])
+    spread = sampled.std(axis=0, ddof=1) if len(results) > 1 else np.full(bins, np.nan)
     return pd.DataFrame(
         {
             "model": name,
-            "bin": np.arange(bins),
-            "bin_start": edges[:-1],
-            "bin_end": edges[1:],
-            "saliency": binned.mean(axis=0),
+            "point": np.arange(bins),
+            "position": positions(bins),
+            "saliency": sampled.mean(axis=0),
             "saliency_sd": spread,
             "pairs": len(results),
             "truncated_pairs": sum(result.cut_tokens > 0 for result in results),
             "cut_tokens": sum(result.cut_tokens for result in results),
+            "resample": resample,
         }
     )
 
@@ -204,18 +226,21 @@ def sample_pairs(
     tokenizer=None,
     min_tokens: int = 1024,
     centre: tuple[float, float] = (0.4, 0.6),
+    dataset: str = "saliency",
 ) -> pd.DataFrame:
     """Each query with a relevant, non-empty document in the corpus, with its most relevant
     document (ties: the smallest doc_id), then chosen by ``select``:
 
     - ``posir``, PosIR's selection (§5.3): every query whose document has at least
       ``min_tokens`` tokens by ``tokenizer`` and whose judgement's span has its centre within
-      ``centre`` (inclusive) of the document's characters; ``count``, when given, draws that
-      many of them with ``seed``;
+      ``centre`` (inclusive) of the document's characters (``judged_positions``: the
+      collection's length where the qrels give it); ``count``, when given, draws that many of
+      them with ``seed``;
     - ``random``: ``count`` queries drawn with ``seed``.
 
     Returns query_id, doc_id, query (text) and document (title and text as models read them),
-    ordered by query_id; all that qualify when there are fewer than ``count``.
+    ordered by query_id; all that qualify when there are fewer than ``count``. No pair at all
+    is a ConfigError that says why, ``dataset`` naming the dataset.
     """
     if select not in SELECTIONS:
         raise ValueError(f"select {select!r}: expected one of {SELECTIONS}")
@@ -234,15 +259,30 @@ def sample_pairs(
         .merge(queries.rename(columns={"text": "query"}), on="query_id")
     )
     best["document"] = texts.loc[best["doc_id"]].to_numpy()
-    if select == "posir":
-        best = best.dropna(subset=["span_start", "span_end"])
-        # Spans count characters of the document's text (the contracts), not of the title.
-        chars = judged.set_index("doc_id")["text"].str.len()
-        relpos = relative_position(best["span_start"], best["span_end"], chars[best["doc_id"]])
-        tokens = np.array(
-            [len(ids) for ids in encode(tokenizer, best["document"].tolist())["input_ids"]]
+    if best.empty:
+        raise ConfigError(
+            f"{dataset}: no query has a relevant, non-empty document in the corpus, so "
+            "saliency has no pair (config key 'position_analysis.saliency.dataset')"
         )
-        best = best[(tokens >= min_tokens) & (relpos >= centre[0]) & (relpos <= centre[1])]
+    if select == "posir":
+        spans = best.dropna(subset=["span_start", "span_end"])
+        # Spans count characters of the document's text (the contracts), not of the title.
+        relpos = judged_positions(spans, judged.set_index("doc_id")["text"])
+        tokens = np.array(
+            [len(ids) for ids in encode(tokenizer, spans["document"].tolist())["input_ids"]],
+            dtype=int,
+        )
+        long_enough, centred = tokens >= min_tokens, (relpos >= centre[0]) & (relpos <= centre[1])
+        best = spans[long_enough & centred]
+        if best.empty:
+            raise ConfigError(
+                f"{dataset}: no pair qualifies for PosIR's selection: {len(spans)} queries with "
+                f"a span, {long_enough.sum()} with a document of at least {min_tokens} tokens, "
+                f"{centred.sum()} with the span centre in {list(centre)} (the longest relevant "
+                f"document has {tokens.max(initial=0)} tokens); config key "
+                f"'position_analysis.saliency.min_tokens' is {min_tokens}: lower it, widen "
+                "'position_analysis.saliency.centre' or take a dataset with longer documents"
+            )
     if count is not None:
         best = best.sample(n=min(count, len(best)), random_state=seed)
     drawn = best.sort_values("query_id")
@@ -256,14 +296,15 @@ def saliency_figure(table: pd.DataFrame):
 
     figure = Figure(figsize=(7, 4.2))
     axis = figure.subplots()
-    for name, line in table.sort_values("bin").groupby("model", sort=True):
-        centre = (line["bin_start"] + line["bin_end"]) / 2
+    for name, line in table.sort_values("point").groupby("model", sort=True):
         pairs, truncated = line["pairs"].iloc[0], line["truncated_pairs"].iloc[0]
         drawn = axis.plot(
-            centre, line["saliency"], label=f"{name} ({pairs} pairs, {truncated} truncated)"
+            line["position"],
+            line["saliency"],
+            label=f"{name} ({pairs} pairs, {truncated} truncated)",
         )[0]
         axis.fill_between(
-            centre,
+            line["position"],
             line["saliency"] - line["saliency_sd"],
             line["saliency"] + line["saliency_sd"],
             color=drawn.get_color(),
