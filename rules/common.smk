@@ -596,8 +596,8 @@ def filter_rules(wildcards):
 
 
 def negatives_inputs(wildcards):
-    """The scored split's run and judgements; for another split, every query (the job reads
-    the split's qrels and retrieves them itself)."""
+    """The scored split's run and judgements (and a dense system's vectors); for another
+    split, every query (the job reads the split's qrels and retrieves them itself)."""
     spec = config["negatives"][wildcards.export]
     base = f"results/datasets/{spec['dataset']}"
     inputs = {
@@ -606,11 +606,18 @@ def negatives_inputs(wildcards):
     }
     if spec["split"] != config["split"]:
         return inputs | {"queries": f"{base}/queries.parquet"}
-    return inputs | {
+    inputs |= {
         "run": f"results/runs/{spec['dataset']}/{spec['system']}.parquet",
         "qrels": f"{base}/qrels.parquet",
         "queries": f"{base}/filtered/queries.parquet",
     }
+    if RETRIEVERS.get(spec["system"], {}).get("type") == "dense":
+        # The stored vectors score the positives the run did not retrieve.
+        dense = dense_inputs(SimpleNamespace(dataset=spec["dataset"], system=spec["system"]))
+        inputs |= {"vectors_queries": dense["queries"], "vectors_documents": dense["corpus"]}
+        if "passages" in dense:
+            inputs["vectors_passages"] = dense["passages"]
+    return inputs
 
 
 def negatives_retrieval(wildcards):

@@ -26,5 +26,9 @@ rule negatives:
             if base == config["negatives"][wildcards.export]["dataset"]
         ),
         retrieval=negatives_retrieval,
+        # A retriever scores the positives its run missed; None for fusion or reranked systems.
+        retriever=lambda wildcards: RETRIEVERS.get(
+            config["negatives"][wildcards.export]["system"]
+        ),
     script:
         "../scripts/negatives.py"

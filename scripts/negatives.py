@@ -24,12 +24,33 @@ if params.curated_copies:
 for warning in warnings:
     log.warning("%s", warning)
 if "run" in inp.keys():
-    sources = {"run": Path(inp.run), "qrels": Path(inp.qrels)}
+    vectors = {
+        key.removeprefix("vectors_"): Path(inp[key])
+        for key in inp.keys()
+        if key.startswith("vectors_")
+    }
+    sources = {
+        "run": Path(inp.run),
+        "qrels": Path(inp.qrels),
+        "retriever": params.retriever,
+        "vectors": vectors or None,
+    }
 else:
     sources = {"source": Path(inp.source), "retrieval": params.retrieval}
 counts = run_negatives(
     Path(inp.queries), Path(inp.corpus), settings, Path(out.parquet), Path(out.jsonl), **sources
 )
+if counts["positives_not_scored"]:
+    warnings.append(
+        f"{counts['positives_not_scored']} positives are not in {settings['system']!r}'s run "
+        "and a system that is not a bm25 or dense retriever cannot score them: "
+        + (
+            "they yield no triple under relative_to_positive"
+            if settings["false_negative_filter"]["method"] == "relative_to_positive"
+            else "their triples have no positive_score"
+        )
+    )
+    log.warning("%s", warnings[-1])
 log.info("%s", counts)
 manifest.add(**counts, settings=settings, warnings=warnings)
 manifest.write()

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,13 +20,13 @@ from irflow.config import load_schema, validate_config
 from irflow.errors import ConfigError, DownloadError
 from irflow.ingest import ingest
 from irflow.negatives import mine, run_negatives, score_cap
+from irflow.retrieve import bm25_search
 
 SETTINGS = {
     "split": "test",
     "top_k": 6,
     "num_negatives": 3,
-    "max_score": None,
-    "max_relative": None,
+    "false_negative_filter": {"method": "none"},
     "near_duplicate_jaccard": None,
     "min_relevance": 1,
     "format": "triplet",
@@ -87,28 +88,63 @@ def test_positives_are_never_negatives_and_top_k_is_by_rank():
     assert mined(top_k=2)[0][("q1", "p1")] == ["x1"]
 
 
+def absolute(max_score: float) -> dict:
+    """Arctic-Embed's filter (§3.6): a fixed upper threshold on the teacher's score."""
+    return {"false_negative_filter": {"method": "absolute", "max_score": max_score}}
+
+
+def relative(ratio: float) -> dict:
+    """NV-Retriever's TopK-PercPos: a share of the positive's score."""
+    return {"false_negative_filter": {"method": "relative_to_positive", "ratio": ratio}}
+
+
 def test_an_absolute_cap_drops_candidates_scoring_above_it():
-    triples, counts = mined(max_score=9.0)
+    triples, counts = mined(**absolute(9.0))
     assert triples[("q1", "p1")] == ["n0", "x2", "x3"]  # x1 (9.5) is above the cap
-    assert mined(max_score=8.0)[0][("q1", "p1")] == ["n0", "x2", "x3"]  # the cap is inclusive
+    assert triples[("q1", "p2")] == ["n0", "x2", "x3"]  # the same cap, whatever the positive
+    assert mined(**absolute(8.0))[0][("q1", "p1")] == ["n0", "x2", "x3"]  # the cap is inclusive
     assert counts["candidates_above_cap"] == 2  # x1, once for each of q1's positives
+    # q2's p9 has no score (no scorer here) and needs none: its triple stands.
+    assert triples[("q2", "p9")] == ["x1", "x2"] and counts["positives_not_scored"] == 1
 
 
-def test_a_relative_cap_follows_each_positive_and_skips_unretrieved_positives():
-    triples, counts = mined(max_relative=0.75)
+def test_a_relative_cap_follows_each_positive_and_needs_its_score():
+    triples, counts = mined(**relative(0.75))
     assert triples == {
         ("q1", "p1"): ["x2", "x3"],  # cap 7.5
         ("q1", "p2"): ["x3"],  # cap 6.75
     }
-    assert counts["positives_not_retrieved"] == 1  # q2's p9
+    # q2's p9 is not in the run and nothing scores it here: no cap, no triple, counted.
+    assert counts["positives_not_retrieved"] == 1 == counts["positives_not_scored"]
 
 
-def test_score_cap_takes_the_tighter_cap_and_handles_negative_scores():
-    assert score_cap(SETTINGS, 10.0) is None
-    assert score_cap(SETTINGS | {"max_score": 6.0, "max_relative": 0.75}, 10.0) == 6.0
-    assert score_cap(SETTINGS | {"max_score": 9.0, "max_relative": 0.75}, 10.0) == 7.5
+def test_a_positive_missing_from_the_run_is_scored_directly():
+    """p9 is outside q2's run: the scorer gives it 2.5, so its cap is 0.8 x 2.5 = 2.0."""
+    asked = []
+
+    def score(pairs):
+        asked.extend(pairs)
+        return {pair: 2.5 for pair in pairs}
+
+    settings = SETTINGS | relative(0.8)
+    triples, counts = mine(run_table(RUN_ROWS), qrels_table(QRELS_ROWS), DOCUMENTS, settings, score)
+    assert asked == [("q2", "p9")]  # run positives keep the run's scores
+    q2 = next(t for t in triples if t["query_id"] == "q2")
+    assert (q2["positive_score"], q2["positive_rank"]) == (2.5, None)
+    assert q2["negatives"] == [("x2", 2.0, 2)]  # x1 (3.0) is above the cap
+    assert counts["positives_scored_directly"] == 1 and counts["positives_not_scored"] == 0
+    assert all(t["positive_rank"] is not None for t in triples if t["query_id"] == "q1")
+
+
+def test_score_cap_is_the_named_method():
+    assert score_cap({"method": "none"}, 10.0) is None
+    assert score_cap({"method": "absolute", "max_score": 6.0}, 10.0) == 6.0
+    assert score_cap({"method": "absolute", "max_score": 6.0}, None) == 6.0
+    # NV-Retriever: max_negative_score_threshold = pos_score * percentage_margin.
+    assert score_cap({"method": "relative_to_positive", "ratio": 0.95}, 10.0) == 9.5
     # A negative score of -0.2 with 0.9: the cap is below the positive, as for positive scores.
-    assert score_cap(SETTINGS | {"max_relative": 0.9}, -0.2) == pytest.approx(-0.22)
+    cap = score_cap({"method": "relative_to_positive", "ratio": 0.9}, -0.2)
+    assert cap == pytest.approx(-0.22)
 
 
 def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
@@ -121,18 +157,15 @@ def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
             scores = sorted((rng.uniform(-1, 1) for _ in hits), reverse=True)
             run_rows += [(f"q{q}", d, s, r + 1) for r, (d, s) in enumerate(zip(hits, scores))]
             qrels_rows += [(f"q{q}", d, rng.choice([0, 1, 2])) for d in rng.sample(docs, 6)]
-        settings = SETTINGS | {
-            "top_k": 20,
-            "num_negatives": 5,
-            "max_score": rng.uniform(0, 1),
-            "max_relative": rng.choice([None, 0.9]),
-        }
+        method = rng.choice([absolute(rng.uniform(0, 1)), relative(0.9)])
+        settings = SETTINGS | {"top_k": 20, "num_negatives": 5} | method
         documents = {d: f"text of {d}" for d in docs}
         triples, _ = mine(run_table(run_rows), qrels_table(qrels_rows), documents, settings)
         positives = {(q, d) for q, d, r in qrels_rows if r >= 1}
         scores = {(q, d): s for q, d, s, _ in run_rows}
         for triple in triples:
-            cap = score_cap(settings, scores.get((triple["query_id"], triple["positive_id"])))
+            positive_score = scores.get((triple["query_id"], triple["positive_id"]))
+            cap = score_cap(settings["false_negative_filter"], positive_score)
             assert 0 < len(triple["negatives"]) <= 5
             for doc_id, score, rank in triple["negatives"]:
                 assert (triple["query_id"], doc_id) not in positives
@@ -175,7 +208,7 @@ def jsonl(tmp_path) -> list[dict]:
 
 def test_export_writes_parquet_and_triplet_jsonl(tmp_path):
     paths = write_inputs(tmp_path)
-    counts = export(paths, SETTINGS | {"max_score": 9.0}, tmp_path)
+    counts = export(paths, SETTINGS | absolute(9.0), tmp_path)
     table = pq.read_table(tmp_path / "n.parquet").to_pylist()
     # q2's positive p9 is not in the corpus: no triple.
     assert [(r["query_id"], r["positive_id"], r["negative_ids"]) for r in table] == [
@@ -198,7 +231,7 @@ def test_export_writes_parquet_and_triplet_jsonl(tmp_path):
 
 def test_n_tuple_jsonl_keeps_only_full_rows(tmp_path):
     paths = write_inputs(tmp_path)
-    settings = SETTINGS | {"max_relative": 0.75, "format": "n-tuple", "num_negatives": 2}
+    settings = SETTINGS | relative(0.75) | {"format": "n-tuple", "num_negatives": 2}
     counts = export(paths, settings, tmp_path)
     # p1 has two negatives (x2, x3); p2 only x3, so it is left out of the JSONL.
     assert jsonl(tmp_path) == [
@@ -215,7 +248,7 @@ def test_n_tuple_jsonl_keeps_only_full_rows(tmp_path):
 
 def test_scores_give_each_row_its_margins(tmp_path):
     paths = write_inputs(tmp_path)
-    settings = SETTINGS | {"max_score": 9.0, "format": "n-tuple", "scores": True}
+    settings = SETTINGS | absolute(9.0) | {"format": "n-tuple", "scores": True}
     export(paths, settings, tmp_path)
     # p1 scores 10.0, p2 9.0; negatives n0, x2, x3 score 8.0, 7.0, 5.0.
     assert [row["label"] for row in jsonl(tmp_path)] == [[2.0, 3.0, 5.0], [1.0, 2.0, 4.0]]
@@ -256,7 +289,7 @@ SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 BASE = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
 
 
-def test_defaults_are_arctic_and_config_errors_name_the_key():
+def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
     schema, base = SCHEMA, BASE
     curated = {"curate": {"d-clean": {"dataset": "d"}}}
     config = validate_config(
@@ -268,8 +301,7 @@ def test_defaults_are_arctic_and_config_errors_name_the_key():
         "split": "train",
         "top_k": 100,
         "num_negatives": 10,
-        "max_score": None,
-        "max_relative": 0.95,
+        "false_negative_filter": {"method": "relative_to_positive", "ratio": 0.95},
         "near_duplicate_jaccard": 0.8,
         "min_relevance": 1,
         "format": "n-tuple",
@@ -282,9 +314,17 @@ def test_defaults_are_arctic_and_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"'negatives\.n\.format': 'pairs' is not allowed"):
         spec = {"dataset": "d", "system": "bm25", "format": "pairs"}
         validate_config(base | {"negatives": {"n": spec}}, schema)
-    with pytest.raises(ConfigError, match=r"'negatives\.n\.max_relative'"):
-        spec = {"dataset": "d", "system": "bm25", "max_relative": 1.5}
-        validate_config(base | {"negatives": {"n": spec}}, schema)
+    for method, problem in [
+        ({"method": "relative_to_positive", "ratio": 1.5}, r"\.ratio': 1\.5 is greater"),
+        ({"method": "absolute"}, r"': 'max_score' is a required property"),
+        ({"method": "absolute", "max_score": 1.0, "ratio": 0.9}, r"\.ratio'"),
+        ({"method": "percent"}, r"\.method': 'percent' is not allowed"),
+    ]:
+        spec = {"dataset": "d", "system": "bm25", "false_negative_filter": method}
+        with pytest.raises(ConfigError, match=r"'negatives\.n\.false_negative_filter" + problem):
+            validate_config(base | {"negatives": {"n": spec}}, schema)
+    spec = {"dataset": "d", "system": "bm25", "false_negative_filter": {"method": "none"}}
+    assert validate_config(base | {"negatives": {"n": spec}}, schema)["negatives"]
     with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
         validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
     # Another split than the scored one is retrieved in the job, with BM25 only.
@@ -315,7 +355,7 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     source.write_text(json.dumps(record))
     bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
     retrieval = {"retriever": bm25, "top_k": 10, "remove_self_matches": False}
-    settings = SETTINGS | {"split": "train", "max_relative": None}
+    settings = SETTINGS | {"split": "train"}
     counts = run_negatives(
         tmp_path / "queries.parquet",
         tmp_path / "corpus.parquet",
@@ -343,6 +383,84 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
         )
 
 
+def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path, tiny_beir):
+    """Train split, q2 ("what is the sun") with positive d1, BM25 cut at its top 1 (d3): d1
+    still makes its triple, with the score BM25's own search gives d1 at full depth."""
+    write_beir(tiny_beir, TINY_CORPUS, TINY_QUERIES, [("q2", "d1", 1)], split="train")
+    ingest(*(tiny_beir / n for n in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")), tmp_path)
+    source = tmp_path / "source.json"
+    source.write_text(json.dumps({"layout": "beir", "qrels": str(tiny_beir / "qrels/test.tsv")}))
+    bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
+    full, _ = bm25_search(
+        tmp_path / "corpus.parquet", tmp_path / "queries.parquet", bm25, 10, False
+    )
+    full = full[full["query_id"] == "q2"].set_index("doc_id")["score"]
+    assert list(full.index) == ["d3", "d1"]  # d1 is second: outside a top 1
+
+    def export(method: dict, **settings) -> tuple[list[dict], dict]:
+        counts = run_negatives(
+            tmp_path / "queries.parquet",
+            tmp_path / "corpus.parquet",
+            SETTINGS | {"split": "train", "top_k": 1} | method | settings,
+            tmp_path / "n.parquet",
+            tmp_path / "n.jsonl",
+            source=source,
+            retrieval={"retriever": bm25, "top_k": 1, "remove_self_matches": False},
+        )
+        return pq.read_table(tmp_path / "n.parquet").to_pylist(), counts
+
+    rows, counts = export(absolute(100.0), scores=True)
+    assert [(r["query_id"], r["positive_id"], r["negative_ids"]) for r in rows] == [
+        ("q2", "d1", ["d3"])
+    ]
+    assert rows[0]["positive_score"] == pytest.approx(full["d1"], rel=1e-6)
+    assert rows[0]["positive_rank"] is None
+    assert counts["positives_scored_directly"] == 1 and counts["jsonl_rows"] == 1
+    label = json.loads((tmp_path / "n.jsonl").read_text())["label"]
+    assert label == pytest.approx(full["d1"] - full["d3"], rel=1e-6)
+    # TopK-PercPos with the same teacher: every candidate of its run scores at least the
+    # missing positive, so none is below 0.95 of it. Counted as such, not as unscored.
+    rows, counts = export(relative(0.95))
+    assert rows == [] and counts["triples_without_negatives"] == 1
+    assert counts["positives_not_scored"] == 0
+
+
+def test_a_dense_teacher_scores_a_missing_positive_by_its_best_passage(tmp_path):
+    """Inner products of the stored vectors; with passages, the document's best passage."""
+    from irflow.negatives import PositiveScores
+
+    def vectors(path, rows):
+        ids, matrix = zip(*rows)
+        table = pa.table(
+            {"id": pa.array(ids, pa.string()), "vector": contracts.vector_array(np.array(matrix))},
+            schema=contracts.embeddings_schema(2),
+        )
+        pq.write_table(table, path)
+        return path
+
+    queries = vectors(tmp_path / "q.parquet", [("q1", [1.0, 0.0]), ("q2", [0.0, 1.0])])
+    documents = vectors(
+        tmp_path / "d.parquet", [("a#0", [0.2, 0.9]), ("a#1", [0.7, 0.1]), ("b#0", [0.3, 0.4])]
+    )
+    passages = tmp_path / "p.parquet"
+    rows = [("a#0", "a"), ("a#1", "a"), ("b#0", "b")]
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"passage_id": p, "doc_id": d, "title": "", "text": ""} for p, d in rows],
+            contracts.PASSAGES,
+        ),
+        passages,
+    )
+    dense = {"type": "dense"}
+    files = {"queries": queries, "documents": documents, "passages": passages}
+    query_table = pa.table({"query_id": ["q1", "q2"], "text": ["x", "y"]})
+    scorer = PositiveScores.of(dense, query_table, tmp_path / "corpus.parquet", files)
+    scores = scorer([("q1", "a"), ("q2", "a"), ("q1", "b")])
+    assert scores == pytest.approx({("q1", "a"): 0.7, ("q2", "a"): 0.9, ("q1", "b"): 0.3})
+    # A fusion or reranked system (no retriever spec) is not scored directly.
+    assert PositiveScores.of(None, query_table, tmp_path / "corpus.parquet") is None
+
+
 def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):
     """A small Snakemake run on the tiny dataset with BM25: the curated copy is filtered with
     its own block; the negatives export mines the curated copy's train split, a second one the
@@ -362,12 +480,13 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
             }
         },
         "negatives": {
-            # BM25 does not retrieve d4 for q2, so no relative cap (it would need its score).
+            # d4 shares no term with q2: scored directly it gets 0, and a relative cap would
+            # leave it no negative.
             "tiny-bm25": {
                 "dataset": "tiny-curated",
                 "system": "bm25",
                 "format": "triplet",
-                "max_relative": None,
+                "false_negative_filter": {"method": "none"},
             },
             "tiny-test": {"dataset": "tiny", "system": "bm25", "split": "test"},
         },

@@ -9,12 +9,21 @@ a warning.
 For every judged query, the candidates are the run's top ``top_k`` documents, in rank order:
 
 - judged positives (relevance >= ``min_relevance``) are never negatives;
-- a candidate scoring above ``max_score`` or above ``max_relative`` of the positive's score
-  is dropped. Arctic-Embed caps the score, not the rank, because a very high score usually means
-  an unjudged positive; the relative cap is NV-Retriever's "TopK-PercPos" (for a negative
-  positive score it is ``positive - |positive| * (1 - max_relative)``, the same margin on the
-  other side of zero). A positive the run did not retrieve has no relative cap and yields no
-  triple;
+- a candidate scoring above the ``false_negative_filter``'s cap is dropped, as a likely
+  unjudged positive (a false negative). Two methods, each named after its source:
+
+  ``absolute`` (Arctic-Embed §3.6, Algorithm 1): a fixed ``max_score``. "We applied a score
+  threshold to discard the hard negatives [...] We found that using an upper threshold rather
+  than a specific rank helped account for the fact that some queries admit much harder top-k
+  negatives than others." The threshold is on the teacher's scale (cosine for an embedding
+  model; unbounded for BM25).
+
+  ``relative_to_positive`` (NV-Retriever's TopK-PercPos, Moreira et al. 2024, as NV-Embed
+  states it): "max_negative_score_threshold = pos_score * percentage_margin", with a 95 %
+  margin. For a negative positive score irflow caps at ``positive - |positive| * (1 -
+  ratio)``, the same margin below the positive (``pos_score * ratio`` would lie above it);
+
+  ``none`` is plain top-k mining (NV-Retriever's "naive Top-K", which it finds worse);
 - a candidate missing from the (filtered) corpus is dropped;
 - a near-duplicate of any of the query's positives (exact Jaccard similarity of word shingles,
   as ``irflow.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
@@ -22,6 +31,13 @@ For every judged query, the candidates are the run's top ``top_k`` documents, in
 
 and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
 only when the candidates ran out.
+
+A positive the run did not retrieve (outside its depth) still makes its triple: a BM25 or dense
+teacher scores it directly (``PositiveScores``: bm25s over the same corpus and variant, or the
+inner product of the stored vectors, a document's best passage for passage models), so its
+relative cap and its margin are known. Other systems (fusion, reranked, sparse,
+late-interaction, external runs) are not scored directly: under ``relative_to_positive`` such a
+positive yields no triple, counted as ``positives_not_scored`` and logged as a warning.
 
 Arctic-Embed mines with an embedding model as the teacher and keeps 10 negatives per query; any
 system of the workflow can be the teacher here, BM25 included.
@@ -40,8 +56,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -49,6 +67,7 @@ import pyarrow.parquet as pq
 from irflow import contracts
 from irflow.dedup import jaccard, shingles
 from irflow.download import dataset_files
+from irflow.embed import read_embeddings
 from irflow.errors import InputError
 from irflow.ingest import read_qrels
 
@@ -58,7 +77,10 @@ NEGATIVES = pa.schema(
         ("query", pa.string()),
         ("positive_id", pa.string()),
         ("positive", pa.string()),
-        ("positive_score", pa.float64()),  # null when the run did not retrieve the positive
+        # Scored directly when the run did not retrieve the positive; null when the system
+        # cannot score it (see PositiveScores).
+        ("positive_score", pa.float64()),
+        ("positive_rank", pa.int32()),  # null when the run did not retrieve the positive
         ("negative_ids", pa.list_(pa.string())),
         ("negatives", pa.list_(pa.string())),
         ("negative_scores", pa.list_(pa.float64())),
@@ -69,15 +91,14 @@ NEGATIVES = pa.schema(
 SHINGLE_WORDS = 5
 
 
-def score_cap(settings: dict, positive_score: float | None) -> float | None:
-    """The highest score a negative may have for this positive; None for no cap."""
-    caps = []
-    if settings.get("max_score") is not None:
-        caps.append(settings["max_score"])
-    if settings.get("max_relative") is not None and positive_score is not None:
-        relative = settings["max_relative"]
-        caps.append(positive_score - abs(positive_score) * (1 - relative))
-    return min(caps) if caps else None
+def score_cap(method: dict, positive_score: float | None) -> float | None:
+    """The highest score a negative may have for this positive under the
+    ``false_negative_filter`` ``method``; None for no cap."""
+    if method["method"] == "absolute":
+        return method["max_score"]
+    if method["method"] == "relative_to_positive":
+        return positive_score - abs(positive_score) * (1 - method["ratio"])
+    return None
 
 
 def _positives(qrels: pa.Table, min_relevance: int) -> dict[str, list[str]]:
@@ -110,13 +131,20 @@ def candidate_ids(run: pa.Table, qrels: pa.Table, settings: dict) -> set[str]:
 
 
 def mine(
-    run: pa.Table, qrels: pa.Table, documents: dict[str, str], settings: dict
+    run: pa.Table,
+    qrels: pa.Table,
+    documents: dict[str, str],
+    settings: dict,
+    score_positives: Callable[[list[tuple[str, str]]], dict[tuple[str, str], float]] | None = None,
 ) -> tuple[list[dict], dict[str, int]]:
-    """Triples of ids and scores: (query_id, positive_id, positive_score, negatives as (doc_id,
-    score, rank)), and counts of what was dropped and why. ``documents`` holds the text of
-    every document of ``candidate_ids`` that is in the corpus."""
+    """Triples of ids and scores: (query_id, positive_id, positive_score, positive_rank,
+    negatives as (doc_id, score, rank)), and counts of what was dropped and why. ``documents``
+    holds the text of every document of ``candidate_ids`` that is in the corpus;
+    ``score_positives`` (see ``PositiveScores``) scores the (query, positive) pairs the run
+    did not retrieve, or is None when the system cannot."""
     positives = _positives(qrels, settings["min_relevance"])
     ranked = _ranked(run)
+    method = settings["false_negative_filter"]
     threshold = settings.get("near_duplicate_jaccard")
     grams: dict[str, set[str]] = {}
 
@@ -125,6 +153,17 @@ def mine(
             grams[doc_id] = shingles(documents[doc_id], SHINGLE_WORDS)
         return grams[doc_id]
 
+    hits_of = {
+        query_id: {doc_id: (score, rank) for doc_id, score, rank in hits}
+        for query_id, hits in ranked.items()
+    }
+    unretrieved = [
+        (query_id, doc_id)
+        for query_id, doc_ids in positives.items()
+        for doc_id in doc_ids
+        if doc_id in documents and doc_id not in hits_of.get(query_id, {})
+    ]
+    direct = score_positives(unretrieved) if score_positives and unretrieved else {}
     counts = dict.fromkeys(
         [
             "queries",
@@ -136,12 +175,16 @@ def mine(
             "candidates_not_in_corpus",
             "candidates_near_duplicate",
             "positives_not_retrieved",
+            "positives_scored_directly",
+            "positives_not_scored",
             "positives_not_in_corpus",
             "triples_without_negatives",
             "triples_short",
         ],
         0,
     )
+    counts["positives_not_retrieved"] = len(unretrieved)
+    counts["positives_scored_directly"] = len(direct)
     triples = []
     for query_id in sorted(ranked.keys() | positives.keys()):
         counts["queries"] += 1
@@ -150,7 +193,6 @@ def mine(
             continue
         positive_ids = set(positives[query_id])
         hits = ranked.get(query_id, [])
-        scores = {doc_id: score for doc_id, score, _ in hits}
         candidates = [hit for hit in hits if hit[2] <= settings["top_k"]]
         counts["candidates_positive"] += sum(1 for hit in candidates if hit[0] in positive_ids)
         candidates = [hit for hit in candidates if hit[0] not in positive_ids]
@@ -171,13 +213,16 @@ def mine(
             if positive_id not in documents:
                 counts["positives_not_in_corpus"] += 1
                 continue
-            positive_score = scores.get(positive_id)
-            if positive_score is None and settings.get("max_relative") is not None:
-                # Without the positive's score its relative cap is unknown: no triple rather
-                # than one whose negatives may be harder than the positive.
-                counts["positives_not_retrieved"] += 1
-                continue
-            cap = score_cap(settings, positive_score)
+            positive_score, positive_rank = hits_of.get(query_id, {}).get(
+                positive_id, (direct.get((query_id, positive_id)), None)
+            )
+            if positive_score is None:
+                counts["positives_not_scored"] += 1
+                if method["method"] == "relative_to_positive":
+                    # Without the positive's score its cap is unknown: no triple rather than
+                    # one whose negatives may be harder than the positive.
+                    continue
+            cap = score_cap(method, positive_score)
             allowed = [hit for hit in candidates if cap is None or hit[1] <= cap]
             counts["candidates_above_cap"] += len(candidates) - len(allowed)
             chosen = allowed[: settings["num_negatives"]]
@@ -190,12 +235,87 @@ def mine(
                     "query_id": query_id,
                     "positive_id": positive_id,
                     "positive_score": positive_score,
+                    "positive_rank": positive_rank,
                     "negatives": chosen,
                 }
             )
             counts["triples"] += 1
             counts["negatives"] += len(chosen)
     return triples, counts
+
+
+class PositiveScores:
+    """Scores (query, document) pairs with the teacher that made the run, for the positives it
+    did not retrieve: BM25 through bm25s over the same filtered corpus and variant (the scores
+    its run holds), a dense retriever as the inner product of the stored query and document
+    vectors (a document's best passage for passage models: MaxP, as ``dense_search``)."""
+
+    def __init__(self, retriever: dict, queries: pa.Table, corpus: Path, vectors: dict | None):
+        self.retriever, self.corpus, self.vectors = retriever, corpus, vectors
+        self.query_texts = dict(
+            zip(queries.column("query_id").to_pylist(), queries.column("text").to_pylist())
+        )
+
+    @classmethod
+    def of(cls, retriever, queries, corpus, vectors=None) -> PositiveScores | None:
+        """The scorer for ``retriever`` (None when the system is not a retriever, or not one
+        that can be scored directly)."""
+        if retriever is None or retriever["type"] not in ("bm25", "dense"):
+            return None
+        if retriever["type"] == "dense" and vectors is None:
+            return None
+        return cls(retriever, queries, corpus, vectors)
+
+    def __call__(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        if self.retriever["type"] == "bm25":
+            return self._bm25(pairs)
+        return self._dense(pairs)
+
+    def _bm25(self, pairs):
+        from irflow.retrieve import BM25Retriever
+
+        bm25 = BM25Retriever(self.retriever).index(self.corpus)
+        wanted = pa.array(sorted({doc_id for _, doc_id in pairs}), pa.string())
+        rows = dict(zip(wanted.to_pylist(), pc.index_in(wanted, bm25.doc_ids).to_pylist()))
+        by_query: dict[str, list[str]] = {}
+        for query_id, doc_id in pairs:
+            by_query.setdefault(query_id, []).append(doc_id)
+        scores = {}
+        for query_id, doc_ids in by_query.items():
+            text = self.query_texts[query_id]
+            tokens = bm25.tokenizer.tokenize(
+                [text], update_vocab=False, show_progress=False, allow_empty=False
+            )[0]
+            # bm25s' own scoring of every document for these tokens, as its search ranks them.
+            row_scores = bm25.model.get_scores_from_ids(tokens)
+            scores |= {(query_id, d): float(row_scores[rows[d]]) for d in doc_ids}
+        return scores
+
+    def _dense(self, pairs):
+        query_ids, query_matrix = read_embeddings(
+            self.vectors["queries"], {query_id for query_id, _ in pairs}
+        )
+        doc_ids = {doc_id for _, doc_id in pairs}
+        if "passages" in self.vectors:
+            passages = pq.read_table(
+                self.vectors["passages"],
+                columns=["passage_id", "doc_id"],
+                filters=pc.field("doc_id").isin(pa.array(sorted(doc_ids), pa.string())),
+            )
+            doc_of = dict(zip(*(passages.column(c).to_pylist() for c in ("passage_id", "doc_id"))))
+        else:
+            doc_of = {doc_id: doc_id for doc_id in doc_ids}
+        row_ids, row_matrix = read_embeddings(self.vectors["documents"], doc_of)
+        query_row = {query_id: i for i, query_id in enumerate(query_ids)}
+        rows_of: dict[str, list[int]] = {}
+        for i, row_id in enumerate(row_ids):
+            rows_of.setdefault(doc_of[row_id], []).append(i)
+        return {
+            (query_id, doc_id): float(
+                np.max(row_matrix[rows_of[doc_id]] @ query_matrix[query_row[query_id]])
+            )
+            for query_id, doc_id in pairs
+        }
 
 
 def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> dict[str, str]:
@@ -222,6 +342,7 @@ def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]
             "positive_id": triple["positive_id"],
             "positive": documents[triple["positive_id"]],
             "positive_score": triple["positive_score"],
+            "positive_rank": triple["positive_rank"],
             "negative_ids": [doc_id for doc_id, _, _ in triple["negatives"]],
             "negatives": [documents[doc_id] for doc_id, _, _ in triple["negatives"]],
             "negative_scores": [score for _, score, _ in triple["negatives"]],
@@ -303,10 +424,15 @@ def run_negatives(
     qrels: Path | None = None,
     source: Path | None = None,
     retrieval: dict | None = None,
+    retriever: dict | None = None,
+    vectors: dict | None = None,
 ) -> dict:
     """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
     split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
-    ``irflow.retrieve.retrieve_judged``) give the split's judgements and its run."""
+    ``irflow.retrieve.retrieve_judged``) give the split's judgements and its run.
+    ``retriever`` is the system's retriever spec (None for a fusion or reranked system) and
+    ``vectors`` a dense retriever's stored ``queries``, ``documents`` (and ``passages``)
+    files: with them the positives the run did not retrieve are scored directly."""
     query_table = pq.read_table(queries)
     if run is not None:
         run_table, qrels_table = pq.read_table(run), pq.read_table(qrels)
@@ -317,9 +443,11 @@ def run_negatives(
         from irflow.retrieve import retrieve_judged
 
         run_table = retrieve_judged(query_table, qrels_table, retrieval, {"corpus": corpus})
+        retriever = retrieval["retriever"]
     ids = candidate_ids(run_table, qrels_table, settings)
     documents = _texts(pq.read_table(corpus), "doc_id", ids, document=True)
-    triples, counts = mine(run_table, qrels_table, documents, settings)
+    scorer = PositiveScores.of(retriever, query_table, corpus, vectors)
+    triples, counts = mine(run_table, qrels_table, documents, settings, scorer)
     table = with_texts(triples, query_table, documents)
     contracts.write_table(table, out_parquet, NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
