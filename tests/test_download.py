@@ -24,6 +24,7 @@ from irflow.download import (
     safe_extract_zip,
 )
 from irflow.errors import DownloadError
+from irflow.ir_datasets_fields import DOCUMENT_FIELDS, HTML_DOCUMENTS, document_fields
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},
@@ -521,3 +522,209 @@ def test_huggingface_offline_fetches_nothing(monkeypatch, dirs):
         )
     assert str(data_dir / "scifact") in str(raised.value)
     assert calls == []
+
+
+# --- ir_datasets document types: title once, body from the type's own fields ----------------
+
+
+class FixtureDataset:
+    """An ir_datasets dataset holding the documents given, one query and its judgement."""
+
+    def __init__(self, docs: list):
+        from ir_datasets.formats import GenericQuery, TrecQrel
+
+        self.docs = docs
+        self.queries = [GenericQuery("q1", "statins and breast cancer")]
+        self.qrels = [TrecQrel("q1", docs[0].doc_id, 2, "0")]
+
+    def has_docs(self):
+        return True
+
+    has_queries = has_qrels = has_docs
+
+    def docs_iter(self):
+        return iter(self.docs)
+
+    def queries_iter(self):
+        return iter(self.queries)
+
+    def qrels_iter(self):
+        return iter(self.qrels)
+
+
+def doc_class(dataset_id: str):
+    """The document type ir_datasets registers for ``dataset_id`` (no download needed)."""
+    import ir_datasets
+
+    return ir_datasets.load(dataset_id).docs_cls()
+
+
+ABSTRACT = "Recent studies have suggested that statins may reduce the risk of recurrence."
+TITLE = "Statin Use after Diagnosis of Breast Cancer and Survival"
+
+
+@pytest.mark.parametrize(
+    ("dataset_id", "fields", "text"),
+    [
+        (
+            "nfcorpus/test",
+            {"doc_id": "MED-10", "url": "http://www.ncbi.nlm.nih.gov/pubmed/25329299"}
+            | {"title": TITLE, "abstract": ABSTRACT},
+            ABSTRACT,
+        ),
+        (
+            "cord19/trec-covid",
+            {"doc_id": "ug7v899j", "doi": "10.1186/1471-2334-1-6", "date": "2001-07-04"}
+            | {"title": TITLE, "abstract": ABSTRACT},
+            ABSTRACT,
+        ),
+        (
+            "msmarco-document/trec-dl-2019",
+            {"doc_id": "D1555982", "url": "https://example.org/statins", "title": TITLE}
+            | {"body": ABSTRACT},
+            ABSTRACT,
+        ),
+        (
+            "wapo/v2/trec-core-2018",
+            {"doc_id": "w1", "url": "u", "title": TITLE, "author": "A. Writer"}
+            | {"published_date": 0, "kicker": "Health", "body": ABSTRACT}
+            | {"body_paras_html": (f"<p>{ABSTRACT}</p>",), "body_media": ()},
+            ABSTRACT,
+        ),
+        (
+            "nyt/trec-core-2017",
+            {"doc_id": "n1", "headline": TITLE, "body": ABSTRACT, "source_xml": "<nitf/>"},
+            ABSTRACT,
+        ),
+    ],
+)
+def test_an_ir_datasets_document_is_written_with_its_title_once(
+    monkeypatch, dirs, dataset_id, fields, text
+):
+    """Document types without a ``text`` field: default_text() begins with the title, so a
+    BEIR record's text must come from the body fields, not from it."""
+    import ir_datasets
+
+    doc = doc_class(dataset_id)(**fields)
+    assert doc.default_text().startswith(TITLE)  # what was written as the text before
+    monkeypatch.setattr(ir_datasets, "load", lambda name: FixtureDataset([doc]))
+    _, cache_dir = dirs
+    folder = locate_dataset(
+        "irds", {"ir_datasets": dataset_id}, split="test", data_dir=None, cache_dir=cache_dir,
+        offline=True,
+    )  # fmt: skip
+    records = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
+    assert records == [{"_id": fields["doc_id"], "title": TITLE, "text": text}]
+
+
+def registered_document_types() -> dict[str, type]:
+    """Every document type ir_datasets registers, by class name (no download needed)."""
+    import ir_datasets
+
+    types = {}
+    for name in ir_datasets.registry:
+        dataset = ir_datasets.registry[name]
+        if dataset.has_docs():
+            types[dataset.docs_cls().__name__] = dataset.docs_cls()
+    return types
+
+
+# Document types without text (touche-image holds images) are refused, naming their fields.
+WITHOUT_TEXT = {"ToucheImageDoc"}
+
+
+def test_every_ir_datasets_document_type_has_its_fields_named():
+    types = registered_document_types()
+    named = set(DOCUMENT_FIELDS) | HTML_DOCUMENTS
+    assert set(types) - WITHOUT_TEXT == named  # each type named, and no name of no type
+    for kind in DOCUMENT_FIELDS:
+        title, body = DOCUMENT_FIELDS[kind]
+        assert {title, *body} - {None} <= set(types[kind]._fields), kind
+    image = types["ToucheImageDoc"](*[None] * len(types["ToucheImageDoc"]._fields))
+    with pytest.raises(DownloadError, match=r"ToucheImageDoc \(fields: doc_id, png, webp"):
+        document_fields(image)
+
+
+def fixture_value(kind, label: str):
+    """A value of annotation ``kind`` whose text is words unique to ``label``: a string, a list
+    of strings, a tuple of namedtuple parts (CORD-19 sections, Highwire spans); None else."""
+    import typing
+
+    if kind is str:
+        return f"{label}-word"
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (list, tuple) and args:
+        part = args[0]
+        if part is str:
+            return [f"{label}-one", f"{label}-two"]
+        if hasattr(part, "_fields"):
+            return tuple(fixture_document(part, f"{label}{i}") for i in (1, 2))
+    return 0 if kind is int else None
+
+
+def fixture_document(cls, label: str = "doc"):
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    return cls(**{field: fixture_value(hints[field], f"{label}-{field}") for field in cls._fields})
+
+
+# Where the fields named differ from what default_text() reads, and why.
+NOT_AS_DEFAULT_TEXT = {
+    # ir_datasets' docs: "The text field contains the anchor texts concatenated and the anchors
+    # field contains the anchor texts as list"; default_text() reads both.
+    "MsMarcoAnchorTextDocument": ["doc-text-word"],
+    "MsMarcoV2AnchorTextDocument": ["doc-text-word"],
+}
+
+
+def test_each_document_type_reads_each_word_of_its_default_text_once():
+    """Title and text together hold the words default_text() holds, each once (it begins
+    with the title for most types; args.me puts the conclusion last)."""
+    from collections import Counter
+
+    checked = 0
+    for kind, cls in registered_document_types().items():
+        if kind in HTML_DOCUMENTS or kind in WITHOUT_TEXT or not hasattr(cls, "default_text"):
+            continue
+        doc = fixture_document(cls)
+        title, text = document_fields(doc)
+        expected = NOT_AS_DEFAULT_TEXT.get(kind, doc.default_text().split())
+        assert Counter(f"{title} {text}".split()) == Counter(expected), kind
+        checked += 1
+    assert checked >= 45
+
+
+def test_a_web_page_gives_its_html_title_and_body_apart():
+    types = registered_document_types()
+    page = b"<html><head><title>Statins</title></head><body><p>Statins lower LDL.</p></body></html>"
+    for kind in HTML_DOCUMENTS:
+        fields = dict.fromkeys(types[kind]._fields, "") | {"doc_id": "g1", "body": page}
+        doc = types[kind](**fields | {"http_headers": b"Content-Type: text/html"})
+        assert document_fields(doc) == ("Statins", "Statins lower LDL.")
+        assert doc.default_text() == "StatinsStatins lower LDL."  # one text, and no space
+
+
+def test_a_cached_ir_datasets_copy_of_an_older_field_mapping_is_written_again(monkeypatch, dirs):
+    import ir_datasets
+
+    doc = doc_class("nfcorpus/test")(doc_id="MED-10", url="u", title=TITLE, abstract=ABSTRACT)
+    monkeypatch.setattr(ir_datasets, "load", lambda name: FixtureDataset([doc]))
+    _, cache_dir = dirs
+
+    def corpus() -> list[dict]:
+        folder = locate_dataset(
+            "irds", {"ir_datasets": "nfcorpus/test"}, split="test", data_dir=None,
+            cache_dir=cache_dir, offline=True,
+        )  # fmt: skip
+        return [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
+
+    written = corpus()
+    record = cache_dir / "irds" / download.IR_DATASETS_RECORD
+    assert json.loads(record.read_text())["fields_revision"] == 1
+    assert corpus() == written  # the cached copy, as written
+    # A copy written before the fields were mapped: no revision, the title twice.
+    doubled = {"_id": "MED-10", "title": TITLE, "text": f"{TITLE} {ABSTRACT}"}
+    (cache_dir / "irds" / "corpus.jsonl").write_text(json.dumps(doubled) + "\n")
+    record.write_text(json.dumps({"ir_datasets": "nfcorpus/test"}))
+    assert corpus() == written == [{"_id": "MED-10", "title": TITLE, "text": ABSTRACT}]

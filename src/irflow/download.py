@@ -9,7 +9,8 @@ A folder complete in both is refused rather than guessed at.
 from the configured source (a zip URL with mirrors, a Hugging Face dataset repo, an
 ir_datasets id, or a local folder or zip). An ir_datasets dataset is read through ir_datasets,
 from its own data folder (``$IR_DATASETS_HOME``), which it fills from the network unless
-offline, and written into the cache as a BEIR folder, so it is ingested as any other.
+offline, and written into the cache as a BEIR folder, so it is ingested as any other; each
+document's title and text come from its type's own fields (irflow.ir_datasets_fields).
 Everything lands in place with ``os.replace``, so an interrupted run never leaves a
 half-written file or folder where a later run would take it for a finished one.
 """
@@ -35,6 +36,7 @@ from tqdm import tqdm
 
 from irflow.errors import ConfigError, DownloadError
 from irflow.fingerprint import file_md5
+from irflow.ir_datasets_fields import FIELDS_REVISION, document_fields
 
 log = logging.getLogger("irflow.download")
 
@@ -288,7 +290,7 @@ def _dataset_root(folder: Path, split: str, origin: str) -> Path:
 def _install(folder: Path, target: Path) -> Path:
     """Move a complete dataset folder into the cache in one step."""
     if target.exists():
-        log.warning("replacing incomplete cache folder %s", target)
+        log.warning("replacing the cache folder %s", target)
         shutil.rmtree(target)
     os.replace(folder, target)
     return target
@@ -366,12 +368,18 @@ def _ir_datasets_files(offline: bool, used: dict, missing: list):
         Download.path, Download.stream = path, stream
 
 
-def _text(record, field: str) -> str:
-    """A record's ``field``, or its default text when it has no such field (a query or
-    document whose text ir_datasets splits into other fields)."""
-    if field in record._fields:
-        return getattr(record, field) or ""
-    return record.default_text()
+def _query_text(query) -> str:
+    """A query's ``text``, or its default text when ir_datasets splits it into other fields
+    (a TREC topic's title, description and narrative: default_text() is its title)."""
+    if "text" in query._fields:
+        return query.text or ""
+    return query.default_text()
+
+
+def _fields_revision(folder: Path) -> int | None:
+    """The revision of irflow.ir_datasets_fields an ir_datasets copy was written with."""
+    record = folder / IR_DATASETS_RECORD
+    return json.loads(record.read_text()).get("fields_revision") if record.is_file() else None
 
 
 def _write_ir_datasets(dataset, judged, folder: Path, split: str) -> None:
@@ -379,12 +387,12 @@ def _write_ir_datasets(dataset, judged, folder: Path, split: str) -> None:
     (folder / "qrels").mkdir(parents=True)
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as out:
         for doc in dataset.docs_iter():
-            title = doc.title if "title" in doc._fields else ""
-            record = {"_id": doc.doc_id, "title": title or "", "text": _text(doc, "text")}
+            title, text = document_fields(doc)
+            record = {"_id": doc.doc_id, "title": title, "text": text}
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     with open(folder / "queries.jsonl", "w", encoding="utf-8") as out:
         for query in dataset.queries_iter():
-            record = {"_id": query.query_id, "text": _text(query, "text")}
+            record = {"_id": query.query_id, "text": _query_text(query)}
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as out:
         out.write("query-id\tcorpus-id\tscore\n")
@@ -444,6 +452,7 @@ def _from_ir_datasets(dataset_id: str, target: Path, split: str, offline: bool) 
             "ir_datasets": dataset_id,
             "qrels_from": dataset_id if judged is dataset else f"{dataset_id}/{split}",
             "version": ir_datasets.__version__,
+            "fields_revision": FIELDS_REVISION,
             "home": str(ir_datasets.util.home_path()),
             "files": files,
         }
@@ -487,8 +496,16 @@ def locate_dataset(
         return data_dir / name
     target = cache_dir / name
     if dataset_layout(target, split):
-        log.info("dataset %r: using the cached copy %s", name, target)
-        return target
+        if "ir_datasets" not in source or _fields_revision(target) == FIELDS_REVISION:
+            log.info("dataset %r: using the cached copy %s", name, target)
+            return target
+        log.warning(
+            "dataset %r: the cached copy %s was written with other document fields (before "
+            "revision %d, titles twice); writing it again",
+            name,
+            target,
+            FIELDS_REVISION,
+        )
     cache_dir.mkdir(parents=True, exist_ok=True)
 
     if "path" in source:
