@@ -32,12 +32,15 @@ For every judged query, the candidates are the run's top ``top_k`` documents, in
 and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
 only when the candidates ran out.
 
-A positive the run did not retrieve (outside its depth) still makes its triple: a BM25 or dense
-teacher scores it directly (``PositiveScores``: bm25s over the same corpus and variant, or the
-inner product of the stored vectors, a document's best passage for passage models), so its
-relative cap and its margin are known. Other systems (fusion, reranked, sparse,
-late-interaction, external runs) are not scored directly: under ``relative_to_positive`` such a
-positive yields no triple, counted as ``positives_not_scored`` and logged as a warning.
+A positive the run did not retrieve (outside its depth) is not dropped: a BM25 or dense teacher
+scores it directly (``PositiveScores``: bm25s over the same corpus and variant, or the inner
+product of the stored vectors, a document's best passage for passage models), so its cap and
+its margin are known. (With the teacher that made the run every candidate scores at least as
+much, so under ``relative_to_positive`` it keeps no negative and is counted in
+``triples_without_negatives``; under ``absolute`` and ``none`` it makes its triple.) Other
+systems (fusion, reranked, sparse, late-interaction, external runs) are not scored directly:
+under ``relative_to_positive`` such a positive yields no triple, counted as
+``positives_not_scored`` and logged as a warning.
 
 Arctic-Embed mines with an embedding model as the teacher and keeps 10 negatives per query; any
 system of the workflow can be the teacher here, BM25 included.
