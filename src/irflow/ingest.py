@@ -16,10 +16,8 @@ PosIR's eval.py reads) is read in bounded batches; a problem is reported with it
   whose length in characters ``pos_char_length`` gives and in tokens ``pos_token_length``.
   PosIR buckets documents by ``pos_token_length``, counted on the English original, so that a
   translated set shares the English one's length buckets: it goes with the span onto the qrels
-  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it. PosIR
-  places a query by its span centre over ``pos_char_length`` ("total_length" in its
-  ndcg_PSI_analysis.py), not over the text the corpus holds: it goes onto the row as
-  ``doc_chars``, and relative positions divide by it.
+  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it; and
+  ``pos_char_length`` as ``doc_chars``, which positions divide by, as PosIR's do.
 - qrels ``query-id``, ``corpus-id``, ``score``.
 
 Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
@@ -38,10 +36,9 @@ Spans of the PosIR layout, onto the qrels contract's span_start and span_end:
   ([length, length] once the centre lies past the end), so the position analysis finds PosIR's
   relative position. Such spans are counted, with examples, in the log and the statistics
   (``spans.clipped``);
-- a ``pos_char_length`` other than the text's length (a translation's text, say) is counted,
-  with examples, in the log and the statistics (``spans.length_mismatches``): positions still
-  divide by ``pos_char_length``, as PosIR's do, and the span counts characters of that other
-  string.
+- a ``pos_char_length`` other than the text's (a translation's, whose span counts its
+  original) is counted, with examples, in the log and the statistics
+  (``spans.length_mismatches``).
 
 Nothing is written unless the whole input is valid, so a bad file never replaces a good earlier
 result.
@@ -412,8 +409,7 @@ def _attach_spans(
         if chars is None:
             counts["unknown_document"] += 1
             continue
-        # PosIR's total_length: the span's own document length where the collection gives it.
-        length = chars if span.document_chars is None else span.document_chars
+        length = chars if span.document_chars is None else span.document_chars  # total_length
         start, end = span.start, span.end
         if end > length:
             # PosIR clips the centre to the length; this span inside the length has that centre.
