@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -617,6 +618,7 @@ def test_an_ir_datasets_document_is_written_with_its_title_once(
     assert records == [{"_id": fields["doc_id"], "title": TITLE, "text": text}]
 
 
+@functools.cache
 def registered_document_types() -> dict[str, type]:
     """Every document type ir_datasets registers, by class name (no download needed)."""
     import ir_datasets
