@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, minilm_spec
-from test_sparse import QUERIES, TEXTS, encode_and_search, write_tables
-from tiny_models import build_tiny_colbert
+from test_sparse import QUERIES, TEXTS, encode_and_search, encode_swapped, write_tables
+from tiny_models import (
+    COLBERT_DOCUMENT_LENGTH,
+    COLBERT_DOCUMENT_MARKER,
+    COLBERT_QUERY_LENGTH,
+    COLBERT_QUERY_MARKER,
+    build_tiny_colbert,
+)
 
 from irflow import late_interaction, resources
 from irflow.config import load_schema, validate_config
@@ -21,6 +28,7 @@ from irflow.late_interaction import (
     TokenEncoder,
     TokenVectors,
     late_interaction_search,
+    tokens_table,
 )
 from irflow.rerank import rerank
 
@@ -96,6 +104,63 @@ def test_reranker_scores_candidates_by_maxsim(encoder):
         assert mine.score.is_monotonic_decreasing
 
 
+def colbert_by_hand(model, text: str, side: str) -> np.ndarray:
+    """ColBERT's encoders (Khattab & Zaharia 2020, §3.2) from the tiny model's layers: "we
+    prepend a special token [Q] to the input query ... If the query has fewer than a
+    pre-defined number of tokens Nq, we pad it with BERT's special [mask] tokens up to length
+    Nq (otherwise, we truncate it to the first Nq tokens)"; for documents "a special token
+    [D]", and "the document encoder filters out the embeddings corresponding to punctuation
+    symbols". The [mask] pads are not attended to (ColBERTv2, PyLate's default), yet scored."""
+    import string
+
+    import torch
+
+    transformer, projection = model[0], model[1]
+    tokenizer = transformer.tokenizer
+    marker, length = {
+        "queries": (COLBERT_QUERY_MARKER, COLBERT_QUERY_LENGTH),
+        "corpus": (COLBERT_DOCUMENT_MARKER, COLBERT_DOCUMENT_LENGTH),
+    }[side]
+    ids = tokenizer(f"{marker} {text}")["input_ids"]
+    if len(ids) > length:
+        ids = ids[: length - 1] + [tokenizer.sep_token_id]
+    attended = [1] * len(ids)
+    if side == "queries":
+        pads = length - len(ids)
+        ids, attended = ids + [tokenizer.mask_token_id] * pads, attended + [0] * pads
+    with torch.no_grad():
+        hidden = transformer.auto_model(
+            input_ids=torch.tensor([ids]), attention_mask=torch.tensor([attended])
+        ).last_hidden_state[0]
+        vectors = torch.nn.functional.normalize(projection.linear(hidden), dim=-1).numpy()
+    if side == "queries":
+        return vectors
+    punctuation = set(tokenizer.convert_tokens_to_ids(list(string.punctuation)))
+    return vectors[[token not in punctuation for token in ids]]
+
+
+def test_token_vectors_are_colberts_query_and_document_encoders(encoder, vectors):
+    """Each side as ColBERT encodes it, computed here without the library's encode calls:
+    every query 32 [MASK]-padded tokens, documents without their punctuation."""
+    for path, texts, side in ((vectors[0], TEXTS, "corpus"), (vectors[1], QUERIES, "queries")):
+        stored = TokenVectors.read(path)
+        for row, text in enumerate(texts):
+            mine = stored.rows(row, row + 1)[0].numpy()
+            expected = colbert_by_hand(encoder.model, text, side)
+            np.testing.assert_allclose(mine, expected, rtol=1e-4, atol=1e-5)
+    assert all(len(vectors) == COLBERT_QUERY_LENGTH for vectors in stored.select(range(3)))
+
+
+def test_encoding_either_side_as_the_other_changes_the_run(encoder, tmp_path, monkeypatch):
+    """So the tests that compare irflow's run with the library's sides would catch a swap."""
+    (tmp_path / "right").mkdir()
+    right, _ = encode_and_search(encoder, late_interaction_search, tmp_path / "right")
+    encode_swapped(monkeypatch)
+    (tmp_path / "swapped").mkdir()
+    swapped, _ = encode_and_search(encoder, late_interaction_search, tmp_path / "swapped")
+    assert not np.allclose(swapped.score, right.score)
+
+
 # PyLate's Voyager defaults, as the schema fills them in.
 VOYAGER = {
     "type": "voyager",
@@ -141,10 +206,15 @@ def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     assert timing["index_seconds"] >= voyager["build_seconds"] > 0
 
 
-def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors):
+def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors, tmp_path):
     """top_k 1 and k_token 1: each query token's nearest document token names a candidate; the
-    manifest's recall is the share of the exact top 1 among the run's, counted here again."""
+    manifest's recall is the share of the exact top 1 among the run's, counted here again.
+    Queries keep their first 4 tokens, so that their nearest tokens miss some documents."""
     spec = VOYAGER | {"k_token": 1}
+    full = TokenVectors.read(vectors[1])
+    short = [query[:4].numpy() for query in full.rows(0, len(full))]
+    pq.write_table(tokens_table(full.ids.to_pylist(), short), tmp_path / "short.parquet")
+    vectors = (vectors[0], tmp_path / "short.parquet")
     exact, _ = late_interaction_search(*vectors, 1, False, 2, 3)
     run, timing = late_interaction_search(*vectors, 1, False, 2, 3, spec)
     documents, queries = (TokenVectors.read(path) for path in vectors)
@@ -154,7 +224,7 @@ def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors):
     assert voyager["candidates_per_query"] == {
         f"q{i}": len(rows) for i, rows in enumerate(candidates)
     }
-    assert all(len(rows) < len(TEXTS) for rows in candidates)
+    assert any(len(rows) < len(TEXTS) for rows in candidates)
     # The nearest document token of each query token, by brute force.
     for q, rows in enumerate(candidates):
         mine = queries.flat[queries.offsets[q] : queries.offsets[q + 1]]
@@ -174,7 +244,7 @@ def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors):
 
 def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
     """k_token 1 at top_k 4 searches each query token's 4 nearest document tokens (brute force
-    here: a graph of 51 tokens at M 64 links every token), and ef is raised to 4."""
+    here: a graph of 58 tokens at M 64 links every token), and ef is raised to 4."""
     spec = VOYAGER | {"k_token": 1, "ef_search": 2}
     _, timing = late_interaction_search(*vectors, 4, False, 2, 1, spec)
     voyager = timing["voyager"]
@@ -190,9 +260,9 @@ def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
 
 def test_a_graph_that_cannot_reach_k_token_tokens_says_which_settings_to_raise(vectors):
     """At M 2 and ef_construction 1 some tokens are unreachable, so asking for every token (the
-    51 k_token is capped at) finds fewer, and Voyager's RecallError gets the keys to raise."""
+    58 k_token is capped at) finds fewer, and Voyager's RecallError gets the keys to raise."""
     spec = VOYAGER | {"M": 2, "ef_construction": 1}
-    with pytest.raises(RuntimeError, match=r"k_token=51 .* raise the retriever's index.M"):
+    with pytest.raises(RuntimeError, match=r"k_token=58 .* raise the retriever's index.M"):
         late_interaction_search(*vectors, 4, False, 2, 1, spec)
 
 

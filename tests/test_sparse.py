@@ -14,15 +14,15 @@ from conftest import minilm_spec
 from tiny_models import build_tiny_splade
 
 from irflow import encode_parts, sparse
-from irflow.encode_parts import encode_file, gather
+from irflow.encode_parts import SideEncoder, encode_file, gather
 from irflow.sparse import SparseIndex, SparseModel, read_sparse, sparse_search
 
 TEXTS = [
     "a cat sat on the mat",
     "dogs run in the park",
-    "the mat is red and the cat is black",
+    "the mat is red, and the cat is black.",
     "stock markets fell sharply",
-    "cats and dogs are pets",
+    "cats (and dogs) are pets!",
     "red wine with cheese",
     "quantum computers factor numbers",
 ]
@@ -65,8 +65,16 @@ def encode_and_search(model, search, folder: Path):
 def test_search_scores_are_the_dot_products_of_the_library_vectors(model, tmp_path):
     run, timing = encode_and_search(model, sparse_search, tmp_path)
 
-    # The bare library call: dense vocabulary-sized vectors, dot products in float64.
-    docs = model.model.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy()
+    # The bare library call: dense vocabulary-sized vectors, dot products in float64. Documents
+    # in irflow's parts of 3 (chunk_size), as texts padded to another width differ in float32.
+    docs = np.concatenate(
+        [
+            model.model.encode_document(TEXTS[start : start + 3], convert_to_tensor=True)
+            .to_dense()
+            .numpy()
+            for start in range(0, len(TEXTS), 3)
+        ]
+    )
     qs = model.model.encode_query(QUERIES, convert_to_tensor=True).to_dense().numpy()
     direct = qs.astype(np.float64) @ docs.astype(np.float64).T
     shares_a_term = (qs > 0).astype(int) @ (docs > 0).astype(int).T > 0
@@ -150,3 +158,48 @@ def test_shards_gather_into_the_file_one_job_writes(model, tmp_path):
     manifests[1]["model"] = "other"
     with pytest.raises(Exception, match="shard 1 was encoded with model 'other'"):
         gather(shards, manifests, corpus, tmp_path / "refused.parquet")
+
+
+# Each side encoded as the other: what a swap of queries and documents in irflow would do.
+SWAPPED_SIDES = {"queries": "corpus", "corpus": "queries"}
+
+
+def encode_swapped(monkeypatch):
+    """Make irflow encode queries as documents and documents as queries."""
+    encode_side = SideEncoder.encode_side
+    monkeypatch.setattr(
+        SideEncoder,
+        "encode_side",
+        lambda self, texts, side, **options: encode_side(
+            self, texts, SWAPPED_SIDES[side], **options
+        ),
+    )
+
+
+def test_query_vectors_are_the_static_term_weights(splade, model, tmp_path):
+    """Inference-free SPLADE: a query's vector is the static weight of each of its terms (the
+    query side's ``SparseStaticEmbedding``), computed here from the weights and the tokenizer
+    alone; a document's is the masked-LM head's (SPLADE v2: "w_j = max_{i in t} log(1 +
+    ReLU(w_ij))"), which the tests above take from the library."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    encode_and_search(model, sparse_search, tmp_path)
+    _, stored = read_sparse(tmp_path / "query-vectors.parquet")
+    query_side = splade / "query_0_SparseStaticEmbedding"
+    [weights] = load_file(query_side / "model.safetensors").values()
+    tokenizer = AutoTokenizer.from_pretrained(query_side)
+    for row, query in enumerate(QUERIES):
+        terms = sorted(set(tokenizer(query)["input_ids"]) - set(tokenizer.all_special_ids))
+        assert stored[row].indices.tolist() == terms
+        np.testing.assert_array_equal(stored[row].data, weights.numpy()[terms])
+
+
+def test_encoding_either_side_as_the_other_changes_the_run(model, tmp_path, monkeypatch):
+    """So the tests that compare irflow's run with the library's sides would catch a swap."""
+    (tmp_path / "right").mkdir()
+    right, _ = encode_and_search(model, sparse_search, tmp_path / "right")
+    encode_swapped(monkeypatch)
+    (tmp_path / "swapped").mkdir()
+    swapped, _ = encode_and_search(model, sparse_search, tmp_path / "swapped")
+    assert not np.allclose(swapped.score, right.score)

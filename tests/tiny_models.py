@@ -55,31 +55,81 @@ def build_tiny_bi_encoder(folder: Path, tokenizer_source: Path) -> Path:
     return folder
 
 
+# ColBERTv2's settings as PyLate saves lightonai/colbertv2.0: the query and document markers
+# (BERT's unused tokens), the query width and the document length.
+COLBERT_QUERY_MARKER, COLBERT_DOCUMENT_MARKER = "[unused0]", "[unused1]"
+COLBERT_QUERY_LENGTH, COLBERT_DOCUMENT_LENGTH = 32, 180
+
+
 def build_tiny_splade(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
-    """A two-layer BERT masked-LM head, which SparseEncoder loads as SPLADE (max pooling of
-    log(1 + relu(logits)))."""
+    """An inference-free SPLADE (as opensearch-project's inference-free SPLADE models are
+    built): documents through a two-layer BERT masked-LM head and SPLADE's max pooling of
+    log(1 + relu(logits)); queries through a static weight per vocabulary term
+    (``SparseStaticEmbedding``, zero for the special tokens), routed by the task. So a query
+    and a document of the same text get different vectors."""
     import torch
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router, Transformer
+    from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding, SpladePooling
     from transformers import AutoTokenizer, BertForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     torch.manual_seed(0)
-    _bert(BertForMaskedLM, tokenizer, weights).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    _bert(BertForMaskedLM, tokenizer, weights).save_pretrained(folder / "mlm")
+    tokenizer.save_pretrained(folder / "mlm")
+    term_weights = torch.rand(tokenizer.vocab_size)
+    term_weights[tokenizer.all_special_ids] = 0
+    router = Router.for_query_document(
+        query_modules=[SparseStaticEmbedding(tokenizer, weight=term_weights)],
+        document_modules=[
+            Transformer(str(folder / "mlm"), transformer_task="fill-mask"),
+            SpladePooling(pooling_strategy="max"),
+        ],
+    )
+    SparseEncoder(modules=[router], device="cpu").save(str(folder / "splade"))
+    return folder / "splade"
 
 
 def build_tiny_colbert(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
-    """A two-layer BERT with MultiVectorEncoder's default head (a 128-dimension projection,
-    punctuation mask, normalisation), saved as a MultiVectorEncoder."""
+    """A two-layer BERT as a ColBERT with ColBERTv2's settings, saved as a MultiVectorEncoder:
+    queries start with the query marker and are padded with [MASK] (not attended to) to 32
+    tokens or cut there; documents start with the document marker, are cut at 180 tokens and
+    lose their punctuation; a 128-dimension projection, then normalisation. So a query and a
+    document of the same text get different vectors."""
+    import string
+
     import torch
     from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
     from transformers import AutoTokenizer, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    # One token each, as PyLate registers them.
+    markers = [COLBERT_QUERY_MARKER, COLBERT_DOCUMENT_MARKER]
+    tokenizer.add_special_tokens({"additional_special_tokens": markers})
     torch.manual_seed(0)
     _bert(BertModel, tokenizer, weights).save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
-    model = MultiVectorEncoder(str(folder / "bert"), device="cpu")
+    transformer = Transformer(
+        str(folder / "bert"),
+        document_length=COLBERT_DOCUMENT_LENGTH,
+        query_expansion={"strategy": "fixed", "attend": False, "length": COLBERT_QUERY_LENGTH},
+    )
+    modules = [
+        transformer,
+        Dense(
+            transformer.get_embedding_dimension(),
+            128,
+            bias=False,
+            activation_function=torch.nn.Identity(),
+            module_input_name="token_embeddings",
+        ),
+        MultiVectorMask(skiplist_words=list(string.punctuation)),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    prompts = {"query": f"{COLBERT_QUERY_MARKER} ", "document": f"{COLBERT_DOCUMENT_MARKER} "}
+    model = MultiVectorEncoder(modules=modules, prompts=prompts, device="cpu")
     model.save(str(folder / "colbert"))
     return folder / "colbert"
 
