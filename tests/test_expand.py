@@ -1,12 +1,14 @@
-"""Document expansion on a tiny T5 built here: each document is followed by exactly the
-queries the model samples for it with the same seed; the expanded corpus is a dataset whose
-BM25 scores its expanded text. doc2query--'s filter keeps exactly the queries that a tiny
+"""Document expansion on a tiny T5 built here: with fixed seeds the queries are known strings,
+and every token sampled lies within the top k and the top_p nucleus of the next-token
+distribution that a teacher-forced forward pass over the truncated document gives (a path other
+than ``generate``). doc2query--'s filter keeps exactly the queries that a tiny
 cross-encoder, called directly, scores at or above the percentile; the llm writer asks the
 fake endpoint on 127.0.0.1 through irflow.llm."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,6 @@ from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
 from irflow.config import load_schema, validate_config
 from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
-from irflow.fingerprint import value_md5
 from irflow.llm import LLMClient, LLMError
 from irflow.rerank import CrossEncoderScorer
 
@@ -27,6 +28,7 @@ SPEC = {
     "revision": None,
     "queries": 3,
     "top_k": 10,
+    "top_p": 0.5,  # about half of the tiny model's near-flat top 10: a token outside shows
     "max_length": 64,
     "max_new_tokens": 6,
     "seed": 7,
@@ -47,31 +49,84 @@ def corpus() -> pd.DataFrame:
     return pd.DataFrame({"doc_id": ids, "title": "", "text": TEXTS})
 
 
+# The tiny T5 (tiny_models, torch seed 0) with SPEC's settings: the queries of the first two
+# documents, each batch seeded from SPEC's seed and its first row. Any change to the seeding or
+# to the sampling settings changes them.
+KNOWN_QUERIES = [
+    [
+        "##drichdrichdrich randy randy randy",
+        "exclaimed exclaimed exclaimed exclaimed exclaimed randy",
+        "exclaimed randy randy randy randy randy",
+    ],
+    [
+        "[unused991] [unused991] [unused991]",
+        "[unused991] [unused991] [unused991] [unused991] [unused991]",
+        "##heimheimheimheim [unused991] [unused991]",
+    ],
+]
+
+
 def test_documents_are_followed_by_the_queries_the_model_samples(generator):
     expanded, stats = expand_corpus(corpus(), generator)
-    # The bare library call, batch after batch, each seeded by the seed and its first row.
-    expected = []
-    for start in range(0, len(TEXTS), SPEC["batch_size"]):
-        torch.manual_seed(int(value_md5([SPEC["seed"], start])[:8], 16))
-        batch = generator.tokenizer(
-            TEXTS[start : start + SPEC["batch_size"]], padding=True, return_tensors="pt"
-        )
-        out = generator.model.generate(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            do_sample=True,
-            top_k=10,
-            max_new_tokens=6,
-            num_return_sequences=3,
-        )
-        decoded = generator.tokenizer.batch_decode(out, skip_special_tokens=True)
-        expected += [decoded[i : i + 3] for i in range(0, len(decoded), 3)]
-    assert expanded["text"].tolist() == [
-        " ".join([text, *queries]) for text, queries in zip(TEXTS, expected)
+    assert expanded["text"].tolist()[:2] == [
+        " ".join([text, *queries]) for text, queries in zip(TEXTS, KNOWN_QUERIES)
     ]
+    assert all(text.startswith(original + " ") for text, original in zip(expanded["text"], TEXTS))
     assert expanded["doc_id"].tolist() == corpus()["doc_id"].tolist()
     assert stats["queries_per_document"] == 3
-    assert any(text != original for text, original in zip(expanded["text"], TEXTS))
+    assert stats["generated_queries"] == 3 * len(TEXTS)
+
+
+# Longer than SPEC's max_length (64 tokens): what the model reads is its first 64 tokens.
+LONG_TEXT = " ".join(f"{word} {n}" for n in range(40) for word in ("river", "stone"))
+
+
+def allowed_tokens(logits: torch.Tensor, top_k: int, top_p: float) -> set[int]:
+    """The tokens that top-k then top-p (nucleus) sampling may draw from ``logits``: the k
+    highest, then, renormalised, the most probable of those until their probabilities reach
+    top_p (the token that crosses it included). A margin of 1e-4 absorbs the difference between
+    the cached and the teacher-forced computation."""
+    values, order = logits.double().sort(descending=True)
+    kept = values >= values[top_k - 1] - 1e-4
+    probabilities = torch.softmax(values.masked_fill(~kept, -torch.inf), dim=0)
+    before = probabilities.cumsum(0) - probabilities
+    kept &= before < top_p + 1e-4
+    return set(order[kept].tolist())
+
+
+def test_each_sampled_token_is_within_top_k_and_top_p_of_the_model(generator, monkeypatch):
+    returned = []
+    sample = generator.model.generate
+
+    def recording(**kwargs):
+        returned.append(sample(**kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(generator.model, "generate", recording)
+    texts = [LONG_TEXT, *TEXTS]
+    queries = generator.generate_all(texts)
+    rows = [row for batch in returned for row in batch]
+    n, tokenizer, model = SPEC["queries"], generator.tokenizer, generator.model
+    assert len(rows) == n * len(texts) and all(len(q) == n for q in queries)
+    checked = 0
+    for i, text in enumerate(texts):
+        document = tokenizer(
+            text, truncation=True, max_length=SPEC["max_length"], return_tensors="pt"
+        )
+        for row, query in zip(rows[i * n : (i + 1) * n], queries[i]):
+            assert tokenizer.decode(row, skip_special_tokens=True) == query
+            assert len(row) - 1 <= SPEC["max_new_tokens"]
+            with torch.inference_mode():
+                logits = model(**document, decoder_input_ids=row[None, :-1]).logits[0]
+            for step, token in enumerate(row[1:].tolist()):
+                assert token in allowed_tokens(logits[step], SPEC["top_k"], SPEC["top_p"]), (
+                    i,
+                    step,
+                )
+                checked += 1
+                if token == tokenizer.sep_token_id:  # the end: padding follows
+                    break
+    assert checked > 100
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus(generator):
@@ -137,7 +192,8 @@ def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
     config = validate_config(
         base | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}}}}, schema
     )
-    assert config["expand"]["x"]["model"]["queries"] == 20
+    model = config["expand"]["x"]["model"]
+    assert (model["queries"], model["top_k"], model["top_p"]) == (40, 10, 1.0)  # docTTTTTquery
 
 
 # --- doc2query--'s filter ----------------------------------------------------------------------
@@ -304,3 +360,23 @@ def test_llm_writer_refuses_an_unknown_placeholder(fake_llm, tmp_path):
     with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
         with pytest.raises(ConfigError, match="'expand.x.llm.user'"):
             LLMQueryWriter(client, LLM_SPEC | {"user": "$doc"}, "x")
+
+
+def test_beir_table2_config_is_beirs_setup():
+    """config/beir_table2.yaml runs BEIR's Table 2 systems as BEIR §4 sets them up."""
+    import yaml
+
+    schema = load_schema("config/config.schema.yaml")
+    config = validate_config(yaml.safe_load(Path("config/beir_table2.yaml").read_text()), schema)
+    # docT5query: 40 queries per document, top-k sampling with k = 10, by the MS MARCO T5.
+    for name in config["datasets"]:
+        model = config["expand"][f"{name}-doct5query"]["model"]
+        assert model["id"] == "castorini/doc2query-t5-base-msmarco"
+        assert (model["queries"], model["top_k"], model["top_p"]) == (40, 10, 1.0)
+    # BM25 with Anserini's defaults; BM25+CE: its top 100 reranked by the 6-layer MiniLM.
+    bm25 = config["retrievers"]["bm25"]
+    assert (bm25["k1"], bm25["b"]) == (0.9, 0.4)
+    [reranking] = config["reranking"]
+    assert (reranking["first_stage"], reranking["k"]) == ("bm25", [100])
+    reranker = config["rerankers"][reranking["reranker"]]
+    assert reranker["id"] == "cross-encoder/ms-marco-MiniLM-L-6-v2"

@@ -3,13 +3,17 @@ queries generated for it, and the expanded corpus is an ordinary dataset beside 
 queries and qrels), so BM25 on it is a system like any other.
 
 The queries come from one of two writers:
-- a sequence-to-sequence model, as docT5query (Nogueira & Lin, 2019): top-k sampling (k = 10)
-  of ``queries`` queries per document from the document's text, truncated to the model's input
-  length. Each batch of ``batch_size`` documents is sampled with a seed made of ``seed`` and
-  its first row, so a rerun with the same settings and batch size writes the same corpus, and
-  so does a resumed one. The batches are written as parts (``irflow.embed``'s parts: named by
-  their rows, in ``<output>.parts/`` under a key of the settings, the model's revision or file
-  hash and the input file), so a killed expansion resumes from its finished batches;
+- a sequence-to-sequence model, as docT5query (Nogueira & Lin, 2019): ``queries`` queries
+  sampled per document from the document's text (title, a space, text), truncated to
+  ``max_length`` tokens, with top-k sampling (docTTTTTquery's README: T5 decoding with
+  ``sampling_keep_top_k = 10``, "40 concatenated samples" per passage) and, with ``top_p``
+  below 1, nucleus sampling within those k (BEIR's docT5query example calls its
+  ``QGenModel.generate`` with ``top_k=10, top_p=0.95, max_length=64``). Each batch of
+  ``batch_size`` documents is sampled with a seed made of ``seed`` and its first row, so a
+  rerun with the same settings and batch size writes the same corpus, and so does a resumed
+  one. The batches are written as parts (``irflow.embed``'s parts: named by their rows, in
+  ``<output>.parts/`` under a key of the settings, the model's revision or file hash and the
+  input file), so a killed expansion resumes from its finished batches;
 - the ``llm`` client that the generate stage uses (``irflow.llm``: the same endpoint settings,
   answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per document
   for a JSON list of ``queries`` queries. A document whose request is dropped keeps its text
@@ -99,6 +103,7 @@ class QueryGenerator:
                 attention_mask=inputs["attention_mask"],
                 do_sample=True,
                 top_k=self.spec["top_k"],
+                top_p=self.spec["top_p"],
                 max_new_tokens=self.spec["max_new_tokens"],
                 num_return_sequences=self.spec["queries"],
             )
