@@ -733,9 +733,9 @@ class Generator:
 
     def _draw(self, item: _Item, attribute: str) -> str:
         """A weighted draw, in ``ATTRIBUTES`` order. As AIR-Bench (App. A.2.1): the query type
-        first, on a Long-Doc corpus (``chunk_tokens`` set) among the types marked for it ("only
-        two query types: question and claim"); then the length, among the lengths the drawn
-        type allows (a claim: "10 to 20" or "at least 20 words")."""
+        first, on a Long-Doc corpus (``chunk_tokens`` set) among the types marked for it (the
+        paper's Long-Doc queries are questions and claims); then the length, among the lengths
+        the drawn type allows (a claim: "10 to 20" or "at least 20 words")."""
         options = self.prompts.attributes[attribute]
         if attribute == "query_type" and self.spec.get("chunk_tokens"):
             options = [o for o in options if o.long_doc]
