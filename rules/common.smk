@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from irflow.config import VECTOR_FOLDERS, reranked_name, system_kinds
 from irflow.download import dataset_files, dataset_layout
-from irflow.embed import RESULT_SETTINGS
+from irflow.embed import result_settings
 from irflow.external_run import is_url, run_location
 from irflow.generate import list_generated
 from irflow.index import build_settings
@@ -219,8 +219,7 @@ def tokenizer_files(source):
 
 def model_result_settings(model):
     """The settings that determine a model's vectors; batch size and device are not among them."""
-    spec = config["models"][model]
-    return {key: spec[key] for key in RESULT_SETTINGS}
+    return result_settings(config["models"][model])
 
 
 def onnx_graph(wildcards):

@@ -12,11 +12,16 @@ from irflow.sparse import SparseModel
 
 manifest, spec, shard = start_encode_job(snakemake, "encode_vectors")
 model = (SparseModel if snakemake.wildcards.family == "sparse" else TokenEncoder).load(spec)
+
+
+def encode(side: str, prefix: str, texts, vectors) -> dict:
+    """Encode one side; a ColBERT's manifest also counts the texts cut to its lengths."""
+    facts = encode_file(model, texts, side, vectors, shard)
+    if isinstance(model, TokenEncoder):
+        facts |= model.truncation(texts, side, shard)
+    return facts
+
+
 encode_sides(
-    snakemake,
-    manifest,
-    "vectors",
-    model.provenance,
-    lambda side, prefix, texts, vectors: encode_file(model, texts, side, vectors, shard),
-    partial(query_latency, model),
+    snakemake, manifest, "vectors", model.provenance, encode, partial(query_latency, model)
 )

@@ -21,6 +21,7 @@ from tiny_models import (
 
 from irflow import late_interaction, resources
 from irflow.config import load_schema, validate_config
+from irflow.embed import RESULT_SETTINGS, cache_key, result_settings
 from irflow.encode_parts import encode_file
 from irflow.errors import ConfigError
 from irflow.late_interaction import (
@@ -33,12 +34,24 @@ from irflow.late_interaction import (
 from irflow.rerank import rerank
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+# The lengths the provenance records.
+LENGTHS = ("query_length", "queries_padded_to", "document_length")
 
 
 @pytest.fixture(scope="module")
-def encoder(tmp_path_factory, minilm_path) -> TokenEncoder:
-    folder = build_tiny_colbert(tmp_path_factory.mktemp("colbert"), minilm_path)
-    return TokenEncoder.load(minilm_spec(folder, batch_size=4, chunk_size=3))
+def colbert(tmp_path_factory, minilm_path):
+    return build_tiny_colbert(tmp_path_factory.mktemp("colbert"), minilm_path)
+
+
+def colbert_spec(folder, **lengths) -> dict:
+    """A ``models`` entry for the tiny ColBERT with the checkpoint's lengths, or ``lengths``."""
+    spec = minilm_spec(folder, batch_size=4, chunk_size=3, max_seq_length=None)
+    return spec | {"query_length": None, "document_length": None} | lengths
+
+
+@pytest.fixture(scope="module")
+def encoder(colbert) -> TokenEncoder:
+    return TokenEncoder.load(colbert_spec(colbert))
 
 
 def by_hand(query: np.ndarray, document: np.ndarray) -> float:
@@ -104,7 +117,13 @@ def test_reranker_scores_candidates_by_maxsim(encoder):
         assert mine.score.is_monotonic_decreasing
 
 
-def colbert_by_hand(model, text: str, side: str) -> np.ndarray:
+def colbert_by_hand(
+    model,
+    text: str,
+    side: str,
+    query_length: int = COLBERT_QUERY_LENGTH,
+    document_length: int = COLBERT_DOCUMENT_LENGTH,
+) -> np.ndarray:
     """ColBERT's encoders (Khattab & Zaharia 2020, §3.2) from the tiny model's layers: "we
     prepend a special token [Q] to the input query ... If the query has fewer than a
     pre-defined number of tokens Nq, we pad it with BERT's special [mask] tokens up to length
@@ -118,8 +137,8 @@ def colbert_by_hand(model, text: str, side: str) -> np.ndarray:
     transformer, projection = model[0], model[1]
     tokenizer = transformer.tokenizer
     marker, length = {
-        "queries": (COLBERT_QUERY_MARKER, COLBERT_QUERY_LENGTH),
-        "corpus": (COLBERT_DOCUMENT_MARKER, COLBERT_DOCUMENT_LENGTH),
+        "queries": (COLBERT_QUERY_MARKER, query_length),
+        "corpus": (COLBERT_DOCUMENT_MARKER, document_length),
     }[side]
     ids = tokenizer(f"{marker} {text}")["input_ids"]
     if len(ids) > length:
@@ -149,6 +168,52 @@ def test_token_vectors_are_colberts_query_and_document_encoders(encoder, vectors
             expected = colbert_by_hand(encoder.model, text, side)
             np.testing.assert_allclose(mine, expected, rtol=1e-4, atol=1e-5)
     assert all(len(vectors) == COLBERT_QUERY_LENGTH for vectors in stored.select(range(3)))
+
+
+def test_configured_lengths_apply_and_the_manifest_records_them(colbert, encoder, tmp_path):
+    """query_length and document_length replace the checkpoint's 32 and 180 (ColBERT's Nq and
+    doc_maxlen); the provenance records the lengths that apply, not the tokenizer's 512, and
+    the texts cut to them are counted: at 6 tokens "[CLS] [unused0] cat on a mat [SEP]" (7) is
+    the one query cut; every document is (4 words or more, 7 tokens or more)."""
+    assert {key: encoder.provenance[key] for key in LENGTHS} == {
+        "query_length": 32,
+        "queries_padded_to": 32,
+        "document_length": 180,
+    }
+    assert "max_seq_length" not in encoder.provenance
+    short = TokenEncoder.load(colbert_spec(colbert, query_length=6, document_length=6))
+    assert {key: short.provenance[key] for key in LENGTHS} == {
+        "query_length": 6,
+        "queries_padded_to": 6,
+        "document_length": 6,
+    }
+    corpus, queries = write_tables(tmp_path)
+    for model, truncated in (
+        (encoder, {"corpus": 0, "queries": 0}),
+        (short, {"corpus": 7, "queries": 1}),
+    ):
+        for path, side in ((corpus, "corpus"), (queries, "queries")):
+            assert model.truncation(path, side) == {"texts_truncated": truncated[side]}
+    # A shard counts its own rows: every document is cut at 6 tokens.
+    shards = [short.truncation(corpus, "corpus", (shard, 3)) for shard in range(3)]
+    assert shards == [{"texts_truncated": n} for n in (2, 2, 3)]
+    encode_file(short, corpus, "corpus", tmp_path / "docs.parquet")
+    encode_file(short, queries, "queries", tmp_path / "qv.parquet")
+    for path, texts, side in (
+        (tmp_path / "docs.parquet", TEXTS, "corpus"),
+        (tmp_path / "qv.parquet", QUERIES, "queries"),
+    ):
+        stored = TokenVectors.read(path)
+        for row, text in enumerate(texts):
+            expected = colbert_by_hand(short.model, text, side, 6, 6)
+            np.testing.assert_allclose(
+                stored.rows(row, row + 1)[0].numpy(), expected, rtol=1e-4, atol=1e-5
+            )
+
+
+def test_a_length_beyond_the_model_is_refused(colbert):
+    with pytest.raises(ConfigError, match=r"document_length 600 .* 512 tokens"):
+        TokenEncoder.load(colbert_spec(colbert, document_length=600))
 
 
 def test_encoding_either_side_as_the_other_changes_the_run(encoder, tmp_path, monkeypatch):
@@ -320,3 +385,47 @@ def colbert_config(index: dict | None) -> dict:
         "models": {"colbert": {"id": "lightonai/colbertv2.0"}},
         "retrievers": {"colbert": retriever | ({"index": index} if index else {})},
     }
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (
+            {"colbert": {"id": "lightonai/colbertv2.0", "max_seq_length": 300}},
+            "config key 'models.colbert.max_seq_length': a late-interaction model reads "
+            "query_length and document_length",
+        ),
+        (
+            {"colbert": {"id": "c"}, "minilm": {"id": "m", "document_length": 300}},
+            "config key 'models.minilm.document_length': only late-interaction (ColBERT) "
+            "models read it",
+        ),
+        (
+            {"colbert": {"id": "c", "query_length": 0}},
+            "config key 'models.colbert.query_length': 0 is less than the minimum of 1",
+        ),
+    ],
+)
+def test_length_config_errors_name_the_key(models, message):
+    config = colbert_config(None) | {"models": models}
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, SCHEMA)
+    assert message in str(error.value)
+
+
+def test_lengths_default_to_the_checkpoints():
+    model = validate_config(colbert_config(None), SCHEMA)["models"]["colbert"]
+    assert (model["query_length"], model["document_length"]) == (None, None)
+
+
+def test_lengths_key_the_cached_parts_only_when_set(colbert, tmp_path):
+    """Parts encoded at other lengths are never resumed from; a model without lengths keeps
+    the settings (and so the cache keys and Snakemake params) it had before they existed."""
+    corpus, _ = write_tables(tmp_path)
+    spec, provenance = colbert_spec(colbert), {"dtype": "float32"}
+    assert result_settings(spec) == {key: spec[key] for key in RESULT_SETTINGS}
+    keys = {
+        cache_key(colbert_spec(colbert, **lengths), provenance, corpus)
+        for lengths in ({}, {"document_length": 64}, {"query_length": 16})
+    }
+    assert len(keys) == 3

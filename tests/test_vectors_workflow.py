@@ -85,7 +85,8 @@ def test_new_sparse_or_late_interaction_model_runs_only_its_own_jobs(workflow):
     for name, kind in (("splade-short", "sparse"), ("colbert-short", "late-interaction")):
         changed = json.loads(json.dumps(config))
         base = "splade" if kind == "sparse" else "colbert"
-        changed["models"][name] = config["models"][base] | {"max_seq_length": 16}
+        length = "max_seq_length" if kind == "sparse" else "document_length"
+        changed["models"][name] = config["models"][base] | {length: 16}
         changed["retrievers"][name] = {"type": kind, "model": name}
         jobs = planned_jobs(workdir, changed)
         search = "retrieve_sparse" if kind == "sparse" else "retrieve_late_interaction"

@@ -55,8 +55,9 @@ def build_tiny_bi_encoder(folder: Path, tokenizer_source: Path) -> Path:
     return folder
 
 
-# ColBERTv2's settings as PyLate saves lightonai/colbertv2.0: the query and document markers
-# (BERT's unused tokens), the query width and the document length.
+# A ColBERT's settings: query and document markers (BERT's unused tokens, as Stanford's
+# ColBERTv2 marks [Q] and [D]), the query width (the ColBERT paper's Nq, 32) and a document
+# length shorter than the tokenizer's 512, so that the checkpoint's lengths are not its.
 COLBERT_QUERY_MARKER, COLBERT_DOCUMENT_MARKER = "[unused0]", "[unused1]"
 COLBERT_QUERY_LENGTH, COLBERT_DOCUMENT_LENGTH = 32, 180
 
@@ -91,7 +92,7 @@ def build_tiny_splade(folder: Path, tokenizer_source: Path, weights: Path | None
 
 
 def build_tiny_colbert(folder: Path, tokenizer_source: Path, weights: Path | None = None) -> Path:
-    """A two-layer BERT as a ColBERT with ColBERTv2's settings, saved as a MultiVectorEncoder:
+    """A two-layer BERT as a ColBERT with those settings, saved as a MultiVectorEncoder:
     queries start with the query marker and are padded with [MASK] (not attended to) to 32
     tokens or cut there; documents start with the document marker, are cut at 180 tokens and
     lose their punctuation; a 128-dimension projection, then normalisation. So a query and a

@@ -138,6 +138,7 @@ def _cross_references(config: dict) -> list[str]:
                         )
                     )
     problems += _backend_problems(config)
+    problems += _late_interaction_length_problems(config)
     for name, model in config["models"].items():
         passages = model["long_documents"]
         if passages["overlap"] >= passages["passage_tokens"]:
@@ -291,6 +292,30 @@ def _backend_problems(config: dict) -> list[str]:
                 f"config key '{key}': model {model!r} has backend {backend!r}; this stage runs "
                 "the model on torch: name a model with backend torch"
             )
+    return problems
+
+
+def _late_interaction_length_problems(config: dict) -> list[str]:
+    """query_length and document_length are read by late-interaction models only; their
+    checkpoints' lengths override max_seq_length, so it is refused there."""
+    late = {
+        spec["model"]
+        for spec in [*config["retrievers"].values(), *config["rerankers"].values()]
+        if spec["type"] == "late-interaction"
+    }
+    problems = []
+    for name, spec in config["models"].items():
+        keys = ["max_seq_length"] if name in late else ["query_length", "document_length"]
+        for key in keys:
+            if spec[key] is not None:
+                problems.append(
+                    f"config key 'models.{name}.{key}': "
+                    + (
+                        "a late-interaction model reads query_length and document_length"
+                        if name in late
+                        else "only late-interaction (ColBERT) models read it"
+                    )
+                )
     return problems
 
 

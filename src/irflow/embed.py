@@ -68,6 +68,17 @@ RESULT_SETTINGS = (
     "dtype",
     "backend",  # torch, or ONNX Runtime on an exported graph (irflow.onnx_export)
 )
+# A late-interaction model's lengths (irflow.late_interaction): among its result settings only
+# when set, so that every other model's settings, and their cache keys, stay as they were.
+LENGTH_SETTINGS = ("query_length", "document_length")
+
+
+def result_settings(spec: dict) -> dict:
+    """The settings of a ``models`` entry that determine its vectors."""
+    settings = {key: spec[key] for key in RESULT_SETTINGS}
+    return settings | {key: spec[key] for key in LENGTH_SETTINGS if spec.get(key) is not None}
+
+
 # Part of the cache key: parts written in another layout (an older irflow) are discarded.
 PARTS_LAYOUT = "row-range+reused"
 ENCODE_SECONDS_KEY = b"irflow.encode_seconds"
@@ -361,7 +372,7 @@ class ReusedVectors:
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     # The dtype the model runs in, not the configured one: "auto" is float16 on a GPU and
     # float32 elsewhere, and the two must never share parts.
-    settings = {key: spec[key] for key in RESULT_SETTINGS} | {"dtype": provenance["dtype"]}
+    settings = result_settings(spec) | {"dtype": provenance["dtype"]}
     identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 

@@ -19,6 +19,7 @@ any of d's tokens (``sentence_transformers.util.similarity.maxsim``, in float32)
 from __future__ import annotations
 
 import io
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +29,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from irflow.embed import SIDES, _batches_between, load_model, shard_rows
 from irflow.encode_parts import SideEncoder
+from irflow.errors import ConfigError
 from irflow.retrieve import exact_run
 from irflow.runs import build_run
+
+log = logging.getLogger(__name__)
 
 # Scores of one query batch against the corpus (queries x documents) at most; and elements
 # (padded token vectors and token similarities) one MaxSim call holds at most.
@@ -47,9 +52,17 @@ def tokens_schema(dim: int) -> pa.Schema:
 
 
 class TokenEncoder(SideEncoder):
-    """A loaded ``MultiVectorEncoder`` with its ``models`` entry and provenance."""
+    """A loaded ``MultiVectorEncoder`` with its ``models`` entry and provenance, which records
+    the lengths that apply (``applied_lengths``)."""
 
     FACTORY = "MultiVectorEncoder"
+
+    @classmethod
+    def load(cls, spec: dict) -> TokenEncoder:
+        from sentence_transformers import MultiVectorEncoder
+
+        model, provenance = load_model(MultiVectorEncoder, spec)
+        return cls(model, spec, provenance | set_lengths(model, spec))
 
     def encode(self, texts: list[str], side: str) -> list[np.ndarray]:
         """One (tokens x dim) float32 array per text. Queries go through ``encode_query``
@@ -60,6 +73,100 @@ class TokenEncoder(SideEncoder):
 
     def table(self, ids: list[str], arrays: list[np.ndarray]) -> pa.Table:
         return tokens_table(ids, arrays)
+
+    def truncated(self, texts: list[str], side: str) -> int:
+        """How many of ``texts`` are longer than their side's length, prefix and special tokens
+        included, and so lose their end."""
+        _, prompt_key = SIDES[side]
+        prompts = self.model.prompts
+        own = next((prompts[name] for name in OWN_PROMPTS[side] if name in prompts), "")
+        prompt = self.spec[prompt_key] or own
+        limit = self.provenance["query_length" if side == "queries" else "document_length"]
+        tokenizer = transformer_of(self.model).tokenizer
+        lengths = tokenizer(
+            [prompt + text for text in texts], truncation=False, return_length=True, verbose=False
+        )["length"]
+        return sum(length > limit for length in lengths)
+
+    def truncation(self, input_path: Path, side: str, shard: tuple[int, int] = (0, 1)) -> dict:
+        """The manifest's count of the texts of ``shard`` that are cut to their side's length
+        (all of them, resumed ones too), logged."""
+        to_texts, _ = SIDES[side]
+        source = pq.ParquetFile(input_path)
+        first, end = shard_rows(source.metadata.num_rows, *shard)
+        truncated = sum(
+            self.truncated(to_texts(rows)[1], side)
+            for _, rows in _batches_between(source, first, end, self.spec["chunk_size"])
+        )
+        if truncated:
+            length = self.provenance["query_length" if side == "queries" else "document_length"]
+            log.warning(
+                "%d of %d %s are longer than the %d tokens the model reads of them: their ends "
+                "are not encoded",
+                truncated,
+                end - first,
+                side,
+                length,
+            )
+        return {"texts_truncated": truncated}
+
+
+# The model's own prompt each side takes when the config gives none, in the order
+# MultiVectorEncoder's encode_query and encode_document look for it.
+OWN_PROMPTS = {"queries": ("query",), "corpus": ("document", "passage", "corpus")}
+
+
+def transformer_of(model):
+    """The model's ``Transformer`` module, which holds its lengths and tokenizer."""
+    from sentence_transformers.base.modules import Transformer
+
+    return next(module for module in model if isinstance(module, Transformer))
+
+
+def set_lengths(model, spec: dict) -> dict:
+    """Put the configured ``query_length`` and ``document_length`` (tokens, prefix and special
+    tokens included; None: the checkpoint's) on the model, and return the lengths that apply.
+
+    ColBERT (Khattab & Zaharia 2020, §3.2): "If the query has fewer than a pre-defined number
+    of tokens Nq, we pad it with BERT's special [mask] tokens up to length Nq (otherwise, we
+    truncate it to the first Nq tokens)". A checkpoint with that query expansion (PyLate's and
+    Stanford's ColBERTs, Nq 32) is padded to ``query_length`` as well; its ``document_length``
+    (ColBERT's doc_maxlen) overrides the tokenizer's maximum, ``max_seq_length``."""
+    transformer = transformer_of(model)
+    most = transformer.tokenizer.model_max_length
+    for key in ("query_length", "document_length"):
+        if spec[key] is not None and spec[key] > most:
+            raise ConfigError(
+                f"model {spec['id']!r}: {key} {spec[key]} exceeds the {most} tokens the model "
+                f"reads; set its models entry's {key} to at most {most}"
+            )
+    if spec["query_length"] is not None:
+        transformer.query_length = spec["query_length"]
+        if transformer.query_expansion is not None:
+            transformer.query_expansion = transformer.query_expansion | {
+                "length": spec["query_length"]
+            }
+    if spec["document_length"] is not None:
+        transformer.document_length = spec["document_length"]
+    return applied_lengths(transformer)
+
+
+def applied_lengths(transformer) -> dict:
+    """The tokens a query and a document are read to, and the width queries are padded to
+    with [MASK] (None without query expansion), as sentence-transformers' ``Transformer``
+    applies them: a fixed expansion's length, else ``query_length``, at least a "min"
+    expansion's floor; ``document_length``; the tokenizer's maximum where neither is set."""
+    most = transformer.tokenizer.model_max_length
+    expansion = transformer.query_expansion
+    query_length = transformer.query_length or most
+    if expansion is not None:
+        floor = expansion["length"]
+        query_length = floor if expansion["strategy"] == "fixed" else max(query_length, floor)
+    return {
+        "query_length": query_length,
+        "queries_padded_to": expansion["length"] if expansion is not None else None,
+        "document_length": transformer.document_length or most,
+    }
 
 
 def tokens_table(ids: list[str], arrays: list[np.ndarray]) -> pa.Table:
