@@ -116,6 +116,6 @@ rule embed_gather:
         "../envs/data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
+        mem_mb=lambda wc, input, attempt: memory.dense_gather_mb(input.shards, attempt),
     script:
         "../scripts/embed_gather.py"

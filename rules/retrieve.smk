@@ -20,6 +20,7 @@ rule retrieve_bm25:
     threads: 1  # bm25s scores one query at a time, in numpy, on one core
     resources:
         mem_mb=lambda wc, input, attempt: memory.bm25_mb(input.corpus, attempt),
+        disk_mb=lambda wc, input: memory.bm25_tmp_mb(input.corpus),  # postings in TMPDIR
     params:
         settings=retrieval_settings,
     script:

@@ -74,3 +74,33 @@ def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
     table = model.table(["d"]).set_index("system")
     assert math.isnan(table.loc["dense", "encode_docs_per_second"])
     assert table.loc["dense", "index_bytes"] == 1536000
+
+
+def test_approximate_indexes_carry_their_recall_against_exact_search():
+    config = CONFIG | {
+        "retrievers": CONFIG["retrievers"]
+        | {
+            "ivf": {"type": "dense", "model": "m", "index": "ivf"},
+            "colbert": {"type": "late-interaction", "model": "c"},
+        }
+    }
+    kinds = KINDS | {"ivf": "dense", "colbert": "late-interaction"}
+    recall = {"queries": 100, "seed": 0, "top_k": 1000, "recall": 0.97, "settings": {}}
+    manifests = MANIFESTS | {
+        ("retrieve", "d", "dense"): {"latency": {"q1": 0.002}, "recall": None},  # flat: exact
+        ("retrieve", "d", "ivf"): {"latency": {"q1": 0.001}, "recall": recall},
+        ("index", "d", "m", "ivf"): {"index_bytes": 1000, "build_seconds": 0.1},
+        ("retrieve", "d", "colbert"): {
+            "latency": {"q1": 0.003},
+            "index_bytes": 10,
+            "index_seconds": 1.0,
+            "voyager": {"recall_against_exact": {"queries": 20, "share": 0.9, "per_query": {}}},
+        },
+        ("tokens", "d", "c", "corpus"): {"rows": 10, "encode_seconds": 1, "device": "cpu"},
+        ("tokens", "d", "c", "queries"): {"latency": {"q1": 0.01}},
+    }
+    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)])
+    table = model.table(["d"]).set_index("system")
+    assert table.loc["ivf", ["recall_against_exact", "recall_queries"]].tolist() == [0.97, 100]
+    assert table.loc["colbert", ["recall_against_exact", "recall_queries"]].tolist() == [0.9, 20]
+    assert table.loc[["dense", "bm25"], "recall_against_exact"].isna().all()

@@ -156,3 +156,59 @@ def test_the_build_never_holds_a_second_copy_of_the_vectors(tmp_path, monkeypatc
     assert peak < vectors.nbytes / 4
     index = faiss.read_index(str(tmp_path / "flat.faiss"))
     np.testing.assert_array_equal(faiss.rev_swig_ptr(index.get_xb(), vectors.size), vectors.ravel())
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"type": "flat"},
+        {"type": "hnsw", "M": 8, "ef_construction": 16},
+        {"type": "ivfpq", "pq_m": 8},
+    ],
+)
+def test_the_build_allocates_the_vectors_and_links_once(embeddings, monkeypatch, spec):
+    # A std::vector that outgrows its capacity moves to one twice as large (both held at once):
+    # the storage must not move while the batches are added.
+    monkeypatch.setattr(irflow.index, "READ_BATCH_ROWS", 100)
+    built, moves = [], []
+    make, batches = irflow.index.empty_index, irflow.index.vector_batches
+
+    def storages(index) -> list[int]:
+        index = faiss.downcast_index(index)
+        if isinstance(index, faiss.IndexRefine):
+            return [int(faiss.downcast_index(index.refine_index).codes.data())]
+        if isinstance(index, faiss.IndexHNSW):
+            storage = faiss.downcast_index(index.storage)
+            return [int(storage.codes.data()), int(index.hnsw.neighbors.data())]
+        return [int(index.codes.data())]
+
+    def adding(path, step=1):
+        for matrix in batches(path, step):
+            if built[0].ntotal:  # adding (not training): where the rows added so far are
+                moves.append(storages(built[0]))
+            yield matrix
+
+    monkeypatch.setattr(irflow.index, "empty_index", lambda *a: built.append(make(*a)) or built[0])
+    monkeypatch.setattr(irflow.index, "vector_batches", adding)
+    index, _ = irflow.index.build_index(embeddings, index_spec(**spec))
+    assert index.ntotal == 3000 and len(moves) == 29
+    assert all(places == storages(index) for places in moves)
+
+
+def test_the_reserved_flat_index_is_faiss_own_byte_for_byte(embeddings, tmp_path):
+    index_file(embeddings, index_spec(type="flat"), tmp_path / "flat.faiss")
+    plain = faiss.IndexFlatIP(DIM)
+    plain.add(clustered_vectors(3000))
+    faiss.write_index(plain, str(tmp_path / "plain.faiss"))
+    assert (tmp_path / "flat.faiss").read_bytes() == (tmp_path / "plain.faiss").read_bytes()
+
+
+def test_a_users_train_rows_are_all_used(embeddings, tmp_path, capfd):
+    # 16 lists: the default sample is 64 a list (1,024); 4,800 asked for is 300 a list, more
+    # than the 256 faiss' k-means keeps (it would draw 4,096 and say so on stderr).
+    stats = index_file(embeddings, index_spec(type="ivf", nlist=16), tmp_path / "a.faiss")
+    assert stats["train_rows"] == 1500  # every second row (the step that gives >= 1,024)
+    spec = index_spec(type="ivf", nlist=16, train_rows=2900)
+    stats = index_file(embeddings, spec, tmp_path / "b.faiss")
+    assert stats["train_rows"] == 3000  # every row: the step for 2,900 is 1
+    assert "please provide at most" not in capfd.readouterr().err

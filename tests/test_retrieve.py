@@ -213,11 +213,12 @@ def search_run(tmp_path, spec, docs, queries, top_k, **options):
     doc_ids = [f"d{i:04d}" for i in range(len(docs))]
     embeddings(tmp_path / "c.parquet", doc_ids, docs)
     embeddings(tmp_path / "q.parquet", [f"q{i}" for i in range(len(queries))], queries)
-    index_file(tmp_path / "c.parquet", index_spec(**spec), tmp_path / "i.faiss")
+    spec = index_spec(**spec)
+    index_file(tmp_path / "c.parquet", spec, tmp_path / "i.faiss")
     settings = dict(remove_self_matches=False, batch_size=16, latency_queries=0) | options
     return dense_search(
         tmp_path / "i.faiss",
-        index_spec(**spec),
+        spec,
         tmp_path / "c.parquet",
         tmp_path / "q.parquet",
         top_k=top_k,
@@ -247,6 +248,54 @@ def test_approximate_indexes_return_full_runs(tmp_path, spec):
         assert search["queries_probed_wider"] > 0
         assert search["widest_settings"]["nprobe"] > spec["nprobe"]
         assert search["deepest_k"] == 301  # probing wider, not asking faiss for more rows
+
+
+def run_overlap(run, reference) -> float:
+    """Pairs of ``reference`` (a run) that ``run`` also holds, over all of reference's."""
+    pairs = set(zip(run["query_id"], run["doc_id"]))
+    theirs = list(zip(reference["query_id"], reference["doc_id"]))
+    return sum(pair in pairs for pair in theirs) / len(theirs)
+
+
+def test_approximate_runs_record_their_recall_against_exact_search(tmp_path, caplog):
+    docs, queries = clustered(1000, seed=0), clustered(20, seed=1)
+    exact, timing = search_run(tmp_path / "flat", {"type": "flat"}, docs, queries, top_k=100)
+    assert timing["recall"] is None  # nothing to measure: flat is the exact search
+    spec = {"type": "ivf", "nprobe": 1, "recall_queries": 20}
+    run, timing = search_run(tmp_path, spec, docs, queries, top_k=100)
+    recall = timing["recall"]
+    # Every query sampled: the recall is the run's overlap with the flat run.
+    assert recall["queries"] == 20 and recall["top_k"] == 100
+    assert recall["recall"] == pytest.approx(run_overlap(run, exact)) and recall["recall"] < 0.95
+    assert recall["settings"] == {"nprobe": 1, "lists": 25}
+    assert "recall@100 against exact search" in caplog.text and "below the warning" in caplog.text
+    # A sample of 10, drawn with the seed: the overlap of those queries.
+    run, timing = search_run(tmp_path, spec | {"recall_queries": 10, "recall_seed": 3}, docs,
+                             queries, top_k=100)  # fmt: skip
+    drawn = [f"q{i}" for i in np.sort(np.random.default_rng(3).choice(20, 10, replace=False))]
+    sampled = [frame[frame["query_id"].isin(drawn)] for frame in (run, exact)]
+    assert timing["recall"]["recall"] == pytest.approx(run_overlap(*sampled))
+
+
+@pytest.mark.parametrize(
+    ("spec", "setting"),
+    [
+        ({"type": "ivf", "nprobe": 1}, "nprobe"),
+        ({"type": "ivfpq", "nprobe": 1, "pq_m": 4, "pq_bits": 6}, "nprobe"),
+        ({"type": "hnsw", "ef_search": 10, "M": 8, "ef_construction": 16}, "ef_search"),
+    ],
+)
+def test_target_recall_raises_the_search_setting_until_it_is_met(tmp_path, spec, setting):
+    docs, queries = clustered(1000, seed=0), clustered(20, seed=1)
+    exact, _ = search_run(tmp_path / "flat", {"type": "flat"}, docs, queries, top_k=100)
+    run, timing = search_run(tmp_path, spec | {"target_recall": 0.99}, docs, queries, top_k=100)
+    recall = timing["recall"]
+    tried = [step[setting] for step in recall["tried"]]
+    assert len(tried) > 1 and tried == sorted(tried)  # doubled until the target was met
+    assert recall["recall"] >= 0.99 > recall["tried"][0]["recall"]
+    assert recall["settings"][setting] == tried[-1] == timing["search"]["settings"][setting]
+    # The sample is every query here: the run searched with the setting chosen meets it too.
+    assert run_overlap(run, exact) == pytest.approx(recall["recall"])
 
 
 def test_dense_cut_breaks_score_ties_by_doc_id_as_trec_eval(tmp_path):

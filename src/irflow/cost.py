@@ -1,5 +1,7 @@
 """cost: what each system costs, BEIR's table 3 measured: index size and build time, encoding
-throughput, and per-query latency (median and p95) on the device that ran it.
+throughput, per-query latency (median and p95) on the device that ran it, and for an
+approximate index (HNSW, IVF, IVF-PQ, Voyager) its recall@top_k against exact search on the
+sample of queries its retrieve job measured it on.
 
 Encoding throughput is the corpus rows over the encoding seconds of all of them: a resumed
 embedding job counts the seconds its finished parts recorded, not only its own.
@@ -106,13 +108,14 @@ class CostModel:
                     corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
                 ),
                 "device": corpus["device"],
-            }
+            } | recall_fields(self.manifest("retrieve", dataset, system).get("recall") or {})
         if kind in VECTOR_FOLDERS:
             # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
             # token vector (late interaction), built by the retrieve job from the encoded file.
             retrieve = self.manifest("retrieve", dataset, system)
             model = self.config["retrievers"][system]["model"]
             corpus = self.manifest(VECTOR_FOLDERS[kind], dataset, model, "corpus")
+            voyager = retrieve.get("voyager", {}).get("recall_against_exact", {})
             return {
                 "index_bytes": retrieve["index_bytes"],
                 "index_build_seconds": retrieve["index_seconds"],
@@ -120,7 +123,7 @@ class CostModel:
                 "nnz_per_document": retrieve.get("nnz_per_document"),
                 "tokens_per_document": retrieve.get("tokens_per_document"),
                 "device": corpus["device"],
-            }
+            } | recall_fields({"recall": voyager.get("share"), "queries": voyager.get("queries")})
         if kind == "rerank":
             return {"device": self.manifest("rerank", dataset, system)["device"]}
         return {}
@@ -137,8 +140,19 @@ class CostModel:
             "encode_docs_per_second",
             "nnz_per_document",
             "tokens_per_document",
+            "recall_against_exact",
+            "recall_queries",
             "latency_median_ms",
             "latency_p95_ms",
             "latency_queries",
         ]
         return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def recall_fields(recall: dict) -> dict:
+    """An approximate index's recall@top_k against exact search on a sample of queries, as
+    its retrieve manifest records it (dense: ``recall``; Voyager: ``recall_against_exact``);
+    empty for an exact search."""
+    if recall.get("recall") is None:
+        return {}
+    return {"recall_against_exact": recall["recall"], "recall_queries": recall["queries"]}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,19 @@ MIN_TRAIN_ROWS_PER_LIST = 39
 TRAIN_ROWS_PER_LIST = 64
 READ_BATCH_ROWS = 65536
 # Settings that only change how an index is searched, never the index file.
-SEARCH_SETTINGS = ("nprobe", "ef_search", "refine_factor", "mmap")
+SEARCH_SETTINGS = (
+    "nprobe",
+    "ef_search",
+    "refine_factor",
+    "mmap",
+    "recall_queries",
+    "recall_seed",
+    "target_recall",
+)
+# An approximate index whose run holds less than this share of the exact search's top_k (on
+# the sampled queries) is warned about in the retrieve log, unless target_recall is set: then
+# the warning is for missing that target.
+RECALL_WARNING = 0.95
 
 
 def build_settings(spec: dict) -> dict:
@@ -109,13 +121,19 @@ def ivf_part(index: faiss.Index) -> faiss.IndexIVF | None:
     return index if isinstance(index, faiss.IndexIVF) else None
 
 
-def train_sample(embeddings_path: Path, spec: dict, rows: int, nlist: int) -> np.ndarray:
-    """Evenly spaced rows, ``train_rows`` of them or 64 per list: deterministic and spread
-    over the whole file, whatever order the corpus is in."""
-    wanted = min(training_rows(spec, rows), TRAIN_ROWS_PER_LIST * nlist)
+def train_sample_rows(spec: dict, rows: int, nlist: int) -> int:
+    """``train_rows`` (at most every row), or by default 64 per list; for ivfpq at least
+    2^pq_bits."""
+    wanted = training_rows(spec, rows) if spec["train_rows"] else TRAIN_ROWS_PER_LIST * nlist
     if spec["type"] == "ivfpq":
-        wanted = max(wanted, min(rows, pq_training_rows(spec)))
-    step = max(1, rows // wanted)
+        wanted = max(wanted, pq_training_rows(spec))
+    return min(rows, wanted)
+
+
+def train_sample(embeddings_path: Path, spec: dict, rows: int, nlist: int) -> np.ndarray:
+    """Evenly spaced rows, about ``train_sample_rows`` of them: deterministic and spread over
+    the whole file, whatever order the corpus is in."""
+    step = max(1, rows // train_sample_rows(spec, rows, nlist))
     return np.concatenate(list(vector_batches(embeddings_path, step)))
 
 
@@ -149,11 +167,51 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
                 MIN_TRAIN_ROWS_PER_LIST,
             )
         sample = train_sample(embeddings_path, spec, rows, nlist)
+        # faiss' k-means keeps at most max_points_per_centroid (256) rows per list of those it
+        # is given, drawn at random: raised so that a user's train_rows are all used.
+        clustering = ivf_part(index).cp
+        per_list = math.ceil(len(sample) / nlist)
+        clustering.max_points_per_centroid = max(clustering.max_points_per_centroid, per_list)
         index.train(sample)
         facts = {"lists_wanted": wanted, "train_rows": len(sample)}
+    reserve_storage(index, rows)
     for matrix in vector_batches(embeddings_path):
         index.add(matrix)
     return index, facts
+
+
+def reserve_storage(index: faiss.Index, rows: int) -> None:
+    """Allocate, once, the storage ``rows`` added vectors will fill.
+
+    faiss keeps a flat index's vectors (also HNSW's and a refine's) and HNSW's links in
+    ``std::vector``s that ``add`` resizes, and a vector that outgrows its capacity moves to one
+    twice as large: old and new copies are held at once, so a build peaked at about twice its
+    vectors past each power of two (1,511 MiB at 1,048,576 x 256, 2,539 MiB at 1,114,112).
+    Resizing to the final size and back keeps the capacity (``resize`` never shrinks it), so
+    every ``add`` fills memory allocated here. The bytes faiss stores are unchanged.
+
+    HNSW's links: faiss gives a node level l with probability M^-l (1 - 1/M) and it keeps
+    2·M links on level 0 and M on each level above, M·(2 + 1/(M - 1)) on average; two per
+    node more than the 2·M + 1 this rounds to leaves a margin that a large corpus does not
+    exceed. IVF lists grow one list at a time, so no single reallocation doubles the index."""
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexRefine):
+        index = faiss.downcast_index(index.refine_index)
+    if isinstance(index, faiss.IndexHNSW):
+        hnsw = index.hnsw
+        _reserve(hnsw.neighbors, rows * (hnsw.nb_neighbors(0) + 2))
+        _reserve(hnsw.levels, rows)
+        _reserve(hnsw.offsets, rows + 1)
+        index = faiss.downcast_index(index.storage)
+    if isinstance(index, faiss.IndexFlatCodes):
+        _reserve(index.codes, rows * index.code_size)
+
+
+def _reserve(vector, size: int) -> None:
+    """``std::vector::reserve``, which faiss' Python API does not expose, by two resizes."""
+    kept = vector.size()
+    vector.resize(size)
+    vector.resize(kept)
 
 
 def load_index(path: Path, spec: dict) -> faiss.Index:
@@ -176,6 +234,16 @@ class Searcher:
     @property
     def size(self) -> int:
         return self.index.ntotal
+
+    @property
+    def approximate(self) -> bool:
+        return self.spec["type"] != "flat"
+
+    def raised(self, k: int) -> Searcher:
+        """This index searched with twice the IVF lists or HNSW efSearch (for depth ``k``)."""
+        if self.lists:
+            return Searcher(self.index, self.spec | {"nprobe": self.probes(1)})
+        return Searcher(self.index, self.spec | {"ef_search": self.ef_search(k, 1)})
 
     def can_widen(self, k: int, widen: int) -> bool:
         if self.lists:
@@ -213,6 +281,49 @@ class Searcher:
         if self.lists:
             return {"nprobe": self.probes(widen), "lists": self.lists}
         return {}
+
+
+@dataclass
+class ExactSearcher:
+    """Exact inner-product search over an embeddings file read one batch at a time (faiss'
+    ``knn`` per batch, merged in a ``ResultHeap``), with ``Searcher``'s interface: the
+    reference an approximate index's recall is measured against, without a second copy of
+    the vectors in memory."""
+
+    embeddings_path: Path
+
+    def __post_init__(self):
+        self.size = pq.ParquetFile(self.embeddings_path).metadata.num_rows
+
+    def can_widen(self, k: int, widen: int) -> bool:
+        return False
+
+    def search(self, queries: np.ndarray, k: int, widen: int = 0):
+        heap = faiss.ResultHeap(len(queries), k, keep_max=True)
+        first = 0
+        for matrix in vector_batches(self.embeddings_path):
+            found = min(k, len(matrix))
+            scores, rows = faiss.knn(queries, matrix, found, faiss.METRIC_INNER_PRODUCT)
+            heap.add_result(scores, rows + first)
+            first += len(matrix)
+        heap.finalize()
+        return heap.D, heap.I
+
+
+def calibrate(
+    searcher: Searcher, k: int, recall_of: Callable[[Searcher], float], target: float | None
+) -> tuple[Searcher, list[dict]]:
+    """``searcher`` with its IVF lists or HNSW efSearch doubled until ``recall_of`` it reaches
+    ``target`` (once, without a target), up to every list or every vector; and each setting
+    tried, with its recall. Doubling (faiss' ``ParameterSpace`` tries the same powers of two)
+    keeps the tries few: log2 of the lists at most."""
+    tried = []
+    while True:
+        recall = recall_of(searcher)
+        tried.append(searcher.settings(k, 0) | {"recall": recall})
+        if target is None or recall >= target or not searcher.can_widen(k, 0):
+            return searcher, tried
+        searcher = searcher.raised(k)
 
 
 def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:

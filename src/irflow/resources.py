@@ -29,6 +29,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from irflow.embed import EMBEDDING_BATCH_ROWS
+from irflow.index import READ_BATCH_ROWS, list_count, train_sample_rows
+
 MIB = 2**20
 HEADROOM = 1.25
 MIN_MB = 1024
@@ -49,26 +52,52 @@ FILTER_BASE_MIB, FILTER_MIB_PER_TEXT_MB = 334, 0.8
 # holds bm25s' score matrix, 8 bytes a posting, plus about 200 bytes a document: 968 MiB at 1 M
 # documents (about 609 MB of text), 1,575 MiB at 2 M (benchmarks/README.md, "BM25 memory").
 BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 361, 1.0
-# A flat (or HNSW, or IVF of full vectors) index holds every vector, float32, and faiss grows
-# its storage by doubling: 784 MiB at 200 k x 256 (195 MiB of vectors), 1,648 MiB at 1 M x 256.
-FLAT_INDEX_BASE_MIB, FLAT_INDEX_PER_VECTOR_MIB = 570, 1.1
-# HNSW adds 2 x M links of 4 bytes a row on its base level.
-HNSW_LINK_BYTES = 8
+# The tmp disk (TMPDIR) BM25's postings files take: 8 bytes a posting, as the score matrix in
+# memory, so the same MB per MB of text (SciFact: 4.0 MB of postings for 7.9 MB of text).
+# A TMPDIR on tmpfs holds them in memory besides.
+BM25_TMP_MB_PER_TEXT_MB = BM25_MIB_PER_TEXT_MB
+# An index build reads the embeddings a record batch (irflow.index.READ_BATCH_ROWS rows) at a
+# time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
+# reserved once (irflow.index.reserve_storage), so a flat index peaks at its vectors plus that
+# base (benchmarks/index_memory.py, straddling 2^20 rows of 512 bytes where faiss' doubling
+# jumped from 858 to 1,363 MiB before the reservation): 128-d 863 / 858 MiB at 1,000,000 /
+# 1,100,000 rows (488 / 537 MiB of vectors); 384-d 1,105 / 1,706 MiB at 300,000 / 700,000
+# rows (439 / 1,025 MiB). Base = 222 MiB + 4.8 x a batch's MiB (32 MiB at 128-d, 96 at 384-d).
+INDEX_BASE_MIB, INDEX_MIB_PER_BATCH_MIB, FLAT_INDEX_PER_VECTOR_MIB = 222, 4.8, 1.0
+# HNSW reserves 2·M + 2 links of 4 bytes a row (irflow.index.reserve_storage), and a level
+# (4 bytes) and an offset (8) per row: 120,000 / 140,000 x 128, M 32: 408 / 427 MiB measured,
+# 466 / 481 modelled.
+HNSW_RESERVED_LINKS, HNSW_ROW_BYTES = 2, 12
+# IVF lists of full vectors grow one std::vector a list, each between half full and full,
+# besides the training sample (64 rows a list by default): 572 / 705 MiB at 200,000 / 400,000
+# x 128 (98 / 195 MiB of vectors, 56 / 79 MiB of sample), 578 / 748 modelled.
+IVF_INDEX_PER_VECTOR_MIB = 1.5
 # IVF-PQ trains on a sample and then streams the vectors into codes: 976 MiB at 200 k x 256,
 # 1,208 MiB at 1 M x 256 (32-byte codes).
 IVFPQ_INDEX_BASE_MIB, IVFPQ_INDEX_PER_VECTOR_MIB = 920, 0.3
-# Dense search loads the index (its file's size, unless memory-mapped) and the queries' vectors:
-# flat 440 MiB at 200 k x 256, 1,300 MiB at 1 M x 256; memory-mapped IVF-PQ 446 MiB at 200 k,
-# 400 MiB at 1 M, so its base is the larger.
-SEARCH_BASE_MIB, SEARCH_PER_INDEX_MIB = 450, 1.1
+# Dense search loads the index (its file's size) and the queries' vectors: flat 440 MiB at
+# 200 k x 256, 1,300 MiB at 1 M x 256; memory-mapped IVF-PQ 446 MiB at 200 k, 400 MiB at 1 M,
+# so its base is the larger. Memory-mapped, the file is not copied but its pages enter the page
+# cache as they are read, which a cgroup (SLURM's) charges to the job: every page, since an
+# exhaustive search reads every vector and an IVF search's queries together probe every list
+# once queries x nprobe exceeds the lists (125 queries at 4,000 lists and nprobe 32). Page
+# cache can be reclaimed, so a job asking less is slowed by re-reads rather than killed.
+SEARCH_BASE_MIB, SEARCH_PER_INDEX_MIB, SEARCH_PER_MAPPED_INDEX_MIB = 450, 1.1, 1.0
 # score holds the run and the qrels: 246 MiB for a 266 k-row run, 440 MiB for a 1 M-row one.
 SCORE_BASE_MIB, SCORE_MIB_PER_RUN_ROW = 176, 277 / MIB
 # embed and embed_shard stream the texts in chunks, so their peak is the model and one chunk,
 # not the corpus: 1.48 GiB measured for a static model with 65,536-row chunks. A transformer's
 # weights add to it; a model much larger than MiniLM is met by the retries.
 EMBED_MIB = 2048
-# embed_gather streams the shards into one file: bounded, 1.13 GiB measured at 1 M rows.
+# encode_vectors_gather streams its shards into one file: the bound the dense gather had (1.13
+# GiB measured at 1 M rows).
 GATHER_MIB = 1200
+# embed_gather streams the shards a batch of irflow.embed.EMBEDDING_BATCH_ROWS vectors at a
+# time: Python (0.12 GiB) and DuckDB's duplicate check (its 512 MB limit) and several copies
+# of a batch, flat in the rows beyond one batch (benchmarks/README.md, "Gather and reuse");
+# issue 30 measured 1,617 MiB at 1024-d (256 MiB batches), 4,931 MiB at 4096-d (1,024 MiB):
+# 4.31 batches more for 768 MiB more batch.
+DENSE_GATHER_BASE_MIB, DENSE_GATHER_BATCHES = 640, 4.4
 # Sparse and late-interaction search hold the documents' vectors about three times over (the
 # Arrow table as read, the CSR matrix or token array built from it, and for sparse its
 # transpose), plus one query batch's scores (at most 128 MiB): counted from the arrays held,
@@ -118,30 +147,45 @@ def bm25_mb(corpus, attempt: int = 1) -> int:
     return request_mb(BM25_BASE_MIB + BM25_MIB_PER_TEXT_MB * text_mb(corpus), attempt)
 
 
+def bm25_tmp_mb(corpus) -> int:
+    """The TMPDIR disk (Snakemake's ``disk_mb``) of BM25's postings files, with headroom."""
+    return math.ceil(HEADROOM * BM25_TMP_MB_PER_TEXT_MB * text_mb(corpus))
+
+
 def index_mb(embeddings, spec: dict, attempt: int = 1) -> int:
     """``spec``: the index's config block (its ``type``, and ``M`` for HNSW)."""
-    rows, dim = vector_shape(embeddings)
+    return request_mb(index_peak_mib(*vector_shape(embeddings), spec), attempt)
+
+
+def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
+    """The modelled peak of building an index of ``rows`` vectors of ``dim`` float32."""
     vectors_mib = rows * dim * 4 / MIB
-    if spec["type"] == "ivfpq" and not spec["refine"]:
+    if spec["type"] == "ivfpq":
         peak = IVFPQ_INDEX_BASE_MIB + IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
-    elif spec["type"] == "ivfpq":  # refine keeps every full vector beside the codes
-        peak = (
-            IVFPQ_INDEX_BASE_MIB
-            + (IVFPQ_INDEX_PER_VECTOR_MIB + FLAT_INDEX_PER_VECTOR_MIB) * vectors_mib
-        )
-    else:
-        peak = FLAT_INDEX_BASE_MIB + FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
-        if spec["type"] == "hnsw":
-            peak += rows * spec["M"] * HNSW_LINK_BYTES / MIB
-    return request_mb(peak, attempt)
+        if spec["refine"]:  # every full vector beside the codes, reserved as a flat index's
+            peak += FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
+        if spec["train_rows"]:  # the default sample is in the fit; a user's is added
+            peak += train_sample_rows(spec, rows, list_count(spec, rows)) * dim * 4 / MIB
+        return peak
+    batch_mib = min(rows, READ_BATCH_ROWS) * dim * 4 / MIB
+    peak = INDEX_BASE_MIB + INDEX_MIB_PER_BATCH_MIB * batch_mib
+    if spec["type"] == "ivf":
+        sample_rows = train_sample_rows(spec, rows, list_count(spec, rows))
+        return peak + IVF_INDEX_PER_VECTOR_MIB * vectors_mib + sample_rows * dim * 4 / MIB
+    peak += FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
+    if spec["type"] == "hnsw":
+        links = 2 * spec["M"] + HNSW_RESERVED_LINKS
+        peak += rows * (4 * links + HNSW_ROW_BYTES) / MIB
+    return peak
 
 
 def dense_search_mb(index, queries, spec: dict, attempt: int = 1) -> int:
     """``index``: the faiss file, read whole into memory unless ``spec['mmap']``; ``queries``:
     the queries' embeddings."""
     rows, dim = vector_shape(queries)
-    index_mib = 0 if spec.get("mmap") else _existing(index).stat().st_size / MIB
-    peak = SEARCH_BASE_MIB + SEARCH_PER_INDEX_MIB * index_mib + rows * dim * 4 / MIB
+    index_mib = _existing(index).stat().st_size / MIB
+    per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec["mmap"] else SEARCH_PER_INDEX_MIB
+    peak = SEARCH_BASE_MIB + per_index_mib * index_mib + rows * dim * 4 / MIB
     return request_mb(peak, attempt)
 
 
@@ -167,3 +211,11 @@ def embed_mb(attempt: int = 1) -> int:
 
 def gather_mb(attempt: int = 1) -> int:
     return request_mb(GATHER_MIB, attempt)
+
+
+def dense_gather_mb(shards, attempt: int = 1) -> int:
+    """``shards``: the embeddings shards to join, whose rows and dimension set the batch."""
+    shapes = [vector_shape(shard) for shard in shards]
+    rows, dim = sum(rows for rows, _ in shapes), shapes[0][1]
+    batch_mib = min(rows, EMBEDDING_BATCH_ROWS) * dim * 4 / MIB
+    return request_mb(DENSE_GATHER_BASE_MIB + DENSE_GATHER_BATCHES * batch_mib, attempt)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from irflow import contracts
 from irflow.cost import time_each
 from irflow.embed import read_embeddings
-from irflow.index import Searcher, load_index
+from irflow.index import RECALL_WARNING, ExactSearcher, Searcher, calibrate, load_index
 from irflow.runs import build_run, short_queries
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,13 @@ def dense_search(
     # Passages per document, on average: the first search is that much deeper, and one row
     # more, which tells whether a tie runs past the cut.
     first_depth = min(searcher.size, -(-depth * searcher.size // max(documents, 1)) + 1)
+    query_ids = pa.array(query_ids, pa.string())
+    recall = None
+    if searcher.approximate and index_spec["recall_queries"]:
+        searcher, recall = recall_against_exact(
+            searcher, ExactSearcher(doc_embeddings), queries, query_ids, row_codes, doc_ids,
+            (depth, first_depth, top_k, remove_self_matches), index_spec,
+        )  # fmt: skip
     hits, searches = [], SearchLog()
     started = time.perf_counter()
     for start in range(0, len(queries), batch_size):
@@ -72,12 +79,71 @@ def dense_search(
         lambda vector: best_per_document(searcher, vector[None], row_codes, depth, first_depth),
         queries[:latency_queries],
     )
-    query_ids = pa.array(query_ids, pa.string())
     run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
     short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
     search = searches.summary(searcher, first_depth)
     return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short) | {
-        "search": search
+        "search": search,
+        "recall": recall,
+    }
+
+
+def recall_against_exact(
+    searcher: Searcher,
+    exact: ExactSearcher,
+    queries: np.ndarray,
+    query_ids: pa.Array,
+    row_codes: np.ndarray,
+    doc_ids: pa.Array,
+    depths: tuple[int, int, int, bool],
+    spec: dict,
+) -> tuple[Searcher, dict]:
+    """An approximate index's recall@top_k against exact search: on ``recall_queries``
+    queries drawn with ``recall_seed``, the share of the exact run's (query, document) pairs
+    that the index's run also holds, both cut as the run is (``build_run``). With
+    ``target_recall``, the searcher whose settings (``calibrate``) first reach it, or the
+    widest; the run is then searched with it. ``depths``: (depth, first_depth, top_k,
+    remove_self_matches) as ``dense_search`` has them.
+
+    This is faiss' ``knn_intersection_measure`` ("the intersection measure of two result
+    tables": pairs in both over the reference's pairs), of documents rather than index rows."""
+    depth, first_depth, top_k, remove_self_matches = depths
+    drawn = min(spec["recall_queries"], len(queries))
+    sample = np.sort(np.random.default_rng(spec["recall_seed"]).choice(len(queries), drawn, False))
+    sample_ids = query_ids.take(pa.array(sample))
+
+    def run_of(some: Searcher | ExactSearcher) -> pd.DataFrame:
+        hits = best_per_document(some, queries[sample], row_codes, depth, first_depth)
+        return build_run(sample_ids, doc_ids, hits, top_k, remove_self_matches)[0]
+
+    keys = ["query_id", "doc_id"]
+    reference = run_of(exact)[keys]
+
+    def recall_of(some: Searcher) -> float:
+        found = reference.merge(run_of(some)[keys], on=keys, how="inner")
+        return len(found) / len(reference) if len(reference) else 1.0
+
+    target = spec["target_recall"]
+    searcher, tried = calibrate(searcher, first_depth, recall_of, target)
+    recall = tried[-1]["recall"]
+    threshold = RECALL_WARNING if target is None else target
+    if recall < threshold:
+        log.warning(
+            "%s index: recall@%d against exact search %.4f on %d sampled queries, below %s %.2f"
+            " (settings %s): its run differs from the exact one",
+            spec["type"], top_k, recall, drawn,
+            "the warning threshold" if target is None else "target_recall", threshold,
+            tried[-1],
+        )  # fmt: skip
+    return searcher, {
+        "queries": drawn,
+        "seed": spec["recall_seed"],
+        "top_k": top_k,
+        "recall": recall,
+        "target_recall": target,
+        "warning_below": threshold,
+        "settings": searcher.settings(first_depth, 0),
+        "tried": tried,
     }
 
 
