@@ -230,10 +230,10 @@ def search_run(tmp_path, spec, docs, queries, top_k, **options):
     "spec",
     [
         # 2000 rows: 51 lists of ~40 rows; one probe holds far fewer than 300 documents.
-        {"type": "ivf", "nprobe": 1},
-        {"type": "ivfpq", "nprobe": 2, "pq_m": 4, "pq_bits": 6},
+        {"type": "ivf", "nprobe": 1, "target_recall": None},
+        {"type": "ivfpq", "nprobe": 2, "pq_m": 4, "pq_bits": 6, "target_recall": None},
         # faiss' HNSW returns at most efSearch rows.
-        {"type": "hnsw", "ef_search": 10, "M": 8},
+        {"type": "hnsw", "ef_search": 10, "M": 8, "target_recall": None},
     ],
 )
 def test_approximate_indexes_return_full_runs(tmp_path, spec):
@@ -261,7 +261,7 @@ def test_approximate_runs_record_their_recall_against_exact_search(tmp_path, cap
     docs, queries = clustered(1000, seed=0), clustered(20, seed=1)
     exact, timing = search_run(tmp_path / "flat", {"type": "flat"}, docs, queries, top_k=100)
     assert timing["recall"] is None  # nothing to measure: flat is the exact search
-    spec = {"type": "ivf", "nprobe": 1, "recall_queries": 20}
+    spec = {"type": "ivf", "nprobe": 1, "recall_queries": 20, "target_recall": None}
     run, timing = search_run(tmp_path, spec, docs, queries, top_k=100)
     recall = timing["recall"]
     # Every query sampled: the recall is the run's overlap with the flat run.
@@ -288,7 +288,7 @@ def test_approximate_runs_record_their_recall_against_exact_search(tmp_path, cap
 def test_target_recall_raises_the_search_setting_until_it_is_met(tmp_path, spec, setting):
     docs, queries = clustered(1000, seed=0), clustered(20, seed=1)
     exact, _ = search_run(tmp_path / "flat", {"type": "flat"}, docs, queries, top_k=100)
-    run, timing = search_run(tmp_path, spec | {"target_recall": 0.99}, docs, queries, top_k=100)
+    run, timing = search_run(tmp_path, spec, docs, queries, top_k=100)  # target 0.99: default
     recall = timing["recall"]
     tried = [step[setting] for step in recall["tried"]]
     assert len(tried) > 1 and tried == sorted(tried)  # doubled until the target was met
