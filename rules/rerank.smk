@@ -1,7 +1,9 @@
-# rerank: each first-stage run's top k rescored by a cross-encoder or a bi-encoder; the result
-# is a run like any other, its lineage (first stage, k, reranker) in the file's metadata. A
-# bi-encoder encodes each distinct candidate once and shares the vectors with later jobs (and QC
-# votes) of the same model settings through results/vector-cache (irflow.rerank.VectorCache).
+# rerank: each first-stage run's top k rescored by a cross-encoder, a bi-encoder or a ColBERT
+# model; the result is a run like any other, its lineage (first stage, k, reranker) in the
+# file's metadata. A bi-encoder encodes each distinct candidate once and shares the vectors with
+# later jobs (and QC votes) of the same model settings through results/vector-cache
+# (irflow.rerank.VectorCache); a ColBERT model holds one batch of candidates' token vectors at a
+# time (irflow.late_interaction.MaxSimScorer).
 
 
 rule rerank:
@@ -20,6 +22,9 @@ rule rerank:
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
+        mem_mb=lambda wc, input, attempt: memory.rerank_mb(
+            input.corpus, input.queries, rerank_settings(wc), attempt
+        ),
     params:
         settings=rerank_settings,
         latency_queries=config["cost"]["latency_queries"],

@@ -226,6 +226,68 @@ def test_encoding_either_side_as_the_other_changes_the_run(encoder, tmp_path, mo
     assert not np.allclose(swapped.score, right.score)
 
 
+def rotated_first_stage(queries: dict, documents: dict) -> pd.DataFrame:
+    """Query i ranks the documents from d<i> on first, so the queries' top 5 differ."""
+    ids = list(documents)
+    return pd.DataFrame(
+        [
+            (query_id, ids[(i + rank) % len(ids)], float(-rank))
+            for i, query_id in enumerate(queries)
+            for rank in range(len(ids))
+        ],
+        columns=["query_id", "doc_id", "score"],
+    )
+
+
+def test_reranker_holds_one_batch_of_candidates_and_scores_as_all_at_once(encoder, monkeypatch):
+    """With room for 6 documents, q0 (d0-d4) and q1 (d1-d5) share a batch of 6 and q2 (d2-d6)
+    takes another, which keeps d2-d5 and encodes d6: at most 6 held, and the scores of every
+    candidate held at once, to float32 rounding (a document encoded beside others padded to
+    another width differs there). The timed query's candidates are encoded before its clock."""
+    documents = {f"d{i}": text for i, text in enumerate(TEXTS)}
+    queries = {f"q{i}": text for i, text in enumerate(QUERIES)}
+    run = rotated_first_stage(queries, documents)
+    whole, _ = rerank(run, queries, documents, MaxSimScorer(encoder), 5)
+    streamed = MaxSimScorer(encoder)
+    assert streamed.documents_per_batch > len(TEXTS)  # so ``whole`` held every candidate
+    document_bytes = COLBERT_DOCUMENT_LENGTH * 128 * 4
+    monkeypatch.setattr(late_interaction, "MAX_HELD_TOKEN_BYTES", 6 * document_bytes + 1)
+    assert streamed.documents_per_batch == 6
+    batched, latency = rerank(run, queries, documents, streamed, 5, 1)
+    pd.testing.assert_frame_equal(batched, whole, check_exact=False, rtol=1e-6, atol=0)
+    counts = streamed.provenance
+    assert counts["documents_held_peak"] == 6
+    assert (counts["documents_distinct"], counts["documents_encoded"]) == (7, 7 + 5)
+    assert (counts["documents_truncated"], counts["queries_truncated"]) == (0, 0)
+    assert list(latency) == ["q0"] and streamed.vectors.keys() == set(TEXTS[:5])
+
+
+def test_candidate_batches_are_bounded_by_distinct_candidates():
+    candidates = [["a", "b"], ["b", "c"], ["d", "e", "f", "g"], ["a"], []]
+    assert late_interaction.candidate_batches(candidates, 3) == [(0, 2), (2, 3), (3, 5)]
+    assert late_interaction.candidate_batches(candidates, 100) == [(0, 5)]
+    assert late_interaction.candidate_batches([], 3) == []
+
+
+def test_rerank_memory_counts_the_candidates_texts_and_one_batch_of_token_vectors(
+    tmp_path, monkeypatch
+):
+    """3 queries x k 2 candidates of 7 documents: 6/7 of the corpus's text, three copies; a
+    ColBERT model adds the 1 GiB batch of token vectors it holds, a cross-encoder does not."""
+    corpus, queries = write_tables(tmp_path)
+    monkeypatch.setattr(resources, "text_mb", lambda path: 700.0)
+    late = {"reranker": {"type": "late-interaction", "model": "colbert"}, "k": 2}
+    texts_mib = resources.RERANK_MIB_PER_TEXT_MB * 700 * 6 / 7
+    assert resources.rerank_mb(corpus, queries, late) == resources.request_mb(
+        resources.EMBED_MIB + texts_mib + 1024
+    )
+    cross = {"reranker": {"type": "cross-encoder"}, "k": 100}  # every document a candidate
+    assert resources.rerank_mb(corpus, queries, cross, 2) == resources.request_mb(
+        resources.EMBED_MIB + resources.RERANK_MIB_PER_TEXT_MB * 700, 2
+    )
+    assert "memory.rerank_mb(" in (REPO / "rules" / "rerank.smk").read_text()
+
+
 # PyLate's Voyager defaults, as the schema fills them in.
 VOYAGER = {
     "type": "voyager",

@@ -106,6 +106,14 @@ DENSE_GATHER_BASE_MIB, DENSE_GATHER_BATCHES = 640, 4.4
 VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 
 
+# Reranking holds the model and one chunk of its work (EMBED_MIB, as an encoding job), the
+# candidates' texts (the Arrow rows read, a dict of Python strings and the joined title and
+# text: about three copies), and a late-interaction model one batch of the candidates' token
+# vectors (irflow.late_interaction.MAX_HELD_TOKEN_BYTES; one query's k candidates are more only
+# beyond about 2,000 candidates of 1,024 tokens). Counted from what is held, not yet fitted.
+RERANK_MIB_PER_TEXT_MB = 3.0
+
+
 def request_mb(peak_mib: float, attempt: int = 1) -> int:
     """The MiB a job with this modelled peak asks for on its ``attempt`` (1, 2, ...)."""
     asked = max(MIN_MB, math.ceil(peak_mib * HEADROOM)) * GROWTH ** (attempt - 1)
@@ -219,3 +227,18 @@ def dense_gather_mb(shards, attempt: int = 1) -> int:
     rows, dim = sum(rows for rows, _ in shapes), shapes[0][1]
     batch_mib = min(rows, EMBEDDING_BATCH_ROWS) * dim * 4 / MIB
     return request_mb(DENSE_GATHER_BASE_MIB + DENSE_GATHER_BATCHES * batch_mib, attempt)
+
+
+def rerank_mb(corpus, queries, settings: dict, attempt: int = 1) -> int:
+    """``settings``: the rerank rule's (its ``reranker`` spec and ``k``). The candidates are
+    at most k per query and at most every document; their text is counted at the corpus's
+    mean per document."""
+    from irflow.late_interaction import MAX_HELD_TOKEN_BYTES
+
+    documents = pq.read_metadata(_existing(corpus)).num_rows
+    candidates = pq.read_metadata(_existing(queries)).num_rows * settings["k"]
+    share = min(1.0, candidates / max(documents, 1))
+    peak = EMBED_MIB + RERANK_MIB_PER_TEXT_MB * text_mb(corpus) * share
+    if settings["reranker"]["type"] == "late-interaction":
+        peak += MAX_HELD_TOKEN_BYTES / MIB
+    return request_mb(peak, attempt)
