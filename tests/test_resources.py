@@ -111,18 +111,24 @@ def test_dense_search_holds_the_index_or_its_pages(tmp_path):
     assert resources.dense_search_mb(index, queries, {"mmap": True}) == expected(mapped) > 3000
 
 
-def test_embed_gather_grows_with_the_dimension_not_the_rows(tmp_path):
+def test_embed_gather_grows_with_the_dimension_not_the_rows(tmp_path, monkeypatch):
+    # Two shards' (rows, dim) as their metadata would give them: files of 4096-d vectors for
+    # 140,000 rows would be 2.3 GB.
+    monkeypatch.setattr(resources, "vector_shape", lambda shard: shard)
+
     def gather(dim, rows):
-        shards = [
-            embeddings(tmp_path / f"{dim}-{rows}-{i}.parquet", rows // 2, dim) for i in (0, 1)
-        ]
-        return resources.dense_gather_mb(shards)
+        return resources.dense_gather_mb([(rows // 2, dim), (rows - rows // 2, dim)])
 
     # Issue 30's measured peaks: 1,617 MiB at 1024-d, 4,931 MiB at 4096-d (batches of 65,536).
     assert 1617 * resources.HEADROOM <= gather(1024, 140_000) < 2 * 1617
     assert 4931 * resources.HEADROOM <= gather(4096, 140_000) < 2 * 4931
-    assert gather(1024, 140_000) == gather(1024, 280_000)  # a batch at a time
+    assert gather(1024, 140_000) == gather(1024, 2_800_000)  # a batch at a time
     assert gather(1024, 1000) < gather(1024, 140_000)  # one batch of 1,000 rows
+    shard = embeddings(tmp_path / "shard.parquet", 10, 4096)  # and the shape is read from it
+    monkeypatch.undo()
+    assert resources.dense_gather_mb([shard]) == resources.request_mb(
+        resources.DENSE_GATHER_BASE_MIB + resources.DENSE_GATHER_BATCHES * 10 * 4096 * 4 / MIB
+    )
 
 
 def test_bm25_asks_tmp_disk_for_its_postings(tmp_path):

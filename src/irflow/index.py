@@ -18,6 +18,10 @@ An approximate search can come back short of k: an IVF query's probed lists may 
 than k vectors, and HNSW returns at most efSearch. ``Searcher`` searches HNSW with
 efSearch >= k, and a query that came back short is searched again with twice the probes
 (``widen``), up to every list, rather than with a larger k, which cannot help.
+
+How far an approximate run is from the exact one is measured, not assumed: ``ExactSearcher``
+streams the embeddings file for a sample of queries, and ``calibrate`` doubles ``nprobe`` or
+``efSearch`` until the sample's recall reaches ``target_recall`` (irflow.retrieve).
 """
 
 from __future__ import annotations
