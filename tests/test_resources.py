@@ -104,11 +104,19 @@ def test_dense_search_holds_the_index_or_its_pages(tmp_path):
         file.truncate(2000 * MIB)  # sparse: its size, not its bytes, is what counts
     queries_mib = 100 * 384 * 4 / MIB
     in_memory = resources.SEARCH_BASE_MIB + resources.SEARCH_PER_INDEX_MIB * 2000 + queries_mib
-    assert resources.dense_search_mb(index, queries, {"mmap": False}) == expected(in_memory)
+    flat = index_spec(type="flat")
+    assert resources.dense_search_mb(index, queries, flat) == expected(in_memory)
     assert expected(in_memory) > 3000
     # Memory-mapped: not copied, but every page read is page cache charged to the job.
     mapped = resources.SEARCH_BASE_MIB + 2000 + queries_mib
-    assert resources.dense_search_mb(index, queries, {"mmap": True}) == expected(mapped) > 3000
+    mmap = index_spec(type="flat", mmap=True)
+    assert resources.dense_search_mb(index, queries, mmap) == expected(mapped) > 3000
+    # An approximate index's exact search of its recall sample reads the vectors in batches.
+    batches = resources.INDEX_MIB_PER_BATCH_MIB * 65536 * 384 * 4 / MIB
+    ivf = index_spec(type="ivf", mmap=True)
+    assert resources.dense_search_mb(index, queries, ivf) == expected(mapped + batches)
+    unmeasured = index_spec(type="ivf", mmap=True, recall_queries=0)
+    assert resources.dense_search_mb(index, queries, unmeasured) == expected(mapped)
 
 
 def test_embed_gather_grows_with_the_dimension_not_the_rows(tmp_path, monkeypatch):

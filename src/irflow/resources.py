@@ -189,11 +189,14 @@ def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
 
 def dense_search_mb(index, queries, spec: dict, attempt: int = 1) -> int:
     """``index``: the faiss file, read whole into memory unless ``spec['mmap']``; ``queries``:
-    the queries' embeddings."""
+    the queries' embeddings. An approximate index's recall sample is searched exactly over
+    the embeddings read a batch at a time, with a build's copies of a batch."""
     rows, dim = vector_shape(queries)
     index_mib = _existing(index).stat().st_size / MIB
     per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec["mmap"] else SEARCH_PER_INDEX_MIB
     peak = SEARCH_BASE_MIB + per_index_mib * index_mib + rows * dim * 4 / MIB
+    if spec["type"] != "flat" and spec["recall_queries"]:
+        peak += INDEX_MIB_PER_BATCH_MIB * READ_BATCH_ROWS * dim * 4 / MIB
     return request_mb(peak, attempt)
 
 
