@@ -612,8 +612,13 @@ def negatives_inputs(wildcards):
     }
     if RETRIEVERS.get(spec["system"], {}).get("type") == "dense":
         # The stored vectors score the positives the run did not retrieve.
-        dense = dense_inputs(SimpleNamespace(dataset=spec["dataset"], system=spec["system"]))
-        inputs |= {"vectors_queries": dense["queries"], "vectors_documents": dense["corpus"]}
+        dense = dense_inputs(
+            SimpleNamespace(dataset=spec["dataset"], system=spec["system"])
+        )
+        inputs |= {
+            "vectors_queries": dense["queries"],
+            "vectors_documents": dense["corpus"],
+        }
         if "passages" in dense:
             inputs["vectors_passages"] = dense["passages"]
     return inputs
