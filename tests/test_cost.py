@@ -94,7 +94,7 @@ def test_approximate_indexes_carry_their_recall_against_exact_search():
             "latency": {"q1": 0.003},
             "index_bytes": 10,
             "index_seconds": 1.0,
-            "voyager": {"recall_against_exact": {"queries": 20, "share": 0.9, "per_query": {}}},
+            "recall": recall | {"queries": 20, "recall": 0.9},
         },
         ("tokens", "d", "c", "corpus"): {"rows": 10, "encode_seconds": 1, "device": "cpu"},
         ("tokens", "d", "c", "queries"): {"latency": {"q1": 0.01}},

@@ -115,7 +115,6 @@ class CostModel:
             retrieve = self.manifest("retrieve", dataset, system)
             model = self.config["retrievers"][system]["model"]
             corpus = self.manifest(VECTOR_FOLDERS[kind], dataset, model, "corpus")
-            voyager = retrieve.get("voyager", {}).get("recall_against_exact", {})
             return {
                 "index_bytes": retrieve["index_bytes"],
                 "index_build_seconds": retrieve["index_seconds"],
@@ -123,7 +122,7 @@ class CostModel:
                 "nnz_per_document": retrieve.get("nnz_per_document"),
                 "tokens_per_document": retrieve.get("tokens_per_document"),
                 "device": corpus["device"],
-            } | recall_fields({"recall": voyager.get("share"), "queries": voyager.get("queries")})
+            } | recall_fields(retrieve.get("recall") or {})
         if kind == "rerank":
             return {"device": self.manifest("rerank", dataset, system)["device"]}
         return {}
@@ -151,8 +150,8 @@ class CostModel:
 
 def recall_fields(recall: dict) -> dict:
     """An approximate index's recall@top_k against exact search on a sample of queries, as
-    its retrieve manifest records it (dense: ``recall``; Voyager: ``recall_against_exact``);
-    empty for an exact search."""
+    its retrieve manifest's ``recall`` block records it (faiss indexes and late interaction's
+    Voyager, ``irflow.recall``); empty for an exact search."""
     if recall.get("recall") is None:
         return {}
     return {"recall_against_exact": recall["recall"], "recall_queries": recall["queries"]}

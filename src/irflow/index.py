@@ -20,8 +20,9 @@ efSearch >= k, and a query that came back short is searched again with twice the
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
 How far an approximate run is from the exact one is measured, not assumed: ``ExactSearcher``
-streams the embeddings file for a sample of queries, and ``calibrate`` doubles ``nprobe`` or
-``efSearch`` until the sample's recall reaches ``target_recall`` (irflow.retrieve).
+streams the embeddings file for a sample of queries, and ``irflow.recall.calibrate`` doubles
+``nprobe`` or ``efSearch`` (``Searcher.raised``) until the sample's recall reaches
+``target_recall`` (irflow.retrieve).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,10 +59,6 @@ SEARCH_SETTINGS = (
     "recall_seed",
     "target_recall",
 )
-# An approximate index whose run holds less than this share of the exact search's top_k (on
-# the sampled queries) is warned about in the retrieve log, unless target_recall is set: then
-# the warning is for missing that target.
-RECALL_WARNING = 0.95
 
 
 def build_settings(spec: dict) -> dict:
@@ -249,7 +246,7 @@ class Searcher:
             return Searcher(self.index, self.spec | {"nprobe": self.probes(1)})
         return Searcher(self.index, self.spec | {"ef_search": self.ef_search(k, 1)})
 
-    def can_widen(self, k: int, widen: int) -> bool:
+    def can_widen(self, k: int, widen: int = 0) -> bool:
         if self.lists:
             return self.probes(widen) < self.lists
         if self.spec["type"] == "hnsw":
@@ -278,7 +275,7 @@ class Searcher:
     def search(self, queries: np.ndarray, k: int, widen: int = 0):
         return self.index.search(queries, k, params=self.parameters(k, widen))
 
-    def settings(self, k: int, widen: int) -> dict:
+    def settings(self, k: int, widen: int = 0) -> dict:
         """The search settings in effect at ``widen`` for depth ``k``, for the manifest."""
         if self.spec["type"] == "hnsw":
             return {"ef_search": self.ef_search(k, widen)}
@@ -312,22 +309,6 @@ class ExactSearcher:
             first += len(matrix)
         heap.finalize()
         return heap.D, heap.I
-
-
-def calibrate(
-    searcher: Searcher, k: int, recall_of: Callable[[Searcher], float], target: float | None
-) -> tuple[Searcher, list[dict]]:
-    """``searcher`` with its IVF lists or HNSW efSearch doubled until ``recall_of`` it reaches
-    ``target`` (once, without a target), up to every list or every vector; and each setting
-    tried, with its recall. Doubling (faiss' ``ParameterSpace`` tries the same powers of two)
-    keeps the tries few: log2 of the lists at most."""
-    tried = []
-    while True:
-        recall = recall_of(searcher)
-        tried.append(searcher.settings(k, 0) | {"recall": recall})
-        if target is None or recall >= target or not searcher.can_widen(k, 0):
-            return searcher, tried
-        searcher = searcher.raised(k)
 
 
 def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:

@@ -6,8 +6,9 @@ skiplist, projection, normalisation) without PyLate itself: PyLate 1.6 pins
 sentence-transformers 5.3 and torch 2.11, which this project's pins exclude. First-stage
 retrieval is exhaustive, exact MaxSim over every document's token vectors (``index: exact``),
 or PyLate's Voyager index rebuilt on the ``voyager`` package (``index: voyager``,
-``VoyagerIndex``): an approximation of the exact search, whose recall against it the manifest
-reports. PLAID needs fast-plaid, whose wheels are built for another torch.
+``VoyagerIndex``): an approximation of the exact search, whose recall against it is measured
+on a seeded sample of queries and raised to ``target_recall`` as a faiss index's is
+(``irflow.recall``). PLAID needs fast-plaid, whose wheels are built for another torch.
 
 Token vectors are cached as dense ones are (``irflow.encode_parts``: resumable parts, shards),
 one row per text: its ``vectors``, a list of the model's dimension-sized float32 vectors.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import io
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ import pyarrow.parquet as pq
 from irflow.embed import SIDES, _batches_between, load_model, shard_rows
 from irflow.encode_parts import SideEncoder
 from irflow.errors import ConfigError
+from irflow.recall import measure_recall, recall_sample
 from irflow.retrieve import exact_run
 from irflow.runs import build_run
 
@@ -301,6 +303,21 @@ class VoyagerIndex:
         k_token = min(max(self.spec["k_token"], depth), len(self.token_documents))
         return {"k_token": k_token, "ef_search": max(self.spec["ef_search"], k_token)}
 
+    def raised(self, depth: int) -> VoyagerIndex:
+        """This graph searched with twice the k_token (up to every token: the exact search)
+        and ef_search at ``depth``. Both: PyLate's candidates are the documents of each query
+        token's k_token nearest tokens; ef bounds how many of those the graph finds, k_token
+        which documents can be candidates at all, whatever ef."""
+        settings = self.settings(depth)
+        doubled = {
+            "k_token": min(2 * settings["k_token"], len(self.token_documents)),
+            "ef_search": 2 * settings["ef_search"],
+        }
+        return replace(self, spec=self.spec | doubled)
+
+    def can_widen(self, depth: int) -> bool:
+        return self.settings(depth)["k_token"] < len(self.token_documents)
+
     def candidates(self, queries: TokenVectors, depth: int) -> list[np.ndarray]:
         """Per query, the document rows (ascending) holding any of its tokens' nearest tokens."""
         import torch
@@ -374,7 +391,8 @@ def late_interaction_search(
     index: dict | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Top-k run of the queries' token vectors against the documents' by MaxSim: exact over
-    every document, or over a Voyager index's candidates (``index``, a retriever's ``index``);
+    every document, or over a Voyager index's candidates (``index``, a retriever's ``index``),
+    whose ``recall`` against the exact search is measured first (``recall_against_exact``);
     timing, and the index's size in memory for the cost table: the token vectors, or the
     Voyager graph (the search holds the token vectors too, to rank the candidates)."""
     index = index or {"type": "exact"}
@@ -386,12 +404,18 @@ def late_interaction_search(
         "documents": len(documents),
         "tokens_per_document": len(documents.flat) / max(len(documents), 1),
         "dim": documents.flat.shape[1],
+        "recall": None,
     }
     graph, candidates = None, []
+    depth = top_k + remove_self_matches
     if index["type"] == "voyager":
         started = time.perf_counter()
         graph = VoyagerIndex.build(documents, index)
         build_seconds = time.perf_counter() - started
+        if index["recall_queries"]:
+            graph, facts["recall"] = recall_against_exact(
+                graph, documents, queries, top_k, remove_self_matches, batch_size
+            )
 
     def search(row: int | None, depth: int, size: int) -> list:
         """Every query (``row`` None), or query ``row`` alone for its latency."""
@@ -416,14 +440,11 @@ def late_interaction_search(
         facts |= {
             "index_bytes": graph.nbytes,
             "token_vectors_bytes": documents.nbytes,
-            "voyager": graph.settings(top_k + remove_self_matches)
+            "voyager": graph.settings(depth)
             | {
                 "build_seconds": build_seconds,
                 "candidates_mean": float(np.mean(candidates)) if candidates else 0.0,
                 "candidates_per_query": dict(zip(queries.ids.to_pylist(), candidates)),
-                "recall_against_exact": recall_against_exact(
-                    run, documents, queries, top_k, remove_self_matches, batch_size, latency_queries
-                ),
             },
         }
         load_seconds += build_seconds
@@ -431,27 +452,29 @@ def late_interaction_search(
 
 
 def recall_against_exact(
-    run: pd.DataFrame,
+    graph: VoyagerIndex,
     documents: TokenVectors,
     queries: TokenVectors,
     top_k: int,
     remove_self_matches: bool,
     batch_size: int,
-    first: int,
-) -> dict:
-    """For the ``first`` queries, the share of the exact search's run (its top_k) that ``run``
-    also holds: pooled over them, and per query."""
-    some = queries_slice(queries, 0, min(first, len(queries)))
-    hits = exhaustive_search(documents, some, top_k + remove_self_matches, batch_size)
-    exact, _ = build_run(some.ids, documents.ids, hits, top_k, remove_self_matches)
-    keys = ["query_id", "doc_id"]
-    found = exact[keys].merge(run[keys], on=keys, how="left", indicator=True)["_merge"] == "both"
-    per_query = found.groupby(exact["query_id"].to_numpy(), sort=False).mean()
-    return {
-        "queries": len(some),
-        "share": float(found.mean()) if len(found) else 1.0,
-        "per_query": {query: float(share) for query, share in per_query.items()},
-    }
+) -> tuple[VoyagerIndex, dict]:
+    """The Voyager run's recall@top_k against exact MaxSim on ``recall_queries`` queries drawn
+    with ``recall_seed``, and with ``target_recall`` the graph's settings that reach it, as a
+    faiss index's (``irflow.recall.measure_recall``)."""
+    some = queries_take(queries, recall_sample(len(queries), graph.spec))
+    depth = top_k + remove_self_matches
+
+    def run_of(search: VoyagerIndex | None) -> pd.DataFrame:
+        """The sample's run: exact (``search`` None), or by the graph ``search``."""
+        hits = (
+            exhaustive_search(documents, some, depth, batch_size)
+            if search is None
+            else search.search(documents, some, depth, batch_size)[0]
+        )
+        return build_run(some.ids, documents.ids, hits, top_k, remove_self_matches)[0]
+
+    return measure_recall(graph, depth, run_of, run_of(None), len(some), graph.spec, top_k)
 
 
 def queries_slice(queries: TokenVectors, start: int, end: int) -> TokenVectors:
@@ -459,6 +482,20 @@ def queries_slice(queries: TokenVectors, start: int, end: int) -> TokenVectors:
     offsets = queries.offsets[start : end + 1]
     return TokenVectors(
         queries.ids[start:end], queries.flat[offsets[0] : offsets[-1]], offsets - offsets[0]
+    )
+
+
+def queries_take(queries: TokenVectors, rows: np.ndarray) -> TokenVectors:
+    """Queries ``rows`` (a copy), in that order, as their own ``TokenVectors``."""
+    lengths = np.diff(queries.offsets)[rows]
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = [queries.flat[queries.offsets[row] : queries.offsets[row + 1]] for row in rows]
+    dim = queries.flat.shape[1]
+    return TokenVectors(
+        queries.ids.take(pa.array(rows, pa.int64())),
+        np.concatenate(flat) if flat else np.empty((0, dim), np.float32),
+        offsets,
     )
 
 

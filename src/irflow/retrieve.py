@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 from irflow import contracts
 from irflow.cost import time_each
 from irflow.embed import read_embeddings
-from irflow.index import RECALL_WARNING, ExactSearcher, Searcher, calibrate, load_index
+from irflow.index import ExactSearcher, Searcher, load_index
+from irflow.recall import measure_recall, recall_sample
 from irflow.runs import build_run, short_queries
 
 log = logging.getLogger(__name__)
@@ -98,53 +99,19 @@ def recall_against_exact(
     depths: tuple[int, int, int, bool],
     spec: dict,
 ) -> tuple[Searcher, dict]:
-    """An approximate index's recall@top_k against exact search: on ``recall_queries``
-    queries drawn with ``recall_seed``, the share of the exact run's (query, document) pairs
-    that the index's run also holds, both cut as the run is (``build_run``). With
-    ``target_recall``, the searcher whose settings (``calibrate``) first reach it, or the
-    widest; the run is then searched with it. ``depths``: (depth, first_depth, top_k,
-    remove_self_matches) as ``dense_search`` has them.
-
-    This is faiss' ``knn_intersection_measure`` ("the intersection measure of two result
-    tables": pairs in both over the reference's pairs), of documents rather than index rows."""
+    """An approximate index's recall@top_k against exact search on ``recall_queries`` queries
+    drawn with ``recall_seed``, both runs cut as the run is (``build_run``), and with
+    ``target_recall`` the searcher that reaches it (``irflow.recall.measure_recall``).
+    ``depths``: (depth, first_depth, top_k, remove_self_matches) as ``dense_search`` has them."""
     depth, first_depth, top_k, remove_self_matches = depths
-    drawn = min(spec["recall_queries"], len(queries))
-    sample = np.sort(np.random.default_rng(spec["recall_seed"]).choice(len(queries), drawn, False))
+    sample = recall_sample(len(queries), spec)
     sample_ids = query_ids.take(pa.array(sample))
 
     def run_of(some: Searcher | ExactSearcher) -> pd.DataFrame:
         hits = best_per_document(some, queries[sample], row_codes, depth, first_depth)
         return build_run(sample_ids, doc_ids, hits, top_k, remove_self_matches)[0]
 
-    keys = ["query_id", "doc_id"]
-    reference = run_of(exact)[keys]
-
-    def recall_of(some: Searcher) -> float:
-        found = reference.merge(run_of(some)[keys], on=keys, how="inner")
-        return len(found) / len(reference) if len(reference) else 1.0
-
-    target = spec["target_recall"]
-    searcher, tried = calibrate(searcher, first_depth, recall_of, target)
-    recall = tried[-1]["recall"]
-    threshold = RECALL_WARNING if target is None else target
-    if recall < threshold:
-        log.warning(
-            "%s index: recall@%d against exact search %.4f on %d sampled queries, below %s %.2f"
-            " (settings %s): its run differs from the exact one",
-            spec["type"], top_k, recall, drawn,
-            "the warning threshold" if target is None else "target_recall", threshold,
-            tried[-1],
-        )  # fmt: skip
-    return searcher, {
-        "queries": drawn,
-        "seed": spec["recall_seed"],
-        "top_k": top_k,
-        "recall": recall,
-        "target_recall": target,
-        "warning_below": threshold,
-        "settings": searcher.settings(first_depth, 0),
-        "tried": tried,
-    }
+    return measure_recall(searcher, first_depth, run_of, run_of(exact), len(sample), spec, top_k)
 
 
 # faiss returns k (score, row) pairs per query: searches go in query batches of at most this
