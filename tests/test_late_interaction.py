@@ -22,7 +22,7 @@ from tiny_models import (
 from irflow import late_interaction, resources
 from irflow.config import load_schema, validate_config
 from irflow.embed import RESULT_SETTINGS, cache_key, result_settings
-from irflow.encode_parts import encode_file
+from irflow.encode_parts import encode_file, gather
 from irflow.errors import ConfigError
 from irflow.late_interaction import (
     MaxSimScorer,
@@ -209,6 +209,23 @@ def test_configured_lengths_apply_and_the_manifest_records_them(colbert, encoder
             np.testing.assert_allclose(
                 stored.rows(row, row + 1)[0].numpy(), expected, rtol=1e-4, atol=1e-5
             )
+
+
+def test_gathered_shards_keep_the_lengths_and_sum_the_texts_cut(colbert, tmp_path):
+    """A sharded corpus's gathered manifest records what each shard's does: the lengths that
+    applied, and the texts cut to them (at 6 tokens 2 + 2 + 3 documents: all 7)."""
+    short = TokenEncoder.load(colbert_spec(colbert, query_length=6, document_length=6))
+    corpus, _ = write_tables(tmp_path)
+    shards, manifests = [], []
+    for shard in range(3):  # as scripts/vectors_encode.py writes a shard's manifest
+        path = tmp_path / f"{shard}-of-3.parquet"
+        facts = encode_file(short, corpus, "corpus", path, (shard, 3))
+        facts |= short.truncation(corpus, "corpus", (shard, 3))
+        manifests.append(short.provenance | facts | {"shard": shard, "model": "tiny"})
+        shards.append(path)
+    facts = gather(shards, manifests, corpus, tmp_path / "gathered.parquet")
+    assert facts["texts_truncated"] == 7 == sum(m["texts_truncated"] for m in manifests)
+    assert {key: facts[key] for key in LENGTHS} == {key: short.provenance[key] for key in LENGTHS}
 
 
 def test_a_length_beyond_the_model_is_refused(colbert):

@@ -516,8 +516,14 @@ SHARED_FACTS = (
     "dtype",
     "max_seq_length",
     "backend",
+    # A ColBERT's lengths that applied (irflow.late_interaction.applied_lengths).
+    "query_length",
+    "queries_padded_to",
+    "document_length",
 )
 SUMMED_FACTS = ("rows", "rows_encoded", "rows_resumed", "rows_reused", "encode_seconds")
+# Summed where the shards count them: a ColBERT's texts cut to its lengths.
+COUNTED_FACTS = ("texts_truncated",)
 
 
 def gather(
@@ -554,9 +560,11 @@ def _check_shards(
 
 
 def _whole_file_facts(manifests: list[dict]) -> dict:
-    """The facts all shards share, the summed row counts and encoding seconds, the devices."""
+    """The facts all shards share, the summed row (and cut text) counts and encoding seconds,
+    the devices."""
     shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
-    summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS}
+    counted = tuple(key for key in COUNTED_FACTS if key in manifests[0])
+    summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS + counted}
     devices = sorted({facts["device"] for facts in manifests})
     return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
 
