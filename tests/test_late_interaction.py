@@ -10,7 +10,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, minilm_spec
-from test_sparse import QUERIES, TEXTS, encode_and_search, encode_swapped, write_tables
+from test_sparse import (
+    QUERIES,
+    TEXTS,
+    assert_a_swap_changes_the_run,
+    encode_and_search,
+    write_tables,
+)
 from tiny_models import (
     COLBERT_DOCUMENT_LENGTH,
     COLBERT_DOCUMENT_MARKER,
@@ -234,13 +240,7 @@ def test_a_length_beyond_the_model_is_refused(colbert):
 
 
 def test_encoding_either_side_as_the_other_changes_the_run(encoder, tmp_path, monkeypatch):
-    """So the tests that compare irflow's run with the library's sides would catch a swap."""
-    (tmp_path / "right").mkdir()
-    right, _ = encode_and_search(encoder, late_interaction_search, tmp_path / "right")
-    encode_swapped(monkeypatch)
-    (tmp_path / "swapped").mkdir()
-    swapped, _ = encode_and_search(encoder, late_interaction_search, tmp_path / "swapped")
-    assert not np.allclose(swapped.score, right.score)
+    assert_a_swap_changes_the_run(encoder, late_interaction_search, tmp_path, monkeypatch)
 
 
 def rotated_first_stage(queries: dict, documents: dict) -> pd.DataFrame:

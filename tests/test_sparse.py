@@ -195,11 +195,17 @@ def test_query_vectors_are_the_static_term_weights(splade, model, tmp_path):
         np.testing.assert_array_equal(stored[row].data, weights.numpy()[terms])
 
 
-def test_encoding_either_side_as_the_other_changes_the_run(model, tmp_path, monkeypatch):
-    """So the tests that compare irflow's run with the library's sides would catch a swap."""
-    (tmp_path / "right").mkdir()
-    right, _ = encode_and_search(model, sparse_search, tmp_path / "right")
+def assert_a_swap_changes_the_run(model, search, folder: Path, monkeypatch) -> None:
+    """``model``'s run (``encode_and_search``) differs when each side is encoded as the
+    other: so the tests that compare irflow's run with the library's sides would catch a
+    swap."""
+    (folder / "right").mkdir()
+    right, _ = encode_and_search(model, search, folder / "right")
     encode_swapped(monkeypatch)
-    (tmp_path / "swapped").mkdir()
-    swapped, _ = encode_and_search(model, sparse_search, tmp_path / "swapped")
+    (folder / "swapped").mkdir()
+    swapped, _ = encode_and_search(model, search, folder / "swapped")
     assert not np.allclose(swapped.score, right.score)
+
+
+def test_encoding_either_side_as_the_other_changes_the_run(model, tmp_path, monkeypatch):
+    assert_a_swap_changes_the_run(model, sparse_search, tmp_path, monkeypatch)
