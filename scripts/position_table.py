@@ -1,4 +1,4 @@
-"""The README's position table from a finished run: python scripts/position_table.py [results].
+"""The position table of docs/validation.md: python scripts/position_table.py [results].
 
 Per positionalize block, length and system: nDCG@10 of each variant (the same queries at every
 position), 1 − min/max over those variants (irflow's controlled comparison), and PosIR's PSI of

@@ -141,7 +141,7 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     # Rerank jobs on one thread each, so two share the cores: a rerank job here is mostly
     # its ~7 s import of sentence-transformers, on one core (the bi-encoder's vectors come from
     # the embeddings files). The embed jobs keep the product's threads: the published checks
-    # are sensitive to how the GEMMs are split (see README, Test).
+    # are sensitive to how the GEMMs are split (see CONTRIBUTING.md, Test).
     snakemake(workdir, config, "--cores", CORES, "--set-threads", "rerank=1")
     return workdir, config, shared_datasets
 
@@ -182,7 +182,7 @@ def test_summary_equals_pytrec_eval_on_the_trec_run(workflow, dataset, system):
         assert mine.loc[metric, "queries"] == len(qrels)
 
 
-# Published references, given to the digits they were published with (README, "Agreement
+# Published references, given to the digits they were published with (docs/validation.md, "Agreement
 # with published results"):
 # - bm25s lucene k1=0.9 b=0.4, English stopwords and Snowball stemmer, title + " " + text:
 #   xhluca/bm25-benchmarks README (nDCG@10 in percent, one decimal);

@@ -18,7 +18,7 @@ queries x top_k (7 M rows at MS MARCO), which ``irflow.resources`` models per ru
     python benchmarks/scale/measure.py --data /data/synthetic-1m /data/synthetic-2m \\
         --model /data/minilm-static --workdir /data/scale-run
 
-Writes benchmarks/out/scale.json and prints the Markdown table the README quotes.
+Writes benchmarks/out/scale.json and prints the Markdown table docs/validation.md quotes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,98 @@
+"""The README's quickstart, run as written: its commands are read from the README itself, so
+a wrong config path, flag or target there fails here (CONTRIBUTING.md, "The README's
+quickstart test")."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import CORES, REPO
+
+README = REPO / "README.md"
+# What a copy of the project needs to run the workflow: the installed package does the rest.
+PROJECT = ("Snakefile", "rules", "scripts", "config", "report", "envs", "profiles")
+
+
+def section(heading: str) -> str:
+    """The README's text under ``## <heading>``, up to the next section."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert found, f"README.md has no '## {heading}' section"
+    return found.group(1)
+
+
+def shell_commands(text: str) -> list[list[str]]:
+    """The commands of the fenced bash blocks in ``text``, split into words as bash splits
+    them (continued lines joined, comments dropped)."""
+    commands = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(words)
+    return commands
+
+
+def quickstart_arguments() -> list[str]:
+    """The arguments of the README's quickstart command, which runs the install's snakemake."""
+    commands = shell_commands(section("Quickstart"))
+    assert len(commands) == 1, f"the quickstart should be one command: {commands}"
+    program, *arguments = commands[0]
+    # The README's install makes .venv; its snakemake is the one running these tests.
+    assert program == ".venv/bin/snakemake", commands[0]
+    return arguments
+
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def run_in_copy(project: Path, command: list[str]) -> str:
+    """Run ``command`` in a copy of the project made of links, as a user would run it from the
+    repository's root, without touching the repository's own results/."""
+    for name in PROJECT:
+        if not (project / name).exists():
+            (project / name).symlink_to(REPO / name)
+    result = subprocess.run(
+        command,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    assert result.returncode == 0, f"{shlex.join(command)} failed:\n{result.stdout}{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def test_the_quickstart_command_plans_bm25_and_minilm_on_scifact(tmp_path):
+    """As written, with --dry-run: the config file exists and validates, the flags exist and
+    the graph it plans downloads SciFact, encodes it with the model and retrieves with both
+    systems (a dry run needs neither the data nor the model)."""
+    planned = run_in_copy(tmp_path, [*SNAKEMAKE, *quickstart_arguments(), "--dry-run"])
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", planned, re.M))
+    for rule in ("download", "embed", "retrieve_bm25", "retrieve_dense", "aggregate", "database"):
+        assert rule in jobs, f"the quickstart plans no {rule} job:\n{planned}"
+    assert "dataset=scifact" in planned
+    assert "model=all-MiniLM-L6-v2" in planned
+
+
+@pytest.mark.e2e
+def test_the_quickstart_command_scores_bm25_on_scifact(tmp_path, shared_datasets):
+    """As written, with the README's offline override (data_dir) and one target, BM25's scores:
+    the cheap half of the quickstart, run for real, gives the published SciFact number."""
+    target = "results/scores/scifact/bm25.parquet"
+    arguments = quickstart_arguments()
+    arguments[arguments.index("--cores") + 1] = CORES  # this worker's share of the cores
+    # The target first and --config last: --configfile and --config take every word after them.
+    command = [*SNAKEMAKE, target, *arguments, "--config", f"data_dir={shared_datasets}"]
+    run_in_copy(tmp_path, command)
+    scores = pd.read_parquet(tmp_path / target)
+    ndcg = scores.loc[scores["metric"] == "ndcg_cut_10", "value"].mean()
+    assert ndcg == pytest.approx(0.6762, abs=5e-5)  # docs/validation.md
