@@ -201,14 +201,15 @@ def _prose(text: str) -> str:
 def _table(rows: list[Row], reference: Reference) -> list[str]:
     out = ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
     for row in rows:
-        node = reference.resolve(row.node)
-        description = row.node.get("description") or node.get("description", "")
+        # A key written as a $ref to a shared definition, with its own settings beside it.
+        node = {**reference.resolve(row.node), **row.node}
+        description = node.get("description", "")
         if row.same_as:
             description = f"The keys of `{row.same_as}`. {description}".strip()
         cells = [
             f"`{row.path}`",
             type_of(row.node, reference),
-            default(row.node, row.required),
+            default(node, row.required),
             allowed(row.node, reference),
             _prose(description),
         ]
