@@ -103,7 +103,7 @@ def _form(schema: dict, root: dict) -> str:
     if "const" in schema:
         return _flow(schema["const"])
     if "enum" in schema:
-        return " | ".join(_flow(value) for value in schema["enum"])
+        return " or ".join(_flow(value) for value in schema["enum"])
     if schema.get("type", "object") == "object" and schema.get("required"):
         properties = schema.get("properties", {})
         shown = [
@@ -168,20 +168,20 @@ def _meant(branches: dict[int, list]) -> int | None:
 def _shared_choice(error: jsonschema.ValidationError, branches: dict[int, list]) -> str | None:
     """When every alternative fails one ``const`` or ``enum`` of the same key (``type`` of a
     retriever), that key's message with the values of all of them."""
-    choices = {}
+    failures = []
     for errors in branches.values():
         failed = [sub for sub in errors if sub.validator in ("const", "enum")]
         if len(failed) != 1:
             return None
-        choices[tuple(failed[0].path)] = failed[0]
-    if len(choices) != 1 or len(branches) != len(error.validator_value):
+        failures += failed
+    keys = {tuple(failed.path) for failed in failures}
+    if len(keys) != 1 or len(branches) != len(error.validator_value):
         return None
-    (where, first), allowed = next(iter(choices.items())), []
-    for errors in branches.values():
-        sub = next(sub for sub in errors if sub.validator in ("const", "enum"))
-        values = [sub.validator_value] if sub.validator == "const" else sub.validator_value
+    allowed = []
+    for failed in failures:
+        values = [failed.validator_value] if failed.validator == "const" else failed.validator_value
         allowed += [value for value in values if value not in allowed]
-    return _not_allowed(_key_path(error, *where), first.instance, allowed)
+    return _not_allowed(_key_path(error, *failures[0].path), failures[0].instance, allowed)
 
 
 def describe(error: jsonschema.ValidationError, root: dict) -> list[str]:
