@@ -8,6 +8,8 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from irflow.config import expand_config, load_schema, validate_config
+from irflow.experiment import RECORD as EXPERIMENT_RECORD
+from irflow.experiment import check_experiment, experiment
 
 min_version("9.0")
 
@@ -28,6 +30,9 @@ _validated = validate_config(
 )
 config.clear()
 config.update(_validated)
+# results/ holds one experiment: a run of other config files is refused before any job starts.
+EXPERIMENT = experiment(config, workflow.configfiles)
+check_experiment(EXPERIMENT)
 
 
 include: "rules/common.smk"

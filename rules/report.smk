@@ -1,5 +1,6 @@
 # report: the figures and tables of `snakemake --report`, also kept under results/plots/ as PNG
-# and SVG; and the DuckDB database with views over every Parquet output.
+# and SVG; and the DuckDB database with views over every Parquet output, beside the record of
+# the config files the results are of (irflow.experiment).
 
 
 rule plots:
@@ -78,10 +79,14 @@ rule database:
     input:
         unpack(database_inputs),
     output:
-        "results/irflow.duckdb",
+        database="results/irflow.duckdb",
+        experiment=str(EXPERIMENT_RECORD),
     log:
         "results/logs/database.log",
     conda:
         "../envs/data.yaml"
+    params:
+        # Changes with the config, so the record always names the one the results are of.
+        experiment=EXPERIMENT,
     script:
         "../scripts/database.py"

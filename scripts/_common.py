@@ -116,7 +116,7 @@ def write_dataset_record(
 def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
     """Log a first-stage run's timing and short queries, write the run (Parquet and TREC)
     with its lineage, and the job's manifest."""
-    from irflow.runs import write_run
+    from irflow.runs import report_short_queries, write_run
 
     wildcards, settings = snakemake.wildcards, snakemake.params.settings
     retrieve_log = logging.getLogger("irflow.retrieve")
@@ -127,17 +127,7 @@ def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
         timing["queries"],
         timing["search_seconds"],
     )
-    if timing["short_queries"]:
-        # BM25 and a sparse search retrieve only documents sharing a term with the query; a
-        # dense search is short only when its index could not be probed to top_k (manifest:
-        # search).
-        retrieve_log.warning(
-            "%d of %d queries got fewer than min(top_k=%d, corpus size) documents, e.g. %s",
-            timing["short_queries"],
-            timing["queries"],
-            settings["top_k"],
-            timing["short_query_examples"],
-        )
+    report_short_queries(timing, settings["top_k"])
     lineage = {"stage": "retrieve", "system": wildcards.system, "dataset": wildcards.dataset}
     out = snakemake.output
     write_run(run, Path(out.run), lineage | settings, Path(out.trec), tag=wildcards.system)

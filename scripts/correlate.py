@@ -46,7 +46,7 @@ if inp.psi:
     buckets = between_buckets(pd.read_parquet(inp.psi[0]), everything, snakemake.params.buckets)
     tables.append(buckets.assign(kind="buckets"))
 correlations = pd.concat(tables, ignore_index=True)
-contracts.write_frame(correlations, out.correlations)
+contracts.write_frame(correlations, out.correlations, contracts.CORRELATIONS)
 
 draws = pd.DataFrame(columns=[*BOOTSTRAP_COLUMNS, "left", "right"])
 if settings["bootstrap"] is not None:
@@ -60,7 +60,7 @@ if settings["bootstrap"] is not None:
         sample_size=boot["sample_size"],
         seed=boot["seed"],
     ).assign(left=boot["left"], right=boot["right"])
-contracts.write_frame(draws, out.bootstrap)
+contracts.write_frame(draws, out.bootstrap, contracts.BOOTSTRAP)
 
 counts = {
     dataset: Counter(dict(zip(*pq.read_table(path).to_pydict().values())))

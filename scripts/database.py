@@ -1,11 +1,14 @@
-"""Snakemake script for rule database: see irflow.aggregate.build_database."""
+"""Snakemake script for rule database: see irflow.aggregate.build_database and
+irflow.experiment."""
 
 from pathlib import Path
 
 from _common import setup_logging
 
 from irflow.aggregate import build_database
+from irflow.experiment import write_record
 
 setup_logging(snakemake)
-inp = snakemake.input
-build_database(Path(snakemake.output[0]), {name: list(inp[name]) for name in inp.keys()})
+inp, out, experiment = snakemake.input, snakemake.output, snakemake.params.experiment
+build_database(Path(out.database), {name: list(inp[name]) for name in inp.keys()}, experiment)
+write_record(experiment, snakemake.config, Path(out.experiment))

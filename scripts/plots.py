@@ -41,7 +41,9 @@ draws = pd.read_parquet(inp.bootstrap)
 full = np.nan  # the two groups' correlation on every query, from the benchmarks rows
 if not draws.empty:
     groups = correlations[correlations["kind"] == "benchmarks"].set_index(["left", "right"])
-    full = groups.loc[(draws["left"].iloc[0], draws["right"].iloc[0]), "spearman"]
+    left, right = draws["left"].iloc[0], draws["right"].iloc[0]
+    # A benchmark against a subsample of itself: the table has no row of it with itself.
+    full = 1.0 if left == right else groups.loc[(left, right), "spearman"]
 bootstrap_histogram(draws, Path(out.bootstrap), full=full)
 similarity = pd.read_parquet(inp.similarity).pivot(
     index="left", columns="right", values="similarity"

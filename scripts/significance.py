@@ -21,4 +21,4 @@ if settings["baseline"] is not None:
     against = paired_comparisons(per_query, baseline=settings["baseline"], **options)
     families.append(against.assign(family=f"against {settings['baseline']}"))
 table = pd.concat(families, ignore_index=True)
-contracts.write_frame(table, snakemake.output.table)
+contracts.write_frame(table, snakemake.output.table, contracts.SIGNIFICANCE)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import duckdb
 import pandas as pd
 import pytest
 import pytrec_eval
+from conftest import REPO
 
 from irflow import contracts
 from irflow.aggregate import (
@@ -151,3 +154,75 @@ def test_tables_and_database(scored, tmp_path, monkeypatch):
             "SELECT dataset, system, lineage->>'first_stage', (lineage->>'k')::INT FROM lineage"
         ).fetchall()
         assert lineage == [("scifact", "bm25+ce@10", "bm25", 10)]
+
+
+# Runs workflow scripts, in one process, each with the parts of the snakemake object it reads
+# (keyword arguments of SimpleNamespace, from JSON; lists stay lists, as Snakemake's inputs).
+SCRIPT_DRIVER = """
+import json, runpy, sys
+from types import SimpleNamespace
+sys.path.insert(0, sys.argv[1])
+for script, parts in json.loads(sys.argv[2]):
+    snakemake = SimpleNamespace(**{k: SimpleNamespace(**v) if isinstance(v, dict) else v
+                                   for k, v in parts.items()})
+    runpy.run_path(script, init_globals={"snakemake": snakemake}, run_name="__main__")
+"""
+
+
+def run_scripts(jobs: dict[str, dict]) -> None:
+    """Run ``scripts/<name>.py`` with the snakemake object's parts, for each name of ``jobs``."""
+    scripts = REPO / "scripts"
+    jobs = [(str(scripts / f"{name}.py"), parts | {"log": []}) for name, parts in jobs.items()]
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT_DRIVER, str(scripts), json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+DUCKDB_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
+
+
+def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
+    """One system on one dataset, scored by one metric: no pair to test or to rank, and the
+    views over the empty tables still have their columns' types, not NULL."""
+    monkeypatch.chdir(tmp_path)
+    per_query = pd.DataFrame(
+        {"dataset": ["scifact"], "system": ["bm25"], "query_id": ["q1"], "metric": ["map"]}
+    ).assign(value=0.5)
+    per_query.to_parquet("per_query.parquet")
+    build_summary(per_query).to_parquet("summary.parquet")
+    pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
+    significance = {"metrics": ["map"], "permutations": 10, "seed": 0, "alpha": 0.05}
+    correlation = {"metric": "map", "benchmarks": {}, "bootstrap": None}
+    run_scripts(
+        {
+            "significance": {
+                "input": {"per_query": "per_query.parquet"},
+                "output": {"table": "significance.parquet"},
+                "params": {"settings": significance | {"baseline": None}},
+            },
+            "correlate": {
+                "input": {"summary": "summary.parquet", "per_query": "per_query.parquet"}
+                | {"unigrams": ["unigrams.parquet"], "reference": [], "psi": []},
+                "output": {"correlations": "correlations.parquet", "bootstrap": "bootstrap.parquet"}
+                | {"similarity": "similarity.parquet"},
+                "params": {"settings": correlation, "datasets": ["scifact"], "buckets": {}},
+            },
+        }
+    )
+    contract = {
+        "significance": contracts.SIGNIFICANCE,
+        "correlations": contracts.CORRELATIONS,
+        "bootstrap": contracts.BOOTSTRAP,
+    }
+    build_database(tmp_path / "irflow.duckdb", {name: [f"{name}.parquet"] for name in contract})
+    with duckdb.connect(str(tmp_path / "irflow.duckdb"), read_only=True) as db:
+        for name, schema in contract.items():
+            assert db.execute(f"SELECT count(*) FROM {name}").fetchone() == (0,)
+            columns = [row[:2] for row in db.execute(f"DESCRIBE {name}").fetchall()]
+            assert columns == [(field.name, DUCKDB_TYPES[str(field.type)]) for field in schema], (
+                name
+            )

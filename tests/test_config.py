@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.config import expand_config, load_config, load_schema, validate_config
 from irflow.errors import ConfigError
@@ -79,6 +82,79 @@ def test_errors_name_the_key(change, message):
     with pytest.raises(ConfigError) as error:
         validate_config(MINIMAL | change, SCHEMA)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"datasets": {"x": {}}},
+            "config key 'datasets.x.source' is missing; write {url: 'https://public.ukp."
+            "informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip', md5: "
+            "5f7d1de60b170fc8027bb7898e2efca1} or {huggingface: BeIR/scifact} or {path: "
+            "data/scifact} or {ir_datasets: beir/scifact} (Where the dataset comes from when "
+            "data_dir holds no folder of its name",
+        ),
+        (
+            {"datasets": {"x": {"source": "scifact"}}},
+            "config key 'datasets.x.source': scifact is none of the accepted forms: {url: ",
+        ),
+        (
+            {"retrievers": {"b": {"type": "BM25"}}},
+            "config key 'retrievers.b.type': 'BM25' is not allowed; allowed values: 'bm25', "
+            "'dense', 'sparse', 'late-interaction', 'run'; did you mean 'bm25'?",
+        ),
+        (
+            {"retrievers": {"d": {"type": "dense"}}},
+            "config key 'retrievers.d.model' is missing; write <string> (A key of `models`)",
+        ),
+        (
+            {"retrievers": {"b": "bm25"}},
+            "config key 'retrievers.b': bm25 is none of the accepted forms: {type: bm25} or "
+            "{type: dense, model: <string>} or",
+        ),
+        ({"filter": {"judged": "Drop"}}, "allowed values: 'flag', 'drop'; did you mean 'drop'?"),
+        ({"datasett": {}}, "('datasett' was unexpected); did you mean 'datasets'?"),
+    ],
+)
+def test_errors_say_what_to_write(change, message):
+    """A missing key shows its accepted forms, a value outside an enumeration or a oneOf's
+    choices lists them with the closest one."""
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | change, SCHEMA)
+    assert message in str(error.value)
+
+
+def test_command_line_text_is_read_as_the_value_the_schema_takes():
+    """Snakemake passes --config offline=true as the text 'true' (and nested values given as
+    YAML as text too): where the schema takes no text, it is read as YAML."""
+    config = validate_config(
+        MINIMAL | {"offline": "true", "filter": {"min_words": "3", "max_words": "null"}}, SCHEMA
+    )
+    assert config["offline"] is True
+    assert config["filter"]["min_words"] == 3 and config["filter"]["max_words"] is None
+    assert validate_config(MINIMAL | {"split": "true"}, SCHEMA)["split"] == "true"
+    with pytest.raises(ConfigError, match="config key 'offline': 'maybe' is not of type"):
+        validate_config(MINIMAL | {"offline": "maybe"}, SCHEMA)
+
+
+def test_snakemake_command_line_booleans_are_accepted(tmp_path):
+    write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    config = {"datasets": {"tiny": {"source": {"path": "tiny"}}}} | {
+        "retrievers": {"bm25": {"type": "bm25"}}
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    result = subprocess.run(
+        [*command, "-n", "--config", "offline=true"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rule download:" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -68,19 +68,32 @@ def test_too_few_systems_is_nan():
     assert np.isnan(result["spearman"]) and np.isnan(result["kendall_p"])
 
 
-def test_between_datasets_is_a_symmetric_matrix_with_unit_diagonal():
+def test_between_datasets_is_a_symmetric_matrix_without_self_pairs():
     rng = np.random.default_rng(0)
     summary = summary_frame({(d, "ndcg_cut_10"): rng.uniform(0, 1, 5) for d in ["a", "b", "c"]})
     result = between_datasets(summary, "ndcg_cut_10")
     assert list(result.columns) == PAIR_COLUMNS
-    assert len(result) == 9
+    assert len(result) == 6 and not (result["left"] == result["right"]).any()
     for column in ("spearman", "kendall"):
         matrix = result.pivot(index="left", columns="right", values=column)
-        np.testing.assert_allclose(np.diag(matrix), 1.0)
+        assert np.isnan(np.diag(matrix)).all()
         np.testing.assert_allclose(matrix, matrix.T)
     assert (result["systems"] == 5).all()
     with pytest.raises(ValueError, match="not computed"):
         between_datasets(summary, "map")
+
+
+def test_one_system_gives_no_self_correlation_rows():
+    """One system on one dataset: no dataset pair to correlate, and no 'scifact~scifact' row
+    of NULLs; metric pairs have their one system counted and no value."""
+    summary = summary_frame({("scifact", "map"): [0.5], ("scifact", "ndcg_cut_10"): [0.6]})
+    assert between_datasets(summary, "map").empty
+    metrics = between_metrics(summary)
+    assert metrics[["left", "right", "systems"]].values.tolist() == [
+        ["map", "ndcg_cut_10", 1],
+        ["ndcg_cut_10", "map", 1],
+    ]
+    assert metrics["spearman"].isna().all()
 
 
 def test_between_metrics_uses_the_mean_over_datasets():
@@ -111,10 +124,10 @@ def test_between_benchmarks_uses_group_means():
     )
     result = between_benchmarks(summary, {"g1": ["d1", "d2"], "g2": ["d3"], "g3": ["d4"]}, "m")
     assert list(result.columns) == PAIR_COLUMNS
-    assert len(result) == 9
+    assert len(result) == 6
     result = result.set_index(["left", "right"])
     assert result.loc[("g1", "g2"), "spearman"] == pytest.approx(1.0)
-    assert result.loc[("g1", "g1"), "kendall"] == pytest.approx(1.0)
+    assert ("g1", "g1") not in result.index
     # g3 ranks [3, 1, 2, 5, 4]: sum d^2 = 4 + 1 + 1 + 1 + 1 = 8, rho = 1 - 48 / 120.
     assert result.loc[("g2", "g3"), "spearman"] == pytest.approx(0.6)
     assert between_datasets(summary, "m").set_index(["left", "right"]).loc[

@@ -315,6 +315,30 @@ def test_every_url_failing_is_an_error(server, dirs):
     assert not (cache_dir / "scifact").exists()
 
 
+@pytest.mark.parametrize("with_data_dir", [True, False])
+def test_a_failed_download_says_how_to_run_without_the_network(server, dirs, with_data_dir):
+    """The error names the config keys (data_dir, offline) and where each file goes."""
+    data_dir, cache_dir = dirs
+    source = {"url": server.url("/missing.zip")}
+    with pytest.raises(DownloadError) as raised:
+        locate_dataset(
+            "scifact",
+            source,
+            split="test",
+            data_dir=data_dir if with_data_dir else None,
+            cache_dir=cache_dir,
+        )
+    folder = f"{data_dir}/scifact/" if with_data_dir else "<folder>/scifact/ and set data_dir: "
+    assert (
+        "; to run without the network, place the dataset in BEIR layout (corpus.jsonl[.gz], "
+        f"queries.jsonl[.gz], qrels/test.tsv) at {folder}"
+    ) in str(raised.value)
+    assert (
+        f"or place missing.zip at {cache_dir / 'missing.zip'}, and set offline: true (or "
+        "--config offline=true) so that nothing is fetched"
+    ) in str(raised.value)
+
+
 @pytest.mark.parametrize("how", ["flag", "HF_HUB_OFFLINE", "IRFLOW_OFFLINE"])
 def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monkeypatch, how):
     data_dir, cache_dir = dirs
@@ -459,7 +483,9 @@ def test_huggingface_failure_is_one_line(monkeypatch, dirs):
     assert str(raised.value) == (
         "Hugging Face dataset someone/missing: 404 Client Error. Repository Not Found for url: "
         "https://huggingface.co/api/datasets/someone/missing. Please make sure you specified "
-        "the correct `repo_id` and `repo_type`."
+        "the correct `repo_id` and `repo_type`; to run without the network, place the dataset "
+        f"in BEIR layout (corpus.jsonl[.gz], queries.jsonl[.gz], qrels/test.tsv) at {data_dir}/x/, "
+        "and set offline: true (or --config offline=true) so that nothing is fetched"
     )
     assert list(cache_dir.iterdir()) == []
 

@@ -500,7 +500,11 @@ def test_voyager_memory_counts_a_copy_of_the_vectors_and_the_links(vectors, monk
         ),
         ({"type": "voyager", "M": 1}, "config key 'retrievers.colbert.index.M': 1 is less than"),
         ({"type": "exact", "M": 8}, "config key 'retrievers.colbert.index': Additional prop"),
-        ({"type": "plaid"}, "config key 'retrievers.colbert.index': {'type': 'plaid'} is not"),
+        (
+            {"type": "plaid"},
+            "config key 'retrievers.colbert.index.type': 'plaid' is not allowed; allowed "
+            "values: 'exact', 'voyager'",
+        ),
     ],
 )
 def test_index_config_errors_name_the_key(index, message):

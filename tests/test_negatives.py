@@ -316,7 +316,7 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
         validate_config(base | {"negatives": {"n": spec}}, schema)
     for method, problem in [
         ({"method": "relative_to_positive", "ratio": 1.5}, r"\.ratio': 1\.5 is greater"),
-        ({"method": "absolute"}, r"': 'max_score' is a required property"),
+        ({"method": "absolute"}, r"\.max_score' is missing"),
         ({"method": "absolute", "max_score": 1.0, "ratio": 0.9}, r"\.ratio'"),
         ({"method": "percent"}, r"\.method': 'percent' is not allowed"),
     ]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import gzip
 import inspect
+import logging
 import re
 
 import bm25s
@@ -21,6 +22,7 @@ from irflow import contracts, retrieve
 from irflow.index import index_file
 from irflow.ingest import ingest
 from irflow.retrieve import bm25_search, dense_search
+from irflow.runs import report_short_queries
 
 BM25 = schema_defaults({"type": "bm25"})  # lucene, k1 0.9, b 0.4, en stopwords, Snowball
 DOCS = [
@@ -98,6 +100,27 @@ def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_bm25_short_queries_are_explained_as_expected(tables, caplog):
+    """A BM25 query sharing a term with fewer than top_k documents is short by design: the
+    manifest says so, and the log at info level; a short run without a reason (a dense
+    search's) stays a warning."""
+    _, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False)
+    assert timing["short_queries"] == 2
+    assert timing["short_queries_reason"] == (
+        "expected: BM25 returns only the documents that share a term with the query, and these "
+        "queries share one with fewer than min(top_k, corpus size) documents"
+    )
+    with caplog.at_level(logging.INFO, logger="irflow"):
+        report_short_queries(timing, 10)
+        report_short_queries(timing | {"short_queries_reason": None}, 10)
+    explained, unexplained = caplog.records
+    assert explained.levelno == logging.INFO
+    assert explained.getMessage().endswith(f"({timing['short_queries_reason']})")
+    assert unexplained.levelno == logging.WARNING
+    _, timing = bm25_search(*tables, BM25, top_k=1, remove_self_matches=False)
+    assert timing["short_queries"] == 0 and timing["short_queries_reason"] is None
 
 
 def test_bm25_removes_self_matches_when_asked(tables):

@@ -87,6 +87,10 @@ def test_search_scores_are_the_dot_products_of_the_library_vectors(model, tmp_pa
         np.testing.assert_allclose(mine.score, [s for s, _ in expected], rtol=1e-12)
     assert timing["nnz_per_document"] == pytest.approx((docs > 0).sum() / len(TEXTS))
     assert timing["index_bytes"] == (docs > 0).sum() * 12 + (docs.shape[1] + 1) * 4
+    # A query sharing terms with fewer than 4 documents is short, and that is expected.
+    short = sum(shares_a_term[q].sum() < 4 for q in range(len(QUERIES)))
+    assert timing["short_queries"] == short
+    assert (timing["short_queries_reason"] or "").startswith("expected: " if short else "")
 
 
 def test_stored_vectors_are_the_library_vectors(model, tmp_path):

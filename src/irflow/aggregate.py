@@ -119,12 +119,19 @@ def _view(name: str, paths: list) -> str:
     return f"CREATE OR REPLACE VIEW {name} AS {source}"
 
 
-def build_database(db_path: Path, files: dict[str, list]) -> None:
+def build_database(db_path: Path, files: dict[str, list], experiment: dict | None = None) -> None:
     """(Re)create the DuckDB file with one view per name in ``files`` (a contract's files, a
-    table's file, or the JSON manifests) and ``lineage``, how each run was made."""
+    table's file, or the JSON manifests), ``lineage``, how each run was made, and the
+    ``experiment`` table: the config files and fingerprint of the results (irflow.experiment)."""
     tmp = db_path.with_name(f".{db_path.name}.tmp")
     tmp.unlink(missing_ok=True)
     with duckdb.connect(str(tmp)) as db:
+        if experiment is not None:
+            db.execute(
+                "CREATE TABLE experiment AS SELECT $config_files::VARCHAR[] AS config_files, "
+                "$fingerprint AS fingerprint",
+                experiment,
+            )
         for name, paths in files.items():
             if paths:  # DuckDB cannot read no files (e.g. passages when no model has any)
                 db.execute(_view(name, paths))

@@ -1,7 +1,7 @@
 """Validate the workflow configuration against config/config.schema.yaml.
 
-Errors name the offending key as a dotted path and, for enumerations, the allowed values,
-so a typo in a 200-line config is found at once.
+Errors name the offending key as a dotted path and what may be written there (irflow.
+config_schema), so a typo in a 200-line config is found at once.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import jsonschema
 import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+from irflow.config_schema import describe, read_text_values, resolve
 from irflow.errors import ConfigError
 from irflow.onnx_export import spec_problems
 from irflow.positionalize import list_variants
@@ -32,46 +33,12 @@ def load_schema(path: str | Path) -> dict:
         return yaml.safe_load(handle)
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
-
-
-def _describe(error: jsonschema.ValidationError) -> list[str]:
-    """One line per problem. For a oneOf, the problems of the alternative the user meant:
-    the one whose discriminating keys (``type``, the source kind) are present."""
-    if error.validator == "oneOf" and error.context:
-        by_branch: dict[int, list] = {}
-        for sub in error.context:
-            by_branch.setdefault(sub.relative_schema_path[0], []).append(sub)
-        meant = [
-            subs
-            for subs in by_branch.values()
-            if not any(sub.validator in ("const", "required") for sub in subs)
-        ]
-        if len(meant) == 1:
-            return [line for sub in meant[0] for line in _describe(sub)]
-    message = error.message
-    if error.validator == "enum":
-        allowed = ", ".join(repr(value) for value in error.validator_value)
-        message = f"{error.instance!r} is not allowed; allowed values: {allowed}"
-    elif error.validator == "additionalProperties":
-        known = sorted(error.schema.get("properties", {}))
-        message += f"; known keys: {', '.join(known)}" if known else ""
-    return [f"config key '{_key_path(error)}': {message}"]
-
-
-def _resolve(schema: dict, root: dict) -> dict:
-    if "$ref" in schema:
-        return root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
-    return schema
-
-
 def _fill_defaults(instance, schema: dict, root: dict):
     """Insert schema defaults for missing object properties, recursively."""
-    schema = _resolve(schema, root)
+    schema = resolve(schema, root)
     if isinstance(instance, dict):
         for key, subschema in schema.get("properties", {}).items():
-            subschema = _resolve(subschema, root)
+            subschema = resolve(subschema, root)
             if key not in instance and "default" in subschema:
                 instance[key] = copy.deepcopy(subschema["default"])
             if key in instance:
@@ -82,7 +49,7 @@ def _fill_defaults(instance, schema: dict, root: dict):
                 if key not in schema.get("properties", {}):
                     _fill_defaults(value, extra, root)
     for alternative in schema.get("oneOf", []):
-        resolved = _resolve(alternative, root)
+        resolved = resolve(alternative, root)
         if jsonschema.Draft202012Validator(resolved | {"$defs": root["$defs"]}).is_valid(instance):
             _fill_defaults(instance, resolved, root)
             break
@@ -92,12 +59,13 @@ def _fill_defaults(instance, schema: dict, root: dict):
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """Return ``config`` with defaults filled in, or raise ConfigError listing every problem."""
+    """Return ``config`` with defaults filled in and command-line text read as the values the
+    schema takes, or raise ConfigError listing every problem."""
+    config = read_text_values(copy.deepcopy(config), schema, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    problems = [line for error in errors for line in _describe(error)]
+    problems = [line for error in errors for line in describe(error, schema)]
     if not problems:
-        config = copy.deepcopy(config)
         _fill_defaults(config, schema, schema)
         problems = _cross_references(config) + _model_id_problems(config)
     if problems:

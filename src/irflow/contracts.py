@@ -138,6 +138,47 @@ SUMMARY = pa.schema(
         ("queries", pa.int64()),
     ]
 )
+# The analysis tables that may have no row (one system: no pair to test or rank), typed all
+# the same, so that their DuckDB views have the columns' types and not "NULL".
+SIGNIFICANCE = pa.schema(
+    [(name, pa.string()) for name in ("dataset", "metric", "system_a", "system_b")]
+    + [("queries", pa.int64())]
+    + [
+        (name, pa.float64())
+        for name in (
+            "mean_a",
+            "mean_b",
+            "difference",
+            "t_statistic",
+            "t_p_value",
+            "randomization_p_value",
+            "effect_size",
+            "t_p_holm",
+            "randomization_p_holm",
+            "randomization_p_floor",
+        )
+    ]
+    + [("randomization_p_at_floor", pa.bool_()), ("randomization_p_holm_at_floor", pa.bool_())]
+    + [("randomization_p_holm_text", pa.string()), ("significant", pa.bool_())]
+    + [("family", pa.string())]
+)
+CORRELATIONS = pa.schema(
+    [("left", pa.string()), ("right", pa.string()), ("systems", pa.int64())]
+    + [(name, pa.float64()) for name in ("spearman", "spearman_p", "kendall", "kendall_p")]
+    + [("kind", pa.string()), ("metric", pa.string())]
+)
+BOOTSTRAP = pa.schema(
+    [
+        ("draw", pa.int64()),
+        ("sampled_queries", pa.int64()),
+        ("whole_datasets", pa.int64()),
+        ("every_query", pa.bool_()),
+        ("spearman", pa.float64()),
+        ("kendall", pa.float64()),
+        ("left", pa.string()),
+        ("right", pa.string()),
+    ]
+)
 LINEAGE_KEY = b"irflow.lineage"
 
 

@@ -23,7 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable
 from functools import cache
-from itertools import product
+from itertools import permutations
 from pathlib import Path
 
 import numpy as np
@@ -86,11 +86,12 @@ def _group_mean(table: pd.DataFrame, columns: list[str]) -> pd.Series:
 
 
 def _pairwise(table: pd.DataFrame) -> pd.DataFrame:
-    """Every ordered pair of columns, diagonal included, so it pivots into a full matrix."""
+    """Every ordered pair of two columns, so it pivots into a symmetric matrix; no column with
+    itself, which says nothing (1, or NaN under three systems)."""
     names = sorted(table.columns)
     rows = [
         {"left": left, "right": right} | rank_correlation(table[left], table[right])
-        for left, right in product(names, repeat=2)
+        for left, right in permutations(names, 2)
     ]
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
@@ -167,7 +168,7 @@ def between_benchmarks(
 ) -> pd.DataFrame:
     """Do groups of datasets agree? A system's group score is its mean over the group.
 
-    Every ordered pair of groups, diagonal included, like between_datasets.
+    Every ordered pair of two groups, like between_datasets.
     """
     table = _scores(summary, metric)
     for name, datasets in groups.items():

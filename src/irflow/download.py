@@ -305,7 +305,23 @@ def _unpack_into_cache(zip_path: Path, target: Path, split: str) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: str) -> Path:
+def _without_network(name: str, data_dir: Path | None, split: str, zip_path=None) -> str:
+    """How to give a dataset whose download failed without the network: the config keys to
+    set and the files to place."""
+    folder = f"{data_dir / name}/" if data_dir else f"<folder>/{name}/ and set data_dir: <folder>"
+    the_zip = f", or place {zip_path.name} at {zip_path}" if zip_path else ""
+    return (
+        f"to run without the network, place the dataset in BEIR layout (corpus.jsonl[.gz], "
+        f"queries.jsonl[.gz], qrels/{split}.tsv) at {folder}{the_zip}, and set offline: true "
+        "(or --config offline=true) so that nothing is fetched"
+    )
+
+
+def _from_huggingface(
+    repo_id: str, revision: str | None, target: Path, split: str, hint: str
+) -> Path:
+    """The repo's snapshot as a dataset folder in the cache; ``hint`` is added to a failed
+    download's message."""
     from huggingface_hub import snapshot_download
 
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -317,8 +333,8 @@ def _from_huggingface(repo_id: str, revision: str | None, target: Path, split: s
         # The hub raises many types (HTTP, repo not found, offline cache miss); report them all,
         # each in one line, as a job reports a DownloadError (their messages span lines).
         except Exception as exc:
-            reason = " ".join(str(exc).split())
-            raise DownloadError(f"Hugging Face dataset {repo_id}: {reason}") from exc
+            reason = " ".join(str(exc).split()).rstrip(".")
+            raise DownloadError(f"Hugging Face dataset {repo_id}: {reason}; {hint}") from exc
         return _install(_dataset_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -538,7 +554,8 @@ def locate_dataset(
         if offline:
             raise DownloadError(f"dataset {name!r} is not available offline: {folder_hint}")
         log.info("dataset %r: downloading Hugging Face dataset %s", name, source["huggingface"])
-        return _from_huggingface(source["huggingface"], source.get("revision"), target, split)
+        hint = _without_network(name, data_dir, split)
+        return _from_huggingface(source["huggingface"], source.get("revision"), target, split, hint)
 
     url, md5 = source["url"], source.get("md5")
     zip_name = posixpath.basename(httpx.URL(url).path) or f"{name}.zip"
@@ -555,5 +572,9 @@ def locate_dataset(
         log.info("dataset %r: offline, extracting the cached zip %s", name, zip_path)
     else:
         urls = [url, *(source.get("mirrors") or [])]
-        _download_zip(name, urls, zip_path, md5, retries, backoff_s)
+        try:
+            _download_zip(name, urls, zip_path, md5, retries, backoff_s)
+        except DownloadError as exc:
+            hint = _without_network(name, data_dir, split, zip_path)
+            raise DownloadError(f"{exc}; {hint}") from exc
     return _unpack_into_cache(zip_path, target, split)

@@ -33,7 +33,7 @@ from irflow.cost import time_each
 from irflow.embed import read_embeddings
 from irflow.index import ExactSearcher, Searcher, load_index
 from irflow.recall import measure_recall, recall_sample
-from irflow.runs import build_run, short_queries
+from irflow.runs import build_run, short_queries, term_matching_reason
 
 log = logging.getLogger(__name__)
 
@@ -504,7 +504,7 @@ def bm25_search(
     return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short) | {
         "index_seconds": index_seconds,
         "index_bytes": retriever.index_bytes(),
-    }
+    } | term_matching_reason("BM25", len(short))
 
 
 def retrieve_judged(

@@ -12,6 +12,7 @@ is refused wherever a run file is written (``write_run``) or read (``read_run``)
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ import pyarrow.csv as csv
 
 from irflow import contracts
 from irflow.errors import InputError
+
+log = logging.getLogger(__name__)
 
 
 def trec_order(run: pd.DataFrame) -> pd.DataFrame:
@@ -115,6 +118,35 @@ def short_queries(
     counts = held.reindex(query_ids.to_pylist(), fill_value=0).to_numpy()
     short = counts < expected
     return dict(zip(np.asarray(query_ids.to_pylist(), dtype=object)[short], counts[short].tolist()))
+
+
+def term_matching_reason(retriever: str, short: int) -> dict:
+    """The manifest's reason for the ``short`` queries of a retriever that returns only the
+    documents sharing a term with the query (BM25, a sparse model): expected, not a fault."""
+    reason = (
+        f"expected: {retriever} returns only the documents that share a term with the query, "
+        "and these queries share one with fewer than min(top_k, corpus size) documents"
+    )
+    return {"short_queries_reason": reason if short else None}
+
+
+def report_short_queries(timing: dict, top_k: int) -> None:
+    """Log the queries that got fewer than min(top_k, corpus size) documents: as information
+    with its reason where the search knows why (``term_matching_reason``), else as a warning
+    (a dense search is short only when its index could not be searched to that depth; the
+    manifest's ``search`` block says how far it went)."""
+    if not timing["short_queries"]:
+        return
+    reason = timing.get("short_queries_reason")
+    log.log(
+        logging.INFO if reason else logging.WARNING,
+        "%d of %d queries got fewer than min(top_k=%d, corpus size) documents, e.g. %s%s",
+        timing["short_queries"],
+        timing["queries"],
+        top_k,
+        timing["short_query_examples"],
+        f" ({reason})" if reason else "",
+    )
 
 
 def _strings_at(ids: pa.Array, positions: np.ndarray) -> pa.Array:

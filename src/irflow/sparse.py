@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from irflow.encode_parts import SideEncoder
 from irflow.retrieve import exact_run
+from irflow.runs import term_matching_reason
 
 log = logging.getLogger(__name__)
 
@@ -158,4 +159,4 @@ def sparse_search(
         "documents": documents.shape[0],
         "nnz_per_document": documents.nnz / max(documents.shape[0], 1),
         "nnz_per_query": queries.nnz / max(queries.shape[0], 1),
-    }
+    } | term_matching_reason("the sparse model", timing["short_queries"])

@@ -1,0 +1,68 @@
+"""One results folder, one experiment: a second config is refused instead of silently replacing
+the first one's database, and the refusal says how to keep both."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+import yaml
+from conftest import REPO
+
+from irflow.aggregate import build_database
+from irflow.errors import ConfigError
+from irflow.experiment import check_experiment, experiment, write_record
+
+CONFIG = {"datasets": {"d": {"source": {"path": "d"}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+
+
+def test_a_second_config_is_refused_naming_both(tmp_path):
+    record = tmp_path / "results" / "experiment.json"
+    first = experiment(CONFIG, [tmp_path / "first.yaml"])
+    check_experiment(first, record)  # no record yet: any config may start
+    write_record(first, CONFIG, record)
+    assert json.loads(record.read_text())["config"] == CONFIG
+    # The same file, edited: the same experiment, continued.
+    check_experiment(experiment(CONFIG | {"top_k": 10}, [tmp_path / "first.yaml"]), record)
+    with pytest.raises(ConfigError) as refused:
+        check_experiment(experiment(CONFIG, [tmp_path / "second.yaml"]), record)
+    message = str(refused.value)
+    assert f"holds the results of {tmp_path / 'first.yaml'} ({record})" in message
+    assert f"this run reads {tmp_path / 'second.yaml'}" in message
+    assert f"pass --configfile {tmp_path / 'first.yaml'}" in message
+    assert f"snakemake --directory <folder> --configfile {tmp_path / 'second.yaml'}" in message
+    assert f"delete {record}" in message
+
+
+def test_the_database_names_its_experiment(tmp_path):
+    recorded = experiment(CONFIG, [tmp_path / "first.yaml"])
+    build_database(tmp_path / "irflow.duckdb", {}, recorded)
+    with duckdb.connect(str(tmp_path / "irflow.duckdb"), read_only=True) as db:
+        row = db.execute("SELECT config_files, fingerprint FROM experiment").fetchone()
+    assert row == ([str(tmp_path / "first.yaml")], recorded["fingerprint"])
+
+
+def test_a_report_of_another_config_is_refused_before_the_workflow_runs(tmp_path):
+    """The report of results made with --configfile, asked for without it: refused, naming
+    the config to pass (it printed a "Missing metadata" warning for every output of the
+    default config's graph instead)."""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    for path in (first, second):
+        path.write_text(yaml.safe_dump(CONFIG))
+    write_record(experiment(CONFIG, [first]), CONFIG, tmp_path / "results" / "experiment.json")
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    result = subprocess.run(
+        [*command, "--directory", str(tmp_path), "--configfile", str(second)]
+        + ["--report", "report.html"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"pass --configfile {first}" in output and "Missing metadata" not in output
