@@ -7,7 +7,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from irflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, load_schema, validate_config
 
 min_version("9.0")
 

@@ -1,10 +1,10 @@
-"""Snakemake script for rule database: see irflow.aggregate.build_database."""
+"""Snakemake script for rule database: see irflow.evaluation.aggregate.build_database."""
 
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.aggregate import build_database
+from irflow.evaluation.aggregate import build_database
 
 setup_logging(snakemake)
 inp = snakemake.input

@@ -1,11 +1,11 @@
-"""Snakemake script for rule filter: see irflow.filter."""
+"""Snakemake script for rule filter: see irflow.data.filter."""
 
 import logging
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.filter import run_filter, run_filter_as_base
+from irflow.data.filter import run_filter, run_filter_as_base
 
 manifest = start_job(snakemake, "filter")
 inp, out = snakemake.input, snakemake.output
@@ -32,6 +32,6 @@ else:
         Path(out.clusters),
         workers=snakemake.threads,
     )
-logging.getLogger("irflow.filter").info("%s", counts)
+logging.getLogger("irflow.data.filter").info("%s", counts)
 manifest.add(**counts)
 manifest.write()

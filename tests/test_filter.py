@@ -12,12 +12,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 from conftest import REPO, write_beir
 
-from irflow import filter as filtering
-from irflow.config import load_schema, validate_config
-from irflow.dedup import CLUSTERS
-from irflow.filter import copy_tables, filter_table_html, run_filter, summarize_filters
-from irflow.ingest import ingest
-from irflow.quality import FILTERS
+from irflow.core import contracts
+from irflow.data import filter as filtering
+from irflow.data.filter import copy_tables, filter_table_html, run_filter, summarize_filters
+from irflow.data.ingest import ingest
+from irflow.data.quality import FILTERS
+from irflow.workflow.config import load_schema, validate_config
 
 CORPUS = [
     {"_id": "a", "title": "", "text": "   "},  # empty
@@ -227,7 +227,7 @@ def test_summary_counts_each_filter_and_the_total_once_per_document(tmp_path):
     filtered(tmp_path, corpus=QUALITY_CORPUS, qrels=[("q1", "judged", 1)], **rules)
     out = tmp_path / "out"
     (out / "clusters.parquet").parent.mkdir(exist_ok=True)
-    pq.write_table(CLUSTERS.empty_table(), out / "clusters.parquet")
+    pq.write_table(contracts.CLUSTERS.empty_table(), out / "clusters.parquet")
     paths = {
         "corpus": tmp_path / "data" / "corpus.parquet",
         "filtered": out / "corpus.parquet",

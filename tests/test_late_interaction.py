@@ -25,19 +25,21 @@ from tiny_models import (
     build_tiny_colbert,
 )
 
-from irflow import late_interaction, resources
-from irflow.config import load_schema, validate_config
-from irflow.embed import RESULT_SETTINGS, cache_key, result_settings
-from irflow.encode_parts import encode_file, gather
-from irflow.errors import ConfigError
-from irflow.late_interaction import (
+from irflow.core.errors import ConfigError
+from irflow.encoding.embed import cache_key
+from irflow.encoding.encode_parts import encode_file, gather
+from irflow.encoding.models import RESULT_SETTINGS, result_settings
+from irflow.retrieval import late_interaction
+from irflow.retrieval.late_interaction import (
     MaxSimScorer,
     TokenEncoder,
     TokenVectors,
     late_interaction_search,
     tokens_table,
 )
-from irflow.rerank import rerank
+from irflow.retrieval.rerank import rerank
+from irflow.workflow import resources
+from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The lengths the provenance records.

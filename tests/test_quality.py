@@ -12,10 +12,9 @@ from collections import Counter
 import pytest
 from conftest import REPO
 
-from irflow.config import load_schema, validate_config
-from irflow.contracts import document_text
-from irflow.errors import ConfigError
-from irflow.quality import (
+from irflow.core.contracts import document_text
+from irflow.core.errors import ConfigError
+from irflow.data.quality import (
     GOPHER_STOP_WORDS,
     Document,
     _has_letter,
@@ -28,6 +27,7 @@ from irflow.quality import (
     top_ngram_char_fraction,
     words_without_letter_fraction,
 )
+from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 

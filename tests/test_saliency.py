@@ -13,10 +13,7 @@ import pytest
 from conftest import TINY_CORPUS, minilm_spec
 from tiny_models import build_tiny_cross_encoder, tiny_bert_config
 
-from irflow import contracts
-from irflow.embed import Encoder
-from irflow.errors import ConfigError
-from irflow.saliency import (
+from irflow.analyses.saliency import (
     bin_profile,
     interpolate_profile,
     pair_saliency,
@@ -24,6 +21,9 @@ from irflow.saliency import (
     saliency_profile,
     sample_pairs,
 )
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
+from irflow.encoding.models import Encoder
 
 WINDOW = 16  # the tiny model's max_seq_length: [CLS], 14 document tokens, [SEP]
 LONG_DOCUMENT = " ".join(["cats purr and sleep in the warm sun all afternoon"] * 5)
@@ -301,8 +301,8 @@ def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
 def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
     from conftest import REPO
 
-    from irflow.config import load_schema, validate_config
-    from irflow.errors import ConfigError
+    from irflow.core.errors import ConfigError
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
@@ -322,7 +322,7 @@ def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
     selection would find no pair, so the config names the key and both lengths."""
     from conftest import REPO
 
-    from irflow.config import load_schema, validate_config
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {

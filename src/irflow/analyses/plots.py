@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from irflow.correlate import summarize_bootstrap
-from irflow.position import OVERALL
+from irflow.analyses.correlate import summarize_bootstrap
+from irflow.analyses.position import OVERALL
 
 
 def save(figure, path: Path) -> None:

@@ -49,7 +49,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from irflow.positionalize import encode
+from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
 

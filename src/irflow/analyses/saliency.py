@@ -43,10 +43,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from irflow.contracts import document_texts
-from irflow.errors import ConfigError
-from irflow.position import judged_positions
-from irflow.positionalize import encode
+from irflow.analyses.position import judged_positions
+from irflow.core.config import missing_key, register_check
+from irflow.core.contracts import document_texts
+from irflow.core.errors import ConfigError
+from irflow.data.tokens import encode
+from irflow.derived.positionalize import list_variants
 
 
 def interpolate_profile(profile: np.ndarray, points: int) -> np.ndarray:
@@ -319,3 +321,38 @@ def saliency_figure(table: pd.DataFrame):
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     return figure
+
+
+@register_check
+def _saliency_dataset_problems(config: dict) -> list[str]:
+    """``position_analysis.saliency.dataset``: a dataset or a variant, long enough for PosIR's
+    selection."""
+    saliency = config["position_analysis"]["saliency"]
+    if saliency["dataset"] is None:
+        return []
+    problems = []
+    known = set(config["datasets"]) | set(list_variants(config))
+    if saliency["dataset"] not in known:
+        path = "position_analysis.saliency.dataset"
+        problems.append(missing_key(path, saliency["dataset"], "datasets or variants", known))
+    problems += _saliency_length_problems(saliency, list_variants(config))
+    return problems
+
+
+def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:
+    """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
+    of at most its length, so a shorter variant would select no pair."""
+    variant = variants.get(saliency["dataset"])
+    if (
+        saliency["select"] != "posir"
+        or variant is None
+        or saliency["min_tokens"] <= variant["length"]
+    ):
+        return []
+    return [
+        f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
+        f"but the relevant documents of variant {saliency['dataset']!r} are haystacks of at "
+        f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
+        f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "
+        "most the variant's length or take a longer variant"
+    ]

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
 import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from irflow.errors import ConfigError
-from irflow.onnx_export import spec_problems
-from irflow.positionalize import list_variants
-from irflow.qc import quality_control_problems
+from irflow.core.errors import ConfigError
 
 # Retriever types that name a key of `models`.
 MODEL_RETRIEVERS = ("dense", "sparse", "late-interaction")
@@ -25,6 +23,18 @@ MODEL_RETRIEVERS = ("dense", "sparse", "late-interaction")
 VECTOR_FOLDERS = {"sparse": "sparse", "late-interaction": "tokens"}
 # How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
 PATH_PREFIXES = ("/", "./", "../", "~")
+# The checks features add to every validation (``register_check``), by module and name: the
+# order the features were imported in does not change the order of the problems.
+CHECKS: dict[str, Callable[[dict], list[str]]] = {}
+
+
+def register_check(check: Callable[[dict], list[str]]) -> Callable[[dict], list[str]]:
+    """Add ``check`` (the config, defaults filled in -> its problems, each naming its config
+    key) to every ``validate_config``; a decorator. A feature registers the checks of its own
+    blocks when its module is imported, so this module imports no feature: whatever validates
+    imports the features first (irflow.workflow.config imports them all)."""
+    CHECKS[f"{check.__module__}.{check.__qualname__}"] = check
+    return check
 
 
 def load_schema(path: str | Path) -> dict:
@@ -99,7 +109,9 @@ def validate_config(config: dict, schema: dict) -> dict:
     if not problems:
         config = copy.deepcopy(config)
         _fill_defaults(config, schema, schema)
-        problems = _cross_references(config) + _model_id_problems(config)
+        problems = _cross_references(config)
+        problems += [problem for _, check in sorted(CHECKS.items()) for problem in check(config)]
+        problems += _model_id_problems(config)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return config
@@ -119,7 +131,7 @@ def system_kinds(config: dict) -> dict[str, str]:
     return kinds
 
 
-def _missing_key(path: str, value: str, table: str, known) -> str:
+def missing_key(path: str, value: str, table: str, known) -> str:
     allowed = ", ".join(sorted(known)) or "none defined"
     return f"config key '{path}': {value!r} is not a key of '{table}'; allowed values: {allowed}"
 
@@ -133,7 +145,7 @@ def _cross_references(config: dict) -> list[str]:
             for key, table in references:
                 if retriever[key] not in config[table]:
                     problems.append(
-                        _missing_key(
+                        missing_key(
                             f"retrievers.{name}.{key}", retriever[key], table, config[table]
                         )
                     )
@@ -151,7 +163,7 @@ def _cross_references(config: dict) -> list[str]:
             continue
         if reranker["model"] not in config["models"]:
             problems.append(
-                _missing_key(
+                missing_key(
                     f"rerankers.{name}.model", reranker["model"], "models", config["models"]
                 )
             )
@@ -168,7 +180,7 @@ def _cross_references(config: dict) -> list[str]:
         for i, run in enumerate(fusion["runs"]):
             if run not in config["retrievers"]:
                 problems.append(
-                    _missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
+                    missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
                 )
         weights = fusion["weights"]
         if weights is not None and len(weights) != len(fusion["runs"]):
@@ -180,20 +192,20 @@ def _cross_references(config: dict) -> list[str]:
     for i, item in enumerate(config["reranking"]):
         if item["first_stage"] not in first_stages:
             path = f"reranking.{i}.first_stage"
-            problems.append(_missing_key(path, item["first_stage"], "retrievers", first_stages))
+            problems.append(missing_key(path, item["first_stage"], "retrievers", first_stages))
         if item["reranker"] not in config["rerankers"]:
             path = f"reranking.{i}.reranker"
-            problems.append(_missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
+            problems.append(missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
     baseline = config["significance"]["baseline"]
     if baseline is not None and not problems and baseline not in system_kinds(config):
         problems.append(
-            _missing_key("significance.baseline", baseline, "systems", system_kinds(config))
+            missing_key("significance.baseline", baseline, "systems", system_kinds(config))
         )
     analysis = config["position_analysis"]
     for i, dataset in enumerate(analysis["datasets"]):
         if dataset not in config["datasets"]:
             path = f"position_analysis.datasets.{i}"
-            problems.append(_missing_key(path, dataset, "datasets", config["datasets"]))
+            problems.append(missing_key(path, dataset, "datasets", config["datasets"]))
     if analysis["datasets"] and analysis["tokenizer"] is None:
         problems.append(
             "config key 'position_analysis.tokenizer': needed to count tokens of "
@@ -205,7 +217,7 @@ def _cross_references(config: dict) -> list[str]:
             if dataset not in analysis["datasets"]:
                 path = f"position_analysis.pool.{name}.{i}"
                 known = analysis["datasets"]
-                problems.append(_missing_key(path, dataset, "position_analysis.datasets", known))
+                problems.append(missing_key(path, dataset, "position_analysis.datasets", known))
             elif dataset in pooled:
                 problems.append(
                     f"config key 'position_analysis.pool.{name}.{i}': {dataset!r} is already "
@@ -216,7 +228,7 @@ def _cross_references(config: dict) -> list[str]:
     for i, model in enumerate(saliency["models"]):
         if model not in config["models"]:
             path = f"position_analysis.saliency.models.{i}"
-            problems.append(_missing_key(path, model, "models", config["models"]))
+            problems.append(missing_key(path, model, "models", config["models"]))
     if saliency["models"] and saliency["dataset"] is None:
         problems.append(
             "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
@@ -231,18 +243,6 @@ def _cross_references(config: dict) -> list[str]:
             f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
             "range [low, high]"
         )
-    if saliency["dataset"] is not None and not problems:
-        known = set(config["datasets"]) | set(list_variants(config))
-        if saliency["dataset"] not in known:
-            path = "position_analysis.saliency.dataset"
-            problems.append(_missing_key(path, saliency["dataset"], "datasets or variants", known))
-        problems += _saliency_length_problems(saliency, list_variants(config))
-    problems += _generate_problems(config)
-    problems += _curation_problems(config)
-    problems += _expansion_problems(config)
-    problems += _metric_problems(config)
-    problems += _index_problems(config)
-    problems += quality_control_problems(config, system_kinds(config))
     correlation = config["correlation"]
     # Generated datasets and their quality-controlled copies are compared with real ones.
     comparable = set(config["datasets"]) | set(config["generate"])
@@ -251,23 +251,22 @@ def _cross_references(config: dict) -> list[str]:
         for dataset in datasets:
             if dataset not in comparable:
                 path = f"correlation.benchmarks.{group}"
-                problems.append(_missing_key(path, dataset, "datasets", comparable))
+                problems.append(missing_key(path, dataset, "datasets", comparable))
     if correlation["bootstrap"] is not None:
         for side in ("left", "right"):
             group = correlation["bootstrap"][side]
             if group not in correlation["benchmarks"]:
                 path = f"correlation.bootstrap.{side}"
                 known = correlation["benchmarks"]
-                problems.append(_missing_key(path, group, "correlation.benchmarks", known))
+                problems.append(missing_key(path, group, "correlation.benchmarks", known))
     return problems
 
 
 def _backend_problems(config: dict) -> list[str]:
     """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
-    rerankers) on the CPU; sparse and late-interaction encoders, and saliency, run on torch."""
+    rerankers); sparse and late-interaction encoders, and saliency, run on torch. (What an ONNX
+    backend asks of its model's own settings, irflow.encoding.onnx_export checks.)"""
     problems = []
-    for name, spec in config["models"].items():
-        problems += spec_problems(name, spec)
     torch_only = (
         [
             (f"retrievers.{name}.model", retriever["model"])
@@ -319,170 +318,15 @@ def _late_interaction_length_problems(config: dict) -> list[str]:
     return problems
 
 
-def _index_problems(config: dict) -> list[str]:
-    """Training settings faiss cannot build from: too few rows for the PQ centroids, or for
-    the lists asked for (irflow would cap nlist; both being explicit is a contradiction)."""
-    from irflow.index import IVF_TYPES, MIN_TRAIN_ROWS_PER_LIST, pq_training_rows
-
-    problems = []
-    for name, spec in config["indexes"].items():
-        rows = spec["train_rows"]
-        if spec["type"] not in IVF_TYPES or rows is None:
-            continue
-        if spec["type"] == "ivfpq" and rows < pq_training_rows(spec):
-            problems.append(
-                f"config key 'indexes.{name}.train_rows': {rows} rows cannot train the "
-                f"{pq_training_rows(spec)} centroids of pq_bits {spec['pq_bits']}; give at least "
-                f"{pq_training_rows(spec)}"
-            )
-        if spec["nlist"] is not None and rows < MIN_TRAIN_ROWS_PER_LIST * spec["nlist"]:
-            problems.append(
-                f"config key 'indexes.{name}.nlist': {spec['nlist']} lists need at least "
-                f"{MIN_TRAIN_ROWS_PER_LIST * spec['nlist']} training rows "
-                f"({MIN_TRAIN_ROWS_PER_LIST} a list); train_rows is {rows}"
-            )
-    return problems
-
-
-def _metric_problems(config: dict) -> list[str]:
-    """Every metric a table, test or analysis names must be one that ``metrics`` computes:
-    otherwise the run fails only at its last stages."""
-    from irflow.score import metric_names
-
-    try:
-        computed = metric_names(config["metrics"])
-    except ValueError as exc:
-        return [f"config key 'metrics': {exc}"]
-    named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
-    named += [
-        (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
-    ]
-    named += [
-        ("correlation.metric", config["correlation"]["metric"]),
-        ("position_analysis.metric", config["position_analysis"]["metric"]),
-    ]
-    return [
-        f"config key '{path}': {metric!r} is not a metric that 'metrics' computes; "
-        f"computed: {', '.join(computed)}"
-        for path, metric in named
-        if metric not in computed
-    ]
-
-
-def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:
-    """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
-    of at most its length, so a shorter variant would select no pair."""
-    variant = variants.get(saliency["dataset"])
-    if (
-        saliency["select"] != "posir"
-        or variant is None
-        or saliency["min_tokens"] <= variant["length"]
-    ):
-        return []
-    return [
-        f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
-        f"but the relevant documents of variant {saliency['dataset']!r} are haystacks of at "
-        f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
-        f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "
-        "most the variant's length or take a longer variant"
-    ]
-
-
-def _generate_problems(config: dict) -> list[str]:
-    """The generate blocks: a known source dataset, a new name, a model to ask."""
-    taken = set(config["datasets"]) | set(list_variants(config)) | set(config.get("curate", {}))
-    problems = _derived_dataset_problems(config, "generate", taken)
-    for name, spec in config["generate"].items():
-        low, high = spec["negatives"]
-        if low > high:
-            problems.append(
-                f"config key 'generate.{name}.negatives': the least ({low}) exceeds the most "
-                f"({high})"
-            )
-        if spec["chunk_tokens"] is not None and spec["overlap"] >= spec["chunk_tokens"]:
-            problems.append(
-                f"config key 'generate.{name}.overlap': {spec['overlap']} must be less than "
-                f"chunk_tokens ({spec['chunk_tokens']})"
-            )
-        if spec["max_words"] is not None and spec["max_words"] < spec["min_words"]:
-            problems.append(
-                f"config key 'generate.{name}.max_words': {spec['max_words']} is less than "
-                f"min_words ({spec['min_words']})"
-            )
-        share = spec["dev_share"]
-        if (spec["split"] == "dev" and share == 0) or (spec["split"] == "test" and share == 1):
-            problems.append(
-                f"config key 'generate.{name}.split': the {spec['split']} split is empty with "
-                f"dev_share {share}"
-            )
-    if config["generate"] and not config["llm"]["model"]:
-        problems.append("config key 'llm.model': needed by 'generate'; name the model to ask")
-    return problems
-
-
-def _derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
+def derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
     """Each dataset a block derives: a known base dataset and a name not ``taken``."""
     problems = []
     for name, spec in config[block].items():
         if spec["dataset"] not in config["datasets"]:
             path = f"{block}.{name}.dataset"
-            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+            problems.append(missing_key(path, spec["dataset"], "datasets", config["datasets"]))
         if name in taken:
             problems.append(f"config key '{block}.{name}': the name is already a dataset's")
-    return problems
-
-
-def _expansion_problems(config: dict) -> list[str]:
-    """The expand blocks: a known base dataset, a name no other dataset has, a cross-encoder
-    as the filter, and a model for the llm to ask."""
-    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
-    problems = _derived_dataset_problems(config, "expand", taken | set(config["generate"]))
-    rerankers = config["rerankers"]
-    for name, spec in config["expand"].items():
-        reranker = spec.get("filter", {}).get("reranker")
-        if reranker is not None and reranker not in rerankers:
-            path = f"expand.{name}.filter.reranker"
-            problems.append(_missing_key(path, reranker, "rerankers", rerankers))
-        elif reranker is not None and rerankers[reranker]["type"] != "cross-encoder":
-            problems.append(
-                f"config key 'expand.{name}.filter.reranker': {reranker!r} is a "
-                f"{rerankers[reranker]['type']} reranker; the filter needs a cross-encoder"
-            )
-        if "llm" in spec and not config["llm"]["model"]:
-            problems.append(
-                f"config key 'llm.model': needed by 'expand.{name}.llm'; name the model to ask"
-            )
-    return problems
-
-
-def _curation_problems(config: dict) -> list[str]:
-    """The curate blocks (a known dataset, a new name) and the negatives blocks (a known
-    dataset and system)."""
-    problems = []
-    datasets = set(config["datasets"]) | set(list_variants(config))
-    for name, spec in config["curate"].items():
-        if spec["dataset"] not in config["datasets"]:
-            path = f"curate.{name}.dataset"
-            problems.append(_missing_key(path, spec["dataset"], "datasets", config["datasets"]))
-        if name in datasets | set(config["generate"]):
-            problems.append(f"config key 'curate.{name}': the name is already a dataset's")
-    datasets |= set(config["curate"]) | set(config["generate"])
-    systems = system_kinds(config)
-    for name, spec in config["negatives"].items():
-        if spec["dataset"] not in datasets:
-            path = f"negatives.{name}.dataset"
-            problems.append(_missing_key(path, spec["dataset"], "datasets", datasets))
-        if spec["system"] not in systems:
-            path = f"negatives.{name}.system"
-            problems.append(_missing_key(path, spec["system"], "systems", systems))
-        elif spec["split"] != config["split"] and systems[spec["system"]] != "bm25":
-            # The workflow's runs are of the scored split; another split is retrieved in the
-            # negatives job, which runs BM25 only.
-            problems.append(
-                f"config key 'negatives.{name}.system': {spec['system']!r} is a "
-                f"{systems[spec['system']]} system; split {spec['split']!r} is not the scored "
-                f"split ({config['split']!r}), and only a bm25 retriever mines another split"
-            )
     return problems
 
 

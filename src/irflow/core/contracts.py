@@ -20,9 +20,9 @@ qrels       query_id, doc_id, relevance, span_start, span_end  one row per judge
 audit       doc_id, action, reason, judged, filter, value      one row per filter decision:
             the filter's name and the value it measured (null when none, e.g. an
             exact duplicate); a document failing several quality filters has a row
-            for each (see irflow.filter)
+            for each (see irflow.data.filter)
 passages    passage_id, doc_id, title, text                    a document's passages for
-            the long-document strategies, in corpus order (see irflow.passages)
+            the long-document strategies, in corpus order (see irflow.data.passages)
 embeddings  id, vector (fixed-size list of float32)            queries, documents or
             passages
 run         query_id, doc_id, score, rank                      rank 1 is best; order and
@@ -38,28 +38,28 @@ summary     dataset, system, metric, value, queries            each metric over 
 
 Tables of the analysis stages (one file each, not read by another stage's contract):
 clusters       dataset's near-duplicate clusters: cluster (the kept doc_id), doc_id, position,
-               kept, judged, jaccard, estimated_jaccard, size (see irflow.dedup)
+               kept, judged, jaccard, estimated_jaccard, size (see irflow.data.dedup)
 filter_summary dataset, filter, dropped, flagged, documents_in, documents_out, clusters
-               (see irflow.filter)
+               (see irflow.data.filter)
 negatives      query_id, query, positive_id, positive, positive_score, negative_ids,
                negatives, negative_scores, negative_ranks: hard-negative training triples
-               (see irflow.negatives)
+               (see irflow.derived.negatives)
 significance   family, dataset, metric, system_a, system_b, queries, mean_a, mean_b,
                difference, t and randomization p-values raw and Holm-corrected, effect_size,
                randomization_p_floor (1 / (permutations + 1)) and whether a p sits at it
-               (see irflow.significance)
+               (see irflow.evaluation.significance)
 correlations   kind, left, right, metric, systems, spearman(_p), kendall(_p); kind is
-               datasets, metrics, benchmarks, reference or buckets (see irflow.correlate)
+               datasets, metrics, benchmarks, reference or buckets (see irflow.analyses.correlate)
 bootstrap      left, right, draw, sampled_queries, whole_datasets, every_query, spearman,
                kendall: one row per subsampling draw
 position_bins  dataset, system, bucket, metric, bin, bin_start, bin_end, mean_ndcg,
                queries, excluded: the mean score of every relative-position bin of every
-               length bucket (see irflow.position); dataset is a positionalize block for
+               length bucket (see irflow.analyses.position); dataset is a positionalize block for
                variants
 psi            dataset, system, bucket, metric, mean_ndcg, mean_ndcg_queries, psi, psi_low,
                psi_high, psi_every_bin, bins_used, bins_excluded, trend, slope, queries,
                reason: one row per length bucket and one, bucket "all", for them pooled
-               (its mean_ndcg is the mean over every scored query; see irflow.position)
+               (its mean_ndcg is the mean over every scored query; see irflow.analyses.position)
 """
 
 from __future__ import annotations
@@ -143,6 +143,122 @@ LINEAGE_KEY = b"irflow.lineage"
 
 def embeddings_schema(dim: int) -> pa.Schema:
     return pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+# The tables of the other stages, by the stage that writes them.
+
+# irflow.derived.llm.cache: one row per chat completion received.
+LLM_CACHE = pa.schema(
+    [
+        ("key", pa.string()),
+        ("model", pa.string()),
+        ("request", pa.string()),  # canonical JSON of what the key hashes
+        ("content", pa.string()),
+        ("finish_reason", pa.string()),
+        ("response_model", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("created_at", pa.string()),
+    ]
+)
+# irflow.derived.negatives: one row per (query, positive) with its mined hard negatives.
+NEGATIVES = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("query", pa.string()),
+        ("positive_id", pa.string()),
+        ("positive", pa.string()),
+        # Scored directly when the run did not retrieve the positive; null when the system
+        # cannot score it (see PositiveScores).
+        ("positive_score", pa.float64()),
+        ("positive_rank", pa.int32()),  # null when the run did not retrieve the positive
+        ("negative_ids", pa.list_(pa.string())),
+        ("negatives", pa.list_(pa.string())),
+        ("negative_scores", pa.list_(pa.float64())),
+        ("negative_ranks", pa.list_(pa.int32())),
+    ]
+)
+# irflow.retrieval.sparse: one row per document or query, its non-zero terms (vocabulary ids, ascending) and weights.
+SPARSE = pa.schema(
+    [("id", pa.string()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float32()))]
+)
+
+
+def tokens_schema(dim: int) -> pa.Schema:
+    """irflow.retrieval.late_interaction: each text's token vectors."""
+    return pa.schema([("id", pa.string()), ("vectors", pa.list_(pa.list_(pa.float32(), dim)))])
+
+
+# irflow.data.dedup: the near-duplicate clusters the filter found.
+CLUSTERS = pa.schema(
+    [
+        ("cluster", pa.string()),  # the doc_id of the document the cluster keeps
+        ("doc_id", pa.string()),
+        ("position", pa.int64()),  # row number in the corpus
+        ("kept", pa.bool_()),
+        ("judged", pa.bool_()),
+        ("jaccard", pa.float64()),  # exact Jaccard similarity of shingle sets to the kept one
+        # The MinHash estimate of the same, when LSH compared the two; else null.
+        ("estimated_jaccard", pa.float64()),
+        ("size", pa.int64()),
+    ]
+)
+# irflow.data.filter: per dataset and filter, the documents dropped and flagged.
+FILTER_SUMMARY = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("filter", pa.string()),  # "total": documents any filter dropped or flagged
+        ("dropped", pa.int64()),
+        ("flagged", pa.int64()),
+        ("documents_in", pa.int64()),
+        ("documents_out", pa.int64()),
+        ("clusters", pa.int64()),  # near-duplicate clusters found
+    ]
+)
+# irflow.encoding.embed: each row's number in its table, id, and the digest of its text as the model reads it.
+DIGESTS = pa.schema([("row_index", pa.int64()), ("id", pa.string()), ("digest", pa.binary(16))])
+# irflow.derived.generate: how a generated dataset was made (generation/<name>.parquet).
+GENERATION_TABLES = {
+    # Each generated hard negative: the query it was written for and its source document.
+    "negatives": pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("query_id", pa.string()),
+            ("source_doc_id", pa.string()),
+            ("number", pa.int32()),
+        ]
+    ),
+    # Per query: character, scenario, attributes, the query before and after each rewrite.
+    "generation": pa.schema(
+        [
+            ("query_id", pa.string()),
+            ("doc_id", pa.string()),
+            ("character", pa.string()),
+            ("scenario", pa.string()),
+            ("query_length", pa.string()),
+            ("query_type", pa.string()),
+            ("information_type", pa.string()),
+            ("expression_style", pa.string()),
+            ("first_query", pa.string()),
+            ("rewrites", pa.list_(pa.string())),
+            ("query", pa.string()),
+            ("first_query_overlap", pa.float64()),
+            ("query_overlap", pa.float64()),
+            ("negatives_requested", pa.int32()),
+            ("negatives", pa.int32()),
+            ("split", pa.string()),
+        ]
+    ),
+    # Each sampled document that gave no query: the step, the reason, the detail.
+    "dropped": pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("step", pa.string()),
+            ("reason", pa.string()),
+            ("detail", pa.string()),
+        ]
+    ),
+}
 
 
 def vector_matrix(vectors: pa.Array) -> np.ndarray:

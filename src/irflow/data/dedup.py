@@ -33,23 +33,11 @@ from functools import cached_property
 import pyarrow as pa
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
-from irflow.quality import Document
+from irflow.core import contracts
+from irflow.data.quality import Document
 
 # The probability with which LSH proposes a pair at exactly the threshold.
 RECALL = 0.99
-CLUSTERS = pa.schema(
-    [
-        ("cluster", pa.string()),  # the doc_id of the document the cluster keeps
-        ("doc_id", pa.string()),
-        ("position", pa.int64()),  # row number in the corpus
-        ("kept", pa.bool_()),
-        ("judged", pa.bool_()),
-        ("jaccard", pa.float64()),  # exact Jaccard similarity of shingle sets to the kept one
-        # The MinHash estimate of the same, when LSH compared the two; else null.
-        ("estimated_jaccard", pa.float64()),
-        ("size", pa.int64()),
-    ]
-)
 
 
 def shingles(text: str | Document, size: int) -> set[str]:
@@ -179,7 +167,7 @@ class NearDuplicateFinder:
         )
 
     def clusters(self, texts: dict[int, str]) -> pa.Table:
-        """The clusters as a ``CLUSTERS`` table; ``texts`` as for ``groups``."""
+        """The clusters as a ``contracts.CLUSTERS`` table; ``texts`` as for ``groups``."""
         rows = []
         for group in self.groups(texts):
             judged = [p for p in group if self._documents[p][1]]
@@ -203,4 +191,4 @@ class NearDuplicateFinder:
                         "size": len(group),
                     }
                 )
-        return pa.Table.from_pylist(rows, CLUSTERS)
+        return pa.Table.from_pylist(rows, contracts.CLUSTERS)

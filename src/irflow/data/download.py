@@ -10,7 +10,7 @@ from the configured source (a zip URL with mirrors, a Hugging Face dataset repo,
 ir_datasets id, or a local folder or zip). An ir_datasets dataset is read through ir_datasets,
 from its own data folder (``$IR_DATASETS_HOME``), which it fills from the network unless
 offline, and written into the cache as a BEIR folder, so it is ingested as any other; each
-document's title and text come from its type's own fields (irflow.ir_datasets_fields).
+document's title and text come from its type's own fields (irflow.data.ir_datasets_fields).
 Everything lands in place with ``os.replace``, so an interrupted run never leaves a
 half-written file or folder where a later run would take it for a finished one.
 """
@@ -34,11 +34,11 @@ import httpx
 import tenacity
 from tqdm import tqdm
 
-from irflow.errors import ConfigError, DownloadError
-from irflow.fingerprint import file_md5
-from irflow.ir_datasets_fields import FIELDS_REVISION, document_fields
+from irflow.core.errors import ConfigError, DownloadError
+from irflow.core.fingerprint import file_md5
+from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 
-log = logging.getLogger("irflow.download")
+log = logging.getLogger("irflow.data.download")
 
 MAX_BACKOFF_S = 60
 OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
@@ -377,7 +377,7 @@ def _query_text(query) -> str:
 
 
 def _fields_revision(folder: Path) -> int | None:
-    """The revision of irflow.ir_datasets_fields an ir_datasets copy was written with."""
+    """The revision of irflow.data.ir_datasets_fields an ir_datasets copy was written with."""
     record = folder / IR_DATASETS_RECORD
     return json.loads(record.read_text()).get("fields_revision") if record.is_file() else None
 

@@ -7,8 +7,8 @@ flagged, so published numbers stay comparable.
 
 The basic rules (empty, word bounds, exact duplicates) decide first and alone, as they always
 have. A document they keep is then measured by every enabled quality filter
-(``irflow.quality``), each failure its own audit row, so the audit tells how many documents
-each filter would remove on its own. Near-duplicates (``irflow.dedup``) are found last, among
+(``irflow.data.quality``), each failure its own audit row, so the audit tells how many documents
+each filter would remove on its own. Near-duplicates (``irflow.data.dedup``) are found last, among
 the documents still kept, because a cluster needs the whole corpus.
 """
 
@@ -29,10 +29,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasketch import LeanMinHash
 
-from irflow import contracts
-from irflow.dedup import CLUSTERS, NearDuplicateFinder
-from irflow.errors import InputError
-from irflow.quality import Document, build_checks, check_order, failed_checks
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.data.dedup import NearDuplicateFinder
+from irflow.data.quality import Document, build_checks, check_order, failed_checks
 
 BATCH_ROWS = 50_000
 
@@ -48,7 +48,7 @@ def _digest(title: str, text: str) -> bytes:
 
 def _duplicate_keepers(corpus_path: Path, judged: set[str]) -> dict[bytes, tuple[int, str]]:
     """For each distinct (title, text), the copy kept: the first judged copy in corpus order,
-    else the first copy, as for near-duplicates (``irflow.dedup``). Its position and doc_id."""
+    else the first copy, as for near-duplicates (``irflow.data.dedup``). Its position and doc_id."""
     keepers: dict[bytes, tuple[int, str, bool]] = {}
     position = 0
     for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
@@ -212,7 +212,7 @@ def filter_corpus(
                 if kept and finder is not None:
                     finder.add(position, doc_id, signature, is_judged)
 
-    clusters = CLUSTERS.empty_table()
+    clusters = contracts.CLUSTERS.empty_table()
     if finder is not None and (candidates := finder.candidates()):
         clusters = finder.clusters(_texts_at(corpus_path, candidates))
         for row in clusters.to_pylist():
@@ -283,7 +283,7 @@ def run_filter(
     audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus, workers)
     contracts.write_table(audit, out_audit, contracts.AUDIT)
     if out_clusters is not None:
-        contracts.write_table(clusters, out_clusters, CLUSTERS)
+        contracts.write_table(clusters, out_clusters, contracts.CLUSTERS)
     scored = queries_to_score(queries, qrels)
     contracts.write_table(scored, out_queries, contracts.QUERIES)
     return counts | {"queries_scored": scored.num_rows, "rules": rules}
@@ -328,7 +328,7 @@ def run_filter_as_base(
     tmp.replace(out_corpus)
     copy_tables([base_audit], [out_audit])
     audit = pq.read_table(out_audit).to_pylist()
-    clusters = CLUSTERS.empty_table()
+    clusters = contracts.CLUSTERS.empty_table()
     if out_clusters is not None:
         copy_tables([base_clusters], [out_clusters])
         clusters = pq.read_table(out_clusters)
@@ -354,19 +354,6 @@ def copy_tables(sources: list[Path], targets: list[Path]) -> None:
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         shutil.copyfile(source, tmp)
         tmp.replace(target)
-
-
-FILTER_SUMMARY = pa.schema(
-    [
-        ("dataset", pa.string()),
-        ("filter", pa.string()),  # "total": documents any filter dropped or flagged
-        ("dropped", pa.int64()),
-        ("flagged", pa.int64()),
-        ("documents_in", pa.int64()),
-        ("documents_out", pa.int64()),
-        ("clusters", pa.int64()),  # near-duplicate clusters found
-    ]
-)
 
 
 def summarize_filters(datasets: dict[str, dict[str, Path]]) -> pa.Table:
@@ -396,7 +383,7 @@ def summarize_filters(datasets: dict[str, dict[str, Path]]) -> pa.Table:
             "flagged": sum(1 for a in actions.values() if a == "flag"),
         }
         rows += [shared | {"filter": name} | tallies[name] for name in sorted(tallies, key=_order)]
-    return pa.Table.from_pylist(rows, FILTER_SUMMARY)
+    return pa.Table.from_pylist(rows, contracts.FILTER_SUMMARY)
 
 
 def _order(name: str) -> tuple:

@@ -16,7 +16,7 @@ PosIR's eval.py reads) is read in bounded batches; a problem is reported with it
   whose length in characters ``pos_char_length`` gives and in tokens ``pos_token_length``.
   PosIR buckets documents by ``pos_token_length``, counted on the English original, so that a
   translated set shares the English one's length buckets: it goes with the span onto the qrels
-  row as ``doc_tokens`` (see irflow.contracts), and the position analysis buckets by it; and
+  row as ``doc_tokens`` (see irflow.core.contracts), and the position analysis buckets by it; and
   ``pos_char_length`` as ``doc_chars``, which positions divide by, as PosIR's do.
 - qrels ``query-id``, ``corpus-id``, ``score``.
 
@@ -58,8 +58,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.errors import InputError
+from irflow.core import contracts
+from irflow.core.errors import InputError
 
 log = logging.getLogger(__name__)
 ROWS_PER_BATCH = 50_000
@@ -461,7 +461,7 @@ def ingest(
     layout: str = "beir",
 ) -> dict:
     """Convert the files of a dataset in ``layout`` (``beir`` or ``posir``, as
-    irflow.download.dataset_layout names it) to ``corpus``, ``queries`` and ``qrels`` Parquet
+    irflow.data.download.dataset_layout names it) to ``corpus``, ``queries`` and ``qrels`` Parquet
     in ``out_dir``.
 
     Returns the dataset statistics (also written by the caller as JSON).

@@ -15,7 +15,7 @@ Highwire's spans) gives the text of each part, joined by a space as default_text
 
 from __future__ import annotations
 
-from irflow.errors import DownloadError
+from irflow.core.errors import DownloadError
 
 # Recorded in each copy written; a cached copy of another revision is written again. Raise it
 # when a type's fields change. (Copies without it hold titles twice.)
@@ -126,7 +126,7 @@ def document_fields(doc) -> tuple[str, str]:
     if kind not in DOCUMENT_FIELDS:
         raise DownloadError(
             f"ir_datasets document type {kind} (fields: {', '.join(doc._fields)}) has no "
-            "title and body fields named in irflow.ir_datasets_fields.DOCUMENT_FIELDS"
+            "title and body fields named in irflow.data.ir_datasets_fields.DOCUMENT_FIELDS"
         )
     title, body = DOCUMENT_FIELDS[kind]
     parts = (_field_text(getattr(doc, field)) for field in body)

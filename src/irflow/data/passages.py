@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.positionalize import encode
+from irflow.core import contracts
+from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
 

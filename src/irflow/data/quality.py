@@ -28,7 +28,7 @@ when a fraction *exceeds* them.
 Arctic-Embed's filters irflow does not implement: uppercase-line and perplexity filters
 (perplexity needs a language model trained on a reference corpus), a domain blocklist (BEIR
 documents carry no URL) and the §3.3 consistency filter, which scores (query, document) pairs
-with a model and is a training-data step, not a corpus one (``irflow.negatives`` mines with
+with a model and is a training-data step, not a corpus one (``irflow.derived.negatives`` mines with
 the judged pairs).
 
 A document is split into words once (``Document``), shared by every measure (the
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate, islice
 
-from irflow.errors import ConfigError
+from irflow.core.errors import ConfigError
 
 # Gopher's stop words: a document of natural English prose contains some of them.
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")

@@ -11,10 +11,10 @@ The queries come from one of two writers:
   ``QGenModel.generate`` with ``top_k=10, top_p=0.95, max_length=64``). Each batch of
   ``batch_size`` documents is sampled with a seed made of ``seed`` and its first row, so a
   rerun with the same settings and batch size writes the same corpus, and so does a resumed
-  one. The batches are written as parts (``irflow.embed``'s parts: named by their rows, in
+  one. The batches are written as parts (``irflow.encoding.embed``'s parts: named by their rows, in
   ``<output>.parts/`` under a key of the settings, the model's revision or file hash and the
   input file), so a killed expansion resumes from its finished batches;
-- the ``llm`` client that the generate stage uses (``irflow.llm``: the same endpoint settings,
+- the ``llm`` client that the generate stage uses (``irflow.derived.llm``: the same endpoint settings,
   answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per document
   for a JSON list of ``queries`` queries. A document whose request is dropped keeps its text
   unexpanded; the count goes to the statistics, and past ``llm.max_dropped_share`` the job fails.
@@ -42,19 +42,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.embed import (
-    _encode_missing,
-    _finished_parts,
-    _prepare_parts,
-    pick_device,
-    resolve_model,
-    titled_texts,
-)
-from irflow.errors import ConfigError
-from irflow.fingerprint import file_md5, value_md5
-from irflow.generate import fence
-from irflow.llm import LLMClient, Request
+from irflow.core import contracts
+from irflow.core.config import derived_dataset_problems, missing_key, register_check
+from irflow.core.errors import ConfigError
+from irflow.core.fingerprint import file_md5, value_md5
+from irflow.derived.llm.client import LLMClient
+from irflow.derived.llm.messages import Request
+from irflow.derived.llm.prompts import fence
+from irflow.derived.positionalize import list_variants
+from irflow.encoding.embed import encode_missing, finished_parts, prepare_parts
+from irflow.encoding.models import pick_device, resolve_model, titled_texts
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +124,7 @@ class QueryGenerator:
         corpus_path = Path(corpus_path)
         settings = {key: value for key, value in self.spec.items() if key != "device"}
         identity = {k: v for k, v in self.provenance.items() if k in ("revision", "files_md5")}
-        _prepare_parts(parts, value_md5([SAMPLING, settings, identity, file_md5(corpus_path)]))
+        prepare_parts(parts, value_md5([SAMPLING, settings, identity, file_md5(corpus_path)]))
         source = pq.ParquetFile(corpus_path)
 
         def write_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
@@ -135,7 +132,7 @@ class QueryGenerator:
             contracts.write_table(pa.table({"queries": pa.array(queries, PART_TYPE)}), part)
 
         size = self.spec["batch_size"]
-        done = _encode_missing(
+        done = encode_missing(
             source, 0, source.metadata.num_rows, parts, size, "expand", write_part
         )
         if done < source.metadata.num_rows:
@@ -146,7 +143,7 @@ class QueryGenerator:
             )
         return [
             queries
-            for _, _, path in _finished_parts(parts)
+            for _, _, path in finished_parts(parts)
             for queries in pq.read_table(path).column("queries").to_pylist()
         ]
 
@@ -207,7 +204,7 @@ class LLMQueryWriter:
 
 def score_queries(scorer, texts: list[str], generated: list[list[str]]) -> list[np.ndarray]:
     """Each generated query's score against the text it was generated from (``scorer``: a
-    ``irflow.rerank.CrossEncoderScorer``), as one array per text."""
+    ``irflow.retrieval.rerank.CrossEncoderScorer``), as one array per text."""
     pairs = [(query, text) for text, queries in zip(texts, generated) for query in queries]
     scores = scorer.score_pairs(pairs) if pairs else np.empty(0)
     bounds = np.cumsum([0, *(len(queries) for queries in generated)])
@@ -264,3 +261,27 @@ def expand_corpus(
     words = [sum(len(query.split()) for query in queries) for queries in generated]
     stats["words_added_per_document"] = sum(words) / max(len(words), 1)
     return expanded, stats
+
+
+@register_check
+def _expansion_problems(config: dict) -> list[str]:
+    """The expand blocks: a known base dataset, a name no other dataset has, a cross-encoder
+    as the filter, and a model for the llm to ask."""
+    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
+    problems = derived_dataset_problems(config, "expand", taken | set(config["generate"]))
+    rerankers = config["rerankers"]
+    for name, spec in config["expand"].items():
+        reranker = spec.get("filter", {}).get("reranker")
+        if reranker is not None and reranker not in rerankers:
+            path = f"expand.{name}.filter.reranker"
+            problems.append(missing_key(path, reranker, "rerankers", rerankers))
+        elif reranker is not None and rerankers[reranker]["type"] != "cross-encoder":
+            problems.append(
+                f"config key 'expand.{name}.filter.reranker': {reranker!r} is a "
+                f"{rerankers[reranker]['type']} reranker; the filter needs a cross-encoder"
+            )
+        if "llm" in spec and not config["llm"]["model"]:
+            problems.append(
+                f"config key 'llm.model': needed by 'expand.{name}.llm'; name the model to ask"
+            )
+    return problems

@@ -1,6 +1,6 @@
 """label_audit: which judgements does an existing dataset likely miss?
 
-The quality-control machinery (``irflow.qc``) turned on a dataset's own labels, without
+The quality-control machinery (``irflow.derived.qc``) turned on a dataset's own labels, without
 generating anything: the top ``depth`` documents of every configured system's run are pooled
 per query (as TREC pools), the pooled documents that carry no judgement for the query are
 reranked by the ``quality_control.rerankers``, and a document that a majority of them rank
@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from irflow import contracts
-from irflow.qc import RANK_PREFIX, Judge, Judgement, vote_table
-from irflow.score import score_run
+from irflow.core import contracts
+from irflow.derived.qc.judge import Judge, Judgement
+from irflow.derived.qc.votes import RANK_PREFIX, vote_table
+from irflow.evaluation.score import score_run
 
 CANDIDATE_COLUMNS = [
     "dataset",

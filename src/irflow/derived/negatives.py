@@ -26,7 +26,7 @@ For every judged query, the candidates are the run's top ``top_k`` documents, in
   ``none`` is plain top-k mining (NV-Retriever's "naive Top-K", which it finds worse);
 - a candidate missing from the (filtered) corpus is dropped;
 - a near-duplicate of any of the query's positives (exact Jaccard similarity of word shingles,
-  as ``irflow.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
+  as ``irflow.data.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
   copy of a positive is a false negative, and the first one the run finds;
 
 and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
@@ -67,30 +67,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.dedup import jaccard, shingles
-from irflow.download import dataset_files
-from irflow.embed import read_embeddings
-from irflow.errors import InputError
-from irflow.ingest import read_qrels
+from irflow.core import contracts
+from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.core.errors import InputError
+from irflow.data.dedup import jaccard, shingles
+from irflow.data.download import dataset_files
+from irflow.data.ingest import read_qrels
+from irflow.derived.positionalize import list_variants
+from irflow.encoding.embed import read_embeddings
 
-NEGATIVES = pa.schema(
-    [
-        ("query_id", pa.string()),
-        ("query", pa.string()),
-        ("positive_id", pa.string()),
-        ("positive", pa.string()),
-        # Scored directly when the run did not retrieve the positive; null when the system
-        # cannot score it (see PositiveScores).
-        ("positive_score", pa.float64()),
-        ("positive_rank", pa.int32()),  # null when the run did not retrieve the positive
-        ("negative_ids", pa.list_(pa.string())),
-        ("negatives", pa.list_(pa.string())),
-        ("negative_scores", pa.list_(pa.float64())),
-        ("negative_ranks", pa.list_(pa.int32())),
-    ]
-)
-# Word shingles for the near-duplicate test, as irflow.dedup's default.
+# Word shingles for the near-duplicate test, as irflow.data.dedup's default.
 SHINGLE_WORDS = 5
 
 
@@ -275,7 +261,7 @@ class PositiveScores:
         return self._dense(pairs)
 
     def _bm25(self, pairs):
-        from irflow.retrieve import BM25Retriever
+        from irflow.retrieval.retrieve import BM25Retriever
 
         bm25 = BM25Retriever(self.retriever).index(self.corpus)
         wanted = pa.array(sorted({doc_id for _, doc_id in pairs}), pa.string())
@@ -335,7 +321,7 @@ def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> di
 
 
 def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]) -> pa.Table:
-    """The ``NEGATIVES`` table: the triples with query and document texts as models read them
+    """The ``contracts.NEGATIVES`` table: the triples with query and document texts as models read them
     (``contracts.document_text``)."""
     query_texts = _texts(queries, "query_id", {t["query_id"] for t in triples}, document=False)
     rows = [
@@ -353,7 +339,7 @@ def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]
         }
         for triple in triples
     ]
-    return pa.Table.from_pylist(rows, NEGATIVES)
+    return pa.Table.from_pylist(rows, contracts.NEGATIVES)
 
 
 def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
@@ -432,7 +418,7 @@ def run_negatives(
 ) -> dict:
     """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
     split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
-    ``irflow.retrieve.retrieve_judged``) give the split's judgements and its run.
+    ``irflow.retrieval.retrieve.retrieve_judged``) give the split's judgements and its run.
     ``retriever`` is the system's retriever spec (None for a fusion or reranked system) and
     ``vectors`` a dense retriever's stored ``queries``, ``documents`` (and ``passages``)
     files: with them the positives the run did not retrieve are scored directly."""
@@ -443,7 +429,7 @@ def run_negatives(
         record = json.loads(Path(source).read_text())
         qrels_table = split_qrels(record, settings["split"], query_table)
         # bm25s is loaded only when a split is retrieved.
-        from irflow.retrieve import retrieve_judged
+        from irflow.retrieval.retrieve import retrieve_judged
 
         run_table = retrieve_judged(query_table, qrels_table, retrieval, {"corpus": corpus})
         retriever = retrieval["retriever"]
@@ -452,8 +438,40 @@ def run_negatives(
     scorer = PositiveScores.of(retriever, query_table, corpus, vectors)
     triples, counts = mine(run_table, qrels_table, documents, settings, scorer)
     table = with_texts(triples, query_table, documents)
-    contracts.write_table(table, out_parquet, NEGATIVES)
+    contracts.write_table(table, out_parquet, contracts.NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)
     counts |= {"split": settings["split"], "jsonl_rows": len(rows), "jsonl_left_out": left_out}
     return counts
+
+
+@register_check
+def _curation_problems(config: dict) -> list[str]:
+    """The curate blocks (a known dataset, a new name) and the negatives blocks (a known
+    dataset and system)."""
+    problems = []
+    datasets = set(config["datasets"]) | set(list_variants(config))
+    for name, spec in config["curate"].items():
+        if spec["dataset"] not in config["datasets"]:
+            path = f"curate.{name}.dataset"
+            problems.append(missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+        if name in datasets | set(config["generate"]):
+            problems.append(f"config key 'curate.{name}': the name is already a dataset's")
+    datasets |= set(config["curate"]) | set(config["generate"])
+    systems = system_kinds(config)
+    for name, spec in config["negatives"].items():
+        if spec["dataset"] not in datasets:
+            path = f"negatives.{name}.dataset"
+            problems.append(missing_key(path, spec["dataset"], "datasets", datasets))
+        if spec["system"] not in systems:
+            path = f"negatives.{name}.system"
+            problems.append(missing_key(path, spec["system"], "systems", systems))
+        elif spec["split"] != config["split"] and systems[spec["system"]] != "bm25":
+            # The workflow's runs are of the scored split; another split is retrieved in the
+            # negatives job, which runs BM25 only.
+            problems.append(
+                f"config key 'negatives.{name}.system': {spec['system']!r} is a "
+                f"{systems[spec['system']]} system; split {spec['split']!r} is not the scored "
+                f"split ({config['split']!r}), and only a bm25 retriever mines another split"
+            )
+    return problems

@@ -67,13 +67,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from irflow import contracts
-from irflow.errors import ConfigError
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from irflow.rerank import Scorer
+    from irflow.retrieval.rerank import Scorer
+from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
+
 
 SEPARATOR = "\n\n"
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -135,7 +137,7 @@ def list_variants(config: dict) -> dict[str, dict]:
 def screen_settings(key: str, screen: dict, config: dict) -> dict:
     """A block's ``screen`` with its reranker's spec and, for a bi-encoder, the settings that
     determine its model's vectors: the job's parameters, so that changing any reruns it."""
-    from irflow.embed import RESULT_SETTINGS
+    from irflow.encoding.models import RESULT_SETTINGS
 
     name, rerankers = screen["reranker"], config["rerankers"]
     if rerankers.get(name, {}).get("type") not in SCREEN_TYPES:
@@ -149,40 +151,6 @@ def screen_settings(key: str, screen: dict, config: dict) -> dict:
         model = config["models"][rerankers[name]["model"]]
         settings["model"] = {setting: model[setting] for setting in RESULT_SETTINGS}
     return settings
-
-
-# --- tokenizer --------------------------------------------------------------------------------
-
-
-def tokenizer_source(name: str, models: dict) -> dict:
-    """A key of ``models`` stands for that model's id and revision; anything else is an id or
-    a folder."""
-    if name in models:
-        return {"id": models[name]["id"], "revision": models[name]["revision"]}
-    return {"id": name, "revision": None}
-
-
-def load_tokenizer(source: dict):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(source["id"], revision=source["revision"])
-    if not tokenizer.is_fast:
-        raise ConfigError(
-            f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "
-            "offsets that cutting at token boundaries needs"
-        )
-    return tokenizer
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    """SHA-256 of the tokenizer's full definition (vocabulary, normalizer, pre-tokenizer)."""
-    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()
-
-
-def encode(tokenizer, texts, offsets: bool = False):
-    """Token ids (and character offsets) without special tokens, truncation or the warning
-    about texts longer than the model's maximum."""
-    return tokenizer(texts, add_special_tokens=False, return_offsets_mapping=offsets, verbose=False)
 
 
 def variant_checksum(base_checksum: str, settings: dict, tokenizer_sha256: str) -> str:
@@ -208,7 +176,7 @@ class _Stream:
 
 @dataclass
 class Screen:
-    """Skips a candidate filler that ``scorer`` (an ``irflow.rerank`` scorer) scores, for one
+    """Skips a candidate filler that ``scorer`` (an ``irflow.retrieval.rerank`` scorer) scores, for one
     of the relevant document's queries, at least as high as the relevant text less ``margin``."""
 
     scorer: Scorer

@@ -32,14 +32,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -49,34 +46,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from irflow import contracts
-from irflow.cost import time_each
-from irflow.errors import InputError
-from irflow.fingerprint import file_md5, folder_md5, value_md5
-from irflow.onnx_export import attach
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.core.fingerprint import file_md5, value_md5
+from irflow.core.timing import time_each
+from irflow.encoding.models import SIDES, Encoder, result_settings
 
 log = logging.getLogger(__name__)
-
-# Settings that change the vectors; batch size and device do not (beyond float noise).
-RESULT_SETTINGS = (
-    "id",
-    "revision",
-    "query_prompt",
-    "document_prompt",
-    "max_seq_length",
-    "normalize",
-    "dtype",
-    "backend",  # torch, or ONNX Runtime on an exported graph (irflow.onnx_export)
-)
-# A late-interaction model's lengths (irflow.late_interaction): among its result settings only
-# when set, so that every other model's settings, and their cache keys, stay as they were.
-LENGTH_SETTINGS = ("query_length", "document_length")
-
-
-def result_settings(spec: dict) -> dict:
-    """The settings of a ``models`` entry that determine its vectors."""
-    settings = {key: spec[key] for key in RESULT_SETTINGS}
-    return settings | {key: spec[key] for key in LENGTH_SETTINGS if spec.get(key) is not None}
 
 
 # Part of the cache key: parts written in another layout (an older irflow) are discarded.
@@ -89,198 +65,26 @@ EMBEDDING_BATCH_ROWS = 65536
 DUCKDB_MEMORY_LIMIT = "512MB"
 
 
-def pick_device(requested: str = "auto") -> str:
-    import torch
-
-    if requested != "auto":
-        return requested
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def resolve_model(spec: dict) -> tuple[str, dict]:
-    """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision)."""
-    if Path(spec["id"]).is_dir():
-        return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
-    from huggingface_hub import snapshot_download
-
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=offline)
-    # Snapshot folders are named by the commit they hold.
-    return path, {"model": spec["id"], "revision": Path(path).name}
-
-
-def resolve_dtype(requested: str, device: str) -> str:
-    """dtype "auto" means float16 on a CUDA GPU and float32 elsewhere."""
-    if requested != "auto":
-        return requested
-    return "float16" if device.startswith("cuda") else "float32"
-
-
-def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
-    """Build a sentence-transformers model (``factory``) on the configured device and dtype.
-
-    Returns the model and its provenance: the exact revision or file hash, the device and the
-    resolved dtype (never "auto").
-    """
-    import torch
-
-    path, provenance = resolve_model(spec)
-    device = pick_device(spec["device"])
-    model = factory(path, device=device, **options)
-    dtype = resolve_dtype(spec["dtype"], device)
-    model.to(getattr(torch, dtype))
-    return model, provenance | {"device": device, "dtype": dtype}
-
-
-def load_sized(factory, spec: dict) -> tuple[object, dict]:
-    """``load_model`` with the configured ``max_seq_length``; the length in effect goes to the
-    provenance."""
-    model, provenance = load_model(factory, spec)
-    if spec["max_seq_length"] is not None:
-        model.max_seq_length = spec["max_seq_length"]
-    provenance["max_seq_length"] = model.max_seq_length
-    return model, provenance
-
-
-def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
-    """The SentenceTransformer of a ``models`` entry with its max length, and its provenance.
-
-    With an ONNX backend it is loaded in float32 on the CPU: the graph is exported from it
-    and runs on ONNX Runtime's CPU provider, and the torch side (tokenizer tensors, pooling)
-    stays there with it. The config refuses other devices and dtypes with an ONNX backend
-    (onnx_export.spec_problems).
-    """
-    from sentence_transformers import SentenceTransformer
-
-    onnx_backend = spec["backend"] != "torch"
-    placed = spec | {"device": "cpu", "dtype": "float32"} if onnx_backend else spec
-    model, provenance = load_sized(SentenceTransformer, placed)
-    provenance["backend"] = spec["backend"]
-    return model, provenance
-
-
-@dataclass
-class Encoder:
-    """A loaded model with the settings that apply to it."""
-
-    model: object
-    spec: dict
-    device: str
-    provenance: dict
-
-    @classmethod
-    def load(cls, spec: dict, onnx: Path | None = None) -> Encoder:
-        """With an ONNX backend, the transformer runs on the graph at ``onnx`` (exported by
-        the onnx_export job), or on one exported now when none is given."""
-        model, provenance = load_sentence_transformer(spec)
-        if spec["backend"] != "torch":
-            import torch
-
-            threads = torch.get_num_threads()  # the job's threads, as the scripts set them
-            provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
-        return cls(model, spec, provenance["device"], provenance)
-
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """float32 vectors, unit length in float32 when ``normalize``: a half-precision model
-        normalises in its own dtype (bfloat16 norms 0.998-1.004), so its output is normalised
-        again after the cast. float32 models take sentence-transformers' own path unchanged."""
-        half_precision = self.provenance["dtype"] != "float32"
-        vectors = self.model.encode(
-            texts,
-            prompt=prompt or None,
-            batch_size=self.spec["batch_size"],
-            normalize_embeddings=self.spec["normalize"] and not half_precision,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        vectors = vectors.astype(np.float32, copy=False)
-        if self.spec["normalize"] and half_precision:
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return vectors
-
-
-class OnDemandEncoder:
-    """An ``Encoder`` of a ``models`` entry that loads the model when first asked to encode
-    (or for its provenance), on ``threads`` torch threads: a job that finds every vector it
-    needs already computed never imports the model's libraries."""
-
-    def __init__(self, spec: dict, threads: int | None = None):
-        self.spec, self.threads = spec, threads
-        self._encoder: Encoder | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self._encoder is not None
-
-    @property
-    def encoder(self) -> Encoder:
-        if self._encoder is None:
-            use_threads(self.threads)
-            self._encoder = Encoder.load(self.spec)
-        return self._encoder
-
-    @property
-    def provenance(self) -> dict:
-        return self.encoder.provenance
-
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        return self.encoder.encode(texts, prompt)
-
-
-def use_threads(threads: int | None) -> None:
-    """Run torch on ``threads`` intra-op threads (None: torch's default)."""
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
-def titled_texts(batch: pa.RecordBatch, id_column: str) -> tuple[list[str], list[str]]:
-    """(ids, title + " " + text) as BEIR and MTEB build document (and passage) inputs."""
-    titles, texts = batch.column("title").to_pylist(), batch.column("text").to_pylist()
-    return batch.column(id_column).to_pylist(), contracts.document_texts(titles, texts)
-
-
-def query_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
-    return batch.column("query_id").to_pylist(), batch.column("text").to_pylist()
-
-
-# Per side: the rows' texts and the prompt put before them.
-SIDES = {
-    "corpus": (partial(titled_texts, id_column="doc_id"), "document_prompt"),
-    "passages": (partial(titled_texts, id_column="passage_id"), "document_prompt"),
-    "queries": (query_texts, "query_prompt"),
-}
-
-
 def _digest(text: str) -> bytes:
     return hashlib.md5(text.encode()).digest()
-
-
-# Each row's number in its table, id, and the digest of its text as the model reads it.
-DIGESTS = pa.schema([("row_index", pa.int64()), ("id", pa.string()), ("digest", pa.binary(16))])
 
 
 def _write_digests(
     texts_path: Path, side: str, path: Path, first: int = 0, end: int | None = None
 ) -> None:
-    """Stream the ``DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to ``path``."""
+    """Stream the ``contracts.DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to ``path``."""
     to_texts, _ = SIDES[side]
     source = pq.ParquetFile(texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES)
     end = source.metadata.num_rows if end is None else end
-    with pq.ParquetWriter(path, DIGESTS) as writer:
-        for start, batch in _batches_between(source, first, end, EMBEDDING_BATCH_ROWS):
+    with pq.ParquetWriter(path, contracts.DIGESTS) as writer:
+        for start, batch in batches_between(source, first, end, EMBEDDING_BATCH_ROWS):
             ids, texts = to_texts(batch)
             columns = [
                 pa.array(range(start, start + len(ids)), pa.int64()),
                 pa.array(ids, pa.string()),
                 pa.array(map(_digest, texts), pa.binary(16)),
             ]
-            writer.write_batch(pa.record_batch(columns, schema=DIGESTS))
+            writer.write_batch(pa.record_batch(columns, schema=contracts.DIGESTS))
 
 
 @contextmanager
@@ -377,7 +181,7 @@ def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
 
-def _prepare_parts(parts: Path, key: str) -> None:
+def prepare_parts(parts: Path, key: str) -> None:
     key_file = parts / "key.json"
     if parts.exists() and (not key_file.exists() or json.loads(key_file.read_text()) != key):
         log.info("discarding partial embeddings in %s: made with other settings", parts)
@@ -391,7 +195,7 @@ def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
     return shard * total_rows // shards, (shard + 1) * total_rows // shards
 
 
-def _batches_between(
+def batches_between(
     source: pq.ParquetFile, first: int, end: int, chunk_size: int
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
@@ -410,7 +214,7 @@ def _batches_between(
         start += batch.num_rows
 
 
-def _shard_range(
+def shard_range(
     source: pq.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
 ) -> tuple[int, int]:
     """[first, end) of ``shard`` over the table; refuses an empty table or an empty shard."""
@@ -426,7 +230,7 @@ def _shard_range(
     return first, end
 
 
-def _encode_missing(
+def encode_missing(
     source: pq.ParquetFile,
     first: int,
     end: int,
@@ -437,10 +241,10 @@ def _encode_missing(
 ) -> int:
     """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
     no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded."""
-    finished = [(part_start, part_end) for part_start, part_end, _ in _finished_parts(parts)]
+    finished = [(part_start, part_end) for part_start, part_end, _ in finished_parts(parts)]
     encoded_rows = 0
     for start, batch in tqdm(
-        _batches_between(source, first, end, chunk_size),
+        batches_between(source, first, end, chunk_size),
         total=-(-(end - first) // chunk_size),
         desc=desc,
         disable=None,
@@ -473,9 +277,9 @@ def embed_file(
     to_texts, prompt_key = SIDES[side]
     prompt = encoder.spec[prompt_key]
     source = pq.ParquetFile(input_path)
-    first, end = _shard_range(source, input_path, side, shard, "embed")
+    first, end = shard_range(source, input_path, side, shard, "embed")
     parts = out_path.with_name(out_path.name + ".parts")
-    _prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
+    prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
     reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
     def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
@@ -483,19 +287,19 @@ def embed_file(
         _encode_part(encoder, *to_texts(rows), prompt, part, known)
 
     chunk_size = encoder.spec["chunk_size"]
-    encoded_rows = _encode_missing(
+    encoded_rows = encode_missing(
         source, first, end, parts, chunk_size, f"embed {side}", encode_part
     )
     total_rows = end - first
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
-    part_paths = [path for _, _, path in _finished_parts(parts)]
+    part_paths = [path for _, _, path in finished_parts(parts)]
     # A shard's copies of a text may be in another shard: the gather unifies them.
     same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
     if same_text and same_text.copies:
         log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
-    encode_seconds, reused_rows = _concatenate(part_paths, out_path, input_path, same_text)
+    encode_seconds, reused_rows = concatenate(part_paths, out_path, input_path, same_text)
     shutil.rmtree(parts)
     return {
         "rows": total_rows,
@@ -516,7 +320,7 @@ SHARED_FACTS = (
     "dtype",
     "max_seq_length",
     "backend",
-    # A ColBERT's lengths that applied (irflow.late_interaction.applied_lengths).
+    # A ColBERT's lengths that applied (irflow.retrieval.late_interaction.applied_lengths).
     "query_length",
     "queries_padded_to",
     "document_length",
@@ -532,13 +336,13 @@ def gather(
     """Join the shards' embeddings, in shard order, into ``out_path``; returns the facts of
     the whole file: those all shards share, the summed row counts and encoding seconds, and
     the devices the shards ran on."""
-    _check_shards(shard_paths, manifests, texts_path, "embedded")
+    check_shards(shard_paths, manifests, texts_path, "embedded")
     same_text = SameTextSameVector(texts_path, side, out_path.parent)
-    _concatenate(shard_paths, out_path, texts_path, same_text)
-    return _whole_file_facts(manifests)
+    concatenate(shard_paths, out_path, texts_path, same_text)
+    return whole_file_facts(manifests)
 
 
-def _check_shards(
+def check_shards(
     shard_paths: list[Path], manifests: list[dict], texts_path: Path, verb: str
 ) -> None:
     """Refuse shards made with different settings or that do not add up to the table."""
@@ -559,7 +363,7 @@ def _check_shards(
         )
 
 
-def _whole_file_facts(manifests: list[dict]) -> dict:
+def whole_file_facts(manifests: list[dict]) -> dict:
     """The facts all shards share, the summed row (and cut text) counts and encoding seconds,
     the devices."""
     shared = {key: manifests[0][key] for key in SHARED_FACTS if key in manifests[0]}
@@ -569,7 +373,7 @@ def _whole_file_facts(manifests: list[dict]) -> dict:
     return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
 
 
-def _finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
+def finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
     """(first row, end row, path) of each finished part, in row order."""
     found = []
     for path in parts.glob("part-*.parquet"):
@@ -627,10 +431,10 @@ def _encode_part(
 def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
     """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
     prompt = encoder.spec["query_prompt"]
-    return _query_latency(lambda text: encoder.encode([text], prompt), queries_path, count)
+    return query_seconds(lambda text: encoder.encode([text], prompt), queries_path, count)
 
 
-def _query_latency(
+def query_seconds(
     encode_one: Callable[[str], object], queries_path: Path, count: int
 ) -> dict[str, float]:
     queries = pq.read_table(queries_path).slice(0, count).to_pydict()
@@ -695,7 +499,7 @@ class SameTextSameVector:
         return batch.set_column(column, "vector", contracts.vector_array(matrix))
 
 
-def _concatenate(
+def concatenate(
     part_paths: list[Path],
     out_path: Path,
     input_path: Path,

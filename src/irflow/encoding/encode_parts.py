@@ -1,13 +1,13 @@
 """encode_parts: resumable, sharded encoding of a corpus or queries table into any vector layout.
 
-Learned sparse vectors (``irflow.sparse``) and token embeddings (``irflow.late_interaction``)
-are cached exactly as dense embeddings are (``irflow.embed``), through its helpers: parts named
+Learned sparse vectors (``irflow.retrieval.sparse``) and token embeddings (``irflow.retrieval.late_interaction``)
+are cached exactly as dense embeddings are (``irflow.encoding.embed``), through its helpers: parts named
 by the rows they hold, in ``<output>.parts/`` with the same cache key (model settings, exact
 revision or file hash, resolved dtype, input file), the same shard row ranges, and one job (or a
 gather of shards) that streams them into one Parquet file. Only the layout of a part differs: a
 ``VectorModel`` encodes texts and writes them as a table.
 
-Two things ``irflow.embed`` does for dense vectors are not done here: reusing a base dataset's
+Two things ``irflow.encoding.embed`` does for dense vectors are not done here: reusing a base dataset's
 vectors for a variant's unchanged rows, and giving repeated texts one vector (both work on
 fixed-size vectors). A variant's documents are encoded again.
 """
@@ -24,21 +24,20 @@ from typing import ClassVar, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.embed import (
+from irflow.core import contracts
+from irflow.encoding.embed import (
     ENCODE_SECONDS_KEY,
-    SIDES,
-    _check_shards,
-    _concatenate,
-    _encode_missing,
-    _finished_parts,
-    _prepare_parts,
-    _query_latency,
-    _shard_range,
-    _whole_file_facts,
     cache_key,
-    load_sized,
+    check_shards,
+    concatenate,
+    encode_missing,
+    finished_parts,
+    prepare_parts,
+    query_seconds,
+    shard_range,
+    whole_file_facts,
 )
+from irflow.encoding.models import SIDES, load_sized
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +103,17 @@ def encode_file(
     ``shard`` (index, count): only that shard's rows), resuming from finished parts.
 
     Returns the rows, how many this call encoded and how many were resumed, and the encoding
-    seconds of all of them, resumed ones included, as ``irflow.embed.embed_file`` does."""
+    seconds of all of them, resumed ones included, as ``irflow.encoding.embed.embed_file`` does."""
     to_texts, _ = SIDES[side]
     source = pq.ParquetFile(input_path)
-    first, end = _shard_range(source, input_path, side, shard, "encode")
+    first, end = shard_range(source, input_path, side, shard, "encode")
     parts = out_path.with_name(out_path.name + ".parts")
-    _prepare_parts(parts, cache_key(model.spec, model.provenance, input_path))
+    prepare_parts(parts, cache_key(model.spec, model.provenance, input_path))
 
     def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
         _encode_part(model, *to_texts(rows), side, part)
 
-    encoded_rows = _encode_missing(
+    encoded_rows = encode_missing(
         source, first, end, parts, model.spec["chunk_size"], f"encode {side}", encode_part
     )
     total_rows = end - first
@@ -122,8 +121,8 @@ def encode_file(
         log.info(
             "resumed: %d of %d rows were already encoded", total_rows - encoded_rows, total_rows
         )
-    part_paths = [path for _, _, path in _finished_parts(parts)]
-    encode_seconds, _ = _concatenate(part_paths, out_path, input_path)
+    part_paths = [path for _, _, path in finished_parts(parts)]
+    encode_seconds, _ = concatenate(part_paths, out_path, input_path)
     shutil.rmtree(parts)
     return {
         "rows": total_rows,
@@ -139,11 +138,11 @@ def gather(
 ) -> dict:
     """Join the shards' files, in shard order, into ``out_path``; refuses shards made with
     different settings or that do not add up to the table. Returns the whole file's facts."""
-    _check_shards(shard_paths, manifests, texts_path, "encoded")
-    _concatenate(shard_paths, out_path, texts_path)
-    return _whole_file_facts(manifests)
+    check_shards(shard_paths, manifests, texts_path, "encoded")
+    concatenate(shard_paths, out_path, texts_path)
+    return whole_file_facts(manifests)
 
 
 def query_latency(model: VectorModel, queries_path: Path, count: int) -> dict[str, float]:
     """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
-    return _query_latency(lambda text: model.encode([text], "queries"), queries_path, count)
+    return query_seconds(lambda text: model.encode([text], "queries"), queries_path, count)

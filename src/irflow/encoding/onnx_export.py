@@ -25,8 +25,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from irflow.errors import ConfigError, InputError
-from irflow.fingerprint import value_md5
+from irflow.core.config import register_check
+from irflow.core.errors import ConfigError, InputError
+from irflow.core.fingerprint import value_md5
 
 log = logging.getLogger(__name__)
 
@@ -216,3 +217,10 @@ def attach(model, path: Path | None, spec: dict, provenance: dict, threads: int)
         loaded = session(path, threads, key)
     transformer.forward = OnnxForward(loaded, transformer.module_output_name)
     return key
+
+
+@register_check
+def _model_problems(config: dict) -> list[str]:
+    return [
+        problem for name, spec in config["models"].items() for problem in spec_problems(name, spec)
+    ]

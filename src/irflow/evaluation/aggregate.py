@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 from pytrec_eval import compute_aggregated_measure
 
-from irflow import contracts
+from irflow.core import contracts
 
 
 def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:

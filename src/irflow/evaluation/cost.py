@@ -13,25 +13,13 @@ fusion) add up query by query.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from irflow.config import VECTOR_FOLDERS
-from irflow.passages import document_side
-
-
-def time_each(function: Callable[[object], object], items: Iterable) -> list[float]:
-    """Wall-clock seconds of ``function(item)`` for each item, one at a time."""
-    seconds = []
-    for item in items:
-        started = time.perf_counter()
-        function(item)
-        seconds.append(time.perf_counter() - started)
-    return seconds
+from irflow.core.config import VECTOR_FOLDERS
+from irflow.data.passages import document_side
 
 
 def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
@@ -151,7 +139,7 @@ class CostModel:
 def recall_fields(recall: dict) -> dict:
     """An approximate index's recall@top_k against exact search on a sample of queries, as
     its retrieve manifest's ``recall`` block records it (faiss indexes and late interaction's
-    Voyager, ``irflow.recall``); empty for an exact search."""
+    Voyager, ``irflow.retrieval.recall``); empty for an exact search."""
     if recall.get("recall") is None:
         return {}
     return {"recall_against_exact": recall["recall"], "recall_queries": recall["queries"]}

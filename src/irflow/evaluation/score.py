@@ -16,7 +16,7 @@ level).
 
 Values are per query as pytrec_eval gives them. For ``gm_map`` and ``gm_bpref`` that is the
 natural log of the query's value, floored at log(1e-5) as trec_eval does; the summary turns them
-into a geometric mean (``irflow.aggregate``), and sums the ``num_*`` counts.
+into a geometric mean (``irflow.evaluation.aggregate``), and sums the ``num_*`` counts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from collections import defaultdict
 import pandas as pd
 import pytrec_eval
 
-from irflow.runs import trec_order
+from irflow.core.config import register_check
+from irflow.retrieval.runs import trec_order
 
 IRFLOW_MEASURES = ("recip_rank_cut", "recall_cap", "judged", "hole")
 RELEVANCE_LEVEL = 1
@@ -141,3 +142,27 @@ def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) ->
     names = set(probe.get(query_id, {}))
     names |= {f"{name}_{k}" for name, cutoffs in extra.items() for k in cutoffs}
     return sorted(names)
+
+
+@register_check
+def _metric_problems(config: dict) -> list[str]:
+    """Every metric a table, test or analysis names must be one that ``metrics`` computes:
+    otherwise the run fails only at its last stages."""
+    try:
+        computed = metric_names(config["metrics"])
+    except ValueError as exc:
+        return [f"config key 'metrics': {exc}"]
+    named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
+    named += [
+        (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
+    ]
+    named += [
+        ("correlation.metric", config["correlation"]["metric"]),
+        ("position_analysis.metric", config["position_analysis"]["metric"]),
+    ]
+    return [
+        f"config key '{path}': {metric!r} is not a metric that 'metrics' computes; "
+        f"computed: {', '.join(computed)}"
+        for path, metric in named
+        if metric not in computed
+    ]

@@ -48,10 +48,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from irflow.download import fetch_url
-from irflow.errors import DownloadError, InputError
-from irflow.fingerprint import file_md5
-from irflow.runs import short_queries, trec_order
+from irflow.core.errors import DownloadError, InputError
+from irflow.core.fingerprint import file_md5
+from irflow.data.download import fetch_url
+from irflow.retrieval.runs import short_queries, trec_order
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def locate_run(
     location: str, cache_dir: Path, md5: str | None = None, offline: bool = False
 ) -> Path:
     """A local run file: ``location`` itself, or the URL's file downloaded into ``cache_dir``
-    (resumed, retried and verified against ``md5`` by irflow.download)."""
+    (resumed, retried and verified against ``md5`` by irflow.data.download)."""
     if not is_url(location):
         path = Path(location).expanduser()
         if not path.is_file():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from irflow.runs import trec_order
+from irflow.retrieval.runs import trec_order
 
 NORMALIZATIONS = ("minmax", "zscore", "none")
 

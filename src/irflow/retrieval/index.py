@@ -20,9 +20,9 @@ efSearch >= k, and a query that came back short is searched again with twice the
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
 How far an approximate run is from the exact one is measured, not assumed: ``ExactSearcher``
-streams the embeddings file for a sample of queries, and ``irflow.recall.calibrate`` doubles
+streams the embeddings file for a sample of queries, and ``irflow.retrieval.recall.calibrate`` doubles
 ``nprobe`` or ``efSearch`` (``Searcher.raised``) until the sample's recall reaches
-``target_recall`` (irflow.retrieve).
+``target_recall`` (irflow.retrieval.retrieve).
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ import faiss
 import numpy as np
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.errors import InputError
+from irflow.core import contracts
+from irflow.core.config import register_check
+from irflow.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -330,3 +331,27 @@ def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
         "index_bytes": out_path.stat().st_size,
         "faiss_version": faiss.__version__,
     }
+
+
+@register_check
+def _index_problems(config: dict) -> list[str]:
+    """Training settings faiss cannot build from: too few rows for the PQ centroids, or for
+    the lists asked for (irflow would cap nlist; both being explicit is a contradiction)."""
+    problems = []
+    for name, spec in config["indexes"].items():
+        rows = spec["train_rows"]
+        if spec["type"] not in IVF_TYPES or rows is None:
+            continue
+        if spec["type"] == "ivfpq" and rows < pq_training_rows(spec):
+            problems.append(
+                f"config key 'indexes.{name}.train_rows': {rows} rows cannot train the "
+                f"{pq_training_rows(spec)} centroids of pq_bits {spec['pq_bits']}; give at least "
+                f"{pq_training_rows(spec)}"
+            )
+        if spec["nlist"] is not None and rows < MIN_TRAIN_ROWS_PER_LIST * spec["nlist"]:
+            problems.append(
+                f"config key 'indexes.{name}.nlist': {spec['nlist']} lists need at least "
+                f"{MIN_TRAIN_ROWS_PER_LIST * spec['nlist']} training rows "
+                f"({MIN_TRAIN_ROWS_PER_LIST} a list); train_rows is {rows}"
+            )
+    return problems

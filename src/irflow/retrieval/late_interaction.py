@@ -8,9 +8,9 @@ retrieval is exhaustive, exact MaxSim over every document's token vectors (``ind
 or PyLate's Voyager index rebuilt on the ``voyager`` package (``index: voyager``,
 ``VoyagerIndex``): an approximation of the exact search, whose recall against it is measured
 on a seeded sample of queries and raised to ``target_recall`` as a faiss index's is
-(``irflow.recall``). PLAID needs fast-plaid, whose wheels are built for another torch.
+(``irflow.retrieval.recall``). PLAID needs fast-plaid, whose wheels are built for another torch.
 
-Token vectors are cached as dense ones are (``irflow.encode_parts``: resumable parts, shards),
+Token vectors are cached as dense ones are (``irflow.encoding.encode_parts``: resumable parts, shards),
 one row per text: its ``vectors``, a list of the model's dimension-sized float32 vectors.
 
 The MaxSim of a query q and a document d is sum over q's tokens of the largest dot product with
@@ -30,12 +30,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irflow.embed import SIDES, _batches_between, load_model, shard_rows
-from irflow.encode_parts import SideEncoder
-from irflow.errors import ConfigError
-from irflow.recall import measure_recall, recall_sample
-from irflow.retrieve import exact_run
-from irflow.runs import build_run
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
+from irflow.encoding.embed import batches_between, shard_rows
+from irflow.encoding.encode_parts import SideEncoder
+from irflow.encoding.models import SIDES, load_model
+from irflow.retrieval.recall import measure_recall, recall_sample
+from irflow.retrieval.retrieve import exact_run
+from irflow.retrieval.runs import build_run
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,6 @@ MAX_HELD_TOKEN_BYTES = 1 << 30
 # what it is given, so a bounded chunk keeps that copy small. One thread inserts them in the
 # same order whatever the chunking.
 VOYAGER_ADD_ROWS = 1 << 16
-
-
-def tokens_schema(dim: int) -> pa.Schema:
-    return pa.schema([("id", pa.string()), ("vectors", pa.list_(pa.list_(pa.float32(), dim)))])
 
 
 class TokenEncoder(SideEncoder):
@@ -101,7 +99,7 @@ class TokenEncoder(SideEncoder):
         first, end = shard_rows(source.metadata.num_rows, *shard)
         truncated = sum(
             self.truncated(to_texts(rows)[1], side)
-            for _, rows in _batches_between(source, first, end, self.spec["chunk_size"])
+            for _, rows in batches_between(source, first, end, self.spec["chunk_size"])
         )
         if truncated:
             length = self.provenance["query_length" if side == "queries" else "document_length"]
@@ -181,7 +179,9 @@ def tokens_table(ids: list[str], arrays: list[np.ndarray]) -> pa.Table:
     flat = np.concatenate(arrays).reshape(-1)
     tokens = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dim)
     vectors = pa.ListArray.from_arrays(pa.array(offsets), tokens)
-    return pa.Table.from_arrays([pa.array(ids, pa.string()), vectors], schema=tokens_schema(dim))
+    return pa.Table.from_arrays(
+        [pa.array(ids, pa.string()), vectors], schema=contracts.tokens_schema(dim)
+    )
 
 
 @dataclass
@@ -461,7 +461,7 @@ def recall_against_exact(
 ) -> tuple[VoyagerIndex, dict]:
     """The Voyager run's recall@top_k against exact MaxSim on ``recall_queries`` queries drawn
     with ``recall_seed``, and with ``target_recall`` the graph's settings that reach it, as a
-    faiss index's (``irflow.recall.measure_recall``)."""
+    faiss index's (``irflow.retrieval.recall.measure_recall``)."""
     some = queries_take(queries, recall_sample(len(queries), graph.spec))
     depth = top_k + remove_self_matches
 
@@ -501,7 +501,7 @@ def queries_take(queries: TokenVectors, rows: np.ndarray) -> TokenVectors:
 
 @dataclass
 class MaxSimScorer:
-    """A reranker (``irflow.rerank.Scorer``): exact MaxSim of the query's token vectors with
+    """A reranker (``irflow.retrieval.rerank.Scorer``): exact MaxSim of the query's token vectors with
     each candidate's.
 
     It holds the token vectors of one batch of candidates at a time, never the whole job's

@@ -8,7 +8,7 @@ Models load inside the scorers, so importing this module (as the workflow does) 
 import torch.
 
 A bi-encoder scores as dense retrieval does: the dot product of the query's vector with a
-document's, both encoded by ``irflow.embed.Encoder`` with the model's prompts and
+document's, both encoded by ``irflow.encoding.models.Encoder`` with the model's prompts and
 normalisation. A document's vector does not depend on the query, so every distinct candidate
 text of the job is encoded once, in chunks, before any query is scored, and each chunk is
 written to a ``VectorCache`` on disk: a rerun, another reranking job or a QC vote with the same
@@ -35,18 +35,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from irflow import contracts
-from irflow.cost import time_each
-from irflow.embed import (
+from irflow.core import contracts
+from irflow.core.fingerprint import value_md5
+from irflow.core.timing import time_each
+from irflow.encoding.embed import read_embeddings
+from irflow.encoding.models import (
     RESULT_SETTINGS,
     Encoder,
     OnDemandEncoder,
     load_model,
-    read_embeddings,
     use_threads,
 )
-from irflow.fingerprint import value_md5
-from irflow.runs import trec_order
+from irflow.retrieval.runs import trec_order
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class VectorCache:
     """Document vectors of one model's result settings, by the md5 of the document's text.
 
     One folder per model key under ``root``: the settings that change vectors, with the dtype
-    the model runs in and its exact revision or file hash, as ``irflow.embed.cache_key`` keys
+    the model runs in and its exact revision or file hash, as ``irflow.encoding.embed.cache_key`` keys
     its parts (that key also hashes an input file, which a cache shared by jobs must not). The
     folder holds Parquet parts in the ``embeddings`` contract, a text's digest as the id. A part
     appears atomically and is never rewritten, so jobs read and add at the same time; two jobs
@@ -352,7 +352,7 @@ def load_scorer(
     if spec["type"] == "cross-encoder":
         return CrossEncoderScorer.load(spec, threads)
     if spec["type"] == "late-interaction":
-        from irflow.late_interaction import MaxSimScorer, TokenEncoder
+        from irflow.retrieval.late_interaction import MaxSimScorer, TokenEncoder
 
         use_threads(threads)
         return MaxSimScorer(TokenEncoder.load(models[spec["model"]]))

@@ -28,12 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from irflow import contracts
-from irflow.cost import time_each
-from irflow.embed import read_embeddings
-from irflow.index import ExactSearcher, Searcher, load_index
-from irflow.recall import measure_recall, recall_sample
-from irflow.runs import build_run, short_queries
+from irflow.core import contracts
+from irflow.core.timing import time_each
+from irflow.encoding.embed import read_embeddings
+from irflow.retrieval.index import ExactSearcher, Searcher, load_index
+from irflow.retrieval.recall import measure_recall, recall_sample
+from irflow.retrieval.runs import build_run, short_queries
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def recall_against_exact(
 ) -> tuple[Searcher, dict]:
     """An approximate index's recall@top_k against exact search on ``recall_queries`` queries
     drawn with ``recall_seed``, both runs cut as the run is (``build_run``), and with
-    ``target_recall`` the searcher that reaches it (``irflow.recall.measure_recall``).
+    ``target_recall`` the searcher that reaches it (``irflow.retrieval.recall.measure_recall``).
     ``depths``: (depth, first_depth, top_k, remove_self_matches) as ``dense_search`` has them."""
     depth, first_depth, top_k, remove_self_matches = depths
     sample = recall_sample(len(queries), spec)
@@ -518,7 +518,7 @@ def retrieve_judged(
     dense retriever, the ``index`` spec. ``files`` holds, for BM25, the filtered ``corpus``;
     for a dense retriever, the workflow's ``index``, the ``rows`` it was built from (document
     or passage embeddings) and, for passages, ``passages``: the queries are encoded by
-    ``encoder`` (an ``irflow.embed.Encoder`` of the retriever's model) and searched as
+    ``encoder`` (an ``irflow.encoding.models.Encoder`` of the retriever's model) and searched as
     ``dense_search`` searches the scored split's."""
     retriever = retrieval["retriever"]
     judged = queries.filter(pc.is_in(queries.column("query_id"), value_set=qrels["query_id"]))

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as csv
 
-from irflow import contracts
-from irflow.errors import InputError
+from irflow.core import contracts
+from irflow.core.errors import InputError
 
 
 def trec_order(run: pd.DataFrame) -> pd.DataFrame:

@@ -2,10 +2,10 @@
 ``SparseEncoder``.
 
 Documents and queries are encoded into vocabulary-sized vectors that are mostly zeros; each is
-stored as its non-zero term ids and weights (``SPARSE``: one row per document, lists of int32
+stored as its non-zero term ids and weights (``contracts.SPARSE``: one row per document, lists of int32
 ids and float32 weights), so a corpus costs its non-zeros, never rows x vocabulary.
 
-Encoding is resumable and sharded exactly as dense embedding is (``irflow.encode_parts``).
+Encoding is resumable and sharded exactly as dense embedding is (``irflow.encoding.encode_parts``).
 
 Retrieval is exact: the document vectors form a CSR matrix (documents x vocabulary) and a batch
 of queries is scored by one sparse matrix product with its transpose; a document scores only
@@ -28,15 +28,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from irflow.encode_parts import SideEncoder
-from irflow.retrieve import exact_run
+from irflow.core import contracts
+from irflow.encoding.encode_parts import SideEncoder
+from irflow.retrieval.retrieve import exact_run
 
 log = logging.getLogger(__name__)
 
-# One row per document or query: its non-zero terms (vocabulary ids, ascending) and weights.
-SPARSE = pa.schema(
-    [("id", pa.string()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float32()))]
-)
 # Entries of one query batch's score matrix (queries x documents) at most: 16 M float64 scores
 # and their int32 columns, about 192 MiB, whatever the corpus size.
 MAX_SCORE_ENTRIES = 1 << 24
@@ -64,15 +61,17 @@ class SparseModel(SideEncoder):
 
 
 def sparse_table(ids: list[str], matrix: sp.csr_matrix) -> pa.Table:
-    """Rows of ``matrix`` in the ``SPARSE`` layout."""
+    """Rows of ``matrix`` in the ``contracts.SPARSE`` layout."""
     offsets = pa.array(matrix.indptr, pa.int32())
     indices = pa.ListArray.from_arrays(offsets, pa.array(matrix.indices, pa.int32()))
     values = pa.ListArray.from_arrays(offsets, pa.array(matrix.data, pa.float32()))
-    return pa.Table.from_arrays([pa.array(ids, pa.string()), indices, values], schema=SPARSE)
+    return pa.Table.from_arrays(
+        [pa.array(ids, pa.string()), indices, values], schema=contracts.SPARSE
+    )
 
 
 def read_sparse(path: Path, vocabulary: int | None = None) -> tuple[pa.Array, sp.csr_matrix]:
-    """(ids, float32 CSR matrix) of a ``SPARSE`` file; ``vocabulary`` columns (default: the
+    """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file; ``vocabulary`` columns (default: the
     largest term id + 1)."""
     table = pq.read_table(path)
     indices = table.column("indices").combine_chunks()

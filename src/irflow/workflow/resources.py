@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from irflow.embed import EMBEDDING_BATCH_ROWS
-from irflow.index import READ_BATCH_ROWS, list_count, train_sample_rows
+from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
+from irflow.retrieval.index import READ_BATCH_ROWS, list_count, train_sample_rows
 
 MIB = 2**20
 HEADROOM = 1.25
@@ -56,15 +56,15 @@ BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 361, 1.0
 # memory, so the same MB per MB of text (SciFact: 4.0 MB of postings for 7.9 MB of text).
 # A TMPDIR on tmpfs holds them in memory besides.
 BM25_TMP_MB_PER_TEXT_MB = BM25_MIB_PER_TEXT_MB
-# An index build reads the embeddings a record batch (irflow.index.READ_BATCH_ROWS rows) at a
+# An index build reads the embeddings a record batch (irflow.retrieval.index.READ_BATCH_ROWS rows) at a
 # time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
-# reserved once (irflow.index.reserve_storage), so a flat index peaks at its vectors plus that
+# reserved once (irflow.retrieval.index.reserve_storage), so a flat index peaks at its vectors plus that
 # base (benchmarks/index_memory.py, straddling 2^20 rows of 512 bytes where faiss' doubling
 # jumped from 858 to 1,363 MiB before the reservation): 128-d 863 / 858 MiB at 1,000,000 /
 # 1,100,000 rows (488 / 537 MiB of vectors); 384-d 1,105 / 1,706 MiB at 300,000 / 700,000
 # rows (439 / 1,025 MiB). Base = 222 MiB + 4.8 x a batch's MiB (32 MiB at 128-d, 96 at 384-d).
 INDEX_BASE_MIB, INDEX_MIB_PER_BATCH_MIB, FLAT_INDEX_PER_VECTOR_MIB = 222, 4.8, 1.0
-# HNSW reserves 2·M + 2 links of 4 bytes a row (irflow.index.reserve_storage), and a level
+# HNSW reserves 2·M + 2 links of 4 bytes a row (irflow.retrieval.index.reserve_storage), and a level
 # (4 bytes) and an offset (8) per row: 120,000 / 140,000 x 128, M 32: 408 / 427 MiB measured,
 # 466 / 481 modelled.
 HNSW_RESERVED_LINKS, HNSW_ROW_BYTES = 2, 12
@@ -92,7 +92,7 @@ EMBED_MIB = 2048
 # encode_vectors_gather streams its shards into one file: the bound the dense gather had (1.13
 # GiB measured at 1 M rows).
 GATHER_MIB = 1200
-# embed_gather streams the shards a batch of irflow.embed.EMBEDDING_BATCH_ROWS vectors at a
+# embed_gather streams the shards a batch of irflow.encoding.embed.EMBEDDING_BATCH_ROWS vectors at a
 # time: Python (0.12 GiB) and DuckDB's duplicate check (its 512 MB limit) and several copies
 # of a batch, flat in the rows beyond one batch (benchmarks/README.md, "Gather and reuse");
 # issue 30 measured 1,617 MiB at 1024-d (256 MiB batches), 4,931 MiB at 4096-d (1,024 MiB):
@@ -109,7 +109,7 @@ VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 # Reranking holds the model and one chunk of its work (EMBED_MIB, as an encoding job), the
 # candidates' texts (the Arrow rows read, a dict of Python strings and the joined title and
 # text: about three copies), and a late-interaction model one batch of the candidates' token
-# vectors (irflow.late_interaction.MAX_HELD_TOKEN_BYTES; one query's k candidates are more only
+# vectors (irflow.retrieval.late_interaction.MAX_HELD_TOKEN_BYTES; one query's k candidates are more only
 # beyond about 2,000 candidates of 1,024 tokens). Counted from what is held, not yet fitted.
 RERANK_MIB_PER_TEXT_MB = 3.0
 
@@ -206,7 +206,7 @@ def score_mb(run, attempt: int = 1) -> int:
 
 
 def vector_search_mb(documents, attempt: int = 1, index: dict | None = None) -> int:
-    """``documents``: the documents' sparse vectors or token vectors (irflow.encode_parts);
+    """``documents``: the documents' sparse vectors or token vectors (irflow.encoding.encode_parts);
     ``index``: a late-interaction retriever's index."""
     vectors_mb = text_mb(documents)
     peak = VECTOR_SEARCH_BASE_MIB + VECTOR_SEARCH_MIB_PER_MB * vectors_mb
@@ -236,7 +236,7 @@ def rerank_mb(corpus, queries, settings: dict, attempt: int = 1) -> int:
     """``settings``: the rerank rule's (its ``reranker`` spec and ``k``). The candidates are
     at most k per query and at most every document; their text is counted at the corpus's
     mean per document."""
-    from irflow.late_interaction import MAX_HELD_TOKEN_BYTES
+    from irflow.retrieval.late_interaction import MAX_HELD_TOKEN_BYTES
 
     documents = pq.read_metadata(_existing(corpus)).num_rows
     candidates = pq.read_metadata(_existing(queries)).num_rows * settings["k"]

@@ -53,48 +53,36 @@ Decisions:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import queue
-import re
 import threading
-import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from filelock import FileLock
 from tqdm.auto import tqdm
 
-from irflow.errors import ConfigError, UserError
+from irflow.core.errors import ConfigError, UserError
+from irflow.derived.llm.cache import AnswerCache
+from irflow.derived.llm.messages import (
+    Answer,
+    Request,
+    cache_key,
+    canonical_json,
+    parse_json,
+    public_url,
+    redact,
+)
 
 log = logging.getLogger(__name__)
 
-CACHE_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("model", pa.string()),
-        ("request", pa.string()),  # canonical JSON of what the key hashes
-        ("content", pa.string()),
-        ("finish_reason", pa.string()),
-        ("response_model", pa.string()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("created_at", pa.string()),
-    ]
-)
+
 # Settings that change an answer: they are part of every request's cache key.
 ANSWER_SETTINGS = ("model", "temperature", "seed", "max_tokens", "json_mode", "reasks")
-# Opening a cache folder with more files than this compacts them all into one.
-COMPACT_AT = 32
 DEFAULTS = {
     "base_url": "http://127.0.0.1:8000/v1",
     "model": None,
@@ -122,192 +110,6 @@ FATAL_STATUSES = {
 class LLMError(UserError, RuntimeError):
     """The endpoint cannot serve this run (a refused key, an unknown model or address), or a
     stage lost more answers than ``max_dropped_share`` allows."""
-
-
-# --- secrets out of what is recorded ----------------------------------------------------------
-
-URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-KEY_LIKE = re.compile(
-    r"(?i)(?:\bbearer\s+|\b(?:api[_-]?key|access[_-]?token|token|secret|password)"
-    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&]+"
-    r"|\b(?:sk|pk|rk|hf|gsk|xai|key)[-_][A-Za-z0-9_-]{8,}"
-    r"|\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}"
-)
-MASK = "***"
-
-
-def public_url(url: str) -> str:
-    """``url`` without userinfo, query string and fragment (where keys hide)."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with URLs made public, ``secrets`` and key-like strings masked."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, MASK)
-    text = URL.sub(lambda m: public_url(m.group(0)), text)
-    return KEY_LIKE.sub(lambda m: _mask(m.group(0)), text)
-
-
-def _mask(found: str) -> str:
-    """Keep a ``name=`` or ``Bearer`` prefix, so the text still says what was there."""
-    head = re.match(r"(?i)(bearer\s+|[^=:]*[=:]\s*[\"']?)", found)
-    return (head.group(0) if head and head.end() < len(found) else "") + MASK
-
-
-# --- requests and answers ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Request:
-    """One chat request. Unset parameters take the client's (the ``llm`` config block's).
-
-    ``check`` validates a parsed JSON answer: it returns None when the answer is usable, or a
-    sentence saying what is wrong, which makes the answer an ``invalid_answer`` and re-asks.
-    """
-
-    messages: Sequence[dict]
-    json: bool = True
-    temperature: float | None = None
-    seed: int | None = None
-    max_tokens: int | None = None
-    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
-
-
-@dataclass
-class Answer:
-    """The outcome of one request: ``text`` and, for JSON requests, ``data``; or ``error`` (a
-    short reason such as ``http_429`` or ``malformed_json``) and ``detail`` when it was dropped.
-    ``cached`` is true when no request was needed; ``asks`` counts the answers it took (1 plus
-    the re-asks)."""
-
-    text: str | None = None
-    data: Any = None
-    finish_reason: str | None = None
-    error: str | None = None
-    detail: str | None = None
-    cached: bool = True
-    asks: int = 0
-    key: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def cache_key(payload: dict) -> str:
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-def canonical_json(payload: dict) -> str:
-    return json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-# A reasoning model's thoughts come first; they may hold braces of their own.
-THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-
-
-def parse_json(text: str) -> Any:
-    """The JSON value in a model's answer, after any ``<think>...</think>`` block: the whole
-    text, else the content of a ```json fence, else the first value that starts at a ``{`` (or,
-    failing that, a ``[``) and parses, ignoring what follows it (a second object, prose).
-    Raises ValueError when none parses."""
-    text = THINKING.sub("", text).strip()
-    for candidate in [text, *FENCE.findall(text)]:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    decoder = json.JSONDecoder()
-    for opener in "{[":
-        start = text.find(opener)
-        while start >= 0:
-            try:
-                return decoder.raw_decode(text, start)[0]
-            except ValueError:
-                start = text.find(opener, start + 1)
-    raise ValueError(f"no JSON value in the answer: {text[:80]!r}")
-
-
-# --- the cache --------------------------------------------------------------------------------
-
-
-class AnswerCache:
-    """Chat completions by cache key, in a folder of Parquet files; thread-safe.
-
-    Each answer is written at once as a part file of its own; ``merge`` turns this process's
-    parts into one file, and opening a folder of more than ``COMPACT_AT`` files compacts them.
-    """
-
-    def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.lock = threading.Lock()
-        # Between processes: no file is merged away while another process loads or merges.
-        self.shared = FileLock(self.folder / ".lock")
-        self.records: dict[str, dict] = {}
-        self.parts: list[Path] = []  # written by this process since the last merge
-        self.written: list[dict] = []  # their rows
-        with self.shared:
-            files = self._load()
-            if len(files) > COMPACT_AT:
-                self._replace(files, list(self.records.values()))
-
-    def _load(self) -> list[Path]:
-        loaded = []
-        for path in sorted(self.folder.glob("*.parquet")):
-            try:
-                table = pq.read_table(path)
-            except (pa.ArrowInvalid, OSError) as error:
-                log.warning("skipping unreadable cache file %s: %s", path, error)
-                continue
-            for row in table.to_pylist():
-                self.records[row["key"]] = row
-            loaded.append(path)
-        return loaded
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def get(self, key: str) -> dict | None:
-        with self.lock:
-            return self.records.get(key)
-
-    def put(self, record: dict) -> None:
-        """Keep ``record`` and write it to disk at once, as a part file of its own."""
-        path = self.folder / f"part-{uuid.uuid4().hex}.parquet"
-        self._write([record], path)
-        with self.lock:
-            self.records[record["key"]] = record
-            self.parts.append(path)
-            self.written.append(record)
-
-    def _write(self, rows: list[dict], path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-        pq.write_table(pa.Table.from_pylist(rows, CACHE_SCHEMA), tmp)
-        os.replace(tmp, path)
-
-    def _replace(self, files: list[Path], rows: list[dict]) -> None:
-        """Write ``rows`` as one file, then delete ``files``: a crash in between leaves
-        duplicates, never a loss."""
-        self._write(rows, self.folder / f"cache-{uuid.uuid4().hex}.parquet")
-        for path in files:
-            path.unlink(missing_ok=True)
-
-    def merge(self) -> None:
-        """Replace the parts this process wrote by one file holding their rows (from memory:
-        another process's compaction may have taken the part files already)."""
-        with self.lock:
-            parts, rows = self.parts, self.written
-            self.parts, self.written = [], []
-        if len(parts) < 2:
-            return
-        with self.shared:
-            self._replace(parts, rows)
 
 
 # --- the client -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """qc: quality control of a generated benchmark, after AIR-Bench (Chen et al., 2024, §2.4 and
-App. A.3), and the machinery it shares with the label audit (``irflow.label_audit``).
+App. A.3), and the machinery it shares with the label audit (``irflow.derived.label_audit``).
 
 Two questions about every generated query:
 
@@ -9,7 +9,7 @@ Two questions about every generated query:
   dropped.
 - *Are its labels right?* The query's candidates (the top ``depth`` of a configured
   retriever's run, AIR-Bench: 1000 from an embedding model) are reranked by several rerankers
-  (``rerankers.<name>``, cross-encoders or bi-encoders, scored by ``irflow.rerank``). Each
+  (``rerankers.<name>``, cross-encoders or bi-encoders, scored by ``irflow.retrieval.rerank``). Each
   reranker votes for a document it ranks within a threshold: ``generated_negative`` documents
   (the query's own generated hard negatives) within 20, ``corpus_document`` (unlabelled) ones
   within 10, by default. ``majority`` votes (by default more than half the rerankers) make a
@@ -32,7 +32,7 @@ Decisions:
   none), the action and its reason in words.
 - Positives are judged first; the other documents only for the queries that survive, so a
   dropped query costs no more requests. Their rows say ``not_judged`` with the reason.
-- A judgement the client had to drop (``irflow.llm``: HTTP failures that outlived the retries,
+- A judgement the client had to drop (``irflow.derived.llm``: HTTP failures that outlived the retries,
   answers still unusable after the re-asks) changes nothing: the row says ``keep`` and why, the
   manifest counts it, and the next run asks again (HTTP failures are not cached). More than
   ``llm.max_dropped_share`` of the judgements dropped fails the job (``LLMError``), so a
@@ -53,7 +53,7 @@ Decisions:
   the votes. The workflow's retriever runs only the scored split's queries, so the queries of
   another checked split are retrieved by the qc_candidates job, with the same retriever (BM25,
   or dense: its model encodes them and its index is searched), on the same filtered corpus and
-  to the same ``depth`` (``irflow.retrieve.retrieve_judged``, as the negatives stage retrieves
+  to the same ``depth`` (``irflow.retrieval.retrieve.retrieve_judged``, as the negatives stage retrieves
   another split). A query the rerankers did not rank (no candidate retrieved) has only its
   positive and its own negatives in the audit, its split's ``queries_with_candidates`` counts
   the others, and the log warns.
@@ -62,20 +62,19 @@ Decisions:
 from __future__ import annotations
 
 import logging
-import string
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from irflow import contracts
-from irflow.errors import InputError
-from irflow.generate import SPLITS, fence, read_prompts_file
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.derived.qc.judge import Judge, Judgement
+from irflow.derived.qc.settings import majority_needed
+from irflow.derived.qc.votes import RANK_PREFIX, vote_table
 
 log = logging.getLogger(__name__)
+
 
 KINDS = ("positive", "generated_negative", "corpus_document")
 ACTIONS = (
@@ -86,10 +85,6 @@ ACTIONS = (
     "add_positive",
     "not_judged",
 )
-JUDGE_PLACEHOLDERS = {"query", "document", "levels"}
-# Retriever types that retrieve a checked split other than the scored one (retrieve_judged).
-SPLIT_RETRIEVERS = ("bm25", "dense")
-RANK_PREFIX = "rank_"
 AUDIT_COLUMNS = [
     "dataset",
     "split",
@@ -106,369 +101,6 @@ AUDIT_COLUMNS = [
     "action",
     "reason",
 ]
-
-
-# --- config -----------------------------------------------------------------------------------
-
-
-def list_quality_controlled(config: dict) -> dict[str, dict]:
-    """The QC'd datasets (``quality_control.generated``), by name, with their settings."""
-    return {
-        name: dict(spec) for name, spec in sorted(quality_settings(config)["generated"].items())
-    }
-
-
-def audited_datasets(config: dict) -> list[str]:
-    return list(quality_settings(config)["label_audit"]["datasets"])
-
-
-def quality_settings(config: dict) -> dict:
-    """The ``quality_control`` block (filled in by the schema; empty when absent)."""
-    block = config.get("quality_control") or {}
-    return {
-        "rerankers": block.get("rerankers", []),
-        "majority": block.get("majority"),
-        "judge": block.get("judge", {}),
-        "generated": block.get("generated", {}),
-        "label_audit": block.get("label_audit", {"datasets": []}),
-    }
-
-
-def checked_splits(spec: dict) -> list[str]:
-    """The splits a QC'd copy checks: its ``splits``, or every split the generation wrote."""
-    return list(spec.get("splits") or SPLITS)
-
-
-def majority_needed(rerankers: int, majority: int | None) -> int:
-    """Votes that make a pre-label: ``majority``, or more than half of the rerankers."""
-    return int(majority) if majority is not None else rerankers // 2 + 1
-
-
-def quality_control_problems(config: dict, systems: dict[str, str]) -> list[str]:
-    """Cross-references of the ``quality_control`` block, each naming its config key."""
-    settings = quality_settings(config)
-    problems = []
-    rerankers, generated = settings["rerankers"], settings["generated"]
-    audit = settings["label_audit"]
-    for i, name in enumerate(rerankers):
-        if name not in config["rerankers"]:
-            problems.append(
-                _missing(f"quality_control.rerankers.{i}", name, "rerankers", config["rerankers"])
-            )
-    if len(set(rerankers)) != len(rerankers):
-        problems.append("config key 'quality_control.rerankers': a reranker is listed twice")
-    if (generated or audit["datasets"]) and not rerankers:
-        problems.append(
-            "config key 'quality_control.rerankers': name the rerankers that vote (keys of "
-            "'rerankers'); AIR-Bench uses several"
-        )
-    majority = settings["majority"]
-    if majority is not None and rerankers and majority > len(rerankers):
-        problems.append(
-            f"config key 'quality_control.majority': {majority} votes needed but only "
-            f"{len(rerankers)} rerankers vote"
-        )
-    taken = set(config["datasets"]) | set(config.get("generate", {}))
-    taken |= set(config.get("curate", {})) | _variant_names(config)
-    for name, spec in generated.items():
-        path = f"quality_control.generated.{name}"
-        if name in taken:
-            problems.append(f"config key '{path}': the name is already a dataset's")
-        if spec["dataset"] not in config.get("generate", {}):
-            problems.append(
-                _missing(f"{path}.dataset", spec["dataset"], "generate", config.get("generate", {}))
-            )
-        if spec["retriever"] not in config["retrievers"]:
-            problems.append(
-                _missing(f"{path}.retriever", spec["retriever"], "retrievers", config["retrievers"])
-            )
-        scored = config.get("generate", {}).get(spec["dataset"], {}).get("split", "test")
-        if spec.get("splits") is not None and scored not in spec["splits"]:
-            problems.append(
-                f"config key '{path}.splits': {spec['splits']} leaves out {scored!r}, the split "
-                f"'generate.{spec['dataset']}.split' scores"
-            )
-        retriever_type = config["retrievers"].get(spec["retriever"], {}).get("type")
-        others = [split for split in checked_splits(spec) if split != scored]
-        if others and retriever_type not in (None, *SPLIT_RETRIEVERS):
-            problems.append(
-                f"config key '{path}.retriever': {spec['retriever']!r} is a {retriever_type} "
-                f"retriever, which cannot retrieve the queries of split(s) {others} (only "
-                f"{' and '.join(SPLIT_RETRIEVERS)} retrievers can); name one, or set "
-                f"'{path}.splits' to [{scored!r}]"
-            )
-        if spec["depth"] > config["top_k"]:
-            problems.append(
-                f"config key '{path}.depth': {spec['depth']} exceeds top_k ({config['top_k']}), "
-                "the depth of the retriever's run"
-            )
-    datasets = taken | set(generated)
-    for i, dataset in enumerate(audit["datasets"]):
-        if dataset not in datasets:
-            path = f"quality_control.label_audit.datasets.{i}"
-            problems.append(_missing(path, dataset, "datasets", datasets))
-    for i, system in enumerate(audit.get("systems") or []):
-        if system not in systems:
-            path = f"quality_control.label_audit.systems.{i}"
-            problems.append(_missing(path, system, "systems", systems))
-    needs_llm = generated or (audit["datasets"] and audit.get("judge"))
-    if needs_llm and not (config.get("llm") or {}).get("model"):
-        problems.append(
-            "config key 'llm.model': needed by 'quality_control' (the judge); name the model"
-        )
-    return problems
-
-
-def _variant_names(config: dict) -> set[str]:
-    from irflow.positionalize import list_variants
-
-    return set(list_variants(config))
-
-
-def _missing(path: str, value: str, table: str, known) -> str:
-    allowed = ", ".join(sorted(known)) or "none defined"
-    return f"config key '{path}': {value!r} is not a key of '{table}'; allowed values: {allowed}"
-
-
-# --- the judge --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JudgePrompts:
-    path: str
-    system: str | None
-    user: str
-    answer_key: str
-    explanation_key: str | None
-    levels: dict[int, str]
-    sha256: str
-
-    def levels_text(self) -> str:
-        return "\n".join(f"{level} = {self.levels[level]}" for level in sorted(self.levels)[::-1])
-
-    def messages(self, query: str, document: str) -> list[dict]:
-        values = {"query": query, "document": fence(document), "levels": self.levels_text()}
-        messages = [{"role": "system", "content": self.system}] if self.system else []
-        messages.append({"role": "user", "content": self.user})
-        return [
-            {"role": m["role"], "content": string.Template(m["content"]).substitute(values)}
-            for m in messages
-        ]
-
-
-def load_judge_prompts(path: str | Path) -> JudgePrompts:
-    """Read and check the judge's prompts file; errors name the file and the field."""
-    path = Path(path)
-    data, sha256 = read_prompts_file(path, "the judge's prompts file")
-    levels = data.get("levels")
-    if not isinstance(levels, dict) or len(levels) < 2:
-        raise InputError(path, "must map at least two level numbers to texts", field="levels")
-    for level, text in levels.items():
-        if not isinstance(level, int) or isinstance(level, bool) or level < 0:
-            raise InputError(path, f"{level!r} is not a level number >= 0", field="levels")
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(path, "must be a non-empty text", field=f"levels.{level}")
-    for key in ("answer_key",):
-        if not isinstance(data.get(key), str) or not data[key]:
-            raise InputError(path, "must name the answer's JSON key", field=key)
-    explanation = data.get("explanation_key")
-    if explanation is not None and not isinstance(explanation, str):
-        raise InputError(path, "must be a string or absent", field="explanation_key")
-    for part in ("system", "user"):
-        template = data.get(part)
-        if part == "user" and (not isinstance(template, str) or not template.strip()):
-            raise InputError(path, "must be a non-empty template", field="user")
-        if template is None:
-            continue
-        if not isinstance(template, str):
-            raise InputError(path, "must be a string", field=part)
-        try:
-            string.Template(template).substitute(dict.fromkeys(JUDGE_PLACEHOLDERS, ""))
-        except (KeyError, ValueError) as error:
-            raise InputError(
-                path,
-                f"bad placeholder {error}; allowed: {', '.join(sorted(JUDGE_PLACEHOLDERS))}",
-                field=part,
-            ) from None
-    used = data["user"] + (data.get("system") or "")
-    for needed in ("query", "document"):
-        if f"${needed}" not in used and f"${{{needed}}}" not in used:
-            raise InputError(path, f"must use ${{{needed}}}", field="user")
-    return JudgePrompts(
-        path=str(path),
-        system=data.get("system"),
-        user=data["user"],
-        answer_key=data["answer_key"],
-        explanation_key=explanation,
-        levels={int(k): v.strip() for k, v in levels.items()},
-        sha256=sha256,
-    )
-
-
-def parse_judgement(data: Any, prompts: JudgePrompts) -> tuple[int, str | None]:
-    """(level, explanation) from a parsed JSON answer; ValueError saying what is wrong.
-
-    The level may be a number (``2``, ``2.0``) or a string holding one (``"2"``, ``"2 - partly
-    relevant"``); it must be one of the prompts' levels."""
-    if not isinstance(data, dict) or prompts.answer_key not in data:
-        raise ValueError(f"expected a JSON object with the key {prompts.answer_key!r}")
-    value = data[prompts.answer_key]
-    level = None
-    if isinstance(value, bool):
-        level = None
-    elif isinstance(value, int):
-        level = value
-    elif isinstance(value, float) and value.is_integer():
-        level = int(value)
-    elif isinstance(value, str):
-        head = value.strip().split(maxsplit=1)[0].rstrip(".:-") if value.strip() else ""
-        level = int(head) if head.isdigit() else None
-    if level is None or level not in prompts.levels:
-        allowed = ", ".join(str(level) for level in sorted(prompts.levels))
-        raise ValueError(f"{prompts.answer_key!r} is {value!r}; expected one of {allowed}")
-    explanation = data.get(prompts.explanation_key) if prompts.explanation_key else None
-    return level, explanation.strip() if isinstance(explanation, str) else None
-
-
-def _judgement_check(prompts: JudgePrompts):
-    def check(data: Any) -> str | None:
-        try:
-            parse_judgement(data, prompts)
-        except ValueError as error:
-            return str(error)
-        return None
-
-    return check
-
-
-@dataclass
-class Judgement:
-    level: int | None = None
-    explanation: str | None = None
-    error: str | None = None
-    detail: str | None = None
-
-
-class Judge:
-    """Rates (query, document) pairs through an ``irflow.llm.LLMClient``."""
-
-    def __init__(self, prompts: JudgePrompts, client, temperature: float = 0.0):
-        self.prompts = prompts
-        self.client = client
-        self.temperature = temperature
-        self.failures: Counter = Counter()
-        self.asked = 0
-
-    def requests(self, pairs: list[tuple[str, str]]) -> list:
-        """The requests that rate ``pairs`` (query text, document text): what ``rate`` sends,
-        and what the dry-run estimate (``irflow.generate.estimate``) counts."""
-        from irflow.llm import Request
-
-        check = _judgement_check(self.prompts)
-        return [
-            Request(self.prompts.messages(q, d), temperature=self.temperature, check=check)
-            for q, d in pairs
-        ]
-
-    def rate(self, pairs: list[tuple[str, str]], desc: str = "judge") -> list[Judgement]:
-        requests = self.requests(pairs)
-        self.asked += len(requests)
-        judgements = []
-        for answer in self.client.complete(requests, desc=desc) if requests else []:
-            if answer.ok:
-                level, explanation = parse_judgement(answer.data, self.prompts)
-                judgements.append(Judgement(level, explanation))
-            else:
-                self.failures[answer.error] += 1
-                judgements.append(Judgement(error=answer.error, detail=answer.detail))
-        return judgements
-
-
-# --- candidates and votes ---------------------------------------------------------------------
-
-
-def pool_runs(runs: list[pd.DataFrame], depth: int) -> pd.DataFrame:
-    """Each query's documents ranked 1..depth by any of ``runs`` (query_id, doc_id, systems,
-    best_rank, score): ``systems`` counts the runs that put it there, and ``score`` orders the
-    pool by its best rank (an input for ``irflow.rerank.rerank``)."""
-    from irflow.runs import trec_order
-
-    parts = []
-    for run in runs:
-        ordered = trec_order(run[["query_id", "doc_id", "score"]])
-        parts.append(ordered.loc[ordered["rank"] <= depth, ["query_id", "doc_id", "rank"]])
-    if not parts:
-        return pd.DataFrame(columns=["query_id", "doc_id", "systems", "best_rank", "score"])
-    pooled = (
-        pd.concat(parts, ignore_index=True)
-        .groupby(["query_id", "doc_id"], sort=True)["rank"]
-        .agg(systems="size", best_rank="min")
-        .reset_index()
-    )
-    pooled["score"] = -pooled["best_rank"].astype(np.float64)
-    return pooled
-
-
-def rerank_pool(
-    pool: pd.DataFrame, queries: dict[str, str], documents: dict[str, str], scorer
-) -> pd.DataFrame:
-    """A reranker's ranking of each query's pool (query_id, doc_id, score, rank), scored by
-    ``irflow.rerank`` as the rerank stage scores."""
-    from irflow.rerank import rerank
-
-    if pool.empty:
-        return pd.DataFrame(columns=contracts.RUN.names)
-    depth = int(pool.groupby("query_id").size().max())
-    ranked, _ = rerank(pool[["query_id", "doc_id", "score"]], queries, documents, scorer, depth)
-    return ranked[contracts.RUN.names]
-
-
-def candidate_pools(
-    runs: list[pd.DataFrame], split_runs: list[pd.DataFrame], depth: int
-) -> list[pd.DataFrame]:
-    """The pools a reranker ranks: the top ``depth`` of ``runs`` pooled (every system's run,
-    for the label audit; the retriever's run of the scored split, for quality control), and
-    that of each of ``split_runs`` (another split's, from qc_candidates) on its own, so the
-    scored split's queries are scored in the same batches as without them."""
-    return [pool_runs(runs, depth)] + [pool_runs([run], depth) for run in split_runs]
-
-
-def rerank_pools(
-    pools: list[pd.DataFrame], queries: dict[str, str], documents: dict[str, str], scorer
-) -> pd.DataFrame:
-    """``rerank_pool`` of each pool in turn, the rankings together."""
-    ranked = [rerank_pool(pool, queries, documents, scorer) for pool in pools if not pool.empty]
-    if not ranked:
-        return pd.DataFrame(columns=contracts.RUN.names)
-    return pd.concat(ranked, ignore_index=True)
-
-
-def vote_table(
-    pairs: pd.DataFrame,
-    ranks: dict[str, pd.DataFrame],
-    thresholds: dict[str, int],
-    needed: int,
-) -> pd.DataFrame:
-    """``pairs`` (query_id, doc_id, kind) with each reranker's rank (``rank_<name>``, NA when
-    the pair is not among its candidates), ``votes`` (rerankers ranking it within the kind's
-    threshold), ``needed`` and ``prelabel`` (votes >= needed)."""
-    table = pairs.copy()
-    unknown = sorted(set(table["kind"]) - set(thresholds))
-    if unknown:
-        raise ValueError(f"no rank threshold for kind(s) {unknown}; thresholds: {thresholds}")
-    limit = table["kind"].map(thresholds).to_numpy()
-    votes = np.zeros(len(table), dtype=np.int64)
-    for name, ranked in ranks.items():
-        column = f"{RANK_PREFIX}{name}"
-        lookup = ranked.set_index(["query_id", "doc_id"])["rank"]
-        keys = pd.MultiIndex.from_frame(table[["query_id", "doc_id"]])
-        table[column] = lookup.reindex(keys).astype("Int32").to_numpy()
-        rank = table[column].to_numpy(dtype="float64", na_value=np.nan)
-        votes += np.nan_to_num(rank <= limit, nan=0).astype(np.int64)
-    table["votes"] = votes
-    table["needed"] = needed
-    table["prelabel"] = table["votes"] >= needed
-    return table
 
 
 # --- decisions (AIR-Bench's Table 2) ----------------------------------------------------------
