@@ -1,4 +1,5 @@
-"""Encoding throughput of the embed backends: torch, onnx and onnx-int8 (irflow.encoding.onnx_export).
+"""Encoding throughput of the embed backends: torch, onnx and onnx-int8
+(irflow.encoding.onnx_export).
 
 The same documents (title + " " + text) are encoded by each backend's Encoder in this process,
 in turns (``_harness.timings``), with the settings the workflow uses (batch 64, normalised,

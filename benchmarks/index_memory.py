@@ -1,9 +1,9 @@
 """Peak resident memory of an index build against irflow.workflow.resources' model, at row counts on
 both sides of a power of two (where a storage that grows by doubling would jump).
 
-Each build runs in its own process (``irflow.retrieval.index.index_file`` on a random embeddings file),
-which reports its own peak (``ru_maxrss``). Printed beside it: the vectors' MiB and the peak the
-model in irflow.workflow.resources gives (before headroom).
+Each build runs in its own process (``irflow.retrieval.index.index_file`` on a random embeddings
+file), which reports its own peak (``ru_maxrss``). Printed beside it: the vectors' MiB and the peak
+the model in irflow.workflow.resources gives (before headroom).
 
     python benchmarks/index_memory.py --type flat --dim 128 --rows 1000000 1100000
     python benchmarks/index_memory.py --type hnsw --dim 128 --rows 120000 140000 \

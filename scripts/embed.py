@@ -1,6 +1,6 @@
 """Snakemake script for rules embed, embed_passages, embed_queries and embed_shard: see
-irflow.encoding.embed. A job embeds one side (params.side) and, where the rule has query outputs, the
-queries too, with the model loaded once; each side has its own manifest."""
+irflow.encoding.embed. A job embeds one side (params.side) and, where the rule has query outputs,
+the queries too, with the model loaded once; each side has its own manifest."""
 
 from functools import partial
 from pathlib import Path

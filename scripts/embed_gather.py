@@ -1,5 +1,5 @@
-"""Snakemake script for rules embed_gather and encode_vectors_gather: see irflow.encoding.embed.gather
-and irflow.encoding.encode_parts.gather."""
+"""Snakemake script for rules embed_gather and encode_vectors_gather: see
+irflow.encoding.embed.gather and irflow.encoding.encode_parts.gather."""
 
 import json
 from pathlib import Path

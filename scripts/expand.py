@@ -1,4 +1,5 @@
-"""Snakemake script for rule expand: see irflow.derived.expand (and irflow.derived.llm for the llm writer)."""
+"""Snakemake script for rule expand: see irflow.derived.expand (and irflow.derived.llm for the llm
+writer)."""
 
 import json
 import shutil

@@ -1,5 +1,6 @@
 """Snakemake script for rules qc_votes and audit_votes: one reranker's ranking of each query's
-candidates (the runs' top depth, pooled; each other split's run on its own); see irflow.derived.qc."""
+candidates (the runs' top depth, pooled; each other split's run on its own); see
+irflow.derived.qc."""
 
 import pandas as pd
 import pyarrow as pa

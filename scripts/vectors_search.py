@@ -1,5 +1,5 @@
-"""Snakemake script for rules retrieve_sparse and retrieve_late_interaction: see irflow.retrieval.sparse
-and irflow.retrieval.late_interaction."""
+"""Snakemake script for rules retrieve_sparse and retrieve_late_interaction: see
+irflow.retrieval.sparse and irflow.retrieval.late_interaction."""
 
 from functools import partial
 from pathlib import Path

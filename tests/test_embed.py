@@ -80,7 +80,8 @@ class Killed(RuntimeError):
 
 
 class Clock:
-    """Stands in for ``time`` in irflow.encoding.embed; ``counting`` advances it 1 s per text encoded."""
+    """Stands in for ``time`` in irflow.encoding.embed; ``counting`` advances it 1 s per text
+    encoded."""
 
     def __init__(self):
         self.now = 0.0

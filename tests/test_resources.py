@@ -1,4 +1,5 @@
-"""irflow.workflow.resources: the memory each rule's job asks for, from its inputs' Parquet metadata."""
+"""irflow.workflow.resources: the memory each rule's job asks for, from its inputs' Parquet
+metadata."""
 
 from __future__ import annotations
 

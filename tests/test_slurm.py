@@ -512,7 +512,8 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
         + ["retrieve_bm25", "retrieve_dense"]
     ), rules
     cpus = str(min(8, os.cpu_count() or 1))  # the rules' 8 threads, capped to the node's CPUs
-    # The memory retrieve_bm25's model asks for its corpus (irflow.workflow.resources), not a default.
+    # The memory retrieve_bm25's model asks for its corpus (irflow.workflow.resources), not a
+    # default.
     from irflow.workflow.resources import bm25_mb
 
     bm25_mem = bm25_mb(slurm_runs.cluster / "results/datasets/sub/filtered/corpus.parquet")

@@ -11,8 +11,8 @@ Then runs, each in a fresh process so that its peak resident memory (VmHWM, whic
 getrusage's ru_maxrss does not count the parent's memory at the fork) is its own:
 
 - ``gather``: irflow.encoding.embed.gather of the 4 shards (the embed_gather job);
-- ``reuse``: irflow.encoding.embed.embed_file of the variant with ``Reuse`` of the gathered base (the
-  embed job of a variant), with an encoder that returns random vectors, so that only irflow's
+- ``reuse``: irflow.encoding.embed.embed_file of the variant with ``Reuse`` of the gathered base
+  (the embed job of a variant), with an encoder that returns random vectors, so that only irflow's
   own work is timed: matching the base once, then a part of ``--chunk-size`` rows at a time.
 
     python benchmarks/scale/embed_memory.py --workdir /tmp/embed-memory --rows 1000000 2000000

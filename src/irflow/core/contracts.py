@@ -178,7 +178,8 @@ NEGATIVES = pa.schema(
         ("negative_ranks", pa.list_(pa.int32())),
     ]
 )
-# irflow.retrieval.sparse: one row per document or query, its non-zero terms (vocabulary ids, ascending) and weights.
+# irflow.retrieval.sparse: one row per document or query, its non-zero terms (vocabulary ids,
+# ascending) and weights.
 SPARSE = pa.schema(
     [("id", pa.string()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float32()))]
 )
@@ -215,7 +216,8 @@ FILTER_SUMMARY = pa.schema(
         ("clusters", pa.int64()),  # near-duplicate clusters found
     ]
 )
-# irflow.encoding.embed: each row's number in its table, id, and the digest of its text as the model reads it.
+# irflow.encoding.embed: each row's number in its table, id, and the digest of its text as the model
+# reads it.
 DIGESTS = pa.schema([("row_index", pa.int64()), ("id", pa.string()), ("digest", pa.binary(16))])
 # irflow.derived.generate: how a generated dataset was made (generation/<name>.parquet).
 GENERATION_TABLES = {

@@ -1,1 +1,2 @@
-"""Data in: downloads, ingest into the contracts' tables, filters and curation, passages and tokenizers."""
+"""Data in: downloads, ingest into the contracts' tables, filters and curation, passages and
+tokenizers."""

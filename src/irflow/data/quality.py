@@ -101,7 +101,7 @@ class Document:
     @cached_property
     def bare_distinct(self) -> list[str]:
         """``bare_words`` of the distinct words, by id."""
-        return [_strip_symbols(w) for w in self.distinct]
+        return [strip_symbols(w) for w in self.distinct]
 
     @cached_property
     def bare_words(self) -> list[str]:
@@ -117,7 +117,7 @@ class Document:
 
     def has_content_words(self, count: int) -> bool:
         """Whether at least ``count`` words are not punctuation alone, stopping at ``count``."""
-        found = (w for w in map(_strip_symbols, self.words) if w)
+        found = (w for w in map(strip_symbols, self.words) if w)
         return sum(1 for _ in islice(found, count)) == count
 
     @cached_property
@@ -157,7 +157,7 @@ def _is_symbol(char: str) -> bool:
     return unicodedata.category(char)[0] in "PS"
 
 
-def _strip_symbols(word: str) -> str:
+def strip_symbols(word: str) -> str:
     """``word`` without the punctuation and symbol characters at its ends."""
     if NON_WORD.match(word) is None and NON_WORD.search(word[-1]) is None:
         return word  # the common case: starts and ends with a letter or digit
@@ -169,7 +169,7 @@ def _strip_symbols(word: str) -> str:
     return word[start:end]
 
 
-def _has_letter(word: str) -> bool:
+def has_letter(word: str) -> bool:
     match = LETTER_LIKE.search(word)
     if match is None:
         return False
@@ -212,7 +212,7 @@ def words_without_letter_fraction(doc: Document) -> float:
     """Words that contain no alphabetic character (Gopher: 80% of words must have one)."""
     if not doc.words:
         return 0.0
-    lettered = [_has_letter(w) for w in doc.distinct]
+    lettered = [has_letter(w) for w in doc.distinct]
     return sum(1 for i in doc.ids if not lettered[i]) / len(doc.words)
 
 

@@ -1,4 +1,5 @@
-"""tokens: a Hugging Face fast tokenizer by model key, id or folder, its fingerprint, and token ids (with character offsets) of texts as passages, positions and variants count them."""
+"""tokens: a Hugging Face fast tokenizer by model key, id or folder, its fingerprint, and token ids
+(with character offsets) of texts as passages, positions and variants count them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ from irflow.core.errors import ConfigError
 
 if TYPE_CHECKING:
     pass
-
-
-# --- tokenizer --------------------------------------------------------------------------------
 
 
 def tokenizer_source(name: str, models: dict) -> dict:

@@ -14,10 +14,11 @@ The queries come from one of two writers:
   one. The batches are written as parts (``irflow.encoding.embed``'s parts: named by their rows, in
   ``<output>.parts/`` under a key of the settings, the model's revision or file hash and the
   input file), so a killed expansion resumes from its finished batches;
-- the ``llm`` client that the generate stage uses (``irflow.derived.llm``: the same endpoint settings,
-  answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per document
-  for a JSON list of ``queries`` queries. A document whose request is dropped keeps its text
-  unexpanded; the count goes to the statistics, and past ``llm.max_dropped_share`` the job fails.
+- the ``llm`` client that the generate stage uses (``irflow.derived.llm``: the same endpoint
+  settings, answer cache, retries, redaction and ``max_dropped_share`` failure), asked once per
+  document for a JSON list of ``queries`` queries. A document whose request is dropped keeps its
+  text unexpanded; the count goes to the statistics, and past ``llm.max_dropped_share`` the job
+  fails.
 
 doc2query--'s filter (Gospodinov, MacAvaney & Macdonald, ECIR 2023), when configured: a
 cross-encoder scores every generated query against the text it was generated from, and the

@@ -321,8 +321,8 @@ def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> di
 
 
 def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]) -> pa.Table:
-    """The ``contracts.NEGATIVES`` table: the triples with query and document texts as models read them
-    (``contracts.document_text``)."""
+    """The ``contracts.NEGATIVES`` table: the triples with query and document texts as models read
+    them (``contracts.document_text``)."""
     query_texts = _texts(queries, "query_id", {t["query_id"] for t in triples}, document=False)
     rows = [
         {

@@ -176,8 +176,9 @@ class _Stream:
 
 @dataclass
 class Screen:
-    """Skips a candidate filler that ``scorer`` (an ``irflow.retrieval.rerank`` scorer) scores, for one
-    of the relevant document's queries, at least as high as the relevant text less ``margin``."""
+    """Skips a candidate filler that ``scorer`` (an ``irflow.retrieval.rerank`` scorer) scores, for
+    one of the relevant document's queries, at least as high as the relevant text less
+    ``margin``."""
 
     scorer: Scorer
     margin: float = 0.0

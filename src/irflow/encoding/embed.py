@@ -72,7 +72,8 @@ def _digest(text: str) -> bytes:
 def _write_digests(
     texts_path: Path, side: str, path: Path, first: int = 0, end: int | None = None
 ) -> None:
-    """Stream the ``contracts.DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to ``path``."""
+    """Stream the ``contracts.DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to
+    ``path``."""
     to_texts, _ = SIDES[side]
     source = pq.ParquetFile(texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES)
     end = source.metadata.num_rows if end is None else end

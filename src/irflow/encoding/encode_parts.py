@@ -1,14 +1,15 @@
 """encode_parts: resumable, sharded encoding of a corpus or queries table into any vector layout.
 
-Learned sparse vectors (``irflow.retrieval.sparse``) and token embeddings (``irflow.retrieval.late_interaction``)
-are cached exactly as dense embeddings are (``irflow.encoding.embed``), through its helpers: parts named
-by the rows they hold, in ``<output>.parts/`` with the same cache key (model settings, exact
-revision or file hash, resolved dtype, input file), the same shard row ranges, and one job (or a
-gather of shards) that streams them into one Parquet file. Only the layout of a part differs: a
-``VectorModel`` encodes texts and writes them as a table.
+Learned sparse vectors (``irflow.retrieval.sparse``) and token embeddings
+(``irflow.retrieval.late_interaction``) are cached exactly as dense embeddings are
+(``irflow.encoding.embed``), through its helpers: parts named by the rows they hold, in
+``<output>.parts/`` with the same cache key (model settings, exact revision or file hash, resolved
+dtype, input file), the same shard row ranges, and one job (or a gather of shards) that streams them
+into one Parquet file. Only the layout of a part differs: a ``VectorModel`` encodes texts and writes
+them as a table.
 
-Two things ``irflow.encoding.embed`` does for dense vectors are not done here: reusing a base dataset's
-vectors for a variant's unchanged rows, and giving repeated texts one vector (both work on
+Two things ``irflow.encoding.embed`` does for dense vectors are not done here: reusing a base
+dataset's vectors for a variant's unchanged rows, and giving repeated texts one vector (both work on
 fixed-size vectors). A variant's documents are encoded again.
 """
 

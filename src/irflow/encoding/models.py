@@ -1,4 +1,6 @@
-"""models: a ``models`` entry loaded as a sentence-transformers encoder, on its device and dtype, with its provenance; the settings that determine its vectors; the texts each side (corpus, passages, queries) encodes."""
+"""models: a ``models`` entry loaded as a sentence-transformers encoder, on its device and dtype,
+with its provenance; the settings that determine its vectors; the texts each side (corpus,
+passages, queries) encodes."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ RESULT_SETTINGS = (
     "dtype",
     "backend",  # torch, or ONNX Runtime on an exported graph (irflow.encoding.onnx_export)
 )
-# A late-interaction model's lengths (irflow.retrieval.late_interaction): among its result settings only
-# when set, so that every other model's settings, and their cache keys, stay as they were.
+# A late-interaction model's lengths (irflow.retrieval.late_interaction): among its result settings
+# only when set, so that every other model's settings, and their cache keys, stay as they were.
 LENGTH_SETTINGS = ("query_length", "document_length")
 
 

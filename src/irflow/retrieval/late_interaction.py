@@ -10,8 +10,8 @@ or PyLate's Voyager index rebuilt on the ``voyager`` package (``index: voyager``
 on a seeded sample of queries and raised to ``target_recall`` as a faiss index's is
 (``irflow.retrieval.recall``). PLAID needs fast-plaid, whose wheels are built for another torch.
 
-Token vectors are cached as dense ones are (``irflow.encoding.encode_parts``: resumable parts, shards),
-one row per text: its ``vectors``, a list of the model's dimension-sized float32 vectors.
+Token vectors are cached as dense ones are (``irflow.encoding.encode_parts``: resumable parts,
+shards), one row per text: its ``vectors``, a list of the model's dimension-sized float32 vectors.
 
 The MaxSim of a query q and a document d is sum over q's tokens of the largest dot product with
 any of d's tokens (``sentence_transformers.util.similarity.maxsim``, in float32).
@@ -501,8 +501,8 @@ def queries_take(queries: TokenVectors, rows: np.ndarray) -> TokenVectors:
 
 @dataclass
 class MaxSimScorer:
-    """A reranker (``irflow.retrieval.rerank.Scorer``): exact MaxSim of the query's token vectors with
-    each candidate's.
+    """A reranker (``irflow.retrieval.rerank.Scorer``): exact MaxSim of the query's token vectors
+    with each candidate's.
 
     It holds the token vectors of one batch of candidates at a time, never the whole job's
     (HotpotQA's top 100 would be about 22 GB): ``score_queries`` takes consecutive queries

@@ -149,8 +149,8 @@ class VectorCache:
     """Document vectors of one model's result settings, by the md5 of the document's text.
 
     One folder per model key under ``root``: the settings that change vectors, with the dtype
-    the model runs in and its exact revision or file hash, as ``irflow.encoding.embed.cache_key`` keys
-    its parts (that key also hashes an input file, which a cache shared by jobs must not). The
+    the model runs in and its exact revision or file hash, as ``irflow.encoding.embed.cache_key``
+    keys its parts (that key also hashes an input file, which a cache shared by jobs must not). The
     folder holds Parquet parts in the ``embeddings`` contract, a text's digest as the id. A part
     appears atomically and is never rewritten, so jobs read and add at the same time; two jobs
     that encode one text at once both add it, and either vector serves.

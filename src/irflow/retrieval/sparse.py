@@ -2,8 +2,8 @@
 ``SparseEncoder``.
 
 Documents and queries are encoded into vocabulary-sized vectors that are mostly zeros; each is
-stored as its non-zero term ids and weights (``contracts.SPARSE``: one row per document, lists of int32
-ids and float32 weights), so a corpus costs its non-zeros, never rows x vocabulary.
+stored as its non-zero term ids and weights (``contracts.SPARSE``: one row per document, lists of
+int32 ids and float32 weights), so a corpus costs its non-zeros, never rows x vocabulary.
 
 Encoding is resumable and sharded exactly as dense embedding is (``irflow.encoding.encode_parts``).
 
@@ -71,8 +71,8 @@ def sparse_table(ids: list[str], matrix: sp.csr_matrix) -> pa.Table:
 
 
 def read_sparse(path: Path, vocabulary: int | None = None) -> tuple[pa.Array, sp.csr_matrix]:
-    """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file; ``vocabulary`` columns (default: the
-    largest term id + 1)."""
+    """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file; ``vocabulary`` columns (default:
+    the largest term id + 1)."""
     table = pq.read_table(path)
     indices = table.column("indices").combine_chunks()
     values = table.column("values").combine_chunks()

@@ -1,1 +1,2 @@
-"""What the Snakemake workflow reads from Python: the whole configuration check (every feature's registered checks) and each rule's memory model."""
+"""What the Snakemake workflow reads from Python: the whole configuration check (every feature's
+registered checks) and each rule's memory model."""

@@ -8,14 +8,14 @@ tests and the benchmarks validate here.
 """
 
 # Each import registers that feature's checks.
-import irflow.analyses.saliency  # noqa: F401
-import irflow.derived.expand  # noqa: F401
-import irflow.derived.generate.dataset  # noqa: F401
-import irflow.derived.negatives  # noqa: F401
-import irflow.derived.qc.settings  # noqa: F401
-import irflow.encoding.onnx_export  # noqa: F401
-import irflow.evaluation.score  # noqa: F401
-import irflow.retrieval.index  # noqa: F401
+import irflow.analyses.saliency
+import irflow.derived.expand
+import irflow.derived.generate.dataset
+import irflow.derived.negatives
+import irflow.derived.qc.settings
+import irflow.encoding.onnx_export
+import irflow.evaluation.score
+import irflow.retrieval.index
 from irflow.core.config import expand_config, load_config, load_schema, validate_config
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]

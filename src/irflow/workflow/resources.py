@@ -56,10 +56,10 @@ BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 361, 1.0
 # memory, so the same MB per MB of text (SciFact: 4.0 MB of postings for 7.9 MB of text).
 # A TMPDIR on tmpfs holds them in memory besides.
 BM25_TMP_MB_PER_TEXT_MB = BM25_MIB_PER_TEXT_MB
-# An index build reads the embeddings a record batch (irflow.retrieval.index.READ_BATCH_ROWS rows) at a
-# time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
-# reserved once (irflow.retrieval.index.reserve_storage), so a flat index peaks at its vectors plus that
-# base (benchmarks/index_memory.py, straddling 2^20 rows of 512 bytes where faiss' doubling
+# An index build reads the embeddings a record batch (irflow.retrieval.index.READ_BATCH_ROWS rows)
+# at a time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
+# reserved once (irflow.retrieval.index.reserve_storage), so a flat index peaks at its vectors plus
+# that base (benchmarks/index_memory.py, straddling 2^20 rows of 512 bytes where faiss' doubling
 # jumped from 858 to 1,363 MiB before the reservation): 128-d 863 / 858 MiB at 1,000,000 /
 # 1,100,000 rows (488 / 537 MiB of vectors); 384-d 1,105 / 1,706 MiB at 300,000 / 700,000
 # rows (439 / 1,025 MiB). Base = 222 MiB + 4.8 x a batch's MiB (32 MiB at 128-d, 96 at 384-d).
@@ -109,8 +109,8 @@ VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 # Reranking holds the model and one chunk of its work (EMBED_MIB, as an encoding job), the
 # candidates' texts (the Arrow rows read, a dict of Python strings and the joined title and
 # text: about three copies), and a late-interaction model one batch of the candidates' token
-# vectors (irflow.retrieval.late_interaction.MAX_HELD_TOKEN_BYTES; one query's k candidates are more only
-# beyond about 2,000 candidates of 1,024 tokens). Counted from what is held, not yet fitted.
+# vectors (irflow.retrieval.late_interaction.MAX_HELD_TOKEN_BYTES; one query's k candidates are more
+# only beyond about 2,000 candidates of 1,024 tokens). Counted from what is held, not yet fitted.
 RERANK_MIB_PER_TEXT_MB = 3.0
 
 

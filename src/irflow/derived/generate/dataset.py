@@ -70,8 +70,8 @@ Decisions:
   prompt asks for, or an assumption), and the stand-in feeds the next step's prompt. So a fully
   cached config estimates 0 requests, and a widened sample only the new documents. Re-asks are
   not foreseen: ``max_requests`` allows every request its ``reasks``. The quality-control
-  judge of each QC'd copy is counted with the requests ``irflow.derived.qc.judge.Judge`` builds: every
-  query's positive as asked, the pre-labelled documents at their most (``estimate_judge``).
+  judge of each QC'd copy is counted with the requests ``irflow.derived.qc.judge.Judge`` builds:
+  every query's positive as asked, the pre-labelled documents at their most (``estimate_judge``).
 """
 
 from __future__ import annotations

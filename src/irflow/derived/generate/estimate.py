@@ -1,4 +1,5 @@
-"""estimate: what generating a dataset (and judging its QC'd copies) would ask of the model, walked over the answer cache without sending anything."""
+"""estimate: what generating a dataset (and judging its QC'd copies) would ask of the model, walked
+over the answer cache without sending anything."""
 
 from __future__ import annotations
 
@@ -162,8 +163,8 @@ def estimate(
 
 def estimate_judge(dry_run: DryRun, client: LLMClient, made: list[Item], name: str, qc: dict):
     """Counts the quality-control judge of the QC'd copy ``name`` over the generated queries
-    (``made``), with the requests ``qc["judge"]`` (an ``irflow.derived.qc.judge.Judge``) builds. Its first
-    step, ``qc <name>: positives``, rates every query's own document: counted as asked. The
+    (``made``), with the requests ``qc["judge"]`` (an ``irflow.derived.qc.judge.Judge``) builds. Its
+    first step, ``qc <name>: positives``, rates every query's own document: counted as asked. The
     second, ``qc <name>: pre-labelled`` (returned), is counted at its most: every generated
     negative, and per query as many corpus documents as the votes can pre-label (``rerankers``
     each voting for ``thresholds.corpus_document`` documents, ``needed`` votes each, at most

@@ -1,4 +1,5 @@
-"""generator: the steps (characters, scenarios, query, rewrites, hard negatives) asked for every sampled document, the query attributes drawn, and each step's answer checked."""
+"""generator: the steps (characters, scenarios, query, rewrites, hard negatives) asked for every
+sampled document, the query attributes drawn, and each step's answer checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""prompts: generate's prompts file (config/prompts/airbench.yaml), checked on load: each step's templates and the query attributes' weighted options."""
+"""prompts: generate's prompts file (config/prompts/airbench.yaml), checked on load: each step's
+templates and the query attributes' weighted options."""
 
 from __future__ import annotations
 
@@ -29,9 +30,6 @@ REQUIRED = {
     "rewrite": {"query"},
     "negatives": {"document", "query"},
 }
-
-
-# --- prompts ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""sampling: long documents cut into windows, lengths in words or tokens, personal data found, and the seeded, stable sample of documents and split of queries (see irflow.derived.generate.dataset for the decisions)."""
+"""sampling: long documents cut into windows, lengths in words or tokens, personal data found, and
+the seeded, stable sample of documents and split of queries (see irflow.derived.generate.dataset
+for the decisions)."""
 
 from __future__ import annotations
 
@@ -34,9 +36,6 @@ PERSONAL_DATA = {
     ),
 }
 PHONE_DIGITS = (10, 15)
-
-
-# --- chunking and sampling --------------------------------------------------------------------
 
 
 def _word_spans(texts: list[str]) -> list[list[tuple[int, int]]]:

@@ -1,4 +1,5 @@
-"""cache: chat completions by cache key, in a folder of Parquet files shared by processes (see irflow.derived.llm.client for the design)."""
+"""cache: chat completions by cache key, in a folder of Parquet files shared by processes (see
+irflow.derived.llm.client for the design)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ log = logging.getLogger(__name__)
 
 # Opening a cache folder with more files than this compacts them all into one.
 COMPACT_AT = 32
-
-
-# --- the cache --------------------------------------------------------------------------------
 
 
 class AnswerCache:

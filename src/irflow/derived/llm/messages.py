@@ -1,4 +1,5 @@
-"""messages: a chat ``Request`` and its ``Answer``, the cache key of a request, the JSON in a model's answer, and secrets kept out of what is recorded."""
+"""messages: a chat ``Request`` and its ``Answer``, the cache key of a request, the JSON in a
+model's answer, and secrets kept out of what is recorded."""
 
 from __future__ import annotations
 

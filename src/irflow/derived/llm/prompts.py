@@ -1,4 +1,5 @@
-"""prompts: a YAML prompts file read with errors that name it, and a text fenced so that nothing in it can speak to the model as the prompt."""
+"""prompts: a YAML prompts file read with errors that name it, and a text fenced so that nothing in
+it can speak to the model as the prompt."""
 
 from __future__ import annotations
 

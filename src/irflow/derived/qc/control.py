@@ -32,9 +32,9 @@ Decisions:
   none), the action and its reason in words.
 - Positives are judged first; the other documents only for the queries that survive, so a
   dropped query costs no more requests. Their rows say ``not_judged`` with the reason.
-- A judgement the client had to drop (``irflow.derived.llm``: HTTP failures that outlived the retries,
-  answers still unusable after the re-asks) changes nothing: the row says ``keep`` and why, the
-  manifest counts it, and the next run asks again (HTTP failures are not cached). More than
+- A judgement the client had to drop (``irflow.derived.llm``: HTTP failures that outlived the
+  retries, answers still unusable after the re-asks) changes nothing: the row says ``keep`` and why,
+  the manifest counts it, and the next run asks again (HTTP failures are not cached). More than
   ``llm.max_dropped_share`` of the judgements dropped fails the job (``LLMError``), so a
   dataset whose queries went unchecked never passes as quality-controlled.
 - The QC'd dataset is a new dataset in the ordinary contract (``quality_control.generated``
@@ -53,8 +53,8 @@ Decisions:
   the votes. The workflow's retriever runs only the scored split's queries, so the queries of
   another checked split are retrieved by the qc_candidates job, with the same retriever (BM25,
   or dense: its model encodes them and its index is searched), on the same filtered corpus and
-  to the same ``depth`` (``irflow.retrieval.retrieve.retrieve_judged``, as the negatives stage retrieves
-  another split). A query the rerankers did not rank (no candidate retrieved) has only its
+  to the same ``depth`` (``irflow.retrieval.retrieve.retrieve_judged``, as the negatives stage
+  retrieves another split). A query the rerankers did not rank (no candidate retrieved) has only its
   positive and its own negatives in the audit, its split's ``queries_with_candidates`` counts
   the others, and the log warns.
 """

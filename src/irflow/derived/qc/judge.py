@@ -1,4 +1,5 @@
-"""judge: a language model rating (query, document) pairs on the levels of a judge's prompts file, through an irflow.derived.llm.client.LLMClient."""
+"""judge: a language model rating (query, document) pairs on the levels of a judge's prompts file,
+through an irflow.derived.llm.client.LLMClient."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ from irflow.core.errors import InputError
 from irflow.derived.llm.prompts import fence, read_prompts_file
 
 JUDGE_PLACEHOLDERS = {"query", "document", "levels"}
-
-
-# --- the judge --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

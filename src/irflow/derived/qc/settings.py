@@ -1,4 +1,5 @@
-"""settings: the ``quality_control`` block: the QC'd datasets and label audits it defines, its settings, and its cross-references, checked with the config."""
+"""settings: the ``quality_control`` block: the QC'd datasets and label audits it defines, its
+settings, and its cross-references, checked with the config."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ from irflow.derived.positionalize import list_variants
 
 # Retriever types that retrieve a checked split other than the scored one (retrieve_judged).
 SPLIT_RETRIEVERS = ("bm25", "dense")
-
-
-# --- config -----------------------------------------------------------------------------------
 
 
 def list_quality_controlled(config: dict) -> dict[str, dict]:

@@ -1,4 +1,5 @@
-"""votes: candidates pooled from runs, reranked by each voting reranker, and the votes that pre-label a (query, document) pair."""
+"""votes: candidates pooled from runs, reranked by each voting reranker, and the votes that
+pre-label a (query, document) pair."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import pandas as pd
 from irflow.core import contracts
 
 RANK_PREFIX = "rank_"
-
-
-# --- candidates and votes ---------------------------------------------------------------------
 
 
 def pool_runs(runs: list[pd.DataFrame], depth: int) -> pd.DataFrame:
