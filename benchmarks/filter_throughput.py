@@ -126,10 +126,10 @@ def main() -> None:
                     tmp / "queries.parquet",
                     tmp / "qrels.parquet",
                     settings[name],
-                    out / "corpus.parquet",
-                    out / "queries.parquet",
-                    out / "audit.parquet",
-                    out / "clusters.parquet",
+                    out_corpus=out / "corpus.parquet",
+                    out_queries=out / "queries.parquet",
+                    out_audit=out / "audit.parquet",
+                    out_clusters=out / "clusters.parquet",
                     workers=workers[name],
                 )
 

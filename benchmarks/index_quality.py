@@ -113,7 +113,14 @@ def main() -> None:
         stats = index_file(corpus, spec, work / "index.faiss")
         started = time.perf_counter()
         run, timing = dense_search(
-            work / "index.faiss", spec, corpus, queries, args.top_k, False, 1024, 0
+            work / "index.faiss",
+            spec,
+            corpus,
+            queries,
+            args.top_k,
+            False,
+            batch_size=1024,
+            latency_queries=0,
         )
         seconds = time.perf_counter() - started
         reference = run if reference is None else reference

@@ -16,20 +16,20 @@ if "base_corpus" in inp.keys():
         *tables,
         Path(inp.base_corpus),
         Path(inp.base_audit),
-        Path(out.corpus),
-        Path(out.queries),
-        Path(out.audit),
-        Path(inp.base_clusters),
-        Path(out.clusters),
+        out_corpus=Path(out.corpus),
+        out_queries=Path(out.queries),
+        out_audit=Path(out.audit),
+        base_clusters=Path(inp.base_clusters),
+        out_clusters=Path(out.clusters),
     )
 else:
     counts = run_filter(
         *tables,
         snakemake.params.rules,
-        Path(out.corpus),
-        Path(out.queries),
-        Path(out.audit),
-        Path(out.clusters),
+        out_corpus=Path(out.corpus),
+        out_queries=Path(out.queries),
+        out_audit=Path(out.audit),
+        out_clusters=Path(out.clusters),
         workers=snakemake.threads,
     )
 logging.getLogger("irflow.data.filter").info("%s", counts)

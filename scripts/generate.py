@@ -33,7 +33,13 @@ if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_wor
 with LLMClient(snakemake.config["llm"]) as client:
     try:
         generated = generate_dataset(
-            pd.read_parquet(inp.corpus), spec, prompts, client, tokenizer, inp.corpus, positives
+            pd.read_parquet(inp.corpus),
+            spec,
+            prompts,
+            client,
+            tokenizer=tokenizer,
+            corpus_path=inp.corpus,
+            positives=positives,
         )
     finally:
         manifest.add(llm=client.summary())

@@ -46,9 +46,9 @@ def candidates_with(judge):
         ranks,
         audit["threshold"],
         majority_needed(len(ranks), params.majority),
-        params.judge["relevant_level"],
-        judge,
-        (query_texts, documents),
+        relevant_level=params.judge["relevant_level"],
+        judge=judge,
+        texts=(query_texts, documents),
     )
 
 
@@ -75,9 +75,9 @@ summary = summarize(
     qrels,
     len(queries),
     hole,
-    len(runs),
-    audit["depth"],
-    audit["hole_k"],
+    systems=len(runs),
+    depth=audit["depth"],
+    k=audit["hole_k"],
 )
 contracts.write_frame(pd.DataFrame([summary]), out.summary)
 manifest.add(settings=audit, systems=params.systems, statistics=summary)

@@ -33,7 +33,7 @@ maker = Positionalizer(
     tokenizer,
     spec["fillers"],
     spec["seed"],
-    screen,
+    screen=screen,
 )
 variant = maker.variant(spec["length"], spec["position"])
 write_dataset_tables(variant, out)

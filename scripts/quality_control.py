@@ -37,8 +37,8 @@ with LLMClient(snakemake.config["llm"]) as client:
             {split: pd.read_parquet(inp[f"qrels_{split}"]) for split in checked_splits(spec)},
             pd.read_parquet(inp.negatives),
             ranks,
-            judge,
-            settings,
+            judge=judge,
+            settings=settings,
         )
     finally:
         manifest.add(llm=client.summary())

@@ -25,8 +25,8 @@ else:
         Path(inp.queries),
         top_k,
         remove_self,
-        retriever["query_batch_size"],
-        latency_queries,
-        Path(inp.passages) if "passages" in inp.keys() else None,
+        batch_size=retriever["query_batch_size"],
+        latency_queries=latency_queries,
+        passages=Path(inp.passages) if "passages" in inp.keys() else None,
     )
 finish_retrieval(snakemake, manifest, run, timing)

@@ -183,10 +183,10 @@ def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple], **r
         data / "queries.parquet",
         data / "qrels.parquet",
         NEAR_RULES | rules,
-        out / "corpus.parquet",
-        out / "queries.parquet",
-        out / "audit.parquet",
-        out / "clusters.parquet",
+        out_corpus=out / "corpus.parquet",
+        out_queries=out / "queries.parquet",
+        out_audit=out / "audit.parquet",
+        out_clusters=out / "clusters.parquet",
     )
 
 

@@ -48,9 +48,9 @@ def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, **rules):
         data / "queries.parquet",
         data / "qrels.parquet",
         RULES | rules,
-        out / "corpus.parquet",
-        out / "queries.parquet",
-        out / "audit.parquet",
+        out_corpus=out / "corpus.parquet",
+        out_queries=out / "queries.parquet",
+        out_audit=out / "audit.parquet",
     )
     corpus = pq.read_table(out / "corpus.parquet").column("doc_id").to_pylist()
     audit = {row["doc_id"]: row for row in pq.read_table(out / "audit.parquet").to_pylist()}
@@ -193,9 +193,9 @@ def test_workers_decide_exactly_as_one_process(tmp_path, monkeypatch):
         counts = run_filter(
             *(data / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
             rules,
-            out / "corpus.parquet",
-            out / "queries.parquet",
-            out / "audit.parquet",
+            out_corpus=out / "corpus.parquet",
+            out_queries=out / "queries.parquet",
+            out_audit=out / "audit.parquet",
             workers=workers,
         )
         audit = pq.read_table(out / "audit.parquet").to_pylist()
@@ -313,7 +313,10 @@ def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shar
         counts = run_filter(
             *(data / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
             rules,
-            *(out / f"{name}.parquet" for name in ("corpus", "queries", "audit", "clusters")),
+            **{
+                f"out_{name}": out / f"{name}.parquet"
+                for name in ("corpus", "queries", "audit", "clusters")
+            },
             workers=workers,
         )
         tables = [
@@ -369,12 +372,18 @@ def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
     run_filter(
         *(base / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
         RULES,
-        *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+        **{
+            f"out_{name}": base / "filtered" / f"{name}.parquet"
+            for name in ("corpus", "queries", "audit")
+        },
     )
     counts = filtering.run_filter_as_base(
         *(expanded / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
         *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "audit")),
-        *(expanded / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+        **{
+            f"out_{name}": expanded / "filtered" / f"{name}.parquet"
+            for name in ("corpus", "queries", "audit")
+        },
     )
     for folder in (base, expanded):
         kept[folder.name] = pq.read_table(folder / "filtered" / "corpus.parquet").to_pylist()

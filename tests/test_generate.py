@@ -799,7 +799,7 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
     settings = {"base_url": airbench_llm.base_url, "model": "fake", "max_retries": 2}
     with LLMClient(settings, tmp_path / "cache", progress=False) as client:
         before = estimate(
-            corpus, spec(), load_prompts(PROMPTS), client, words_of, typical=FAKE_WORDS
+            corpus, spec(), load_prompts(PROMPTS), client, count_tokens=words_of, typical=FAKE_WORDS
         )
     assert airbench_llm.requests == 0  # a dry run sends nothing
     _, actual = run(airbench_llm, tmp_path / "cache", corpus)
@@ -818,8 +818,10 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
     assert before["max_completion_tokens"] == 60 * 1024
 
     with LLMClient(settings, tmp_path / "cache", progress=False) as client:
-        cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, words_of)
-        widened = estimate(corpus, spec(documents=6), load_prompts(PROMPTS), client, words_of)
+        cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, count_tokens=words_of)
+        widened = estimate(
+            corpus, spec(documents=6), load_prompts(PROMPTS), client, count_tokens=words_of
+        )
     # A cached config asks nothing, and its tokens are the cache's; a widened one asks only
     # for the new documents.
     assert cached["requests"] == 0 and cached["cached"] == 20

@@ -334,7 +334,7 @@ def vectors(encoder, tmp_path_factory):
 
 def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     exact, _ = late_interaction_search(*vectors, 4, False, 2, 3)
-    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, VOYAGER)
+    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, index=VOYAGER)
     # The same documents in the same order; MaxSim equal to float32 rounding (the sum's
     # order follows the matrices' shapes and the BLAS threads: it differed by 1e-7 under CI).
     pd.testing.assert_frame_equal(run, exact, check_exact=False, rtol=1e-6, atol=0)
@@ -375,7 +375,7 @@ def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors, tmp_path
     spec = VOYAGER | {"k_token": 1, "target_recall": None}
     vectors = first_tokens(vectors, 4, tmp_path)
     exact, _ = late_interaction_search(*vectors, 1, False, 2, 3)
-    run, timing = late_interaction_search(*vectors, 1, False, 2, 3, spec)
+    run, timing = late_interaction_search(*vectors, 1, False, 2, 3, index=spec)
     documents, queries = (TokenVectors.read(path) for path in vectors)
     graph = late_interaction.VoyagerIndex.build(documents, spec)
     candidates = graph.candidates(queries, 1)
@@ -404,7 +404,7 @@ def test_voyager_recall_is_measured_on_a_seeded_sample_of_queries(vectors, tmp_p
     spec = VOYAGER | {"k_token": 1, "target_recall": None, "recall_queries": 2, "recall_seed": 3}
     vectors = first_tokens(vectors, 4, tmp_path)
     exact, _ = late_interaction_search(*vectors, 1, False, 2, 0)
-    run, timing = late_interaction_search(*vectors, 1, False, 2, 0, spec)
+    run, timing = late_interaction_search(*vectors, 1, False, 2, 0, index=spec)
     drawn = [f"q{i}" for i in np.sort(np.random.default_rng(3).choice(3, 2, replace=False))]
     recall = timing["recall"]
     assert (recall["queries"], recall["seed"], recall["top_k"]) == (2, 3, 1)
@@ -412,7 +412,9 @@ def test_voyager_recall_is_measured_on_a_seeded_sample_of_queries(vectors, tmp_p
     assert recall["settings"] == {"k_token": 1, "ef_search": 200}
     assert (recall["target_recall"], recall["warning_below"]) == (None, 0.95)
     assert (
-        late_interaction_search(*vectors, 1, False, 2, 0, spec | {"recall_queries": 0})[1]["recall"]
+        late_interaction_search(*vectors, 1, False, 2, 0, index=spec | {"recall_queries": 0})[1][
+            "recall"
+        ]
         is None
     )  # not measured
 
@@ -437,7 +439,7 @@ def test_voyager_target_recall_doubles_ef_and_k_token_until_it_is_met(
     spec = VOYAGER | {"M": 2, "ef_construction": 1, "ef_search": 1, "k_token": 1}
     vectors = first_tokens(vectors, query_tokens, tmp_path)
     exact, _ = late_interaction_search(*vectors, top_k, False, 2, 0)
-    run, timing = late_interaction_search(*vectors, top_k, False, 2, 0, spec)
+    run, timing = late_interaction_search(*vectors, top_k, False, 2, 0, index=spec)
     recall = timing["recall"]
     assert [(step["k_token"], step["ef_search"]) for step in recall["tried"]] == tried
     assert recall["tried"][0]["recall"] < 0.99 <= recall["recall"] == recall["tried"][-1]["recall"]
@@ -452,7 +454,7 @@ def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
     """k_token 1 at top_k 4 searches each query token's 4 nearest document tokens (brute force
     here: a graph of 58 tokens at M 64 links every token), and ef is raised to 4."""
     spec = VOYAGER | {"k_token": 1, "ef_search": 2, "target_recall": None}
-    _, timing = late_interaction_search(*vectors, 4, False, 2, 1, spec)
+    _, timing = late_interaction_search(*vectors, 4, False, 2, 1, index=spec)
     voyager = timing["voyager"]
     assert (voyager["k_token"], voyager["ef_search"]) == (4, 4)
     documents, queries = (TokenVectors.read(path) for path in vectors)
@@ -468,7 +470,7 @@ def test_a_graph_that_cannot_reach_k_token_tokens_says_which_settings_to_raise(v
     58 k_token is capped at) finds fewer, and Voyager's RecallError gets the keys to raise."""
     spec = VOYAGER | {"M": 2, "ef_construction": 1}
     with pytest.raises(RuntimeError, match=r"k_token=58 .* raise the retriever's index.M"):
-        late_interaction_search(*vectors, 4, False, 2, 1, spec)
+        late_interaction_search(*vectors, 4, False, 2, 1, index=spec)
 
 
 def test_voyager_graph_is_the_same_on_every_single_thread_build(vectors):

@@ -437,7 +437,15 @@ def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
     screen = Screen(cross_scorer, 0.0)
     variants = list(
         positionalize(
-            SCREEN_CORPUS, QUERIES, QRELS, tokenizer, [40, SCREEN_LENGTH], [0], "bm25", 0, screen
+            SCREEN_CORPUS,
+            QUERIES,
+            QRELS,
+            tokenizer,
+            [40, SCREEN_LENGTH],
+            [0],
+            fillers="bm25",
+            seed=0,
+            screen=screen,
         )
     )
     short, long = (fillers_of(*haystack(v)) for v in variants)

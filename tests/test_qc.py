@@ -311,8 +311,8 @@ def run_qc(fake, cache, llm_settings: dict | None = None, **settings):
             {"test": qrels},
             negatives,
             two_rerankers(),
-            judge,
-            SETTINGS | settings,
+            judge=judge,
+            settings=SETTINGS | settings,
         )
         return controlled, llm.summary()
 
@@ -420,7 +420,14 @@ def test_votes_for_an_unknown_query_name_the_reranker(tmp_path):
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         with pytest.raises(InputError, match="votes of a: query 'q9' is not a query of gen"):
             quality_control(
-                "gen", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
+                "gen",
+                corpus,
+                queries,
+                {"test": qrels},
+                negatives,
+                votes,
+                judge=judge,
+                settings=SETTINGS,
             )
 
 
@@ -471,7 +478,9 @@ def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path)
     texts = {f"d{i}": f"w{i} text" for i in range(1, 7)}
     # Threshold 2: d3 (2, 1), d5 (1, 2) and d1 for q2 (2, 1) get two votes; d2 (1, 3) and
     # d6 (3, 2) one.
-    candidates = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, None, (queries, texts))
+    candidates = audit_candidates(
+        "tiny", pool, qrels, votes, 2, 2, relevant_level=2, judge=None, texts=(queries, texts)
+    )
     table = candidates.set_index(["query_id", "doc_id"])
     assert sorted(table.index) == [
         ("q1", "d2"),
@@ -498,11 +507,21 @@ def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path)
         client(fake, tmp_path / "cache", max_dropped_share=0.5) as llm,
     ):
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
-        judged = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, judge, (queries, texts))
+        judged = audit_candidates(
+            "tiny", pool, qrels, votes, 2, 2, relevant_level=2, judge=judge, texts=(queries, texts)
+        )
         # By default (2%), one failed judgement of three fails the audit.
         with client(fake, tmp_path / "cache") as strict, pytest.raises(LLMError, match="1 of 3"):
             audit_candidates(
-                "tiny", pool, qrels, votes, 2, 2, 2, Judge(judge.prompts, strict), (queries, texts)
+                "tiny",
+                pool,
+                qrels,
+                votes,
+                2,
+                2,
+                relevant_level=2,
+                judge=Judge(judge.prompts, strict),
+                texts=(queries, texts),
             )
     judged = judged.set_index(["query_id", "doc_id"])
     assert judged["proposed"][lambda s: s].index.tolist() == [("q1", "d3")]
@@ -647,7 +666,14 @@ def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_
     with FakeLLM(responder=judge_responder(levels)) as fake, client(fake, tmp_path) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
+            "gen-qc",
+            corpus,
+            queries,
+            {"test": qrels},
+            negatives,
+            votes,
+            judge=judge,
+            settings=SETTINGS,
         )
     row = controlled.audit.set_index(["query_id", "doc_id"]).loc[("q3", "n1-0")]
     assert row["kind"] == "corpus_document" and row["action"] == "remove_document"
@@ -706,7 +732,7 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
                 spec(),
                 load_prompts(PROMPTS),
                 llm,
-                words_of,
+                count_tokens=words_of,
                 quality_control={"tiny-qc": qc},
             )
 
@@ -728,7 +754,8 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
         settings = SETTINGS | {"thresholds": thresholds}
         controlled = quality_control(
             "tiny-qc", generated.corpus, generated.queries, {"test": generated.qrels},
-            generated.negatives, votes, Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings,
+            generated.negatives, votes,
+            judge=Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings=settings,
         )  # fmt: skip
         asked = fake.bodies
         after = dry_run()

@@ -397,7 +397,7 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     # latency query, and the ranking is again the dense run's.
     query_texts = dict(zip(table["query_id"], table["text"]))
 
-    def from_vector_files(*query_manifest):
+    def from_vector_files(query_manifest=None):
         return load_scorer(
             {"type": "bi-encoder", "model": "m"},
             {"m": spec},
@@ -405,8 +405,8 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
             tmp_path / "corpus-emb.parquet",
             None,
             query_texts,
-            tmp_path / "queries-emb.parquet",
-            *query_manifest,
+            query_embeddings=tmp_path / "queries-emb.parquet",
+            query_manifest=query_manifest,
         )
 
     reused = from_vector_files()

@@ -291,9 +291,13 @@ def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
     # "long" has 1023 tokens; "title" counts its title as the model reads it: 1025 tokens.
     assert chosen["query_id"].tolist() == ["d", "f"]
     assert chosen["document"].iloc[1] == "T " + words + " w"
-    loose = sample_pairs(*args, None, 0, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    loose = sample_pairs(
+        *args, None, 0, "posir", tokenizer=word_tokenizer(), min_tokens=1000, centre=(0.3, 0.6)
+    )
     assert loose["query_id"].tolist() == ["a", "b", "d", "f"]
-    one = sample_pairs(*args, 1, 5, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    one = sample_pairs(
+        *args, 1, 5, "posir", tokenizer=word_tokenizer(), min_tokens=1000, centre=(0.3, 0.6)
+    )
     assert len(one) == 1 and one["query_id"].item() in {"a", "b", "d", "f"}
     assert len(sample_pairs(*args, None, 0, select="random")) == 6
 
@@ -366,7 +370,15 @@ def test_no_qualifying_pair_is_a_clear_error_not_a_traceback():
     )
     with pytest.raises(ConfigError) as error:
         sample_pairs(
-            queries, corpus, qrels, None, 0, "posir", word_tokenizer(), 1024, dataset="sci@L4"
+            queries,
+            corpus,
+            qrels,
+            None,
+            0,
+            "posir",
+            tokenizer=word_tokenizer(),
+            min_tokens=1024,
+            dataset="sci@L4",
         )
     message = str(error.value)
     assert message.startswith("sci@L4: no pair qualifies for PosIR's selection")

@@ -243,6 +243,7 @@ def analyse(
     buckets: int = 4,
     min_count: int = 1,
     flat_below: float = 0.1,
+    *,
     interval: dict = NO_BOOTSTRAP,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``rows``: dataset, system, metric, query_id, value, relpos, doc_tokens, one per scored

@@ -181,6 +181,7 @@ def saliency_profile(
     bins: int = 100,
     query_prompt: str = "",
     document_prompt: str = "",
+    *,
     resample: str = "interpolate",
 ) -> pd.DataFrame:
     """The mean resampled saliency of ``pairs`` of (query text, document text) for one model.
@@ -225,6 +226,7 @@ def sample_pairs(
     count: int | None,
     seed: int,
     select: str = "random",
+    *,
     tokenizer=None,
     min_tokens: int = 1024,
     centre: tuple[float, float] = (0.4, 0.6),

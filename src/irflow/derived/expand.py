@@ -134,7 +134,7 @@ class QueryGenerator:
 
         size = self.spec["batch_size"]
         done = encode_missing(
-            source, 0, source.metadata.num_rows, parts, size, "expand", write_part
+            source, 0, source.metadata.num_rows, parts, size, "expand", encode_part=write_part
         )
         if done < source.metadata.num_rows:
             log.info(

@@ -245,6 +245,7 @@ class Positionalizer:
         tokenizer,
         fillers: str = "random",
         seed: int = 0,
+        *,
         screen: Screen | None = None,
     ):
         if fillers not in FILLER_MODES:
@@ -507,13 +508,14 @@ def positionalize(
     tokenizer,
     lengths: list[int],
     positions: list[float],
+    *,
     fillers: str = "random",
     seed: int = 0,
     screen: Screen | None = None,
 ) -> Iterator[Variant]:
     """Every (length, position) variant, length by length, so only one length's fillers are
     in memory at a time."""
-    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed, screen)
+    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed, screen=screen)
     for length in lengths:
         for position in positions:
             yield maker.variant(length, position)

@@ -238,6 +238,7 @@ def encode_missing(
     parts: Path,
     chunk_size: int,
     desc: str,
+    *,
     encode_part: Callable[[pa.RecordBatch, int, int, Path], None],
 ) -> int:
     """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
@@ -289,7 +290,7 @@ def embed_file(
 
     chunk_size = encoder.spec["chunk_size"]
     encoded_rows = encode_missing(
-        source, first, end, parts, chunk_size, f"embed {side}", encode_part
+        source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
     )
     total_rows = end - first
     resumed_rows = total_rows - encoded_rows

@@ -115,7 +115,13 @@ def encode_file(
         _encode_part(model, *to_texts(rows), side, part)
 
     encoded_rows = encode_missing(
-        source, first, end, parts, model.spec["chunk_size"], f"encode {side}", encode_part
+        source,
+        first,
+        end,
+        parts,
+        model.spec["chunk_size"],
+        f"encode {side}",
+        encode_part=encode_part,
     )
     total_rows = end - first
     if total_rows > encoded_rows:

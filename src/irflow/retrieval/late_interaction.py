@@ -388,6 +388,7 @@ def late_interaction_search(
     remove_self_matches: bool,
     batch_size: int,
     latency_queries: int = 0,
+    *,
     index: dict | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Top-k run of the queries' token vectors against the documents' by MaxSim: exact over
@@ -434,7 +435,7 @@ def late_interaction_search(
         top_k,
         remove_self_matches,
         batch_size,
-        latency_queries,
+        latency_queries=latency_queries,
     )
     if graph is not None:
         facts |= {
@@ -474,7 +475,7 @@ def recall_against_exact(
         )
         return build_run(some.ids, documents.ids, hits, top_k, remove_self_matches)[0]
 
-    return measure_recall(graph, depth, run_of, run_of(None), len(some), graph.spec, top_k)
+    return measure_recall(graph, depth, run_of, run_of(None), len(some), graph.spec, top_k=top_k)
 
 
 def queries_slice(queries: TokenVectors, start: int, end: int) -> TokenVectors:

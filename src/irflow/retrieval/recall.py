@@ -66,6 +66,7 @@ def measure_recall(
     exact: pd.DataFrame,
     sampled: int,
     spec: dict,
+    *,
     top_k: int,
 ) -> tuple[Raisable, dict]:
     """An approximate search's recall@top_k against exact search on the sampled queries: the

@@ -338,6 +338,7 @@ def load_scorer(
     embeddings: Path | None = None,
     cache_root: Path | None = VECTOR_CACHE,
     queries: dict[str, str] | None = None,
+    *,
     query_embeddings: Path | None = None,
     query_manifest: Path | None = None,
     threads: int | None = None,

@@ -45,6 +45,7 @@ def dense_search(
     query_embeddings: Path,
     top_k: int,
     remove_self_matches: bool,
+    *,
     batch_size: int,
     latency_queries: int,
     passages: Path | None = None,
@@ -68,7 +69,7 @@ def dense_search(
     if searcher.approximate and index_spec["recall_queries"]:
         searcher, recall = recall_against_exact(
             searcher, ExactSearcher(doc_embeddings), queries, query_ids, row_codes, doc_ids,
-            (depth, first_depth, top_k, remove_self_matches), index_spec,
+            depths=(depth, first_depth, top_k, remove_self_matches), spec=index_spec,
         )  # fmt: skip
     hits, searches = [], SearchLog()
     started = time.perf_counter()
@@ -96,6 +97,7 @@ def recall_against_exact(
     query_ids: pa.Array,
     row_codes: np.ndarray,
     doc_ids: pa.Array,
+    *,
     depths: tuple[int, int, int, bool],
     spec: dict,
 ) -> tuple[Searcher, dict]:
@@ -111,7 +113,9 @@ def recall_against_exact(
         hits = best_per_document(some, queries[sample], row_codes, depth, first_depth)
         return build_run(sample_ids, doc_ids, hits, top_k, remove_self_matches)[0]
 
-    return measure_recall(searcher, first_depth, run_of, run_of(exact), len(sample), spec, top_k)
+    return measure_recall(
+        searcher, first_depth, run_of, run_of(exact), len(sample), spec, top_k=top_k
+    )
 
 
 # faiss returns k (score, row) pairs per query: searches go in query batches of at most this
@@ -230,6 +234,7 @@ def exact_run(
     top_k: int,
     remove_self_matches: bool,
     batch_size: int,
+    *,
     latency_queries: int,
 ) -> tuple[pd.DataFrame, dict]:
     """The run of an exact search and its timing facts. ``search(row, depth, batch_size)``
@@ -549,9 +554,9 @@ def retrieve_judged(
                 path,
                 top_k,
                 remove_self,
-                retriever["query_batch_size"],
-                0,
-                files.get("passages"),
+                batch_size=retriever["query_batch_size"],
+                latency_queries=0,
+                passages=files.get("passages"),
             )
         else:
             raise ValueError(f"retriever type {retriever['type']!r} cannot retrieve another split")

@@ -149,7 +149,7 @@ def sparse_search(
         top_k,
         remove_self_matches,
         batch_size,
-        latency_queries,
+        latency_queries=latency_queries,
     )
     return run, timing | {
         "index_seconds": index_seconds,

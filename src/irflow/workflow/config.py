@@ -15,7 +15,7 @@ import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export
 import irflow.evaluation.score
-import irflow.retrieval.index
+import irflow.retrieval.index  # noqa: F401
 from irflow.core.config import expand_config, load_config, load_schema, validate_config
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]

@@ -147,6 +147,7 @@ def generate_dataset(
     spec: dict,
     prompts: Prompts,
     client: LLMClient,
+    *,
     tokenizer=None,
     corpus_path: str | Path = "corpus",
     positives: set[str] | None = None,

@@ -114,6 +114,7 @@ def estimate(
     spec: dict,
     prompts: Prompts,
     client: LLMClient,
+    *,
     count_tokens=None,
     tokenizer=None,
     positives: set[str] | None = None,

@@ -136,6 +136,7 @@ def sample_documents(
     strata: int | None,
     min_words: int,
     tokenizer=None,
+    *,
     max_words: int | None = None,
     personal: list[str] | tuple[str, ...] = (),
     eligible: np.ndarray | None = None,

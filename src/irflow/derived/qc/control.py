@@ -180,6 +180,7 @@ def quality_control(
     split_qrels: dict[str, pd.DataFrame],
     negatives: pd.DataFrame,
     ranks: dict[str, pd.DataFrame],
+    *,
     judge: Judge,
     settings: dict,
 ) -> Controlled:
