@@ -732,4 +732,4 @@ def expand_settings(wildcards):
 
 
 # The memory each job asks for (`resources: mem_mb=`): a model per rule, in irflow.workflow.resources.
-from irflow import resources as memory
+from irflow.workflow import resources as memory
