@@ -4,19 +4,19 @@
 import functools
 from types import SimpleNamespace
 
+from irflow.analyses.position import pooled_group
 from irflow.core.config import VECTOR_FOLDERS, reranked_name, system_kinds
 from irflow.data.download import dataset_files, dataset_layout
-from irflow.encoding.models import result_settings
-from irflow.retrieval.external_run import is_url, run_location
-from irflow.derived.generate.dataset import list_generated
-from irflow.retrieval.index import build_settings
-from irflow.derived.llm.client import answer_settings
-from irflow.encoding.onnx_export import EXPORT_SETTINGS
 from irflow.data.passages import document_side
-from irflow.analyses.position import pooled_group
-from irflow.derived.positionalize import list_variants
 from irflow.data.tokens import tokenizer_source
+from irflow.derived.generate.dataset import list_generated
+from irflow.derived.llm.client import answer_settings
+from irflow.derived.positionalize import list_variants
 from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
+from irflow.encoding.models import result_settings
+from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.retrieval.external_run import is_url, run_location
+from irflow.retrieval.index import build_settings
 
 # Position-controlled variants (PosIR) are datasets built from a base dataset, not downloaded.
 VARIANTS = list_variants(config)
