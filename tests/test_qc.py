@@ -852,13 +852,19 @@ def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_
     with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", *tables, split_qrels, generated.negatives, votes, judge, SETTINGS
+            "gen-qc",
+            *tables,
+            split_qrels,
+            generated.negatives,
+            votes,
+            judge=judge,
+            settings=SETTINGS,
         )
         fake.reset_counts()
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         test_only = quality_control(
-            "gen-qc", *tables, {"test": split_qrels["test"]}, generated.negatives, votes, judge,
-            SETTINGS,
+            "gen-qc", *tables, {"test": split_qrels["test"]}, generated.negatives, votes,
+            judge=judge, settings=SETTINGS,
         )  # fmt: skip
         assert fake.requests == 0  # the test split's judgements are cached
 
@@ -1019,9 +1025,8 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
     with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
         checked = [
             quality_control(
-                "gen-qc", *tables, split_qrels, generated.negatives, ranks, Judge(
-                    load_judge_prompts(JUDGE_PROMPTS), llm
-                ), SETTINGS,
+                "gen-qc", *tables, split_qrels, generated.negatives, ranks,
+                judge=Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings=SETTINGS,
             )
             for ranks in (votes([run]), votes([run, dev_run]))
         ]  # fmt: skip
