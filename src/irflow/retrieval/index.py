@@ -20,8 +20,8 @@ efSearch >= k, and a query that came back short is searched again with twice the
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
 How far an approximate run is from the exact one is measured, not assumed: ``ExactSearcher``
-streams the embeddings file for a sample of queries, and ``irflow.retrieval.recall.calibrate`` doubles
-``nprobe`` or ``efSearch`` (``Searcher.raised``) until the sample's recall reaches
+streams the embeddings file for a sample of queries, and ``irflow.retrieval.recall.calibrate``
+doubles ``nprobe`` or ``efSearch`` (``Searcher.raised``) until the sample's recall reaches
 ``target_recall`` (irflow.retrieval.retrieve).
 """
 

@@ -2,10 +2,10 @@
 sample of queries, and the search settings that bring it to a target.
 
 faiss' approximate indexes (``irflow.retrieval.index.Searcher``: nprobe, efSearch; searched in
-``irflow.retrieval.retrieve``) and late interaction's Voyager index (``irflow.retrieval.late_interaction``:
-ef_search, k_token) share the contract: ``recall_queries`` queries drawn with ``recall_seed``,
-recall@top_k against exact search on them, settings doubled until ``target_recall`` is met,
-the manifest's ``recall`` block and a warning below the threshold.
+``irflow.retrieval.retrieve``) and late interaction's Voyager index
+(``irflow.retrieval.late_interaction``: ef_search, k_token) share the contract: ``recall_queries``
+queries drawn with ``recall_seed``, recall@top_k against exact search on them, settings doubled
+until ``target_recall`` is met, the manifest's ``recall`` block and a warning below the threshold.
 """
 
 from __future__ import annotations
