@@ -7,9 +7,9 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from irflow.config import expand_config, load_schema, validate_config
-from irflow.experiment import RECORD as EXPERIMENT_RECORD
-from irflow.experiment import check_experiment, experiment
+from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
+from irflow.workflow.experiment import check_experiment, experiment
 
 min_version("9.0")
 

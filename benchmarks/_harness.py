@@ -25,8 +25,8 @@ def write_corpus(dataset: Path, docs: int | None, path: Path) -> list[str]:
     ``path`` as irflow's corpus table; returns their texts as irflow encodes them."""
     import pyarrow as pa
 
-    from irflow import contracts
-    from irflow.ingest import read_jsonl
+    from irflow.core import contracts
+    from irflow.data.ingest import read_jsonl
 
     rows = []
     fields = {"_id": True, "title": False, "text": True}

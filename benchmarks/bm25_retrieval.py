@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import Stemmer
 from _harness import best_of, median_paired_ratio, report, timings
 
-from irflow.config import load_schema, validate_config
-from irflow.filter import queries_to_score
-from irflow.ingest import ingest
-from irflow.retrieve import bm25_search
-from irflow.runs import write_run
+from irflow.data.filter import queries_to_score
+from irflow.data.ingest import ingest
+from irflow.retrieval.retrieve import bm25_search
+from irflow.retrieval.runs import write_run
+from irflow.workflow.config import load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")

@@ -1,4 +1,5 @@
-"""Encoding throughput of the embed backends: torch, onnx and onnx-int8 (irflow.onnx_export).
+"""Encoding throughput of the embed backends: torch, onnx and onnx-int8
+(irflow.encoding.onnx_export).
 
 The same documents (title + " " + text) are encoded by each backend's Encoder in this process,
 in turns (``_harness.timings``), with the settings the workflow uses (batch 64, normalised,
@@ -16,9 +17,9 @@ import numpy as np
 import torch
 from _harness import local_minilm, median_paired_ratio, model_spec, report, timings
 
-from irflow import contracts
-from irflow.embed import Encoder
-from irflow.ingest import read_jsonl
+from irflow.core import contracts
+from irflow.data.ingest import read_jsonl
+from irflow.encoding.models import Encoder
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 

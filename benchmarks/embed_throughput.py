@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import torch
 from _harness import best_of, local_minilm, model_spec, report, write_corpus
 
-from irflow.embed import Encoder, embed_file
+from irflow.encoding.embed import embed_file
+from irflow.encoding.models import Encoder
 
 
 def main() -> None:

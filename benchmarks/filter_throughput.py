@@ -37,12 +37,12 @@ from _harness import best_of, report
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-from irflow.config import load_schema, validate_config
-from irflow.contracts import document_texts
-from irflow.dedup import lsh_bands, shingles
-from irflow.filter import run_filter
-from irflow.ingest import ingest
-from irflow.quality import FILTERS, Document, expected_language_probability
+from irflow.core.contracts import document_texts
+from irflow.data.dedup import lsh_bands, shingles
+from irflow.data.filter import run_filter
+from irflow.data.ingest import ingest
+from irflow.data.quality import FILTERS, Document, expected_language_probability
+from irflow.workflow.config import load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -126,10 +126,10 @@ def main() -> None:
                     tmp / "queries.parquet",
                     tmp / "qrels.parquet",
                     settings[name],
-                    out / "corpus.parquet",
-                    out / "queries.parquet",
-                    out / "audit.parquet",
-                    out / "clusters.parquet",
+                    out_corpus=out / "corpus.parquet",
+                    out_queries=out / "queries.parquet",
+                    out_audit=out / "audit.parquet",
+                    out_clusters=out / "clusters.parquet",
                     workers=workers[name],
                 )
 

@@ -1,9 +1,9 @@
-"""Peak resident memory of an index build against irflow.resources' model, at row counts on
+"""Peak resident memory of an index build against irflow.workflow.resources' model, at row counts on
 both sides of a power of two (where a storage that grows by doubling would jump).
 
-Each build runs in its own process (``irflow.index.index_file`` on a random embeddings file),
-which reports its own peak (``ru_maxrss``). Printed beside it: the vectors' MiB and the peak the
-model in irflow.resources gives (before headroom).
+Each build runs in its own process (``irflow.retrieval.index.index_file`` on a random embeddings
+file), which reports its own peak (``ru_maxrss``). Printed beside it: the vectors' MiB and the peak
+the model in irflow.workflow.resources gives (before headroom).
 
     python benchmarks/index_memory.py --type flat --dim 128 --rows 1000000 1100000
     python benchmarks/index_memory.py --type hnsw --dim 128 --rows 120000 140000 \
@@ -26,12 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from _harness import OUT
 
-from irflow import contracts, resources
+from irflow.core import contracts
+from irflow.workflow import resources
 
 BUILD = """
 import resource, sys, faiss
 from pathlib import Path
-from irflow.index import index_file
+from irflow.retrieval.index import index_file
 faiss.omp_set_num_threads(1)
 index_file(Path(sys.argv[1]), {spec!r}, Path(sys.argv[2]))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -37,11 +37,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 from _harness import OUT
 
-from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.index import index_file
-from irflow.retrieve import dense_search
-from irflow.score import score_run
+from irflow.core import contracts
+from irflow.evaluation.score import score_run
+from irflow.retrieval.index import index_file
+from irflow.retrieval.retrieve import dense_search
+from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = Path(__file__).resolve().parents[1] / "config" / "config.schema.yaml"
 
@@ -113,7 +113,14 @@ def main() -> None:
         stats = index_file(corpus, spec, work / "index.faiss")
         started = time.perf_counter()
         run, timing = dense_search(
-            work / "index.faiss", spec, corpus, queries, args.top_k, False, 1024, 0
+            work / "index.faiss",
+            spec,
+            corpus,
+            queries,
+            args.top_k,
+            False,
+            batch_size=1024,
+            latency_queries=0,
         )
         seconds = time.perf_counter() - started
         reference = run if reference is None else reference

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from _harness import local_minilm, model_spec, report, write_corpus
 
-from irflow.encode_parts import encode_file
-from irflow.late_interaction import TokenEncoder, TokenVectors
+from irflow.encoding.encode_parts import encode_file
+from irflow.retrieval.late_interaction import TokenEncoder, TokenVectors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tiny_models import build_tiny_colbert

@@ -1,4 +1,4 @@
-"""irflow's Voyager index for late interaction (``irflow.late_interaction.VoyagerIndex``)
+"""irflow's Voyager index for late interaction (``irflow.retrieval.late_interaction.VoyagerIndex``)
 against the bare voyager calls that PyLate makes, on the same token vectors: the build (one
 ``Index`` and ``add_items``), and the search (one ``query`` of every query token, each query's
 candidate documents, and sentence-transformers' ``maxsim`` of the query against them).
@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 from _harness import local_minilm, model_spec, report, timings, write_corpus
 
-from irflow import contracts
-from irflow.encode_parts import encode_file
-from irflow.ingest import read_jsonl
-from irflow.late_interaction import (
+from irflow.core import contracts
+from irflow.data.ingest import read_jsonl
+from irflow.encoding.encode_parts import encode_file
+from irflow.retrieval.late_interaction import (
     TokenEncoder,
     TokenVectors,
     VoyagerIndex,

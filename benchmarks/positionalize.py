@@ -20,9 +20,10 @@ from pathlib import Path
 import pandas as pd
 from _harness import best_of, local_minilm, report
 
-from irflow import contracts
-from irflow.ingest import ingest
-from irflow.positionalize import Positionalizer, encode, load_tokenizer
+from irflow.core import contracts
+from irflow.data.ingest import ingest
+from irflow.data.tokens import encode, load_tokenizer
+from irflow.derived.positionalize import Positionalizer
 
 
 def peak_mib(function) -> float:

@@ -23,10 +23,10 @@ import pandas as pd
 import torch
 from _harness import local_minilm, model_spec, report, timings
 
-from irflow import contracts
-from irflow.embed import Encoder
-from irflow.ingest import read_jsonl
-from irflow.rerank import BiEncoderScorer, VectorCache, rerank
+from irflow.core import contracts
+from irflow.data.ingest import read_jsonl
+from irflow.encoding.models import Encoder
+from irflow.retrieval.rerank import BiEncoderScorer, VectorCache, rerank
 
 
 def bm25_candidates(

@@ -1,5 +1,5 @@
 """Sparse (SPLADE) and late-interaction (ColBERT) encoding throughput: irflow's encode stage
-(irflow.encode_parts) against the bare sentence-transformers call on the same loaded model.
+(irflow.encoding.encode_parts) against the bare sentence-transformers call on the same loaded model.
 
 No SPLADE or ColBERT weights can be downloaded here, so both models are built locally
 (tests/tiny_models.py) on MiniLM's tokenizer: by default tiny, with random weights, where the
@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import torch
 from _harness import best_of, local_minilm, model_spec, report, write_corpus
 
-from irflow.encode_parts import encode_file
-from irflow.late_interaction import TokenEncoder
-from irflow.sparse import SparseModel
+from irflow.encoding.encode_parts import encode_file
+from irflow.retrieval.late_interaction import TokenEncoder
+from irflow.retrieval.sparse import SparseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tiny_models import build_tiny_colbert, build_tiny_splade

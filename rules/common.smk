@@ -4,18 +4,19 @@
 import functools
 from types import SimpleNamespace
 
-from irflow.config import VECTOR_FOLDERS, reranked_name, system_kinds
-from irflow.download import dataset_files, dataset_layout
-from irflow.embed import result_settings
-from irflow.external_run import is_url, run_location
-from irflow.generate import list_generated
-from irflow.index import build_settings
-from irflow.llm import answer_settings
-from irflow.onnx_export import EXPORT_SETTINGS
-from irflow.passages import document_side
-from irflow.position import pooled_group
-from irflow.positionalize import list_variants, tokenizer_source
-from irflow.qc import audited_datasets, list_quality_controlled
+from irflow.analyses.position import pooled_group
+from irflow.core.config import VECTOR_FOLDERS, reranked_name, system_kinds
+from irflow.data.download import dataset_files, dataset_layout
+from irflow.data.passages import document_side
+from irflow.data.tokens import tokenizer_source
+from irflow.derived.generate.dataset import list_generated
+from irflow.derived.llm.client import answer_settings
+from irflow.derived.positionalize import list_variants
+from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
+from irflow.encoding.models import result_settings
+from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.retrieval.external_run import is_url, run_location
+from irflow.retrieval.index import build_settings
 
 # Position-controlled variants (PosIR) are datasets built from a base dataset, not downloaded.
 VARIANTS = list_variants(config)
@@ -574,7 +575,7 @@ def prompts_file(spec):
 
 def filter_inputs(wildcards):
     """The dataset's tables; for a document-expanded copy (expand) also its base's filter
-    outputs, whose documents it keeps (irflow.filter.run_filter_as_base), so that the copy
+    outputs, whose documents it keeps (irflow.data.filter.run_filter_as_base), so that the copy
     ranks the same corpus as its base."""
     folder = f"results/datasets/{wildcards.dataset}"
     inputs = {"source": f"{folder}/source.json"} | {
@@ -634,7 +635,7 @@ def negatives_retrieval(wildcards):
 
 def split_retrieval(dataset, system, top_k):
     """How a job retrieves a split the retrieve jobs do not run, with ``system`` as the
-    workflow runs it on ``dataset`` (irflow.retrieve.retrieve_judged)."""
+    workflow runs it on ``dataset`` (irflow.retrieval.retrieve.retrieve_judged)."""
     retriever = RETRIEVERS[system]
     retrieval = {
         "retriever": retriever,
@@ -730,5 +731,5 @@ def expand_settings(wildcards):
     return settings
 
 
-# The memory each job asks for (`resources: mem_mb=`): a model per rule, in irflow.resources.
-from irflow import resources as memory
+# The memory each job asks for (`resources: mem_mb=`): a model per rule, in irflow.workflow.resources.
+from irflow.workflow import resources as memory

@@ -6,7 +6,7 @@
 # copy) and asks nothing; not part of `all`, and it reads the cache, which is no input: force
 # it (-f) to estimate again.
 
-from irflow.llm import answer_settings
+from irflow.derived.llm.client import answer_settings
 
 
 rule generate:

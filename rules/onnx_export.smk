@@ -1,7 +1,7 @@
 # onnx_export: a dense model's transformer as an ONNX Runtime graph (float32, or int8 weights),
 # for models with backend onnx or onnx-int8. Exported once per (model, backend), keyed by the
 # model's files and revision (inputs, params) and the export settings (params); every embed
-# job of the model runs on it. See irflow.onnx_export.
+# job of the model runs on it. See irflow.encoding.onnx_export.
 
 
 rule onnx_export:

@@ -1,5 +1,5 @@
 # passages: a filtered corpus -> overlapping passages by a model's tokenizer, for models that
-# read long documents as passages (long_documents firstp or maxp). See irflow.passages.
+# read long documents as passages (long_documents firstp or maxp). See irflow.data.passages.
 
 
 rule passages:

@@ -1,6 +1,6 @@
 # position: per-query scores on the positionalized variants (and datasets whose qrels carry
 # spans) -> mean score per length bucket and relative-position bin, each bucket's PSI and trend
-# (PosIR); the plots and PSI table of the report. See irflow.position.
+# (PosIR); the plots and PSI table of the report. See irflow.analyses.position.
 
 
 rule position:

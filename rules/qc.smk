@@ -8,8 +8,8 @@
 # audit under results/qc/<name>/. label_audit: the proposed
 # judgements and Hole@k before/after under results/audit/<dataset>/.
 
-from irflow.generate import SPLITS
-from irflow.llm import answer_settings
+from irflow.derived.generate.dataset import SPLITS
+from irflow.derived.llm.client import answer_settings
 
 
 include: "qc_common.smk"

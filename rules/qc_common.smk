@@ -1,6 +1,6 @@
 # Input functions and settings of rules/qc.smk (quality control and the label audit).
 
-from irflow.qc import checked_splits
+from irflow.derived.generate.dataset import checked_splits
 
 
 def qc_spec(wildcards):

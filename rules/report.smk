@@ -1,6 +1,6 @@
 # report: the figures and tables of `snakemake --report`, also kept under results/plots/ as PNG
 # and SVG; and the DuckDB database with views over every Parquet output, beside the record of
-# the config files the results are of (irflow.experiment).
+# the config files the results are of (irflow.workflow.experiment).
 
 
 rule plots:

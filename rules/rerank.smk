@@ -2,8 +2,8 @@
 # model; the result is a run like any other, its lineage (first stage, k, reranker) in the
 # file's metadata. A bi-encoder encodes each distinct candidate once and shares the vectors with
 # later jobs (and QC votes) of the same model settings through results/vector-cache
-# (irflow.rerank.VectorCache); a ColBERT model holds one batch of candidates' token vectors at a
-# time (irflow.late_interaction.MaxSimScorer).
+# (irflow.retrieval.rerank.VectorCache); a ColBERT model holds one batch of candidates' token vectors at a
+# time (irflow.retrieval.late_interaction.MaxSimScorer).
 
 
 rule rerank:

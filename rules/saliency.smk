@@ -1,7 +1,7 @@
 # saliency: PosIR §5.3 gradient saliency of each configured model over the relevant documents
 # of one dataset's sampled queries -> a mean at each of `bins` relative positions of the whole
 # document (PosIR's linear interpolation by default; zero past the model's window). See
-# irflow.saliency.
+# irflow.analyses.saliency.
 
 SALIENCY = config["position_analysis"]["saliency"]
 

@@ -1,6 +1,6 @@
 # vectors: learned sparse vectors (results/sparse) and ColBERT token vectors (results/tokens) of
 # documents and queries, per model, and the exact first-stage runs searched over them
-# (irflow.encode_parts, irflow.sparse, irflow.late_interaction). Encoding is resumable and
+# (irflow.encoding.encode_parts, irflow.retrieval.sparse, irflow.retrieval.late_interaction). Encoding is resumable and
 # sharded as rules/embed.smk embeds: one job per (dataset, model) for documents and queries, or,
 # with embed_shards > 1, shard jobs joined by encode_vectors_gather and the queries on their own.
 

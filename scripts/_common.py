@@ -5,9 +5,9 @@ import logging
 import sys
 from pathlib import Path
 
-from irflow import contracts
-from irflow.errors import UserError
-from irflow.manifest import Manifest
+from irflow.core import contracts
+from irflow.core.errors import UserError
+from irflow.core.manifest import Manifest
 
 log = logging.getLogger("irflow")
 
@@ -116,10 +116,10 @@ def write_dataset_record(
 def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
     """Log a first-stage run's timing and short queries, write the run (Parquet and TREC)
     with its lineage, and the job's manifest."""
-    from irflow.runs import report_short_queries, write_run
+    from irflow.retrieval.runs import report_short_queries, write_run
 
     wildcards, settings = snakemake.wildcards, snakemake.params.settings
-    retrieve_log = logging.getLogger("irflow.retrieve")
+    retrieve_log = logging.getLogger("irflow.retrieval.retrieve")
     retrieve_log.info(
         "%s on %s: %d queries in %.2f s",
         wildcards.system,
@@ -137,7 +137,7 @@ def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
 
 def bi_encoder_vectors(inputs) -> dict[str, Path | None]:
     """The ``embeddings``, ``query_embeddings`` and ``query_manifest`` a bi-encoder reranker's
-    job may take as input (rules/common.smk reranker_embeddings), as irflow.rerank.load_scorer's
-    arguments."""
+    job may take as input (rules/common.smk reranker_embeddings), as
+    irflow.retrieval.rerank.load_scorer's arguments."""
     names = ("embeddings", "query_embeddings", "query_manifest")
     return {name: Path(getattr(inputs, name)) if hasattr(inputs, name) else None for name in names}

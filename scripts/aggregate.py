@@ -1,11 +1,11 @@
-"""Snakemake script for rule aggregate: see irflow.aggregate."""
+"""Snakemake script for rule aggregate: see irflow.evaluation.aggregate."""
 
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.aggregate import build_summary, collect_per_query, write_tables
+from irflow.core import contracts
+from irflow.evaluation.aggregate import build_summary, collect_per_query, write_tables
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

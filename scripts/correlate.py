@@ -1,4 +1,4 @@
-"""Snakemake script for rule correlate: see irflow.correlate."""
+"""Snakemake script for rule correlate: see irflow.analyses.correlate."""
 
 from collections import Counter
 
@@ -6,8 +6,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.correlate import (
+from irflow.analyses.correlate import (
     BOOTSTRAP_COLUMNS,
     against_reference,
     between_benchmarks,
@@ -18,6 +17,7 @@ from irflow.correlate import (
     corpus_similarity,
     load_reference,
 )
+from irflow.core import contracts
 
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output

@@ -1,12 +1,12 @@
-"""Snakemake script for rule cost: see irflow.cost."""
+"""Snakemake script for rule cost: see irflow.evaluation.cost."""
 
 import json
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.cost import CostModel
+from irflow.core import contracts
+from irflow.evaluation.cost import CostModel
 
 setup_logging(snakemake)
 

@@ -1,11 +1,11 @@
 """Snakemake script for rule curate: a curated dataset's tables are its base dataset's (see
-irflow.filter.copy_tables); its own filter block then decides what it keeps."""
+irflow.data.filter.copy_tables); its own filter block then decides what it keeps."""
 
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.filter import copy_tables
+from irflow.data.filter import copy_tables
 
 manifest = start_job(snakemake, "curate")
 names = ["source", "corpus", "queries", "qrels"]

@@ -1,12 +1,12 @@
-"""Snakemake script for rule database: see irflow.aggregate.build_database and
-irflow.experiment."""
+"""Snakemake script for rule database: see irflow.evaluation.aggregate.build_database and
+irflow.workflow.experiment."""
 
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.aggregate import build_database
-from irflow.experiment import write_record
+from irflow.evaluation.aggregate import build_database
+from irflow.workflow.experiment import write_record
 
 setup_logging(snakemake)
 inp, out, experiment = snakemake.input, snakemake.output, snakemake.params.experiment

@@ -1,11 +1,11 @@
-"""Snakemake script for rule download: see irflow.download."""
+"""Snakemake script for rule download: see irflow.data.download."""
 
 import json
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.download import (
+from irflow.data.download import (
     IR_DATASETS_RECORD,
     dataset_files,
     dataset_fingerprint,

@@ -1,13 +1,14 @@
 """Snakemake script for rules embed, embed_passages, embed_queries and embed_shard: see
-irflow.embed. A job embeds one side (params.side) and, where the rule has query outputs, the
-queries too, with the model loaded once; each side has its own manifest."""
+irflow.encoding.embed. A job embeds one side (params.side) and, where the rule has query outputs,
+the queries too, with the model loaded once; each side has its own manifest."""
 
 from functools import partial
 from pathlib import Path
 
 from _common import encode_sides, start_encode_job
 
-from irflow.embed import Encoder, Reuse, embed_file, query_latency
+from irflow.encoding.embed import Reuse, embed_file, query_latency
+from irflow.encoding.models import Encoder
 
 inp = snakemake.input
 manifest, spec, shard = start_encode_job(snakemake, "embed")

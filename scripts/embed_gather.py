@@ -1,12 +1,12 @@
-"""Snakemake script for rules embed_gather and encode_vectors_gather: see irflow.embed.gather
-and irflow.encode_parts.gather."""
+"""Snakemake script for rules embed_gather and encode_vectors_gather: see
+irflow.encoding.embed.gather and irflow.encoding.encode_parts.gather."""
 
 import json
 from pathlib import Path
 
 from _common import start_job
 
-from irflow import embed, encode_parts
+from irflow.encoding import embed, encode_parts
 
 inp, out = snakemake.input, snakemake.output
 dense = "embeddings" in out.keys()

@@ -1,4 +1,5 @@
-"""Snakemake script for rule expand: see irflow.expand (and irflow.llm for the llm writer)."""
+"""Snakemake script for rule expand: see irflow.derived.expand (and irflow.derived.llm for the llm
+writer)."""
 
 import json
 import shutil
@@ -9,10 +10,10 @@ import pandas as pd
 import torch
 from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow.expand import SAMPLING, LLMQueryWriter, QueryGenerator, expand_corpus
-from irflow.fingerprint import value_md5
-from irflow.llm import LLMClient
-from irflow.rerank import CrossEncoderScorer
+from irflow.core.fingerprint import value_md5
+from irflow.derived.expand import SAMPLING, LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.derived.llm.client import LLMClient
+from irflow.retrieval.rerank import CrossEncoderScorer
 
 manifest = start_job(snakemake, "expand")
 inp, out, settings = snakemake.input, snakemake.output, snakemake.params.settings

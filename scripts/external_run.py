@@ -1,12 +1,12 @@
-"""Snakemake script for rule external_run: see irflow.external_run."""
+"""Snakemake script for rule external_run: see irflow.retrieval.external_run."""
 
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.external_run import import_run, locate_run, log_report
-from irflow.fingerprint import file_md5
-from irflow.runs import write_run
+from irflow.core.fingerprint import file_md5
+from irflow.retrieval.external_run import import_run, locate_run, log_report
+from irflow.retrieval.runs import write_run
 
 manifest = start_job(snakemake, "external_run")
 inp, out, wildcards, config = (

@@ -1,11 +1,11 @@
-"""Snakemake script for rule filter: see irflow.filter."""
+"""Snakemake script for rule filter: see irflow.data.filter."""
 
 import logging
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.filter import run_filter, run_filter_as_base
+from irflow.data.filter import run_filter, run_filter_as_base
 
 manifest = start_job(snakemake, "filter")
 inp, out = snakemake.input, snakemake.output
@@ -16,22 +16,22 @@ if "base_corpus" in inp.keys():
         *tables,
         Path(inp.base_corpus),
         Path(inp.base_audit),
-        Path(out.corpus),
-        Path(out.queries),
-        Path(out.audit),
-        Path(inp.base_clusters),
-        Path(out.clusters),
+        out_corpus=Path(out.corpus),
+        out_queries=Path(out.queries),
+        out_audit=Path(out.audit),
+        base_clusters=Path(inp.base_clusters),
+        out_clusters=Path(out.clusters),
     )
 else:
     counts = run_filter(
         *tables,
         snakemake.params.rules,
-        Path(out.corpus),
-        Path(out.queries),
-        Path(out.audit),
-        Path(out.clusters),
+        out_corpus=Path(out.corpus),
+        out_queries=Path(out.queries),
+        out_audit=Path(out.audit),
+        out_clusters=Path(out.clusters),
         workers=snakemake.threads,
     )
-logging.getLogger("irflow.filter").info("%s", counts)
+logging.getLogger("irflow.data.filter").info("%s", counts)
 manifest.add(**counts)
 manifest.write()

@@ -1,12 +1,12 @@
-"""Snakemake script for rule fuse: see irflow.fuse."""
+"""Snakemake script for rule fuse: see irflow.retrieval.fuse."""
 
 from pathlib import Path
 
 from _common import start_job
 
-from irflow import contracts
-from irflow.fuse import reciprocal_rank_fusion, weighted_fusion
-from irflow.runs import read_run, write_run
+from irflow.core import contracts
+from irflow.retrieval.fuse import reciprocal_rank_fusion, weighted_fusion
+from irflow.retrieval.runs import read_run, write_run
 
 manifest = start_job(snakemake, "fuse")
 settings, wildcards = snakemake.params.settings, snakemake.wildcards

@@ -1,4 +1,4 @@
-"""Snakemake script for rule generate: see irflow.generate and irflow.llm."""
+"""Snakemake script for rule generate: see irflow.derived.generate and irflow.derived.llm."""
 
 import json
 from pathlib import Path
@@ -6,14 +6,14 @@ from pathlib import Path
 import pandas as pd
 from _common import start_job, write_dataset_record
 
-from irflow.generate import (
+from irflow.derived.generate.dataset import (
     content_checksum,
     generate_dataset,
     judged_positives,
-    load_prompts,
     write_generated,
 )
-from irflow.llm import LLMClient
+from irflow.derived.generate.prompts import load_prompts
+from irflow.derived.llm.client import LLMClient
 
 manifest = start_job(snakemake, "generate")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -23,7 +23,7 @@ prompts = load_prompts(inp.prompts)
 positives = judged_positives(inp.qrels) if spec["sample_from"] == "positives" else None
 tokenizer, tokenizer_record = None, None
 if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_words
-    from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
+    from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
 
     tokenizer = load_tokenizer(params.tokenizer)
     tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}
@@ -33,7 +33,13 @@ if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_wor
 with LLMClient(snakemake.config["llm"]) as client:
     try:
         generated = generate_dataset(
-            pd.read_parquet(inp.corpus), spec, prompts, client, tokenizer, inp.corpus, positives
+            pd.read_parquet(inp.corpus),
+            spec,
+            prompts,
+            client,
+            tokenizer=tokenizer,
+            corpus_path=inp.corpus,
+            positives=positives,
         )
     finally:
         manifest.add(llm=client.summary())

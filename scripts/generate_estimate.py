@@ -1,4 +1,4 @@
-"""Snakemake script for rule generate_estimate: see irflow.generate.estimate."""
+"""Snakemake script for rule generate_estimate: see irflow.derived.generate.estimate.estimate."""
 
 import json
 from pathlib import Path
@@ -6,9 +6,12 @@ from pathlib import Path
 import pandas as pd
 from _common import setup_logging
 
-from irflow.generate import estimate, judged_positives, load_prompts
-from irflow.llm import LLMClient
-from irflow.qc import Judge, load_judge_prompts, majority_needed
+from irflow.derived.generate.dataset import judged_positives
+from irflow.derived.generate.estimate import estimate
+from irflow.derived.generate.prompts import load_prompts
+from irflow.derived.llm.client import LLMClient
+from irflow.derived.qc.judge import Judge, load_judge_prompts
+from irflow.derived.qc.settings import majority_needed
 
 setup_logging(snakemake)
 inp, params = snakemake.input, snakemake.params
@@ -16,7 +19,7 @@ spec = params.spec
 positives = judged_positives(inp.qrels) if spec["sample_from"] == "positives" else None
 tokenizer = None
 if params.tokenizer:  # samples as generate does (lengths in its tokens)
-    from irflow.positionalize import load_tokenizer
+    from irflow.data.tokens import load_tokenizer
 
     tokenizer = load_tokenizer(params.tokenizer)
 

@@ -1,11 +1,11 @@
-"""Snakemake script for rule index: see irflow.index."""
+"""Snakemake script for rule index: see irflow.retrieval.index."""
 
 from pathlib import Path
 
 import faiss
 from _common import start_job
 
-from irflow.index import index_file
+from irflow.retrieval.index import index_file
 
 manifest = start_job(snakemake, "index")
 faiss.omp_set_num_threads(snakemake.threads)

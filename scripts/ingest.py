@@ -1,11 +1,11 @@
-"""Snakemake script for rule ingest: see irflow.ingest."""
+"""Snakemake script for rule ingest: see irflow.data.ingest."""
 
 import json
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.ingest import ingest
+from irflow.data.ingest import ingest
 
 manifest = start_job(snakemake, "ingest")
 out = snakemake.output

@@ -1,4 +1,4 @@
-"""Snakemake script for rule label_audit: see irflow.label_audit."""
+"""Snakemake script for rule label_audit: see irflow.derived.label_audit."""
 
 import pandas as pd
 import pyarrow as pa
@@ -6,8 +6,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from _common import start_job
 
-from irflow import contracts
-from irflow.label_audit import (
+from irflow.core import contracts
+from irflow.derived.label_audit import (
     audit_candidates,
     hole_before_after,
     proposed_qrels,
@@ -15,9 +15,12 @@ from irflow.label_audit import (
     summarize,
     write_trec_qrels,
 )
-from irflow.llm import LLMClient
-from irflow.qc import Judge, load_judge_prompts, majority_needed, pool_runs, read_votes
-from irflow.runs import read_run
+from irflow.derived.llm.client import LLMClient
+from irflow.derived.qc.control import read_votes
+from irflow.derived.qc.judge import Judge, load_judge_prompts
+from irflow.derived.qc.settings import majority_needed
+from irflow.derived.qc.votes import pool_runs
+from irflow.retrieval.runs import read_run
 
 manifest = start_job(snakemake, "label_audit")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -43,9 +46,9 @@ def candidates_with(judge):
         ranks,
         audit["threshold"],
         majority_needed(len(ranks), params.majority),
-        params.judge["relevant_level"],
-        judge,
-        (query_texts, documents),
+        relevant_level=params.judge["relevant_level"],
+        judge=judge,
+        texts=(query_texts, documents),
     )
 
 
@@ -72,9 +75,9 @@ summary = summarize(
     qrels,
     len(queries),
     hole,
-    len(runs),
-    audit["depth"],
-    audit["hole_k"],
+    systems=len(runs),
+    depth=audit["depth"],
+    k=audit["hole_k"],
 )
 contracts.write_frame(pd.DataFrame([summary]), out.summary)
 manifest.add(settings=audit, systems=params.systems, statistics=summary)

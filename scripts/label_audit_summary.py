@@ -1,13 +1,13 @@
 """Snakemake script for rule label_audit_summary: one row per audited dataset, and the
-report's table; see irflow.label_audit."""
+report's table; see irflow.derived.label_audit."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.label_audit import SUMMARY_COLUMNS, summary_table_html
+from irflow.core import contracts
+from irflow.derived.label_audit import SUMMARY_COLUMNS, summary_table_html
 
 setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

@@ -1,15 +1,15 @@
-"""Snakemake script for rule negatives: see irflow.negatives."""
+"""Snakemake script for rule negatives: see irflow.derived.negatives."""
 
 import logging
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.negatives import run_negatives
+from irflow.derived.negatives import run_negatives
 
 manifest = start_job(snakemake, "negatives")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
-settings, log = params.settings, logging.getLogger("irflow.negatives")
+settings, log = params.settings, logging.getLogger("irflow.derived.negatives")
 warnings = []
 if settings["split"] in ("test", params.scored_split):
     warnings.append(

@@ -1,12 +1,12 @@
-"""Snakemake script for rule onnx_export: see irflow.onnx_export."""
+"""Snakemake script for rule onnx_export: see irflow.encoding.onnx_export."""
 
 from pathlib import Path
 
 import torch
 from _common import start_job
 
-from irflow.embed import load_sentence_transformer
-from irflow.onnx_export import export, export_key
+from irflow.encoding.models import load_sentence_transformer
+from irflow.encoding.onnx_export import export, export_key
 
 manifest = start_job(snakemake, "onnx_export")
 torch.set_num_threads(snakemake.threads)

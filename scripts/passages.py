@@ -1,11 +1,11 @@
-"""Snakemake script for rule passages: see irflow.passages."""
+"""Snakemake script for rule passages: see irflow.data.passages."""
 
 from pathlib import Path
 
 from _common import start_job
 
-from irflow.passages import model_window, split_corpus
-from irflow.positionalize import load_tokenizer, tokenizer_fingerprint
+from irflow.data.passages import model_window, split_corpus
+from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
 
 manifest = start_job(snakemake, "passages")
 params = snakemake.params

@@ -1,4 +1,4 @@
-"""Snakemake script for rule plots: see irflow.plots."""
+"""Snakemake script for rule plots: see irflow.analyses.plots."""
 
 from pathlib import Path
 
@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 from _common import setup_logging
 
-from irflow.aggregate import wide_table
-from irflow.correlate import MIN_SYSTEMS
-from irflow.plots import (
+from irflow.analyses.correlate import MIN_SYSTEMS
+from irflow.analyses.plots import (
     bar_charts,
     bootstrap_histogram,
     latency_quality,
@@ -16,6 +15,7 @@ from irflow.plots import (
     significance_matrices,
     significance_table,
 )
+from irflow.evaluation.aggregate import wide_table
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

@@ -1,13 +1,13 @@
-"""Snakemake script for rule position: see irflow.position."""
+"""Snakemake script for rule position: see irflow.analyses.position."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.position import analyse, span_positions
-from irflow.positionalize import load_tokenizer
+from irflow.analyses.position import analyse, span_positions
+from irflow.core import contracts
+from irflow.data.tokens import load_tokenizer
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

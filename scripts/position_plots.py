@@ -1,11 +1,11 @@
-"""Snakemake script for rule position_plots: see irflow.plots."""
+"""Snakemake script for rule position_plots: see irflow.analyses.plots."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow.plots import position_curves, psi_table
+from irflow.analyses.plots import position_curves, psi_table
 
 setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from irflow.position import OVERALL, length_bucket
-from irflow.positionalize import parse_variant
+from irflow.analyses.position import OVERALL, length_bucket
+from irflow.derived.positionalize import parse_variant
 
 results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
 psi = pd.read_parquet(results / "psi.parquet")

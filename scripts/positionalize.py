@@ -1,4 +1,4 @@
-"""Snakemake script for rule positionalize: see irflow.positionalize."""
+"""Snakemake script for rule positionalize: see irflow.derived.positionalize."""
 
 import json
 from pathlib import Path
@@ -6,13 +6,8 @@ from pathlib import Path
 import pandas as pd
 from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow.positionalize import (
-    Positionalizer,
-    Screen,
-    load_tokenizer,
-    tokenizer_fingerprint,
-    variant_checksum,
-)
+from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
+from irflow.derived.positionalize import Positionalizer, Screen, variant_checksum
 
 manifest = start_job(snakemake, "positionalize")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -27,7 +22,7 @@ checksum = variant_checksum(base["checksum"], settings, tokenizer_record["sha256
 
 screen = None
 if "screen" in spec:
-    from irflow.rerank import load_scorer
+    from irflow.retrieval.rerank import load_scorer
 
     # No document vectors to reuse: a bi-encoder's come from the shared vector cache or are
     # encoded.
@@ -38,7 +33,7 @@ maker = Positionalizer(
     tokenizer,
     spec["fillers"],
     spec["seed"],
-    screen,
+    screen=screen,
 )
 variant = maker.variant(spec["length"], spec["position"])
 write_dataset_tables(variant, out)

@@ -1,5 +1,5 @@
 """Snakemake script for rule qc_candidates: the QC retriever's run of a checked split that the
-workflow's retrieve jobs do not cover; see irflow.retrieve.retrieve_judged."""
+workflow's retrieve jobs do not cover; see irflow.retrieval.retrieve.retrieve_judged."""
 
 import logging
 from pathlib import Path
@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import torch
 from _common import start_job
 
-from irflow import contracts
-from irflow.retrieve import retrieve_judged
+from irflow.core import contracts
+from irflow.retrieval.retrieve import retrieve_judged
 
 manifest = start_job(snakemake, "qc_candidates")
 torch.set_num_threads(snakemake.threads)
@@ -22,7 +22,7 @@ files = {
 }
 encoder = None
 if retriever["type"] == "dense":
-    from irflow.embed import Encoder
+    from irflow.encoding.models import Encoder
 
     # The retriever's own model and settings, as its embed job encoded the scored split's queries.
     model = snakemake.config["models"][retriever["model"]]
@@ -35,7 +35,7 @@ judged = len(
     set(qrels.column("query_id").to_pylist()) & set(queries.column("query_id").to_pylist())
 )
 retrieved = len(set(run.column("query_id").to_pylist()))
-logging.getLogger("irflow.qc").info(
+logging.getLogger("irflow.derived.qc").info(
     "%s, split %s: %d judged queries, %d with candidates (%d rows, depth %d)",
     snakemake.wildcards.dataset,
     snakemake.wildcards.split,

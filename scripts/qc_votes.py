@@ -1,5 +1,6 @@
 """Snakemake script for rules qc_votes and audit_votes: one reranker's ranking of each query's
-candidates (the runs' top depth, pooled; each other split's run on its own); see irflow.qc."""
+candidates (the runs' top depth, pooled; each other split's run on its own); see
+irflow.derived.qc."""
 
 import pandas as pd
 import pyarrow as pa
@@ -7,10 +8,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from _common import bi_encoder_vectors, start_job
 
-from irflow import contracts
-from irflow.qc import candidate_pools, rerank_pools
-from irflow.rerank import load_scorer
-from irflow.runs import read_run
+from irflow.core import contracts
+from irflow.derived.qc.votes import candidate_pools, rerank_pools
+from irflow.retrieval.rerank import load_scorer
+from irflow.retrieval.runs import read_run
 
 manifest = start_job(snakemake, "qc_votes")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

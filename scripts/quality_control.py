@@ -1,4 +1,4 @@
-"""Snakemake script for rule quality_control: see irflow.qc."""
+"""Snakemake script for rule quality_control: see irflow.derived.qc."""
 
 import json
 from pathlib import Path
@@ -6,10 +6,11 @@ from pathlib import Path
 import pandas as pd
 from _common import start_job, write_dataset_record, write_dataset_tables
 
-from irflow import contracts
-from irflow.generate import SPLITS, content_checksum
-from irflow.llm import LLMClient
-from irflow.qc import Judge, checked_splits, load_judge_prompts, quality_control, read_votes
+from irflow.core import contracts
+from irflow.derived.generate.dataset import SPLITS, checked_splits, content_checksum
+from irflow.derived.llm.client import LLMClient
+from irflow.derived.qc.control import quality_control, read_votes
+from irflow.derived.qc.judge import Judge, load_judge_prompts
 
 manifest = start_job(snakemake, "quality_control")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -36,8 +37,8 @@ with LLMClient(snakemake.config["llm"]) as client:
             {split: pd.read_parquet(inp[f"qrels_{split}"]) for split in checked_splits(spec)},
             pd.read_parquet(inp.negatives),
             ranks,
-            judge,
-            settings,
+            judge=judge,
+            settings=settings,
         )
     finally:
         manifest.add(llm=client.summary())

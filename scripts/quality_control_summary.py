@@ -1,13 +1,13 @@
 """Snakemake script for rule quality_control_summary: one row per QC'd dataset, and the
-report's table; see irflow.qc.summarize_audit."""
+report's table; see irflow.derived.qc.control.summarize_audit."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.qc import summarize_audit, summary_table_html
+from irflow.core import contracts
+from irflow.derived.qc.control import summarize_audit, summary_table_html
 
 setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

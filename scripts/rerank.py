@@ -1,4 +1,4 @@
-"""Snakemake script for rule rerank: see irflow.rerank."""
+"""Snakemake script for rule rerank: see irflow.retrieval.rerank."""
 
 from pathlib import Path
 
@@ -7,9 +7,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from _common import bi_encoder_vectors, start_job
 
-from irflow import contracts
-from irflow.rerank import load_scorer, rerank, top_candidates
-from irflow.runs import read_run, write_run
+from irflow.core import contracts
+from irflow.retrieval.rerank import load_scorer, rerank, top_candidates
+from irflow.retrieval.runs import read_run, write_run
 
 manifest = start_job(snakemake, "rerank")
 inp, out, wildcards = snakemake.input, snakemake.output, snakemake.wildcards

@@ -1,11 +1,11 @@
-"""Snakemake script for rules retrieve_bm25 and retrieve_dense: see irflow.retrieve."""
+"""Snakemake script for rules retrieve_bm25 and retrieve_dense: see irflow.retrieval.retrieve."""
 
 from pathlib import Path
 
 import faiss
 from _common import finish_retrieval, start_job
 
-from irflow.retrieve import bm25_search, dense_search
+from irflow.retrieval.retrieve import bm25_search, dense_search
 
 manifest = start_job(snakemake, "retrieve")
 inp = snakemake.input
@@ -25,8 +25,8 @@ else:
         Path(inp.queries),
         top_k,
         remove_self,
-        retriever["query_batch_size"],
-        latency_queries,
-        Path(inp.passages) if "passages" in inp.keys() else None,
+        batch_size=retriever["query_batch_size"],
+        latency_queries=latency_queries,
+        passages=Path(inp.passages) if "passages" in inp.keys() else None,
     )
 finish_retrieval(snakemake, manifest, run, timing)

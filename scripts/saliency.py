@@ -1,4 +1,4 @@
-"""Snakemake script for rule saliency: see irflow.saliency."""
+"""Snakemake script for rule saliency: see irflow.analyses.saliency."""
 
 import logging
 
@@ -7,12 +7,12 @@ import pyarrow as pa
 import torch
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.embed import Encoder
-from irflow.saliency import saliency_profile, sample_pairs
+from irflow.analyses.saliency import saliency_profile, sample_pairs
+from irflow.core import contracts
+from irflow.encoding.models import Encoder
 
 setup_logging(snakemake)
-log = logging.getLogger("irflow.saliency")
+log = logging.getLogger("irflow.analyses.saliency")
 torch.set_num_threads(snakemake.threads)
 inp, params = snakemake.input, snakemake.params
 spec = snakemake.config["models"][snakemake.wildcards.model]

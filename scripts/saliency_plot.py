@@ -1,12 +1,12 @@
-"""Snakemake script for rule saliency_plot: see irflow.saliency.saliency_figure."""
+"""Snakemake script for rule saliency_plot: see irflow.analyses.saliency.saliency_figure."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow.plots import save
-from irflow.saliency import saliency_figure
+from irflow.analyses.plots import save
+from irflow.analyses.saliency import saliency_figure
 
 setup_logging(snakemake)
 profiles = pd.concat([pd.read_parquet(path) for path in snakemake.input.profiles])

@@ -1,13 +1,13 @@
-"""Snakemake script for rule score: see irflow.score."""
+"""Snakemake script for rule score: see irflow.evaluation.score."""
 
 from pathlib import Path
 
 import pandas as pd
 from _common import start_job
 
-from irflow import contracts
-from irflow.runs import read_run
-from irflow.score import score_run
+from irflow.core import contracts
+from irflow.evaluation.score import score_run
+from irflow.retrieval.runs import read_run
 
 manifest = start_job(snakemake, "score")
 inp, measures = snakemake.input, snakemake.params.measures

@@ -1,10 +1,10 @@
-"""Snakemake script for rule significance: see irflow.significance."""
+"""Snakemake script for rule significance: see irflow.evaluation.significance."""
 
 import pandas as pd
 from _common import setup_logging
 
-from irflow import contracts
-from irflow.significance import paired_comparisons
+from irflow.core import contracts
+from irflow.evaluation.significance import paired_comparisons
 
 setup_logging(snakemake)
 settings = snakemake.params.settings

@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 from _common import setup_logging
 from bm25s.stopwords import STOPWORDS_EN
 
-from irflow import contracts
-from irflow.correlate import unigram_counts
+from irflow.analyses.correlate import unigram_counts
+from irflow.core import contracts
 
 setup_logging(snakemake)
 corpus = pq.ParquetFile(snakemake.input.corpus)

@@ -1,5 +1,5 @@
-"""Snakemake script for rules retrieve_sparse and retrieve_late_interaction: see irflow.sparse
-and irflow.late_interaction."""
+"""Snakemake script for rules retrieve_sparse and retrieve_late_interaction: see
+irflow.retrieval.sparse and irflow.retrieval.late_interaction."""
 
 from functools import partial
 from pathlib import Path
@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from _common import finish_retrieval, start_job
 
-from irflow.late_interaction import late_interaction_search
-from irflow.sparse import sparse_search
+from irflow.retrieval.late_interaction import late_interaction_search
+from irflow.retrieval.sparse import sparse_search
 
 manifest = start_job(snakemake, "retrieve")
 inp = snakemake.input

@@ -76,7 +76,7 @@ def official_scifact_config(shared_datasets: Path) -> dict:
 
 
 def _validated(**config) -> dict:
-    from irflow.config import load_schema, validate_config
+    from irflow.workflow.config import load_schema, validate_config
 
     config = {"datasets": {"d": {"source": {"path": "."}}}} | config
     config.setdefault("retrievers", {"bm25": {"type": "bm25"}})

@@ -12,16 +12,16 @@ import pytest
 import pytrec_eval
 from conftest import REPO
 
-from irflow import contracts
-from irflow.aggregate import (
+from irflow.core import contracts
+from irflow.evaluation.aggregate import (
     build_database,
     build_summary,
     collect_per_query,
     wide_table,
     write_tables,
 )
-from irflow.runs import write_run
-from irflow.score import score_run
+from irflow.evaluation.score import score_run
+from irflow.retrieval.runs import write_run
 
 LAYOUT = {
     ("scifact", "bm25"): [0.5, 1.0],

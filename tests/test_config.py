@@ -11,9 +11,9 @@ import pytest
 import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
-from irflow.config import expand_config, load_config, load_schema, validate_config
-from irflow.errors import ConfigError
-from irflow.score import metric_names
+from irflow.core.errors import ConfigError
+from irflow.evaluation.score import metric_names
+from irflow.workflow.config import expand_config, load_config, load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 MINIMAL = {

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.correlate import (
+from irflow.analyses.correlate import (
     BOOTSTRAP_COLUMNS,
     PAIR_COLUMNS,
     against_reference,
@@ -360,7 +360,7 @@ def test_the_pooled_bucket_ranks_systems_by_posirs_overall_score():
     """PosIR's Table 2 correlates its overall nDCG@10, the mean over every query (those without
     a located span too), not the mean of the position bins' means; a bucket Qk's score is its
     bins' mean, as PosIR's nDCG@10(Qk)."""
-    from irflow.position import analyse
+    from irflow.analyses.position import analyse
 
     # Per system: 3 queries in bin 0, 1 in bin 19, 2 with no located span.
     values = {"s1": (0.9, 0.1, 0.0), "s2": (0.6, 0.2, 0.6), "s3": (0.3, 0.3, 0.9)}

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from irflow.cost import CostModel, in_sequence, time_each
+from irflow.core.timing import time_each
+from irflow.evaluation.cost import CostModel, in_sequence
 
 CONFIG = {
     "models": {"m": {"long_documents": {"strategy": "truncate"}}},

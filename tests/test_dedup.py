@@ -10,10 +10,10 @@ import pytest
 from conftest import write_beir
 from datasketch import LeanMinHash, MinHash
 
-from irflow.dedup import NearDuplicateFinder, jaccard, lsh_bands, shingles
-from irflow.filter import run_filter
-from irflow.ingest import ingest
-from irflow.quality import Document
+from irflow.data.dedup import NearDuplicateFinder, jaccard, lsh_bands, shingles
+from irflow.data.filter import run_filter
+from irflow.data.ingest import ingest
+from irflow.data.quality import Document
 
 VOCABULARY = [f"term{i}" for i in range(5000)]
 
@@ -183,10 +183,10 @@ def filter_near_duplicates(tmp_path, corpus: list[dict], qrels: list[tuple], **r
         data / "queries.parquet",
         data / "qrels.parquet",
         NEAR_RULES | rules,
-        out / "corpus.parquet",
-        out / "queries.parquet",
-        out / "audit.parquet",
-        out / "clusters.parquet",
+        out_corpus=out / "corpus.parquet",
+        out_queries=out / "queries.parquet",
+        out_audit=out / "audit.parquet",
+        out_clusters=out / "clusters.parquet",
     )
 
 

@@ -15,8 +15,9 @@ import huggingface_hub
 import pytest
 from loopback_http import serving
 
-from irflow import download
-from irflow.download import (
+from irflow.core.errors import DownloadError
+from irflow.data import download
+from irflow.data.download import (
     dataset_files,
     dataset_fingerprint,
     dataset_layout,
@@ -24,8 +25,7 @@ from irflow.download import (
     locate_dataset,
     safe_extract_zip,
 )
-from irflow.errors import DownloadError
-from irflow.ir_datasets_fields import DOCUMENT_FIELDS, HTML_DOCUMENTS, document_fields
+from irflow.data.ir_datasets_fields import DOCUMENT_FIELDS, HTML_DOCUMENTS, document_fields
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},

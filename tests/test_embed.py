@@ -8,20 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, TINY_CORPUS, minilm_spec
 
-import irflow.embed
-from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.cost import CostModel
-from irflow.embed import (
-    Encoder,
-    Reuse,
-    embed_file,
-    gather,
-    read_embeddings,
-    resolve_dtype,
-    shard_rows,
-)
-from irflow.errors import InputError
+import irflow.encoding.embed
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.encoding.embed import Reuse, embed_file, gather, read_embeddings, shard_rows
+from irflow.encoding.models import Encoder, resolve_dtype
+from irflow.evaluation.cost import CostModel
+from irflow.workflow.config import load_schema, validate_config
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +80,8 @@ class Killed(RuntimeError):
 
 
 class Clock:
-    """Stands in for ``time`` in irflow.embed; ``counting`` advances it 1 s per text encoded."""
+    """Stands in for ``time`` in irflow.encoding.embed; ``counting`` advances it 1 s per text
+    encoded."""
 
     def __init__(self):
         self.now = 0.0
@@ -200,7 +194,7 @@ def test_repeated_ids_are_refused(encoder, tmp_path):
 
 def test_encode_seconds_count_every_part_after_a_resume(encoder, corpus, tmp_path, monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(irflow.embed, "time", clock)
+    monkeypatch.setattr(irflow.encoding.embed, "time", clock)
     out = tmp_path / "emb.parquet"
     dying, _ = counting(encoder, fail_after=1, clock=clock)
     with pytest.raises(Killed):
@@ -218,10 +212,10 @@ def killed_before_the_output(*args):
 
 def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp_path, monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(irflow.embed, "time", clock)
+    monkeypatch.setattr(irflow.encoding.embed, "time", clock)
     out = tmp_path / "emb.parquet"
     with monkeypatch.context() as patch:
-        patch.setattr(irflow.embed, "_concatenate", killed_before_the_output)
+        patch.setattr(irflow.encoding.embed, "concatenate", killed_before_the_output)
         with pytest.raises(Killed):
             embed_file(counting(encoder, clock=clock)[0], corpus, "corpus", out)
 
@@ -448,7 +442,7 @@ REPEATS = {f"d{i:02d}": f"text {i % 7 if i % 3 else i}" for i in range(40)}
 
 @pytest.mark.parametrize("batch_rows", [3, 5, 64])
 def test_gather_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch, batch_rows):
-    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(irflow.encoding.embed, "EMBEDDING_BATCH_ROWS", batch_rows)
     corpus = write_corpus(tmp_path / "corpus.parquet", documents(REPEATS))
     paths, manifests = [], []
     for shard in range(3):
@@ -470,7 +464,7 @@ def test_gather_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch, b
 
 
 def test_one_job_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch):
-    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 4)
+    monkeypatch.setattr(irflow.encoding.embed, "EMBEDDING_BATCH_ROWS", 4)
     corpus = write_corpus(tmp_path / "corpus.parquet", documents(REPEATS))
     encoder = RandomEncoder(chunk_size=6)
     embed_file(encoder, corpus, "corpus", tmp_path / "emb.parquet")
@@ -481,7 +475,7 @@ def test_one_job_gives_every_copy_its_first_copys_vector(tmp_path, monkeypatch):
 
 
 def test_reuse_takes_exactly_the_base_vectors_of_unchanged_id_and_text(tmp_path, monkeypatch):
-    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 3)
+    monkeypatch.setattr(irflow.encoding.embed, "EMBEDDING_BATCH_ROWS", 3)
     base_texts = {f"b{i:02d}": f"base text {i}" for i in range(20)}
     base = write_corpus(tmp_path / "base.parquet", documents(base_texts))
     embed_file(RandomEncoder(), base, "corpus", tmp_path / "base-emb.parquet")
@@ -518,7 +512,7 @@ def test_reuse_takes_exactly_the_base_vectors_of_unchanged_id_and_text(tmp_path,
 
 
 def test_a_resumed_shard_reuses_its_rows_only(tmp_path, monkeypatch):
-    monkeypatch.setattr(irflow.embed, "EMBEDDING_BATCH_ROWS", 2)
+    monkeypatch.setattr(irflow.encoding.embed, "EMBEDDING_BATCH_ROWS", 2)
     texts = {f"d{i:02d}": f"text {i}" for i in range(12)}
     base = write_corpus(tmp_path / "base.parquet", documents(texts))
     embed_file(RandomEncoder(), base, "corpus", tmp_path / "base-emb.parquet")

@@ -3,7 +3,7 @@ and every token sampled lies within the top k and the top_p nucleus of the next-
 distribution that a teacher-forced forward pass over the truncated document gives (a path other
 than ``generate``). doc2query--'s filter keeps exactly the queries that a tiny
 cross-encoder, called directly, scores at or above the percentile; the llm writer asks the
-fake endpoint on 127.0.0.1 through irflow.llm."""
+fake endpoint on 127.0.0.1 through irflow.derived.llm."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from fake_llm import fake_llm_fixture, last_user_message  # noqa: F401 (the fixt
 from test_sparse import TEXTS
 from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
-from irflow.config import load_schema, validate_config
-from irflow.expand import LLMQueryWriter, QueryGenerator, expand_corpus
-from irflow.llm import LLMClient, LLMError
-from irflow.rerank import CrossEncoderScorer
+from irflow.derived.expand import LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.derived.llm.client import LLMClient, LLMError
+from irflow.retrieval.rerank import CrossEncoderScorer
+from irflow.workflow.config import load_schema, validate_config
 
 SPEC = {
     "revision": None,
@@ -176,7 +176,7 @@ def test_a_killed_expansion_resumes_from_its_finished_batches(generator, tmp_pat
 
 
 def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
-    from irflow.errors import ConfigError
+    from irflow.core.errors import ConfigError
 
     schema = load_schema("config/config.schema.yaml")
     base = {
@@ -249,7 +249,7 @@ def test_filter_keeps_the_queries_at_or_above_the_corpus_percentile(
 
 
 def test_filter_config_names_a_cross_encoder(tmp_path):
-    from irflow.errors import ConfigError
+    from irflow.core.errors import ConfigError
 
     schema = load_schema("config/config.schema.yaml")
     config = {
@@ -355,7 +355,7 @@ def test_llm_writer_leaves_a_dropped_document_unexpanded_within_max_dropped_shar
 
 
 def test_llm_writer_refuses_an_unknown_placeholder(fake_llm, tmp_path):
-    from irflow.errors import ConfigError
+    from irflow.core.errors import ConfigError
 
     with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
         with pytest.raises(ConfigError, match="'expand.x.llm.user'"):

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from irflow.aggregate import build_database
-from irflow.errors import ConfigError
-from irflow.experiment import check_experiment, experiment, write_record
+from irflow.core.errors import ConfigError
+from irflow.evaluation.aggregate import build_database
+from irflow.workflow.experiment import check_experiment, experiment, write_record
 
 CONFIG = {"datasets": {"d": {"source": {"path": "d"}}}, "retrievers": {"bm25": {"type": "bm25"}}}
 

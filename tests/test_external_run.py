@@ -15,13 +15,13 @@ import pytrec_eval
 import Stemmer
 from conftest import CORES, schema_defaults
 
-from irflow import contracts
-from irflow.errors import DownloadError, InputError
-from irflow.external_run import import_run, locate_run, run_location
-from irflow.filter import queries_to_score
-from irflow.ingest import ingest
-from irflow.retrieve import bm25_search
-from irflow.score import score_run
+from irflow.core import contracts
+from irflow.core.errors import DownloadError, InputError
+from irflow.data.filter import queries_to_score
+from irflow.data.ingest import ingest
+from irflow.evaluation.score import score_run
+from irflow.retrieval.external_run import import_run, locate_run, run_location
+from irflow.retrieval.retrieve import bm25_search
 
 DOCS = ["d1", "d2", "d3", "d10"]
 QUERIES = ["q1", "q2", "d2"]
@@ -215,7 +215,7 @@ def test_locate_run_from_a_path_a_url_and_offline(tmp_path, monkeypatch):
         fetched.append((location, dest, md5))
         return dest
 
-    monkeypatch.setattr("irflow.external_run.fetch_url", fake_fetch)
+    monkeypatch.setattr("irflow.retrieval.external_run.fetch_url", fake_fetch)
     assert locate_run(url, tmp_path / "cache", md5="a" * 32) == tmp_path / "cache/scifact.trec"
     assert fetched == [(url, tmp_path / "cache/scifact.trec", "a" * 32)]
 

@@ -12,12 +12,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 from conftest import REPO, write_beir
 
-from irflow import filter as filtering
-from irflow.config import load_schema, validate_config
-from irflow.dedup import CLUSTERS
-from irflow.filter import copy_tables, filter_table_html, run_filter, summarize_filters
-from irflow.ingest import ingest
-from irflow.quality import FILTERS
+from irflow.core import contracts
+from irflow.data import filter as filtering
+from irflow.data.filter import copy_tables, filter_table_html, run_filter, summarize_filters
+from irflow.data.ingest import ingest
+from irflow.data.quality import FILTERS
+from irflow.workflow.config import load_schema, validate_config
 
 CORPUS = [
     {"_id": "a", "title": "", "text": "   "},  # empty
@@ -48,9 +48,9 @@ def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, **rules):
         data / "queries.parquet",
         data / "qrels.parquet",
         RULES | rules,
-        out / "corpus.parquet",
-        out / "queries.parquet",
-        out / "audit.parquet",
+        out_corpus=out / "corpus.parquet",
+        out_queries=out / "queries.parquet",
+        out_audit=out / "audit.parquet",
     )
     corpus = pq.read_table(out / "corpus.parquet").column("doc_id").to_pylist()
     audit = {row["doc_id"]: row for row in pq.read_table(out / "audit.parquet").to_pylist()}
@@ -193,9 +193,9 @@ def test_workers_decide_exactly_as_one_process(tmp_path, monkeypatch):
         counts = run_filter(
             *(data / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
             rules,
-            out / "corpus.parquet",
-            out / "queries.parquet",
-            out / "audit.parquet",
+            out_corpus=out / "corpus.parquet",
+            out_queries=out / "queries.parquet",
+            out_audit=out / "audit.parquet",
             workers=workers,
         )
         audit = pq.read_table(out / "audit.parquet").to_pylist()
@@ -227,7 +227,7 @@ def test_summary_counts_each_filter_and_the_total_once_per_document(tmp_path):
     filtered(tmp_path, corpus=QUALITY_CORPUS, qrels=[("q1", "judged", 1)], **rules)
     out = tmp_path / "out"
     (out / "clusters.parquet").parent.mkdir(exist_ok=True)
-    pq.write_table(CLUSTERS.empty_table(), out / "clusters.parquet")
+    pq.write_table(contracts.CLUSTERS.empty_table(), out / "clusters.parquet")
     paths = {
         "corpus": tmp_path / "data" / "corpus.parquet",
         "filtered": out / "corpus.parquet",
@@ -313,7 +313,10 @@ def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shar
         counts = run_filter(
             *(data / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
             rules,
-            *(out / f"{name}.parquet" for name in ("corpus", "queries", "audit", "clusters")),
+            **{
+                f"out_{name}": out / f"{name}.parquet"
+                for name in ("corpus", "queries", "audit", "clusters")
+            },
             workers=workers,
         )
         tables = [
@@ -369,12 +372,18 @@ def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
     run_filter(
         *(base / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
         RULES,
-        *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+        **{
+            f"out_{name}": base / "filtered" / f"{name}.parquet"
+            for name in ("corpus", "queries", "audit")
+        },
     )
     counts = filtering.run_filter_as_base(
         *(expanded / f"{name}.parquet" for name in ("corpus", "queries", "qrels")),
         *(base / "filtered" / f"{name}.parquet" for name in ("corpus", "audit")),
-        *(expanded / "filtered" / f"{name}.parquet" for name in ("corpus", "queries", "audit")),
+        **{
+            f"out_{name}": expanded / "filtered" / f"{name}.parquet"
+            for name in ("corpus", "queries", "audit")
+        },
     )
     for folder in (base, expanded):
         kept[folder.name] = pq.read_table(folder / "filtered" / "corpus.parquet").to_pylist()

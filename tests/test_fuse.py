@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.fuse import reciprocal_rank_fusion, weighted_fusion
+from irflow.retrieval.fuse import reciprocal_rank_fusion, weighted_fusion
 
 
 def run_of(query_id: str, scored: dict[str, float]) -> pd.DataFrame:

@@ -18,28 +18,23 @@ from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message
 from test_workflow import planned_inputs
 
-from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.errors import ConfigError, InputError
-from irflow.generate import (
-    ATTRIBUTES,
-    Generator,
-    _Item,
+from irflow.core import contracts
+from irflow.core.errors import ConfigError, InputError
+from irflow.derived.generate.dataset import content_checksum, generate_dataset, write_generated
+from irflow.derived.generate.estimate import estimate
+from irflow.derived.generate.generator import Generator, Item, prepare
+from irflow.derived.generate.prompts import ATTRIBUTES, load_prompts
+from irflow.derived.generate.sampling import (
     assign_splits,
     chunk_corpus,
-    content_checksum,
     document_lengths,
     document_rng,
-    estimate,
-    generate_dataset,
-    load_prompts,
     personal_data,
-    prepare,
     sample_documents,
     word_count,
-    write_generated,
 )
-from irflow.llm import LLMClient, LLMError
+from irflow.derived.llm.client import LLMClient, LLMError
+from irflow.workflow.config import load_schema, validate_config
 
 PROMPTS = REPO / "config" / "prompts" / "airbench.yaml"
 DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
@@ -228,7 +223,7 @@ def draw_attribute_sets(n: int, **spec) -> pd.DataFrame:
     generator = Generator(prompts, client=None, spec=spec)
     draws = []
     for i in range(n):
-        item = _Item(f"d{i}", "", document_rng(0, f"d{i}"), {}, [])
+        item = Item(f"d{i}", "", document_rng(0, f"d{i}"), {}, [])
         for attribute in ATTRIBUTES:
             item.values[attribute] = generator._draw(item, attribute)
         draws.append(item.values | {"band": item.band})
@@ -489,7 +484,7 @@ def test_no_negatives_wanted_skips_the_step(airbench_llm, tmp_path):
 
 
 def test_chunks_can_be_counted_in_a_models_tokens(minilm_path):
-    from irflow.positionalize import load_tokenizer
+    from irflow.data.tokens import load_tokenizer
 
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
     text = " ".join(["retrieval"] * 300)  # one word-piece token each
@@ -688,7 +683,7 @@ def test_an_arabic_corpus_is_counted_in_its_words(shared_datasets):
 
 
 def test_min_words_counts_the_tokenizers_tokens_when_one_is_named(minilm_path):
-    from irflow.positionalize import load_tokenizer
+    from irflow.data.tokens import load_tokenizer
 
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
     corpus = pd.DataFrame(
@@ -804,7 +799,7 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
     settings = {"base_url": airbench_llm.base_url, "model": "fake", "max_retries": 2}
     with LLMClient(settings, tmp_path / "cache", progress=False) as client:
         before = estimate(
-            corpus, spec(), load_prompts(PROMPTS), client, words_of, typical=FAKE_WORDS
+            corpus, spec(), load_prompts(PROMPTS), client, count_tokens=words_of, typical=FAKE_WORDS
         )
     assert airbench_llm.requests == 0  # a dry run sends nothing
     _, actual = run(airbench_llm, tmp_path / "cache", corpus)
@@ -823,8 +818,10 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
     assert before["max_completion_tokens"] == 60 * 1024
 
     with LLMClient(settings, tmp_path / "cache", progress=False) as client:
-        cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, words_of)
-        widened = estimate(corpus, spec(documents=6), load_prompts(PROMPTS), client, words_of)
+        cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, count_tokens=words_of)
+        widened = estimate(
+            corpus, spec(documents=6), load_prompts(PROMPTS), client, count_tokens=words_of
+        )
     # A cached config asks nothing, and its tokens are the cache's; a widened one asks only
     # for the new documents.
     assert cached["requests"] == 0 and cached["cached"] == 20

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 from conftest import index_spec
 
-import irflow.index
-from irflow import contracts
-from irflow.errors import InputError
-from irflow.index import Searcher, index_file, list_count, load_index, vector_batches
+import irflow.retrieval.index
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.retrieval.index import Searcher, index_file, list_count, load_index, vector_batches
 
 DIM = 32
 
@@ -138,7 +138,7 @@ def test_pq_sub_quantisers_must_divide_the_dimension(embeddings, tmp_path):
 
 
 def test_training_sample_is_evenly_spaced(embeddings, monkeypatch):
-    monkeypatch.setattr(irflow.index, "READ_BATCH_ROWS", 7)  # steps cross batch borders
+    monkeypatch.setattr(irflow.retrieval.index, "READ_BATCH_ROWS", 7)  # steps cross batch borders
     vectors = clustered_vectors(3000)
     sample = np.concatenate(list(vector_batches(embeddings, step=10)))
     np.testing.assert_array_equal(sample, vectors[::10])
@@ -147,7 +147,7 @@ def test_training_sample_is_evenly_spaced(embeddings, monkeypatch):
 def test_the_build_never_holds_a_second_copy_of_the_vectors(tmp_path, monkeypatch):
     vectors = clustered_vectors(100_000)  # 12.8 MB; imports and set-up cost ~1.5 MB
     embeddings = write_embeddings(tmp_path / "e.parquet", vectors)
-    monkeypatch.setattr(irflow.index, "READ_BATCH_ROWS", 1000)
+    monkeypatch.setattr(irflow.retrieval.index, "READ_BATCH_ROWS", 1000)
     tracemalloc.start()
     index_file(embeddings, index_spec(type="flat"), tmp_path / "flat.faiss")
     _, peak = tracemalloc.get_traced_memory()
@@ -169,9 +169,9 @@ def test_the_build_never_holds_a_second_copy_of_the_vectors(tmp_path, monkeypatc
 def test_the_build_allocates_the_vectors_and_links_once(embeddings, monkeypatch, spec):
     # A std::vector that outgrows its capacity moves to one twice as large (both held at once):
     # the storage must not move while the batches are added.
-    monkeypatch.setattr(irflow.index, "READ_BATCH_ROWS", 100)
+    monkeypatch.setattr(irflow.retrieval.index, "READ_BATCH_ROWS", 100)
     built, moves = [], []
-    make, batches = irflow.index.empty_index, irflow.index.vector_batches
+    make, batches = irflow.retrieval.index.empty_index, irflow.retrieval.index.vector_batches
 
     def storages(index) -> list[int]:
         index = faiss.downcast_index(index)
@@ -188,9 +188,11 @@ def test_the_build_allocates_the_vectors_and_links_once(embeddings, monkeypatch,
                 moves.append(storages(built[0]))
             yield matrix
 
-    monkeypatch.setattr(irflow.index, "empty_index", lambda *a: built.append(make(*a)) or built[0])
-    monkeypatch.setattr(irflow.index, "vector_batches", adding)
-    index, _ = irflow.index.build_index(embeddings, index_spec(**spec))
+    monkeypatch.setattr(
+        irflow.retrieval.index, "empty_index", lambda *a: built.append(make(*a)) or built[0]
+    )
+    monkeypatch.setattr(irflow.retrieval.index, "vector_batches", adding)
+    index, _ = irflow.retrieval.index.build_index(embeddings, index_spec(**spec))
     assert index.ntotal == 3000 and len(moves) == 29
     assert all(places == storages(index) for places in moves)
 

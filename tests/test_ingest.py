@@ -15,12 +15,12 @@ import pytest
 from conftest import CORES, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from test_positionalize import word_tokenizer
 
-from irflow import contracts
-from irflow.download import dataset_files, dataset_layout
-from irflow.errors import InputError
-from irflow.ingest import ingest
-from irflow.position import length_bucket, relative_position, span_positions
-from irflow.score import score_run
+from irflow.analyses.position import length_bucket, relative_position, span_positions
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.data.download import dataset_files, dataset_layout
+from irflow.data.ingest import ingest
+from irflow.evaluation.score import score_run
 
 
 def run_ingest(folder: Path, out: Path, unknown: str = "keep", split: str = "test") -> dict:
@@ -201,7 +201,7 @@ def test_unknown_qrels_warning_says_what_scoring_does(
     tmp_path, caplog, unknown_row, says, never_says, recall_10
 ):
     folder = write_beir(tmp_path / "d", TINY_CORPUS, TINY_QUERIES, [*TINY_QRELS, unknown_row])
-    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+    with caplog.at_level(logging.WARNING, logger="irflow.data.ingest"):
         run_ingest(folder, tmp_path / "out", "keep")
     (warning,) = caplog.messages
     assert says in warning and never_says not in warning
@@ -345,7 +345,7 @@ def test_posir_spans_that_cannot_be_checked_are_counted_and_warned(tmp_path, cap
     ]
     qrels = [POSIR_QRELS[0], POSIR_QRELS[1], {"query-id": "q3", "corpus-id": "gone", "score": 1}]
     folder = write_posir(tmp_path / "d", queries=queries, qrels=qrels)
-    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+    with caplog.at_level(logging.WARNING, logger="irflow.data.ingest"):
         stats = ingest_posir(folder, tmp_path / "out")
     assert stats["spans"]["attached"] == 2
     assert stats["spans"]["left_out"]["unknown_document"] == 1
@@ -366,7 +366,7 @@ def test_posir_spans_past_the_end_are_clipped_as_posir(tmp_path, caplog):
     ]
     qrels = [POSIR_QRELS[0], POSIR_QRELS[1], {"query-id": "q4", "corpus-id": "d1", "score": 1}]
     folder = write_posir(tmp_path / "d", queries=queries, qrels=qrels)
-    with caplog.at_level(logging.WARNING, logger="irflow.ingest"):
+    with caplog.at_level(logging.WARNING, logger="irflow.data.ingest"):
         stats = ingest_posir(folder, tmp_path / "out")
     assert stats["spans"]["attached"] == 3 and stats["spans"]["clipped"] == 2
     assert stats["spans"]["clipped_examples"] == [
@@ -419,7 +419,7 @@ def test_posir_token_lengths_bucket_a_translation_with_its_original(tmp_path):
 
 
 def test_posir_qrels_take_judgements_added_by_quality_control(tmp_path):
-    from irflow.qc import apply_decisions
+    from irflow.derived.qc.control import apply_decisions
 
     ingest_posir(write_posir(tmp_path / "d"), tmp_path / "out")
     tables = {n: pd.read_parquet(tmp_path / "out" / f"{n}.parquet") for n in CONTRACT_TABLES}
@@ -625,7 +625,7 @@ def test_an_ir_datasets_dataset_missing_offline_names_the_file_to_place(tmp_path
 
     code = (
         "from pathlib import Path\n"
-        "from irflow.download import locate_dataset\n"
+        "from irflow.data.download import locate_dataset\n"
         "locate_dataset('s', {'ir_datasets': 'beir/scifact'}, split='test', data_dir=None,"
         f" cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
     )

@@ -25,19 +25,21 @@ from tiny_models import (
     build_tiny_colbert,
 )
 
-from irflow import late_interaction, resources
-from irflow.config import load_schema, validate_config
-from irflow.embed import RESULT_SETTINGS, cache_key, result_settings
-from irflow.encode_parts import encode_file, gather
-from irflow.errors import ConfigError
-from irflow.late_interaction import (
+from irflow.core.errors import ConfigError
+from irflow.encoding.embed import cache_key
+from irflow.encoding.encode_parts import encode_file, gather
+from irflow.encoding.models import RESULT_SETTINGS, result_settings
+from irflow.retrieval import late_interaction
+from irflow.retrieval.late_interaction import (
     MaxSimScorer,
     TokenEncoder,
     TokenVectors,
     late_interaction_search,
     tokens_table,
 )
-from irflow.rerank import rerank
+from irflow.retrieval.rerank import rerank
+from irflow.workflow import resources
+from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The lengths the provenance records.
@@ -332,7 +334,7 @@ def vectors(encoder, tmp_path_factory):
 
 def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     exact, _ = late_interaction_search(*vectors, 4, False, 2, 3)
-    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, VOYAGER)
+    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, index=VOYAGER)
     # The same documents in the same order; MaxSim equal to float32 rounding (the sum's
     # order follows the matrices' shapes and the BLAS threads: it differed by 1e-7 under CI).
     pd.testing.assert_frame_equal(run, exact, check_exact=False, rtol=1e-6, atol=0)
@@ -373,7 +375,7 @@ def test_voyager_with_one_token_per_query_token_finds_a_subset(vectors, tmp_path
     spec = VOYAGER | {"k_token": 1, "target_recall": None}
     vectors = first_tokens(vectors, 4, tmp_path)
     exact, _ = late_interaction_search(*vectors, 1, False, 2, 3)
-    run, timing = late_interaction_search(*vectors, 1, False, 2, 3, spec)
+    run, timing = late_interaction_search(*vectors, 1, False, 2, 3, index=spec)
     documents, queries = (TokenVectors.read(path) for path in vectors)
     graph = late_interaction.VoyagerIndex.build(documents, spec)
     candidates = graph.candidates(queries, 1)
@@ -402,7 +404,7 @@ def test_voyager_recall_is_measured_on_a_seeded_sample_of_queries(vectors, tmp_p
     spec = VOYAGER | {"k_token": 1, "target_recall": None, "recall_queries": 2, "recall_seed": 3}
     vectors = first_tokens(vectors, 4, tmp_path)
     exact, _ = late_interaction_search(*vectors, 1, False, 2, 0)
-    run, timing = late_interaction_search(*vectors, 1, False, 2, 0, spec)
+    run, timing = late_interaction_search(*vectors, 1, False, 2, 0, index=spec)
     drawn = [f"q{i}" for i in np.sort(np.random.default_rng(3).choice(3, 2, replace=False))]
     recall = timing["recall"]
     assert (recall["queries"], recall["seed"], recall["top_k"]) == (2, 3, 1)
@@ -410,7 +412,9 @@ def test_voyager_recall_is_measured_on_a_seeded_sample_of_queries(vectors, tmp_p
     assert recall["settings"] == {"k_token": 1, "ef_search": 200}
     assert (recall["target_recall"], recall["warning_below"]) == (None, 0.95)
     assert (
-        late_interaction_search(*vectors, 1, False, 2, 0, spec | {"recall_queries": 0})[1]["recall"]
+        late_interaction_search(*vectors, 1, False, 2, 0, index=spec | {"recall_queries": 0})[1][
+            "recall"
+        ]
         is None
     )  # not measured
 
@@ -435,7 +439,7 @@ def test_voyager_target_recall_doubles_ef_and_k_token_until_it_is_met(
     spec = VOYAGER | {"M": 2, "ef_construction": 1, "ef_search": 1, "k_token": 1}
     vectors = first_tokens(vectors, query_tokens, tmp_path)
     exact, _ = late_interaction_search(*vectors, top_k, False, 2, 0)
-    run, timing = late_interaction_search(*vectors, top_k, False, 2, 0, spec)
+    run, timing = late_interaction_search(*vectors, top_k, False, 2, 0, index=spec)
     recall = timing["recall"]
     assert [(step["k_token"], step["ef_search"]) for step in recall["tried"]] == tried
     assert recall["tried"][0]["recall"] < 0.99 <= recall["recall"] == recall["tried"][-1]["recall"]
@@ -450,7 +454,7 @@ def test_voyager_k_token_is_raised_to_the_depth_as_pylate_raises_it(vectors):
     """k_token 1 at top_k 4 searches each query token's 4 nearest document tokens (brute force
     here: a graph of 58 tokens at M 64 links every token), and ef is raised to 4."""
     spec = VOYAGER | {"k_token": 1, "ef_search": 2, "target_recall": None}
-    _, timing = late_interaction_search(*vectors, 4, False, 2, 1, spec)
+    _, timing = late_interaction_search(*vectors, 4, False, 2, 1, index=spec)
     voyager = timing["voyager"]
     assert (voyager["k_token"], voyager["ef_search"]) == (4, 4)
     documents, queries = (TokenVectors.read(path) for path in vectors)
@@ -466,7 +470,7 @@ def test_a_graph_that_cannot_reach_k_token_tokens_says_which_settings_to_raise(v
     58 k_token is capped at) finds fewer, and Voyager's RecallError gets the keys to raise."""
     spec = VOYAGER | {"M": 2, "ef_construction": 1}
     with pytest.raises(RuntimeError, match=r"k_token=58 .* raise the retriever's index.M"):
-        late_interaction_search(*vectors, 4, False, 2, 1, spec)
+        late_interaction_search(*vectors, 4, False, 2, 1, index=spec)
 
 
 def test_voyager_graph_is_the_same_on_every_single_thread_build(vectors):

@@ -19,16 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
 
-from irflow.errors import ConfigError
-from irflow.llm import (
-    LLMClient,
-    LLMError,
-    Request,
-    answer_settings,
-    cache_key,
-    parse_json,
-    public_url,
-)
+from irflow.core.errors import ConfigError
+from irflow.derived.llm.client import LLMClient, LLMError, answer_settings
+from irflow.derived.llm.messages import Request, cache_key, parse_json, public_url
 
 TESTS = Path(__file__).resolve().parent
 
@@ -264,7 +257,8 @@ def test_parse_json_rejects_prose():
 CRASHING_RUN = textwrap.dedent(
     """
     import sys
-    from irflow.llm import LLMClient, Request
+    from irflow.derived.llm.client import LLMClient
+    from irflow.derived.llm.messages import Request
     base_url, cache = sys.argv[1], sys.argv[2]
     llm = LLMClient(
         {"base_url": base_url, "model": "fake-model", "max_concurrency": 1, "timeout_s": 60,
@@ -309,9 +303,9 @@ def test_a_killed_run_keeps_every_finished_answer(tmp_path):
 
 
 def test_many_cache_files_are_compacted_on_opening(fake_llm, tmp_path, monkeypatch):
-    import irflow.llm
+    import irflow.derived.llm.cache
 
-    monkeypatch.setattr(irflow.llm, "COMPACT_AT", 3)
+    monkeypatch.setattr(irflow.derived.llm.cache, "COMPACT_AT", 3)
     for run in range(4):
         with client(fake_llm, tmp_path) as llm:
             llm.complete([ask(f"run {run} a"), ask(f"run {run} b")])
@@ -445,7 +439,8 @@ HELD_RUN = textwrap.dedent(
     # A user's Ctrl-C reaches a foreground process with Python's handler; a process started
     # in the background by a non-interactive shell (a CI runner's) inherits SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from irflow.llm import LLMClient, Request
+    from irflow.derived.llm.client import LLMClient
+    from irflow.derived.llm.messages import Request
     base_url, cache, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
     llm = LLMClient(
         {"base_url": base_url, "model": "fake-model", "max_concurrency": concurrency,
@@ -478,14 +473,14 @@ def start_held_run(fake: FakeLLM, cache: Path, concurrency: int) -> subprocess.P
 def test_two_processes_share_the_cache_while_one_compacts(tmp_path, monkeypatch):
     """B has written five part files and waits for its sixth answer when A opens the folder
     and compacts it (deleting B's parts); B's merge must still succeed and lose nothing."""
-    import irflow.llm
+    import irflow.derived.llm.cache
 
     cache = tmp_path / "cache"
     with FakeLLM(script={"b 5": ["hold"]}) as fake:
         process = start_held_run(fake, cache, concurrency=1)
         try:
             assert len(list(cache.glob("part-*.parquet"))) == 5
-            monkeypatch.setattr(irflow.llm, "COMPACT_AT", 3)
+            monkeypatch.setattr(irflow.derived.llm.cache, "COMPACT_AT", 3)
             with client(fake, cache) as llm:  # process A: compacts B's five parts
                 assert len(llm.cache) == 5
                 llm.complete([ask("a 0"), ask("a 1")])

@@ -78,7 +78,7 @@ def _run_failing_job(
     script.write_text(
         "from types import SimpleNamespace\n"
         "from _common import setup_logging\n"
-        "from irflow.errors import DownloadError\n"
+        "from irflow.core.errors import DownloadError\n"
         f"setup_logging(SimpleNamespace(log=[{str(log)!r}]))\n"
         f"{raise_statement}\n"
     )

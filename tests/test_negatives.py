@@ -15,12 +15,12 @@ import pytest
 import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
-from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.errors import ConfigError, DownloadError
-from irflow.ingest import ingest
-from irflow.negatives import mine, run_negatives, score_cap
-from irflow.retrieve import bm25_search
+from irflow.core import contracts
+from irflow.core.errors import ConfigError, DownloadError
+from irflow.data.ingest import ingest
+from irflow.derived.negatives import mine, run_negatives, score_cap
+from irflow.retrieval.retrieve import bm25_search
+from irflow.workflow.config import load_schema, validate_config
 
 SETTINGS = {
     "split": "test",
@@ -427,7 +427,7 @@ def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path,
 
 def test_a_dense_teacher_scores_a_missing_positive_by_its_best_passage(tmp_path):
     """Inner products of the stored vectors; with passages, the document's best passage."""
-    from irflow.negatives import PositiveScores
+    from irflow.derived.negatives import PositiveScores
 
     def vectors(path, rows):
         ids, matrix = zip(*rows)

@@ -1,4 +1,4 @@
-"""The ONNX Runtime backends (irflow.onnx_export) against torch, on the real MiniLM."""
+"""The ONNX Runtime backends (irflow.encoding.onnx_export) against torch, on the real MiniLM."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from conftest import REPO, minilm_spec
 from test_embed import write_corpus
 from test_workflow import planned_jobs
 
-from irflow import contracts
-from irflow.config import load_schema, validate_config
-from irflow.embed import Encoder, cache_key, embed_file, load_sentence_transformer, read_embeddings
-from irflow.errors import ConfigError, InputError
-from irflow.ingest import read_jsonl
-from irflow.onnx_export import KEY_PROPERTY, export, export_key
+from irflow.core import contracts
+from irflow.core.errors import ConfigError, InputError
+from irflow.data.ingest import read_jsonl
+from irflow.encoding.embed import cache_key, embed_file, read_embeddings
+from irflow.encoding.models import Encoder, load_sentence_transformer
+from irflow.encoding.onnx_export import KEY_PROPERTY, export, export_key
+from irflow.workflow.config import load_schema, validate_config
 
 TEXTS = [
     "why do cats purr",

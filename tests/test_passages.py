@@ -10,11 +10,11 @@ import pytest
 from conftest import index_spec
 from test_retrieve import embeddings
 
-from irflow import contracts
-from irflow.index import index_file
-from irflow.passages import document_side, split_corpus, window_starts
-from irflow.positionalize import load_tokenizer
-from irflow.retrieve import dense_search
+from irflow.core import contracts
+from irflow.data.passages import document_side, split_corpus, window_starts
+from irflow.data.tokens import load_tokenizer
+from irflow.retrieval.index import index_file
+from irflow.retrieval.retrieve import dense_search
 
 LONG_DOCUMENTS = {"strategy": "maxp", "passage_tokens": 4, "overlap": 1}
 
@@ -139,7 +139,7 @@ def test_maxp_searches_deeper_until_enough_documents(tmp_path):
 def test_passages_longer_than_the_window_with_title_and_prompt_are_counted(
     tmp_path, tokenizer, caplog, minilm_path
 ):
-    from irflow.passages import model_window
+    from irflow.data.passages import model_window
 
     rows = [
         {"doc_id": "a", "title": "", "text": "one two three four five six seven"},

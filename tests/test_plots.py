@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.correlate import between_datasets, bootstrap_correlation
-from irflow.plots import (
+from irflow.analyses.correlate import between_datasets, bootstrap_correlation
+from irflow.analyses.plots import (
     bar_charts,
     bootstrap_histogram,
     confidence_intervals,
@@ -22,8 +22,8 @@ from irflow.plots import (
     significance_matrices,
     significance_table,
 )
-from irflow.position import analyse
-from irflow.significance import paired_comparisons
+from irflow.analyses.position import analyse
+from irflow.evaluation.significance import paired_comparisons
 
 
 @pytest.fixture

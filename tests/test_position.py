@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_positionalize import word_tokenizer
 
-from irflow.position import (
+from irflow.analyses.position import (
     analyse,
     length_bucket,
     position_bin,
@@ -96,7 +96,7 @@ def test_a_bucket_with_one_usable_bin_has_no_psi():
 
 
 def test_psi_columns_keep_their_types_in_parquet(tmp_path):
-    from irflow import contracts
+    from irflow.core import contracts
 
     _, psi = analyse(rows([("a", 0.0, 0.5), ("b", 1.0, 0.4)]), min_count=1)
     contracts.write_frame(psi, tmp_path / "psi.parquet")
@@ -203,7 +203,7 @@ def test_translated_documents_are_placed_by_the_collections_length(tmp_path, cap
     qrels = pd.read_parquet(tmp_path / "out" / "qrels.parquet")
     assert qrels.loc[qrels["relevance"] > 0, "doc_chars"].tolist() == [31, 25]
     corpus = pd.read_parquet(tmp_path / "out" / "corpus.parquet")
-    with caplog.at_level(logging.WARNING, logger="irflow.position"):
+    with caplog.at_level(logging.WARNING, logger="irflow.analyses.position"):
         positions = span_positions(qrels, corpus, word_tokenizer())
     assert positions["relpos"].tolist() == pytest.approx([15 / 31, 18 / 25])
     assert "2 of 2 placed queries" in caplog.text
@@ -313,9 +313,9 @@ def test_psi_interval_resamples_queries_not_rows():
 def test_a_languages_domain_datasets_are_pooled_before_binning():
     from conftest import REPO
 
-    from irflow.config import load_schema, validate_config
-    from irflow.errors import ConfigError
-    from irflow.position import pooled_group
+    from irflow.analyses.position import pooled_group
+    from irflow.core.errors import ConfigError
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     source = {"source": {"path": "."}}

@@ -11,22 +11,21 @@ from conftest import REPO, official_scifact_config
 from test_workflow import planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
-from irflow.config import load_schema, validate_config
-from irflow.contracts import document_text
-from irflow.errors import ConfigError
-from irflow.positionalize import (
+from irflow.core.contracts import document_text
+from irflow.core.errors import ConfigError
+from irflow.data.tokens import encode, tokenizer_fingerprint
+from irflow.derived.positionalize import (
     SCREEN_BATCH,
     SEPARATOR,
     Positionalizer,
     Screen,
-    encode,
     list_variants,
     parse_variant,
     positionalize,
-    tokenizer_fingerprint,
     variant_checksum,
     variant_name,
 )
+from irflow.workflow.config import load_schema, validate_config
 
 
 def word_tokenizer():
@@ -305,8 +304,8 @@ def test_checksum_follows_base_settings_and_tokenizer(tokenizer):
 
 
 def test_scifact_at_1024_tokens(shared_datasets, minilm_path, tmp_path):
-    from irflow.ingest import ingest
-    from irflow.positionalize import load_tokenizer
+    from irflow.data.ingest import ingest
+    from irflow.data.tokens import load_tokenizer
 
     folder = shared_datasets / "scifact"
     ingest(
@@ -350,7 +349,7 @@ SCREEN_LENGTH = 120  # about eight fillers: more than the near-misses, less than
 
 @pytest.fixture(scope="module")
 def cross_scorer(tmp_path_factory, minilm_path):
-    from irflow.rerank import CrossEncoderScorer
+    from irflow.retrieval.rerank import CrossEncoderScorer
 
     # Scores a few logits apart, where the default initialisation gives them within 1e-4.
     folder = build_tiny_cross_encoder(
@@ -438,7 +437,15 @@ def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
     screen = Screen(cross_scorer, 0.0)
     variants = list(
         positionalize(
-            SCREEN_CORPUS, QUERIES, QRELS, tokenizer, [40, SCREEN_LENGTH], [0], "bm25", 0, screen
+            SCREEN_CORPUS,
+            QUERIES,
+            QRELS,
+            tokenizer,
+            [40, SCREEN_LENGTH],
+            [0],
+            fillers="bm25",
+            seed=0,
+            screen=screen,
         )
     )
     short, long = (fillers_of(*haystack(v)) for v in variants)
@@ -458,12 +465,12 @@ def test_a_screen_that_skips_every_candidate_leaves_the_haystacks_short(tokenize
 
 
 def test_unscreened_bm25_fillers_are_flagged_in_the_log(tokenizer, caplog):
-    with caplog.at_level("WARNING", logger="irflow.positionalize"):
+    with caplog.at_level("WARNING", logger="irflow.derived.positionalize"):
         stats = make(tokenizer, "bm25").variant(LENGTH, 0.5).stats
     assert "may be unjudged relevant documents" in caplog.text
     assert "screened_fillers" not in stats
     caplog.clear()
-    with caplog.at_level("WARNING", logger="irflow.positionalize"):
+    with caplog.at_level("WARNING", logger="irflow.derived.positionalize"):
         make(tokenizer, "random").variant(LENGTH, 0.5)
     assert "unjudged" not in caplog.text
 

@@ -17,29 +17,21 @@ import yaml
 from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message, prompt_words
 
-from irflow.config import load_schema, validate_config
-from irflow.errors import ConfigError, InputError
-from irflow.label_audit import (
+from irflow.core.errors import ConfigError, InputError
+from irflow.derived.generate.dataset import checked_splits
+from irflow.derived.label_audit import (
     audit_candidates,
     hole_before_after,
     proposed_qrels,
     review_table,
     write_trec_qrels,
 )
-from irflow.llm import LLMClient, LLMError
-from irflow.qc import (
-    Judge,
-    Judgement,
-    checked_splits,
-    decide,
-    load_judge_prompts,
-    majority_needed,
-    parse_judgement,
-    pool_runs,
-    quality_control,
-    summarize_audit,
-    vote_table,
-)
+from irflow.derived.llm.client import LLMClient, LLMError
+from irflow.derived.qc.control import decide, quality_control, summarize_audit
+from irflow.derived.qc.judge import Judge, Judgement, load_judge_prompts, parse_judgement
+from irflow.derived.qc.settings import majority_needed
+from irflow.derived.qc.votes import pool_runs, vote_table
+from irflow.workflow.config import load_schema, validate_config
 
 JUDGE_PROMPTS = REPO / "config" / "prompts" / "judge.yaml"
 QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
@@ -319,8 +311,8 @@ def run_qc(fake, cache, llm_settings: dict | None = None, **settings):
             {"test": qrels},
             negatives,
             two_rerankers(),
-            judge,
-            SETTINGS | settings,
+            judge=judge,
+            settings=SETTINGS | settings,
         )
         return controlled, llm.summary()
 
@@ -428,7 +420,14 @@ def test_votes_for_an_unknown_query_name_the_reranker(tmp_path):
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         with pytest.raises(InputError, match="votes of a: query 'q9' is not a query of gen"):
             quality_control(
-                "gen", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
+                "gen",
+                corpus,
+                queries,
+                {"test": qrels},
+                negatives,
+                votes,
+                judge=judge,
+                settings=SETTINGS,
             )
 
 
@@ -479,7 +478,9 @@ def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path)
     texts = {f"d{i}": f"w{i} text" for i in range(1, 7)}
     # Threshold 2: d3 (2, 1), d5 (1, 2) and d1 for q2 (2, 1) get two votes; d2 (1, 3) and
     # d6 (3, 2) one.
-    candidates = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, None, (queries, texts))
+    candidates = audit_candidates(
+        "tiny", pool, qrels, votes, 2, 2, relevant_level=2, judge=None, texts=(queries, texts)
+    )
     table = candidates.set_index(["query_id", "doc_id"])
     assert sorted(table.index) == [
         ("q1", "d2"),
@@ -506,11 +507,21 @@ def test_the_audit_proposes_unjudged_documents_both_rerankers_put_high(tmp_path)
         client(fake, tmp_path / "cache", max_dropped_share=0.5) as llm,
     ):
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
-        judged = audit_candidates("tiny", pool, qrels, votes, 2, 2, 2, judge, (queries, texts))
+        judged = audit_candidates(
+            "tiny", pool, qrels, votes, 2, 2, relevant_level=2, judge=judge, texts=(queries, texts)
+        )
         # By default (2%), one failed judgement of three fails the audit.
         with client(fake, tmp_path / "cache") as strict, pytest.raises(LLMError, match="1 of 3"):
             audit_candidates(
-                "tiny", pool, qrels, votes, 2, 2, 2, Judge(judge.prompts, strict), (queries, texts)
+                "tiny",
+                pool,
+                qrels,
+                votes,
+                2,
+                2,
+                relevant_level=2,
+                judge=Judge(judge.prompts, strict),
+                texts=(queries, texts),
             )
     judged = judged.set_index(["query_id", "doc_id"])
     assert judged["proposed"][lambda s: s].index.tolist() == [("q1", "d3")]
@@ -629,7 +640,7 @@ def test_the_config_names_every_quality_control_problem():
 
 
 def test_a_removed_document_is_never_added_as_another_querys_positive():
-    from irflow.qc import apply_decisions
+    from irflow.derived.qc.control import apply_decisions
 
     corpus, queries, qrels, _ = generated_dataset()
     audit = pd.DataFrame(
@@ -655,7 +666,14 @@ def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_
     with FakeLLM(responder=judge_responder(levels)) as fake, client(fake, tmp_path) as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", corpus, queries, {"test": qrels}, negatives, votes, judge, SETTINGS
+            "gen-qc",
+            corpus,
+            queries,
+            {"test": qrels},
+            negatives,
+            votes,
+            judge=judge,
+            settings=SETTINGS,
         )
     row = controlled.audit.set_index(["query_id", "doc_id"]).loc[("q3", "n1-0")]
     assert row["kind"] == "corpus_document" and row["action"] == "remove_document"
@@ -666,7 +684,7 @@ def test_a_removed_negative_judged_relevant_for_another_query_stays_removed(tmp_
 def test_the_airbench_example_votes_with_three_cross_encoders(monkeypatch, tmp_path):
     """The shipped example is the paper's set-up; the offline e2e test (test_qc_workflow)
     votes with bi-encoders instead."""
-    from irflow.config import expand_config
+    from irflow.workflow.config import expand_config
 
     monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
     raw = yaml.safe_load((REPO / "config" / "airbench.yaml").read_text())
@@ -690,7 +708,9 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
     answers cached), against what the fake server receives."""
     from test_generate import PROMPTS, airbench_responder, corpus_frame, spec, words_of
 
-    from irflow.generate import estimate, generate_dataset, load_prompts
+    from irflow.derived.generate.dataset import generate_dataset
+    from irflow.derived.generate.estimate import estimate
+    from irflow.derived.generate.prompts import load_prompts
 
     def responder(body: dict) -> str:
         if last_user_message(body).startswith("Rate how relevant"):
@@ -712,7 +732,7 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
                 spec(),
                 load_prompts(PROMPTS),
                 llm,
-                words_of,
+                count_tokens=words_of,
                 quality_control={"tiny-qc": qc},
             )
 
@@ -734,7 +754,8 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
         settings = SETTINGS | {"thresholds": thresholds}
         controlled = quality_control(
             "tiny-qc", generated.corpus, generated.queries, {"test": generated.qrels},
-            generated.negatives, votes, Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings,
+            generated.negatives, votes,
+            judge=Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings=settings,
         )  # fmt: skip
         asked = fake.bodies
         after = dry_run()
@@ -778,7 +799,9 @@ def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_
     workflow's retriever runs only the scored split)."""
     from test_generate import PROMPTS, airbench_responder, corpus_frame, spec
 
-    from irflow.generate import estimate, generate_dataset, load_prompts, write_generated
+    from irflow.derived.generate.dataset import generate_dataset, write_generated
+    from irflow.derived.generate.estimate import estimate
+    from irflow.derived.generate.prompts import load_prompts
 
     with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
         generated = generate_dataset(
@@ -829,13 +852,19 @@ def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_
     with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         controlled = quality_control(
-            "gen-qc", *tables, split_qrels, generated.negatives, votes, judge, SETTINGS
+            "gen-qc",
+            *tables,
+            split_qrels,
+            generated.negatives,
+            votes,
+            judge=judge,
+            settings=SETTINGS,
         )
         fake.reset_counts()
         judge = Judge(load_judge_prompts(JUDGE_PROMPTS), llm)
         test_only = quality_control(
-            "gen-qc", *tables, {"test": split_qrels["test"]}, generated.negatives, votes, judge,
-            SETTINGS,
+            "gen-qc", *tables, {"test": split_qrels["test"]}, generated.negatives, votes,
+            judge=judge, settings=SETTINGS,
         )  # fmt: skip
         assert fake.requests == 0  # the test split's judgements are cached
 
@@ -935,8 +964,9 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
     from conftest import schema_defaults
     from test_generate import PROMPTS, airbench_responder, corpus_frame, spec
 
-    from irflow.generate import generate_dataset, load_prompts, write_generated
-    from irflow.retrieve import bm25_search, retrieve_judged
+    from irflow.derived.generate.dataset import generate_dataset, write_generated
+    from irflow.derived.generate.prompts import load_prompts
+    from irflow.retrieval.retrieve import bm25_search, retrieve_judged
 
     with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
         generated = generate_dataset(
@@ -995,9 +1025,8 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
     with FakeLLM(responder=respond) as fake, client(fake, tmp_path / "qc") as llm:
         checked = [
             quality_control(
-                "gen-qc", *tables, split_qrels, generated.negatives, ranks, Judge(
-                    load_judge_prompts(JUDGE_PROMPTS), llm
-                ), SETTINGS,
+                "gen-qc", *tables, split_qrels, generated.negatives, ranks,
+                judge=Judge(load_judge_prompts(JUDGE_PROMPTS), llm), settings=SETTINGS,
             )
             for ranks in (votes([run]), votes([run, dev_run]))
         ]  # fmt: skip
@@ -1029,7 +1058,7 @@ def test_another_splits_candidates_are_reranked_apart_from_the_scored_splits():
     """A cross-encoder scores a batch of pairs padded together: the scored split's queries go
     in a call of their own, as they did before other splits had candidates, and each pool is
     cut at the depth."""
-    from irflow.qc import candidate_pools, rerank_pools
+    from irflow.derived.qc.votes import candidate_pools, rerank_pools
 
     class RecordingScorer:
         provenance: dict = {}
@@ -1072,10 +1101,10 @@ def test_a_dense_retriever_encodes_another_splits_judged_queries_with_its_model(
     model's query prompt, searched in the workflow's index to top_k by inner product."""
     from conftest import index_spec, minilm_spec
 
-    from irflow import contracts
-    from irflow.embed import Encoder
-    from irflow.index import index_file
-    from irflow.retrieve import retrieve_judged
+    from irflow.core import contracts
+    from irflow.encoding.models import Encoder
+    from irflow.retrieval.index import index_file
+    from irflow.retrieval.retrieve import retrieve_judged
 
     encoder = Encoder.load(minilm_spec(minilm_path, query_prompt="query: "))
     docs = {"d1": "cats purr", "d2": "dogs bark loudly", "d3": "fish swim", "d4": "birds sing"}

@@ -12,22 +12,22 @@ from collections import Counter
 import pytest
 from conftest import REPO
 
-from irflow.config import load_schema, validate_config
-from irflow.contracts import document_text
-from irflow.errors import ConfigError
-from irflow.quality import (
+from irflow.core.contracts import document_text
+from irflow.core.errors import ConfigError
+from irflow.data.quality import (
     GOPHER_STOP_WORDS,
     Document,
-    _has_letter,
-    _strip_symbols,
     build_checks,
     check_order,
     duplicated_ngram_char_fraction,
     failed_checks,
+    has_letter,
     stop_word_count,
+    strip_symbols,
     top_ngram_char_fraction,
     words_without_letter_fraction,
 )
+from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
@@ -285,11 +285,11 @@ def test_one_split_into_word_ids_measures_as_each_filter_did_alone(shared_datase
     stop_words = frozenset(GOPHER_STOP_WORDS)
     for text in real_documents(shared_datasets, 400):
         doc, words = Document(text), text.split()
-        without = sum(1 for w in words if not _has_letter(w)) / len(words)
+        without = sum(1 for w in words if not has_letter(w)) / len(words)
         assert words_without_letter_fraction(doc) == without
-        stops = sum(1 for w in words if _strip_symbols(w).lower() in stop_words)
+        stops = sum(1 for w in words if strip_symbols(w).lower() in stop_words)
         assert stop_word_count(doc, stop_words) == stops
-        content = [w for w in map(_strip_symbols, words) if w]
+        content = [w for w in map(strip_symbols, words) if w]
         assert doc.content_words == content
         assert doc.has_content_words(20) == (len(content) >= 20)
         for n in (2, 3, 4):

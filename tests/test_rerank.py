@@ -18,12 +18,13 @@ import pytest
 from conftest import TINY_CORPUS, index_spec, minilm_spec
 from tiny_models import build_tiny_cross_encoder
 
-import irflow.rerank
-from irflow import contracts
-from irflow.embed import Encoder, embed_file, query_latency
-from irflow.fingerprint import folder_md5
-from irflow.index import index_file
-from irflow.rerank import (
+import irflow.retrieval.rerank
+from irflow.core import contracts
+from irflow.core.fingerprint import folder_md5
+from irflow.encoding.embed import embed_file, query_latency
+from irflow.encoding.models import Encoder
+from irflow.retrieval.index import index_file
+from irflow.retrieval.rerank import (
     BiEncoderScorer,
     CrossEncoderScorer,
     VectorCache,
@@ -31,7 +32,7 @@ from irflow.rerank import (
     rerank,
     top_candidates,
 )
-from irflow.retrieve import dense_search
+from irflow.retrieval.retrieve import dense_search
 
 CROSS_SPEC = {
     "revision": None,
@@ -186,14 +187,14 @@ def test_bi_encoder_cached_scores_equal_on_the_fly(encoder, corpus_embeddings, m
 def test_bi_encoder_reads_only_the_candidates_vectors(encoder, corpus_embeddings, monkeypatch):
     candidates = {doc_id: DOCUMENTS[doc_id] for doc_id in ("d3", "d1")}
     read = []
-    original = irflow.rerank.read_embeddings
+    original = irflow.retrieval.rerank.read_embeddings
 
     def recording(*args, **kwargs):
         ids, vectors = original(*args, **kwargs)
         read.extend(ids)
         return ids, vectors
 
-    monkeypatch.setattr(irflow.rerank, "read_embeddings", recording)
+    monkeypatch.setattr(irflow.retrieval.rerank, "read_embeddings", recording)
     cached = BiEncoderScorer(encoder, corpus_embeddings, candidates)
     assert sorted(read) == ["d1", "d3"]  # the file holds d1 to d4
     texts = list(candidates.values())
@@ -273,7 +274,7 @@ def test_vector_cache_serves_a_rerun_and_counts_it(encoder, tmp_path, monkeypatc
     cold, _ = rerank(run, queries, documents, first, k=10)
     calls = recording_encoder(encoder, monkeypatch)
     second = BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder))
-    with caplog.at_level(logging.INFO, logger="irflow.rerank"):
+    with caplog.at_level(logging.INFO, logger="irflow.retrieval.rerank"):
         warm, _ = rerank(run, queries, documents, second, k=10)
     assert calls == [[queries["q1"], queries["q2"], queries["q3"]]]  # no document
     pd.testing.assert_frame_equal(warm, cold)
@@ -396,7 +397,7 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     # latency query, and the ranking is again the dense run's.
     query_texts = dict(zip(table["query_id"], table["text"]))
 
-    def from_vector_files(*query_manifest):
+    def from_vector_files(query_manifest=None):
         return load_scorer(
             {"type": "bi-encoder", "model": "m"},
             {"m": spec},
@@ -404,8 +405,8 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
             tmp_path / "corpus-emb.parquet",
             None,
             query_texts,
-            tmp_path / "queries-emb.parquet",
-            *query_manifest,
+            query_embeddings=tmp_path / "queries-emb.parquet",
+            query_manifest=query_manifest,
         )
 
     reused = from_vector_files()

@@ -1,4 +1,5 @@
-"""irflow.resources: the memory each rule's job asks for, from its inputs' Parquet metadata."""
+"""irflow.workflow.resources: the memory each rule's job asks for, from its inputs' Parquet
+metadata."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import index_spec
 
-from irflow import contracts, resources
-from irflow.resources import MIB
+from irflow.core import contracts
+from irflow.workflow import resources
+from irflow.workflow.resources import MIB
 
 
 def embeddings(path, rows: int, dim: int):

@@ -17,12 +17,13 @@ import Stemmer
 from bm25s.tokenization import Tokenizer
 from conftest import index_spec, schema_defaults
 
-import irflow.index
-from irflow import contracts, retrieve
-from irflow.index import index_file
-from irflow.ingest import ingest
-from irflow.retrieve import bm25_search, dense_search
-from irflow.runs import report_short_queries
+import irflow.retrieval.index
+from irflow.core import contracts
+from irflow.data.ingest import ingest
+from irflow.retrieval import retrieve
+from irflow.retrieval.index import index_file
+from irflow.retrieval.retrieve import bm25_search, dense_search
+from irflow.retrieval.runs import report_short_queries
 
 BM25 = schema_defaults({"type": "bm25"})  # lucene, k1 0.9, b 0.4, en stopwords, Snowball
 DOCS = [
@@ -336,14 +337,14 @@ def test_dense_cut_breaks_score_ties_by_doc_id_as_trec_eval(tmp_path):
 def test_deep_searches_go_in_bounded_query_batches(tmp_path, monkeypatch):
     docs, queries = clustered(500, seed=3), clustered(20, seed=4)
     asked = []
-    original = irflow.index.Searcher.search
+    original = irflow.retrieval.index.Searcher.search
 
     def recording(self, vectors, k, widen=0):
         asked.append(len(vectors) * k)
         return original(self, vectors, k, widen)
 
     monkeypatch.setattr(retrieve, "MAX_SEARCH_PAIRS", 1000)
-    monkeypatch.setattr(irflow.index.Searcher, "search", recording)
+    monkeypatch.setattr(irflow.retrieval.index.Searcher, "search", recording)
     run, _ = search_run(tmp_path, {"type": "flat"}, docs, queries, top_k=200, batch_size=20)
     assert max(asked) <= 1000 and len(run) == 20 * 200
 

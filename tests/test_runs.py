@@ -7,9 +7,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from irflow import contracts
-from irflow.errors import InputError
-from irflow.runs import (
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.retrieval.runs import (
     build_run,
     byte_order_codes,
     read_run,

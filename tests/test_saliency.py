@@ -13,10 +13,7 @@ import pytest
 from conftest import TINY_CORPUS, minilm_spec
 from tiny_models import build_tiny_cross_encoder, tiny_bert_config
 
-from irflow import contracts
-from irflow.embed import Encoder
-from irflow.errors import ConfigError
-from irflow.saliency import (
+from irflow.analyses.saliency import (
     bin_profile,
     interpolate_profile,
     pair_saliency,
@@ -24,6 +21,9 @@ from irflow.saliency import (
     saliency_profile,
     sample_pairs,
 )
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
+from irflow.encoding.models import Encoder
 
 WINDOW = 16  # the tiny model's max_seq_length: [CLS], 14 document tokens, [SEP]
 LONG_DOCUMENT = " ".join(["cats purr and sleep in the warm sun all afternoon"] * 5)
@@ -291,9 +291,13 @@ def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
     # "long" has 1023 tokens; "title" counts its title as the model reads it: 1025 tokens.
     assert chosen["query_id"].tolist() == ["d", "f"]
     assert chosen["document"].iloc[1] == "T " + words + " w"
-    loose = sample_pairs(*args, None, 0, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    loose = sample_pairs(
+        *args, None, 0, "posir", tokenizer=word_tokenizer(), min_tokens=1000, centre=(0.3, 0.6)
+    )
     assert loose["query_id"].tolist() == ["a", "b", "d", "f"]
-    one = sample_pairs(*args, 1, 5, "posir", word_tokenizer(), 1000, (0.3, 0.6))
+    one = sample_pairs(
+        *args, 1, 5, "posir", tokenizer=word_tokenizer(), min_tokens=1000, centre=(0.3, 0.6)
+    )
     assert len(one) == 1 and one["query_id"].item() in {"a", "b", "d", "f"}
     assert len(sample_pairs(*args, None, 0, select="random")) == 6
 
@@ -301,8 +305,8 @@ def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
 def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
     from conftest import REPO
 
-    from irflow.config import load_schema, validate_config
-    from irflow.errors import ConfigError
+    from irflow.core.errors import ConfigError
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
@@ -322,7 +326,7 @@ def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
     selection would find no pair, so the config names the key and both lengths."""
     from conftest import REPO
 
-    from irflow.config import load_schema, validate_config
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
@@ -366,7 +370,15 @@ def test_no_qualifying_pair_is_a_clear_error_not_a_traceback():
     )
     with pytest.raises(ConfigError) as error:
         sample_pairs(
-            queries, corpus, qrels, None, 0, "posir", word_tokenizer(), 1024, dataset="sci@L4"
+            queries,
+            corpus,
+            qrels,
+            None,
+            0,
+            "posir",
+            tokenizer=word_tokenizer(),
+            min_tokens=1024,
+            dataset="sci@L4",
         )
     message = str(error.value)
     assert message.startswith("sci@L4: no pair qualifies for PosIR's selection")

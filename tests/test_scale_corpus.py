@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from irflow.ingest import ingest
+from irflow.data.ingest import ingest
 
 sys.path.insert(0, str(REPO / "benchmarks" / "scale"))
 from make_corpus import make_corpus

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from irflow.score import parse_measures, score_run
+from irflow.evaluation.score import parse_measures, score_run
 
 ALL = [
     "ndcg_cut.1,3,5,10,100,1000",

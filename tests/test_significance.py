@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from irflow.significance import COLUMNS, holm, paired_comparisons
+from irflow.evaluation.significance import COLUMNS, holm, paired_comparisons
 
 PERMUTATIONS = 2000
 

@@ -80,7 +80,7 @@ def profile_settings(monkeypatch, bin_dir: Path | None, **env: str) -> dict:
     monkeypatch.delenv("IRFLOW_MAX_MEM_MB", raising=False)
     with (PROFILE / "config.v8+.yaml").open() as stream:
         parsed = ProfileConfigFileParser().parse(stream)
-    # The cap the profile hands the rules' memory models (irflow.resources).
+    # The cap the profile hands the rules' memory models (irflow.workflow.resources).
     settings = {"model-cap": os.environ.pop("IRFLOW_MAX_MEM_MB", None)}
     monkeypatch.undo()
     for key, value in parsed.items():
@@ -512,8 +512,9 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
         + ["retrieve_bm25", "retrieve_dense"]
     ), rules
     cpus = str(min(8, os.cpu_count() or 1))  # the rules' 8 threads, capped to the node's CPUs
-    # The memory retrieve_bm25's model asks for its corpus (irflow.resources), not a default.
-    from irflow.resources import bm25_mb
+    # The memory retrieve_bm25's model asks for its corpus (irflow.workflow.resources), not a
+    # default.
+    from irflow.workflow.resources import bm25_mb
 
     bm25_mem = bm25_mb(slurm_runs.cluster / "results/datasets/sub/filtered/corpus.parquet")
     for job in jobs:

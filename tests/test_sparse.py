@@ -13,9 +13,10 @@ import scipy.sparse as sp
 from conftest import minilm_spec
 from tiny_models import build_tiny_splade
 
-from irflow import encode_parts, sparse
-from irflow.encode_parts import SideEncoder, encode_file, gather
-from irflow.sparse import SparseIndex, SparseModel, read_sparse, sparse_search
+from irflow.encoding import encode_parts
+from irflow.encoding.encode_parts import SideEncoder, encode_file, gather
+from irflow.retrieval import sparse
+from irflow.retrieval.sparse import SparseIndex, SparseModel, read_sparse, sparse_search
 
 TEXTS = [
     "a cat sat on the mat",

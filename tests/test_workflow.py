@@ -26,7 +26,7 @@ import yaml
 from conftest import BEIR_URL, CORES, MINILM_BATCH, REPO, REPORT_PLOTS, scifact_subset
 from tiny_models import build_tiny_cross_encoder
 
-from irflow import contracts
+from irflow.core import contracts
 
 pytestmark = pytest.mark.e2e
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]

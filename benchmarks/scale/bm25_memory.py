@@ -7,7 +7,7 @@ runs ``bm25_search`` with the workflow's default BM25 on it, and the parent read
 peak resident memory from ``os.wait4`` (ru_maxrss). The child also reports the index's
 postings (its non-zero scores) and a digest of the run, so two versions of retrieve.py can be
 checked to give the same run. ``--retrieve`` times another retrieve.py, for example the one
-before a change (``git show REV:src/irflow/retrieve.py > /tmp/old_retrieve.py``).
+before a change (``git show REV:src/irflow/retrieval/retrieve.py > /tmp/old_retrieve.py``).
 
     .venv/bin/python benchmarks/scale/make_corpus.py --out /tmp/scale/msm1m
     .venv/bin/python benchmarks/scale/make_corpus.py --out /tmp/scale/msm2m --documents 2000000
@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 
 
 def default_spec() -> dict:
-    from irflow.config import load_schema, validate_config
+    from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(HERE.parents[1] / "config" / "config.schema.yaml")
     config = {
@@ -49,8 +49,8 @@ def ingested(corpus: Path, work: Path) -> tuple[Path, Path]:
     """The corpus and its judged queries as irflow's Parquet tables, made once."""
     import pyarrow.parquet as pq
 
-    from irflow.filter import queries_to_score
-    from irflow.ingest import ingest
+    from irflow.data.filter import queries_to_score
+    from irflow.data.ingest import ingest
 
     out = work / corpus.name
     if not (out / "scored.parquet").exists():
@@ -68,7 +68,7 @@ def child(retrieve_file: str, corpus: str, queries: str) -> None:
         retrieve = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(retrieve)
     else:
-        from irflow import retrieve
+        from irflow.retrieval import retrieve
     indexed = []
 
     class Recorded(retrieve.BM25Retriever):
@@ -140,7 +140,10 @@ def main() -> None:
         tables = ingested(corpus, args.work)
         rows.append(measure(str(args.retrieve), *tables))
         print(json.dumps(rows[-1]), flush=True)
-    summary = {"retrieve": args.retrieve or "src/irflow/retrieve.py", "measurements": rows}
+    summary = {
+        "retrieve": args.retrieve or "src/irflow/retrieval/retrieve.py",
+        "measurements": rows,
+    }
     if len(rows) > 1:
         for key in ("peak_rss_mib", "index_seconds", "seconds"):
             intercept, slope, at_msmarco = line(

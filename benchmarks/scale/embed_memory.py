@@ -10,9 +10,9 @@ For each size N, generates (no model involved):
 Then runs, each in a fresh process so that its peak resident memory (VmHWM, which unlike
 getrusage's ru_maxrss does not count the parent's memory at the fork) is its own:
 
-- ``gather``: irflow.embed.gather of the 4 shards (the embed_gather job);
-- ``reuse``: irflow.embed.embed_file of the variant with ``Reuse`` of the gathered base (the
-  embed job of a variant), with an encoder that returns random vectors, so that only irflow's
+- ``gather``: irflow.encoding.embed.gather of the 4 shards (the embed_gather job);
+- ``reuse``: irflow.encoding.embed.embed_file of the variant with ``Reuse`` of the gathered base
+  (the embed job of a variant), with an encoder that returns random vectors, so that only irflow's
   own work is timed: matching the base once, then a part of ``--chunk-size`` rows at a time.
 
     python benchmarks/scale/embed_memory.py --workdir /tmp/embed-memory --rows 1000000 2000000
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 def write_corpus(path: Path, ids: list[str], texts: list[str]) -> None:
-    from irflow import contracts
+    from irflow.core import contracts
 
     table = pa.table({"doc_id": ids, "title": [""] * len(ids), "text": texts})
     pq.write_table(table.cast(contracts.CORPUS), path)
@@ -50,8 +50,8 @@ def write_corpus(path: Path, ids: list[str], texts: list[str]) -> None:
 
 def generate(folder: Path, rows: int) -> None:
     """The corpus, its embedding shards and manifests, and the variant (see the docstring)."""
-    from irflow import contracts
-    from irflow.embed import shard_rows
+    from irflow.core import contracts
+    from irflow.encoding.embed import shard_rows
 
     random = np.random.default_rng(rows)
     folder.mkdir(parents=True)
@@ -89,7 +89,7 @@ def generate(folder: Path, rows: int) -> None:
 
 
 def run_gather(folder: Path) -> dict:
-    from irflow.embed import gather
+    from irflow.encoding.embed import gather
 
     paths = [folder / f"{shard}-of-{SHARDS}.parquet" for shard in range(SHARDS)]
     manifests = [json.loads(path.with_suffix(".json").read_text()) for path in paths]
@@ -100,7 +100,8 @@ def run_gather(folder: Path) -> dict:
 def run_reuse(folder: Path, chunk_size: int) -> dict:
     from _harness import model_spec
 
-    from irflow.embed import Encoder, Reuse, embed_file
+    from irflow.encoding.embed import Reuse, embed_file
+    from irflow.encoding.models import Encoder
 
     class RandomEncoder(Encoder):
         random = np.random.default_rng(0)
@@ -140,7 +141,7 @@ def peak_rss_bytes() -> int:
 
 def child(job: str, folder: Path, chunk_size: int) -> None:
     """Run one job in this process and print its facts, seconds and peak RSS as JSON."""
-    import irflow.embed  # noqa: F401  (its imports count in the baseline, not in the job)
+    import irflow.encoding.embed  # noqa: F401  (its imports count in the baseline, not in the job)
 
     baseline = peak_rss_bytes()
     started = time.perf_counter()

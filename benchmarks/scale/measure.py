@@ -10,7 +10,7 @@ documents and peak RSS against documents, and reads it at MS MARCO's 8,841,823 p
 grows with queries as well (the search part of retrieve jobs, and score) is then scaled from
 the corpora's queries to MS MARCO's 6,980 dev queries: a query's work does not depend on the
 others. Memory is not scaled by queries: the run a retrieve or score job holds grows with
-queries x top_k (7 M rows at MS MARCO), which ``irflow.resources`` models per run row.
+queries x top_k (7 M rows at MS MARCO), which ``irflow.workflow.resources`` models per run row.
 
     python benchmarks/scale/make_corpus.py --out /data/synthetic-1m
     python benchmarks/scale/make_corpus.py --out /data/synthetic-2m --documents 2000000

@@ -1,0 +1,1 @@
+"""Analyses over evaluated systems: correlation, position, saliency, plots."""

@@ -1,0 +1,360 @@
+"""saliency: where in a document a dense model looks, as PosIR's gradient saliency (§5.3).
+
+For a (query, relevant document) pair the query is encoded without gradients; the document's
+word embeddings are fed to the model as ``inputs_embeds`` that require a gradient, and the
+cosine between the two sentence embeddings is differentiated with respect to them. A token's
+saliency is the L2 norm of its gradient. Special tokens ([CLS], [SEP]) and the tokens of a
+document prompt are dropped, the remaining document tokens are divided by their maximum, and
+the per-token profile is resampled to ``bins`` relative positions, as PosIR by linear
+interpolation. The resampled profiles are averaged over pairs, one profile per model.
+
+Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
+
+- Relative position is over the *whole* document as the model's tokenizer splits it, not over
+  the model's window. The model reads only its first ``max_seq_length`` tokens (specials and
+  prompt included); the document tokens past that window get saliency exactly 0, and the
+  profile shows where the window ends. PosIR truncates at 2048 tokens and resamples the window,
+  which hides this. Each pair records how many document tokens the window cut.
+- Resampling (``resample``), PosIR's by default: ``interpolate`` places token i of n at
+  i / (n − 1) and interpolates linearly at ``bins`` evenly spaced positions from 0 to 1
+  (qwen3_exp.py's resample_to_fixed_length: "np.interp(target_coords, original_coords,
+  saliency)" with both coordinates np.linspace(0, 1, ...)). It reads only the two tokens
+  around each point, so most tokens of a long document do not count. ``bin_mean``, irflow's
+  named variant, averages every token into ``bins`` equal bins instead (``bin_profile``): the
+  mean over bins then equals the mean over tokens, so the share of saliency in the first bins
+  is a share of the document's total.
+- Normalisation divides by the maximum, as our issue defines it; PosIR first clips at the 99th
+  percentile. A profile whose gradient is zero everywhere stays zero.
+- The model is put in eval mode (no dropout), so the profile is deterministic, and runs on the
+  device and in the dtype it was loaded with; the norms are taken in float32.
+- The document's tokens are found with the tokenizer's character offsets in prompt + document:
+  not special, ending past the prompt. Counting the prompt's own tokens instead drops the first
+  document token with a byte-level BPE, whose prompt alone ends in a space token that the
+  document's first word absorbs. The input is checked to be that tokenization.
+- Pairs (``sample_pairs``): PosIR's selection by default, every query whose relevant document
+  has at least 1,024 tokens and whose span centre lies in [0.4, 0.6] of it (the model's own
+  tokenizer counts; PosIR takes its datasets' ``pos_token_length``); or ``random`` queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from irflow.analyses.position import judged_positions
+from irflow.core.config import missing_key, register_check
+from irflow.core.contracts import document_texts
+from irflow.core.errors import ConfigError
+from irflow.data.tokens import encode
+from irflow.derived.positionalize import list_variants
+
+
+def interpolate_profile(profile: np.ndarray, points: int) -> np.ndarray:
+    """PosIR's resampling: token i of n placed at i / (n − 1), the profile interpolated
+    linearly at ``points`` evenly spaced positions from 0 to 1 (one token: its value)."""
+    profile = np.asarray(profile, dtype=np.float64)
+    if profile.size == 0:
+        raise ValueError("an empty profile has no points")
+    return np.interp(np.linspace(0.0, 1.0, points), np.linspace(0.0, 1.0, profile.size), profile)
+
+
+def bin_profile(profile: np.ndarray, bins: int) -> np.ndarray:
+    """The mean of a per-token profile over each of ``bins`` equal bins of [0, 1].
+
+    Token i covers [i/n, (i+1)/n); each bin's value is the integral of that step function over
+    the bin divided by the bin's width, computed from the profile's cumulative sum.
+    """
+    profile = np.asarray(profile, dtype=np.float64)
+    if profile.size == 0:
+        raise ValueError("an empty profile has no bins")
+    knots = np.linspace(0.0, 1.0, profile.size + 1)
+    integral = np.concatenate([[0.0], np.cumsum(profile)]) / profile.size
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return np.diff(np.interp(edges, knots, integral)) * bins
+
+
+# Each resampling: the profile at ``bins`` positions, and those positions in [0, 1].
+RESAMPLES = {
+    "interpolate": (interpolate_profile, lambda bins: np.linspace(0.0, 1.0, bins)),
+    "bin_mean": (bin_profile, lambda bins: (np.arange(bins) + 0.5) / bins),
+}
+
+
+@dataclass
+class PairSaliency:
+    """One pair's normalised saliency per document token, zero past the model's window."""
+
+    profile: np.ndarray
+    window_tokens: int  # document tokens the model read
+    cosine: float
+
+    @property
+    def cut_tokens(self) -> int:
+        return self.profile.size - self.window_tokens
+
+
+def _document_mask(tokenizer, text: str, prompt_chars: int, **settings) -> tuple:
+    """Token ids of ``text`` (a prompt of ``prompt_chars`` characters, then the document) and
+    which tokens are the document's: not special, ending past the prompt. Offsets, not a
+    count of the prompt's own tokens: a byte-level BPE merges the prompt's last space into the
+    document's first word, so the prompt alone has one token more than it takes in the text."""
+    if not tokenizer.is_fast:
+        raise ConfigError("saliency needs a fast tokenizer: its offsets locate the document")
+    encoded = tokenizer(
+        text,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        verbose=False,  # a document longer than the model's window is expected here
+        **settings,
+    )
+    ends = np.array([end for _, end in encoded["offset_mapping"]], dtype=np.int64)
+    special = np.array(encoded["special_tokens_mask"], dtype=bool)
+    return np.array(encoded["input_ids"]), ~special & (ends > prompt_chars)
+
+
+def pair_saliency(
+    model, query: str, document: str, query_prompt: str = "", document_prompt: str = ""
+) -> PairSaliency:
+    """Gradient saliency of ``document``'s tokens for its cosine with ``query``.
+
+    ``model`` is a SentenceTransformer whose first module is a Transformer; its own modules
+    (pooling, dense, normalize) turn the token states into the document embedding.
+    """
+    import torch
+
+    transformer = model[0]
+    if not hasattr(transformer, "auto_model"):
+        raise ConfigError(
+            f"saliency needs a model whose first module is a Transformer, not "
+            f"{type(transformer).__name__}"
+        )
+    model.eval()
+    tokenizer = model.tokenizer
+    with torch.no_grad():
+        query_embedding = model.encode(
+            [query], prompt=query_prompt or None, convert_to_tensor=True, show_progress_bar=False
+        )
+
+    features = model.preprocess([document], prompt=document_prompt or None)
+    features = {
+        key: value.to(model.device) if isinstance(value, torch.Tensor) else value
+        for key, value in features.items()
+    }
+    input_ids = features.pop("input_ids")
+    word_embeddings = transformer.auto_model.get_input_embeddings()
+    inputs_embeds = word_embeddings(input_ids).detach().requires_grad_()
+    document_embedding = model({**features, "inputs_embeds": inputs_embeds})["sentence_embedding"]
+    cosine = torch.nn.functional.cosine_similarity(query_embedding, document_embedding)[0]
+    # autograd.grad, not backward: only the input gradient is needed, no parameter gradients.
+    (gradient,) = torch.autograd.grad(cosine, inputs_embeds)
+    norms = gradient[0].float().norm(dim=-1).cpu().numpy()
+
+    # The window as the model read it, located with offsets; and the whole document's tokens.
+    text, prompt_chars = document_prompt + document, len(document_prompt)
+    ids, in_window = _document_mask(
+        tokenizer, text, prompt_chars, truncation=True, max_length=model.max_seq_length
+    )
+    if not np.array_equal(ids, input_ids[0].cpu().numpy()):
+        raise ConfigError(
+            "saliency: the model's input is not its tokenizer's reading of prompt + document; "
+            "the document's tokens cannot be located"
+        )
+    read = np.flatnonzero(in_window)
+    document_tokens = int(
+        _document_mask(tokenizer, text, prompt_chars, add_special_tokens=False)[1].sum()
+    )
+
+    profile = np.zeros(document_tokens)
+    profile[: read.size] = norms[read]
+    peak = profile.max(initial=0.0)
+    if peak > 0:
+        profile /= peak
+    return PairSaliency(profile, int(read.size), float(cosine.detach()))
+
+
+def saliency_profile(
+    model,
+    pairs: list[tuple[str, str]],
+    name: str,
+    bins: int = 100,
+    query_prompt: str = "",
+    document_prompt: str = "",
+    *,
+    resample: str = "interpolate",
+) -> pd.DataFrame:
+    """The mean resampled saliency of ``pairs`` of (query text, document text) for one model.
+
+    One row per point: ``model`` (``name``), ``point`` (0 to bins − 1), ``position`` (its
+    relative position in the document: PosIR's interpolation point, or the bin's centre for
+    ``bin_mean``), ``saliency`` (mean over pairs) and ``saliency_sd`` (its standard deviation),
+    with, on every row, the number of ``pairs``, how many documents were longer than the window
+    (``truncated_pairs``), the document tokens the window cut in all (``cut_tokens``) and the
+    ``resample`` method.
+    """
+    if resample not in RESAMPLES:
+        raise ValueError(f"resample {resample!r}: expected one of {sorted(RESAMPLES)}")
+    if not pairs:
+        raise ValueError("saliency needs at least one (query, document) pair")
+    at_points, positions = RESAMPLES[resample]
+    results = [pair_saliency(model, q, d, query_prompt, document_prompt) for q, d in pairs]
+    sampled = np.stack([at_points(result.profile, bins) for result in results])
+    spread = sampled.std(axis=0, ddof=1) if len(results) > 1 else np.full(bins, np.nan)
+    return pd.DataFrame(
+        {
+            "model": name,
+            "point": np.arange(bins),
+            "position": positions(bins),
+            "saliency": sampled.mean(axis=0),
+            "saliency_sd": spread,
+            "pairs": len(results),
+            "truncated_pairs": sum(result.cut_tokens > 0 for result in results),
+            "cut_tokens": sum(result.cut_tokens for result in results),
+            "resample": resample,
+        }
+    )
+
+
+SELECTIONS = ("posir", "random")
+
+
+def sample_pairs(
+    queries: pd.DataFrame,
+    corpus: pd.DataFrame,
+    qrels: pd.DataFrame,
+    count: int | None,
+    seed: int,
+    select: str = "random",
+    *,
+    tokenizer=None,
+    min_tokens: int = 1024,
+    centre: tuple[float, float] = (0.4, 0.6),
+    dataset: str = "saliency",
+) -> pd.DataFrame:
+    """Each query with a relevant, non-empty document in the corpus, with its most relevant
+    document (ties: the smallest doc_id), then chosen by ``select``:
+
+    - ``posir``, PosIR's selection (§5.3): every query whose document has at least
+      ``min_tokens`` tokens by ``tokenizer`` and whose judgement's span has its centre within
+      ``centre`` (inclusive) of the document's characters (``judged_positions``: the
+      collection's length where the qrels give it); ``count``, when given, draws that many of
+      them with ``seed``;
+    - ``random``: ``count`` queries drawn with ``seed``.
+
+    Returns query_id, doc_id, query (text) and document (title and text as models read them),
+    ordered by query_id; all that qualify when there are fewer than ``count``. No pair at all
+    is a ConfigError that says why, ``dataset`` naming the dataset.
+    """
+    if select not in SELECTIONS:
+        raise ValueError(f"select {select!r}: expected one of {SELECTIONS}")
+    positive = qrels[qrels["relevance"] > 0]
+    judged = corpus[corpus["doc_id"].isin(positive["doc_id"])]
+    # A null title reads as NaN in pandas; an empty document has no token to place.
+    texts = pd.Series(
+        document_texts(judged["title"].fillna("").tolist(), judged["text"].tolist()),
+        index=judged["doc_id"],
+    )
+    texts = texts[texts != ""]
+    best = (
+        positive[positive["doc_id"].isin(texts.index)]
+        .sort_values(["query_id", "relevance", "doc_id"], ascending=[True, False, True])
+        .drop_duplicates("query_id")
+        .merge(queries.rename(columns={"text": "query"}), on="query_id")
+    )
+    best["document"] = texts.loc[best["doc_id"]].to_numpy()
+    if best.empty:
+        raise ConfigError(
+            f"{dataset}: no query has a relevant, non-empty document in the corpus, so "
+            "saliency has no pair (config key 'position_analysis.saliency.dataset')"
+        )
+    if select == "posir":
+        spans = best.dropna(subset=["span_start", "span_end"])
+        # Spans count characters of the document's text (the contracts), not of the title.
+        relpos = judged_positions(spans, judged.set_index("doc_id")["text"])
+        tokens = np.array(
+            [len(ids) for ids in encode(tokenizer, spans["document"].tolist())["input_ids"]],
+            dtype=int,
+        )
+        long_enough, centred = tokens >= min_tokens, (relpos >= centre[0]) & (relpos <= centre[1])
+        best = spans[long_enough & centred]
+        if best.empty:
+            raise ConfigError(
+                f"{dataset}: no pair qualifies for PosIR's selection: {len(spans)} queries with "
+                f"a span, {long_enough.sum()} with a document of at least {min_tokens} tokens, "
+                f"{centred.sum()} with the span centre in {list(centre)} (the longest relevant "
+                f"document has {tokens.max(initial=0)} tokens); config key "
+                f"'position_analysis.saliency.min_tokens' is {min_tokens}: lower it, widen "
+                "'position_analysis.saliency.centre' or take a dataset with longer documents"
+            )
+    if count is not None:
+        best = best.sample(n=min(count, len(best)), random_state=seed)
+    drawn = best.sort_values("query_id")
+    return drawn[["query_id", "doc_id", "query", "document"]].reset_index(drop=True)
+
+
+def saliency_figure(table: pd.DataFrame):
+    """Mean normalised saliency against relative position in the whole document, one line per
+    model with a band of one standard deviation over pairs (as PosIR's Fig. 6)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2))
+    axis = figure.subplots()
+    for name, line in table.sort_values("point").groupby("model", sort=True):
+        pairs, truncated = line["pairs"].iloc[0], line["truncated_pairs"].iloc[0]
+        drawn = axis.plot(
+            line["position"],
+            line["saliency"],
+            label=f"{name} ({pairs} pairs, {truncated} truncated)",
+        )[0]
+        axis.fill_between(
+            line["position"],
+            line["saliency"] - line["saliency_sd"],
+            line["saliency"] + line["saliency_sd"],
+            color=drawn.get_color(),
+            alpha=0.15,
+            linewidth=0,
+        )
+    axis.set_xlim(0, 1)
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("relative position in the document (all its tokens)")
+    axis.set_ylabel("mean normalised gradient L2 norm")
+    axis.set_title("Gradient saliency of the relevant document")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    return figure
+
+
+@register_check
+def _saliency_dataset_problems(config: dict) -> list[str]:
+    """``position_analysis.saliency.dataset``: a dataset or a variant, long enough for PosIR's
+    selection."""
+    saliency = config["position_analysis"]["saliency"]
+    if saliency["dataset"] is None:
+        return []
+    problems = []
+    known = set(config["datasets"]) | set(list_variants(config))
+    if saliency["dataset"] not in known:
+        path = "position_analysis.saliency.dataset"
+        problems.append(missing_key(path, saliency["dataset"], "datasets or variants", known))
+    problems += _saliency_length_problems(saliency, list_variants(config))
+    return problems
+
+
+def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:
+    """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
+    of at most its length, so a shorter variant would select no pair."""
+    variant = variants.get(saliency["dataset"])
+    if (
+        saliency["select"] != "posir"
+        or variant is None
+        or saliency["min_tokens"] <= variant["length"]
+    ):
+        return []
+    return [
+        f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
+        f"but the relevant documents of variant {saliency['dataset']!r} are haystacks of at "
+        f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
+        f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "
+        "most the variant's length or take a longer variant"
+    ]

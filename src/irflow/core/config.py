@@ -1,0 +1,361 @@
+"""Validate the workflow configuration against config/config.schema.yaml.
+
+Errors name the offending key as a dotted path and what may be written there (irflow.
+config_schema), so a typo in a 200-line config is found at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import jsonschema
+import yaml
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+from irflow.core.config_schema import describe, read_text_values, resolve
+from irflow.core.errors import ConfigError
+
+# Retriever types that name a key of `models`.
+MODEL_RETRIEVERS = ("dense", "sparse", "late-interaction")
+# Where sparse and late-interaction retrievers' vectors go: results/<folder>/<dataset>/<model>/.
+VECTOR_FOLDERS = {"sparse": "sparse", "late-interaction": "tokens"}
+# How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
+PATH_PREFIXES = ("/", "./", "../", "~")
+# The checks features add to every validation (``register_check``), by module and name: the
+# order the features were imported in does not change the order of the problems.
+CHECKS: dict[str, Callable[[dict], list[str]]] = {}
+
+
+def register_check(check: Callable[[dict], list[str]]) -> Callable[[dict], list[str]]:
+    """Add ``check`` (the config, defaults filled in -> its problems, each naming its config
+    key) to every ``validate_config``; a decorator. A feature registers the checks of its own
+    blocks when its module is imported, so this module imports no feature: whatever validates
+    imports the features first (irflow.workflow.config imports them all)."""
+    CHECKS[f"{check.__module__}.{check.__qualname__}"] = check
+    return check
+
+
+def load_schema(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _fill_defaults(instance, schema: dict, root: dict):
+    """Insert schema defaults for missing object properties, recursively."""
+    schema = resolve(schema, root)
+    if isinstance(instance, dict):
+        for key, subschema in schema.get("properties", {}).items():
+            subschema = resolve(subschema, root)
+            if key not in instance and "default" in subschema:
+                instance[key] = copy.deepcopy(subschema["default"])
+            if key in instance:
+                _fill_defaults(instance[key], subschema, root)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, value in instance.items():
+                if key not in schema.get("properties", {}):
+                    _fill_defaults(value, extra, root)
+    for alternative in schema.get("oneOf", []):
+        resolved = resolve(alternative, root)
+        if jsonschema.Draft202012Validator(resolved | {"$defs": root["$defs"]}).is_valid(instance):
+            _fill_defaults(instance, resolved, root)
+            break
+    if isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for item in instance:
+            _fill_defaults(item, schema["items"], root)
+
+
+def validate_config(config: dict, schema: dict) -> dict:
+    """Return ``config`` with defaults filled in and command-line text read as the values the
+    schema takes, or raise ConfigError listing every problem."""
+    config = read_text_values(copy.deepcopy(config), schema, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    problems = [line for error in errors for line in describe(error, schema)]
+    if not problems:
+        _fill_defaults(config, schema, schema)
+        problems = _cross_references(config)
+        problems += [problem for _, check in sorted(CHECKS.items()) for problem in check(config)]
+        problems += _model_id_problems(config)
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return config
+
+
+def reranked_name(first_stage: str, reranker: str, k: int) -> str:
+    return f"{first_stage}+{reranker}@{k}"
+
+
+def system_kinds(config: dict) -> dict[str, str]:
+    """Every system the config defines, by name: bm25, dense, fusion or rerank."""
+    kinds = {name: spec["type"] for name, spec in config["retrievers"].items()}
+    kinds |= {name: "fusion" for name in config["fusion"]}
+    for item in config["reranking"]:
+        for k in item["k"]:
+            kinds[reranked_name(item["first_stage"], item["reranker"], k)] = "rerank"
+    return kinds
+
+
+def missing_key(path: str, value: str, table: str, known) -> str:
+    allowed = ", ".join(sorted(known)) or "none defined"
+    return f"config key '{path}': {value!r} is not a key of '{table}'; allowed values: {allowed}"
+
+
+def _cross_references(config: dict) -> list[str]:
+    problems = []
+    for name, retriever in config["retrievers"].items():
+        if retriever["type"] in MODEL_RETRIEVERS:
+            references = [("model", "models")]
+            references += [("index", "indexes")] if retriever["type"] == "dense" else []
+            for key, table in references:
+                if retriever[key] not in config[table]:
+                    problems.append(
+                        missing_key(
+                            f"retrievers.{name}.{key}", retriever[key], table, config[table]
+                        )
+                    )
+    problems += _backend_problems(config)
+    problems += _late_interaction_length_problems(config)
+    for name, model in config["models"].items():
+        passages = model["long_documents"]
+        if passages["overlap"] >= passages["passage_tokens"]:
+            problems.append(
+                f"config key 'models.{name}.long_documents.overlap': {passages['overlap']} must "
+                f"be less than passage_tokens ({passages['passage_tokens']})"
+            )
+    for name, reranker in config["rerankers"].items():
+        if reranker["type"] not in ("bi-encoder", "late-interaction"):
+            continue
+        if reranker["model"] not in config["models"]:
+            problems.append(
+                missing_key(
+                    f"rerankers.{name}.model", reranker["model"], "models", config["models"]
+                )
+            )
+        elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
+            # A reranker scores a document as a whole; passage scores are not combined there.
+            problems.append(
+                f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
+                f"into passages; a {reranker['type']} reranker needs a model with "
+                "long_documents.strategy truncate"
+            )
+    for name, fusion in config["fusion"].items():
+        if name in config["retrievers"]:
+            problems.append(f"config key 'fusion.{name}': the name is already a retriever's")
+        for i, run in enumerate(fusion["runs"]):
+            if run not in config["retrievers"]:
+                problems.append(
+                    missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
+                )
+        weights = fusion["weights"]
+        if weights is not None and len(weights) != len(fusion["runs"]):
+            problems.append(
+                f"config key 'fusion.{name}.weights': {len(weights)} weights for "
+                f"{len(fusion['runs'])} runs"
+            )
+    first_stages = set(config["retrievers"]) | set(config["fusion"])
+    for i, item in enumerate(config["reranking"]):
+        if item["first_stage"] not in first_stages:
+            path = f"reranking.{i}.first_stage"
+            problems.append(missing_key(path, item["first_stage"], "retrievers", first_stages))
+        if item["reranker"] not in config["rerankers"]:
+            path = f"reranking.{i}.reranker"
+            problems.append(missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
+    baseline = config["significance"]["baseline"]
+    if baseline is not None and not problems and baseline not in system_kinds(config):
+        problems.append(
+            missing_key("significance.baseline", baseline, "systems", system_kinds(config))
+        )
+    analysis = config["position_analysis"]
+    for i, dataset in enumerate(analysis["datasets"]):
+        if dataset not in config["datasets"]:
+            path = f"position_analysis.datasets.{i}"
+            problems.append(missing_key(path, dataset, "datasets", config["datasets"]))
+    if analysis["datasets"] and analysis["tokenizer"] is None:
+        problems.append(
+            "config key 'position_analysis.tokenizer': needed to count tokens of "
+            "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
+        )
+    pooled = set()
+    for name, members in analysis["pool"].items():
+        for i, dataset in enumerate(members):
+            if dataset not in analysis["datasets"]:
+                path = f"position_analysis.pool.{name}.{i}"
+                known = analysis["datasets"]
+                problems.append(missing_key(path, dataset, "position_analysis.datasets", known))
+            elif dataset in pooled:
+                problems.append(
+                    f"config key 'position_analysis.pool.{name}.{i}': {dataset!r} is already "
+                    "in another pool"
+                )
+            pooled.add(dataset)
+    saliency = analysis["saliency"]
+    for i, model in enumerate(saliency["models"]):
+        if model not in config["models"]:
+            path = f"position_analysis.saliency.models.{i}"
+            problems.append(missing_key(path, model, "models", config["models"]))
+    if saliency["models"] and saliency["dataset"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
+            "not empty"
+        )
+    if saliency["select"] == "random" and saliency["queries"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.queries': needed when saliency.select is random"
+        )
+    if saliency["centre"][0] > saliency["centre"][1]:
+        problems.append(
+            f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
+            "range [low, high]"
+        )
+    correlation = config["correlation"]
+    # Generated datasets and their quality-controlled copies are compared with real ones.
+    comparable = set(config["datasets"]) | set(config["generate"])
+    comparable |= set(config["quality_control"]["generated"])
+    for group, datasets in correlation["benchmarks"].items():
+        for dataset in datasets:
+            if dataset not in comparable:
+                path = f"correlation.benchmarks.{group}"
+                problems.append(missing_key(path, dataset, "datasets", comparable))
+    if correlation["bootstrap"] is not None:
+        for side in ("left", "right"):
+            group = correlation["bootstrap"][side]
+            if group not in correlation["benchmarks"]:
+                path = f"correlation.bootstrap.{side}"
+                known = correlation["benchmarks"]
+                problems.append(missing_key(path, group, "correlation.benchmarks", known))
+    return problems
+
+
+def _backend_problems(config: dict) -> list[str]:
+    """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
+    rerankers); sparse and late-interaction encoders, and saliency, run on torch. (What an ONNX
+    backend asks of its model's own settings, irflow.encoding.onnx_export checks.)"""
+    problems = []
+    torch_only = (
+        [
+            (f"retrievers.{name}.model", retriever["model"])
+            for name, retriever in config["retrievers"].items()
+            if retriever["type"] in ("sparse", "late-interaction")
+        ]
+        + [
+            (f"rerankers.{name}.model", reranker["model"])
+            for name, reranker in config["rerankers"].items()
+            if reranker["type"] == "late-interaction"
+        ]
+        + [
+            # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
+            (f"position_analysis.saliency.models.{i}", model)
+            for i, model in enumerate(config["position_analysis"]["saliency"]["models"])
+        ]
+    )
+    for key, model in torch_only:
+        backend = config["models"].get(model, {}).get("backend", "torch")
+        if backend != "torch":
+            problems.append(
+                f"config key '{key}': model {model!r} has backend {backend!r}; this stage runs "
+                "the model on torch: name a model with backend torch"
+            )
+    return problems
+
+
+def _late_interaction_length_problems(config: dict) -> list[str]:
+    """query_length and document_length are read by late-interaction models only; their
+    checkpoints' lengths override max_seq_length, so it is refused there."""
+    late = {
+        spec["model"]
+        for spec in [*config["retrievers"].values(), *config["rerankers"].values()]
+        if spec["type"] == "late-interaction"
+    }
+    problems = []
+    for name, spec in config["models"].items():
+        keys = ["max_seq_length"] if name in late else ["query_length", "document_length"]
+        for key in keys:
+            if spec[key] is not None:
+                problems.append(
+                    f"config key 'models.{name}.{key}': "
+                    + (
+                        "a late-interaction model reads query_length and document_length"
+                        if name in late
+                        else "only late-interaction (ColBERT) models read it"
+                    )
+                )
+    return problems
+
+
+def derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
+    """Each dataset a block derives: a known base dataset and a name not ``taken``."""
+    problems = []
+    for name, spec in config[block].items():
+        if spec["dataset"] not in config["datasets"]:
+            path = f"{block}.{name}.dataset"
+            problems.append(missing_key(path, spec["dataset"], "datasets", config["datasets"]))
+        if name in taken:
+            problems.append(f"config key '{block}.{name}': the name is already a dataset's")
+    return problems
+
+
+def _model_ids(config: dict) -> list[tuple[str, dict]]:
+    """(dotted key, holder) of each model id: models and cross-encoder rerankers."""
+    # Called before schema validation too (by expand_config), so any shape must be survived.
+    return [
+        (f"{table}.{name}.id", spec)
+        for table in ("models", "rerankers")
+        if isinstance(config.get(table), dict)
+        for name, spec in config[table].items()
+        if isinstance(spec, dict) and isinstance(spec.get("id"), str)
+    ]
+
+
+def _model_id_problems(config: dict) -> list[str]:
+    """A model id must be an existing folder or a valid Hugging Face id, so that a mistyped
+    path fails now rather than minutes later inside huggingface_hub."""
+    problems = []
+    for key, spec in _model_ids(config):
+        model_id = spec["id"]
+        if model_id and Path(model_id).is_dir():  # Path("") is the working directory
+            continue
+        try:
+            validate_repo_id(model_id)
+        except HFValidationError as error:
+            if model_id.startswith(PATH_PREFIXES) or model_id.count("/") > 1:
+                folder = Path(model_id)
+                where = "" if folder.is_absolute() else f" (looked for {folder.absolute()})"
+                problems.append(
+                    f"config key '{key}': the folder {model_id!r} does not exist{where}"
+                )
+            else:
+                problems.append(
+                    f"config key '{key}': {model_id!r} is neither an existing folder nor a "
+                    f"valid Hugging Face id: {error}"
+                )
+    return problems
+
+
+def load_config(path: str | Path, schema_path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))
+
+
+def expand_config(config: dict) -> dict:
+    """Expand $VARIABLES and a leading ``~`` in paths (model and cross-encoder ids, data and
+    download dirs) so one config file serves machines whose models and data live in different
+    places."""
+    config = copy.deepcopy(config)
+    places = [(key, config) for key in ("data_dir", "download_dir")] + _model_ids(config)
+    for dotted_key, holder in places:
+        key = dotted_key.rsplit(".", 1)[-1]
+        value = holder.get(key)
+        if isinstance(value, str):
+            expanded = os.path.expandvars(value)
+            if "$" in expanded:
+                raise ConfigError(
+                    f"config key '{dotted_key}': {value!r} names an environment variable that "
+                    "is not set"
+                )
+            # Neither sentence-transformers nor huggingface_hub expands "~" in a model id.
+            holder[key] = os.path.expanduser(expanded)
+    return config

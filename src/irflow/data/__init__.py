@@ -1,0 +1,2 @@
+"""Data in: downloads, ingest into the contracts' tables, filters and curation, passages and
+tokenizers."""

@@ -1,0 +1,446 @@
+"""Quality filters for curating a corpus, after Arctic-Embed (App. C) and Gopher.
+
+Each filter is a small function that measures one property of a document and returns the
+measured value (None: not measured, so it passes); a ``Check`` compares that value with
+configured bounds. The filter stage records every failed check with its name and value in the
+audit, so a curated corpus can be explained document by document.
+
+All measures read the document as models read it, ``contracts.document_text`` (title, a
+space, text). Words are whitespace-separated tokens (Gopher used a tokenizer; whitespace is
+what BEIR's English corpora need and keeps the measure independent of any model), compared
+and measured without the punctuation and symbols at their ends (Unicode categories P and S, so
+that “The” is a stop word). Lines are the non-empty lines after stripping, so blank lines
+between paragraphs do not count as short, bulleted or numeric lines.
+
+Filters that assume spaces between words: words, mean_word_length, symbols_per_word,
+words_without_letter, duplicate_ngrams, stop_words and short_lines. A text in a script written
+without spaces (Chinese, Japanese, Thai) is one long "word" to them; switch them off for such
+corpora. The line filters, the ellipsis filter and language identification do not assume
+spaces.
+
+Thresholds are Arctic-Embed's (App. C), which take Gopher's (Rae et al. 2021, App. A) where
+they overlap. Where Arctic keeps a fraction "below" a bound (symbols, ellipsis lines, words
+without a letter, bullet, short and numeric lines) the bound is strict by default
+(``below: strict``; ``inclusive`` lets a value equal to it pass); word counts and word
+lengths are ranges that include their ends, and Gopher's n-gram bounds drop a document only
+when a fraction *exceeds* them.
+
+Arctic-Embed's filters irflow does not implement: uppercase-line and perplexity filters
+(perplexity needs a language model trained on a reference corpus), a domain blocklist (BEIR
+documents carry no URL) and the §3.3 consistency filter, which scores (query, document) pairs
+with a model and is a training-data step, not a corpus one (``irflow.derived.negatives`` mines with
+the judged pairs).
+
+A document is split into words once (``Document``), shared by every measure (the
+near-duplicate signature reads the same object); the n-gram measures compare tuples of word
+ids, never joined strings, and the sequential "duplicated" scan only runs where some 5-gram
+repeats (else no longer n-gram repeats either).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from itertools import accumulate, islice
+
+from irflow.core.errors import ConfigError
+
+# Gopher's stop words: a document of natural English prose contains some of them.
+GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+# Characters that open a bulleted line. Gopher names "•" and "-"; the others are the same
+# mark in other typefaces.
+BULLETS = ("•", "-", "*", "‣", "◦", "▪", "·", "–", "—")
+ELLIPSES = ("...", "…")
+# A line of numbers: digits with the separators numbers and tables are written with.
+NUMERIC_LINE = re.compile(r"[\d\s.,:;%+\-−/()\[\]]*\d[\d\s.,:;%+\-−/()\[\]]*")
+# Runs of characters that are not word characters: candidates for punctuation and symbols.
+NON_WORD = re.compile(r"[\W_]+")
+# A character that is a letter or a non-decimal numeral (the regex cannot tell these apart).
+LETTER_LIKE = re.compile(r"[^\W\d_]")
+# A near-duplicate shingle's word: a run of word characters.
+TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document as the measures read it, each part found once and only when a measure asks.
+
+    The text is split once into whitespace words, and each word gets an id, its index among the
+    document's distinct words: a word's own measures (its bare form, whether it has a letter)
+    are computed once per distinct word, and n-grams are tuples of ids, never joined strings.
+    The near-duplicate shingles read ``tokens`` of the same object."""
+
+    text: str
+
+    @cached_property
+    def words(self) -> list[str]:
+        return self.text.split()
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return [line for line in map(str.strip, self.text.splitlines()) if line]
+
+    @cached_property
+    def _vocabulary(self) -> tuple[list[int], list[str]]:
+        """Each word's id, and the distinct words in order of first occurrence."""
+        ids: dict[str, int] = {}
+        return [ids.setdefault(w, len(ids)) for w in self.words], list(ids)
+
+    @property
+    def ids(self) -> list[int]:
+        return self._vocabulary[0]
+
+    @property
+    def distinct(self) -> list[str]:
+        return self._vocabulary[1]
+
+    @cached_property
+    def bare_distinct(self) -> list[str]:
+        """``bare_words`` of the distinct words, by id."""
+        return [strip_symbols(w) for w in self.distinct]
+
+    @cached_property
+    def bare_words(self) -> list[str]:
+        """The words without the punctuation and symbols at their ends, "" for a word of
+        punctuation and symbols alone (Gopher's "symbol words")."""
+        bare = self.bare_distinct
+        return [bare[i] for i in self.ids]
+
+    @cached_property
+    def content_words(self) -> list[str]:
+        """The bare words that are not empty; two filters read them, so they are found once."""
+        return [w for w in self.bare_words if w]
+
+    def has_content_words(self, count: int) -> bool:
+        """Whether at least ``count`` words are not punctuation alone, stopping at ``count``."""
+        found = (w for w in map(strip_symbols, self.words) if w)
+        return sum(1 for _ in islice(found, count)) == count
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        """The lower-cased ``\\w+`` runs of the text, in order: the words of near-duplicate
+        shingles (one regex pass over the text, faster than one per distinct word)."""
+        return TOKEN.findall(self.text.lower())
+
+    @cached_property
+    def _cumulative_lengths(self) -> list[int]:
+        """Characters in the first i words, for i = 0 .. len(words)."""
+        return [0, *accumulate(map(len, self.words))]
+
+    def gram_chars(self, start: int, n: int) -> int:
+        """Characters in the words of the n-gram at ``start``, without spaces."""
+        lengths = self._cumulative_lengths
+        return lengths[start + n] - lengths[start]
+
+    def grams(self, n: int) -> list[tuple[int, ...]]:
+        """The word n-grams in order, as tuples of word ids (built in C by ``zip``): two are
+        equal exactly when their words are."""
+        return list(zip(*(self.ids[i:] for i in range(n))))
+
+    @cached_property
+    def _repeats(self) -> dict[int, bool]:
+        return {}
+
+    def repeats(self, n: int) -> bool:
+        """Whether some word n-gram occurs twice (asked once per n-gram check)."""
+        if n not in self._repeats:
+            grams = self.grams(n)
+            self._repeats[n] = len(set(grams)) < len(grams)
+        return self._repeats[n]
+
+
+def _is_symbol(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS"
+
+
+def strip_symbols(word: str) -> str:
+    """``word`` without the punctuation and symbol characters at its ends."""
+    if NON_WORD.match(word) is None and NON_WORD.search(word[-1]) is None:
+        return word  # the common case: starts and ends with a letter or digit
+    start, end = 0, len(word)
+    while start < end and _is_symbol(word[start]):
+        start += 1
+    while end > start and _is_symbol(word[end - 1]):
+        end -= 1
+    return word[start:end]
+
+
+def has_letter(word: str) -> bool:
+    match = LETTER_LIKE.search(word)
+    if match is None:
+        return False
+    return match.group().isalpha() or any(c.isalpha() for c in word)
+
+
+def _line_fraction(doc: Document, predicate: Callable[[str], bool]) -> float:
+    if not doc.lines:
+        return 0.0
+    return sum(1 for line in doc.lines if predicate(line)) / len(doc.lines)
+
+
+def word_count(doc: Document) -> float:
+    """Words that are not punctuation or symbols alone."""
+    return float(len(doc.content_words))
+
+
+def mean_word_length(doc: Document) -> float:
+    """Mean length in characters of the words that are not punctuation alone, without the
+    punctuation at their ends; 0 for none."""
+    words = doc.content_words
+    return sum(len(w) for w in words) / len(words) if words else 0.0
+
+
+def symbols_per_word(doc: Document) -> float:
+    """Gopher's symbol-to-word ratio: the larger of hash signs per word and ellipses per word
+    (Gopher drops a document when either exceeds the bound)."""
+    if not doc.words:
+        return 0.0
+    hashes = doc.text.count("#")
+    ellipses = sum(doc.text.count(mark) for mark in ELLIPSES)
+    return max(hashes, ellipses) / len(doc.words)
+
+
+def ellipsis_line_fraction(doc: Document) -> float:
+    return _line_fraction(doc, lambda line: line.endswith(ELLIPSES))
+
+
+def words_without_letter_fraction(doc: Document) -> float:
+    """Words that contain no alphabetic character (Gopher: 80% of words must have one)."""
+    if not doc.words:
+        return 0.0
+    lettered = [has_letter(w) for w in doc.distinct]
+    return sum(1 for i in doc.ids if not lettered[i]) / len(doc.words)
+
+
+def top_ngram_char_fraction(doc: Document, n: int) -> float:
+    """Characters covered by the most frequent word n-gram, counted at every occurrence, over
+    the document's characters (Gopher's "top n-gram"; DataTrove's ``find_top_duplicate``: an
+    n-gram's characters are its words' and the spaces between them; among equally frequent
+    n-grams the first to occur).
+
+    An n-gram that occurs once is no repetition and measures 0. DataTrove counts it anyway,
+    which never matters for Gopher's documents of 50 words and more but would remove every
+    BEIR document of a few words (a title-only entry) for its length alone.
+    """
+    if len(doc.words) < n or not doc.text:
+        return 0.0
+    grams = doc.grams(n)
+    gram, count = Counter(grams).most_common(1)[0]
+    if count == 1:
+        return 0.0
+    return (doc.gram_chars(grams.index(gram), n) + n - 1) * count / len(doc.text)
+
+
+def duplicated_ngram_char_fraction(doc: Document, n: int) -> float:
+    """Characters in word n-grams that repeat an earlier n-gram, over the document's
+    characters (Gopher's "duplicate n-grams"; DataTrove's ``find_all_duplicate``: after a
+    repeat the scan jumps past it, so overlapping repeats are not counted twice; an n-gram's
+    characters are its words' without spaces, as there). N-grams are compared as word
+    sequences, where DataTrove compares the words joined without spaces ("ab c" = "a bc")."""
+    if not doc.text or len(doc.words) < n:
+        return 0.0
+    if not doc.repeats(min(n, 5)):
+        # No repeated 5-gram means no repeated longer one: the common case ends here.
+        return 0.0
+    grams = doc.grams(n)
+    seen, repeated, i = set(), 0, 0
+    while i < len(grams):
+        if grams[i] in seen:
+            repeated += doc.gram_chars(i, n)
+            i += n
+        else:
+            seen.add(grams[i])
+            i += 1
+    return repeated / len(doc.text)
+
+
+def stop_word_count(doc: Document, stop_words: frozenset[str]) -> float:
+    """Words that are stop words, compared in lower case and without the punctuation at their
+    ends, so that "The", "the," and “The” count."""
+    stop = [w.lower() in stop_words for w in doc.bare_distinct]
+    return float(sum(1 for i in doc.ids if stop[i]))
+
+
+def bullet_line_fraction(doc: Document) -> float:
+    return _line_fraction(doc, lambda line: line.startswith(BULLETS))
+
+
+def short_line_fraction(doc: Document, words: int) -> float:
+    """Lines with fewer than ``words`` words."""
+    return _line_fraction(doc, lambda line: len(line.split()) < words)
+
+
+def numeric_line_fraction(doc: Document) -> float:
+    """Lines made only of numbers and the separators between them."""
+    return _line_fraction(doc, lambda line: NUMERIC_LINE.fullmatch(line) is not None)
+
+
+@lru_cache(maxsize=1)
+def _language_identifier():
+    """py3langid's model, shipped inside its wheel: identification works offline."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def known_languages() -> list[str]:
+    return list(_language_identifier().nb_classes)
+
+
+def expected_language_probability(doc: Document, language: str, min_words: int = 0) -> float | None:
+    """The probability py3langid gives ``language`` (an ISO 639-1 code); None (not measured)
+    for a document of fewer than ``min_words`` words, too short to identify reliably."""
+    if not doc.has_content_words(min_words):
+        return None
+    return float(dict(_language_identifier().rank(doc.text))[language])
+
+
+@dataclass(frozen=True)
+class Check:
+    """One quality filter: a name, what it measures, and the bounds a document must meet."""
+
+    name: str
+    measure: Callable[[Document], float | None]
+    minimum: float | None = None
+    maximum: float | None = None
+    # A value must stay below the maximum, not merely reach it (Arctic's "less than").
+    strict: bool = False
+
+    def reason(self, value: float | None) -> str | None:
+        """Why ``value`` fails the bounds, or None when it passes (or was not measured)."""
+        if value is None:
+            return None
+        if self.minimum is not None and value < self.minimum:
+            return f"{self.name} {value:.6g} < {self.minimum:g}"
+        if self.maximum is not None:
+            if self.strict and value >= self.maximum:
+                return f"{self.name} {value:.6g} >= {self.maximum:g}"
+            if value > self.maximum:
+                return f"{self.name} {value:.6g} > {self.maximum:g}"
+        return None
+
+
+# The quality filters' config keys, in the order ``build_checks`` runs them.
+FILTERS = (
+    "words",
+    "mean_word_length",
+    "symbols_per_word",
+    "ellipsis_lines",
+    "words_without_letter",
+    "duplicate_ngrams",
+    "stop_words",
+    "bullet_lines",
+    "short_lines",
+    "numeric_lines",
+    "language",
+)
+NGRAM_CHECK = re.compile(r"(top|duplicated)_(\d+)gram_chars")
+
+
+def check_order(name: str) -> tuple:
+    """Where the check ``name`` runs among the quality checks: by filter, then top before
+    duplicated n-grams, then by n (so that 10-grams come after 5-grams)."""
+    if match := NGRAM_CHECK.fullmatch(name):
+        kind, n = match.groups()
+        return (FILTERS.index("duplicate_ngrams"), kind != "top", int(n))
+    if name.startswith("language_"):
+        return (FILTERS.index("language"), False, 0)
+    return (FILTERS.index(name) if name in FILTERS else len(FILTERS), False, 0)
+
+
+def build_checks(quality: dict) -> list[Check]:
+    """The enabled checks of the ``filter.quality`` config block, in a fixed order."""
+
+    def on(name: str) -> dict | None:
+        spec = quality.get(name) or {}
+        return spec if spec.get("enabled") else None
+
+    strict = quality.get("below", "strict") == "strict"
+    checks: list[Check] = []
+    if spec := on("words"):
+        checks.append(Check("words", word_count, spec["min"], spec["max"]))
+    if spec := on("mean_word_length"):
+        checks.append(Check("mean_word_length", mean_word_length, spec["min"], spec["max"]))
+    if spec := on("symbols_per_word"):
+        checks.append(
+            Check("symbols_per_word", symbols_per_word, maximum=spec["max"], strict=strict)
+        )
+    if spec := on("ellipsis_lines"):
+        checks.append(
+            Check("ellipsis_lines", ellipsis_line_fraction, maximum=spec["max"], strict=strict)
+        )
+    if spec := on("words_without_letter"):
+        checks.append(
+            Check(
+                "words_without_letter",
+                words_without_letter_fraction,
+                maximum=spec["max"],
+                strict=strict,
+            )
+        )
+    if spec := on("duplicate_ngrams"):
+        for kind, measure in (
+            ("top", top_ngram_char_fraction),
+            ("duplicated", duplicated_ngram_char_fraction),
+        ):
+            for bound in spec[kind]:
+                n = bound["n"]
+                checks.append(
+                    Check(
+                        f"{kind}_{n}gram_chars",
+                        lambda doc, n=n, measure=measure: measure(doc, n),
+                        maximum=bound["max"],
+                    )
+                )
+    if spec := on("stop_words"):
+        words = frozenset(w.lower() for w in spec["words"])
+        checks.append(
+            Check("stop_words", lambda doc: stop_word_count(doc, words), minimum=spec["min"])
+        )
+    if spec := on("bullet_lines"):
+        checks.append(
+            Check("bullet_lines", bullet_line_fraction, maximum=spec["max"], strict=strict)
+        )
+    if spec := on("short_lines"):
+        short = spec["words"]
+        checks.append(
+            Check(
+                "short_lines",
+                lambda doc: short_line_fraction(doc, short),
+                maximum=spec["max"],
+                strict=strict,
+            )
+        )
+    if spec := on("numeric_lines"):
+        checks.append(
+            Check("numeric_lines", numeric_line_fraction, maximum=spec["max"], strict=strict)
+        )
+    if spec := on("language"):
+        expected = spec["expected"]
+        if expected not in known_languages():
+            raise ConfigError(
+                f"config key 'filter.quality.language.expected': {expected!r} is not a language "
+                f"py3langid identifies; known: {', '.join(sorted(known_languages()))}"
+            )
+        checks.append(
+            Check(
+                f"language_{expected}",
+                lambda doc: expected_language_probability(doc, expected, spec["min_words"]),
+                minimum=spec["min_probability"],
+            )
+        )
+    return checks
+
+
+def failed_checks(doc: Document, checks: list[Check]) -> list[tuple[str, float | None, str]]:
+    """(filter name, measured value, reason) for every check ``doc`` fails."""
+    failures = []
+    for check in checks:
+        value = check.measure(doc)
+        if (reason := check.reason(value)) is not None:
+            failures.append((check.name, value, reason))
+    return failures

@@ -1,0 +1,256 @@
+"""generator: the steps (characters, scenarios, query, rewrites, hard negatives) asked for every
+sampled document, the query attributes drawn, and each step's answer checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from irflow.core import contracts
+from irflow.core.errors import InputError
+from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
+from irflow.derived.generate.sampling import (
+    chunk_corpus,
+    document_rng,
+    sample_documents,
+)
+from irflow.derived.llm.client import LLMClient
+from irflow.derived.llm.messages import Request
+
+if TYPE_CHECKING:
+    from irflow.derived.generate.estimate import DryRun
+
+# --- answer checks ----------------------------------------------------------------------------
+
+
+def _list_of_strings(key: str):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(value, list) or not value:
+            return f"expected a JSON object with a non-empty list {key!r}"
+        if not any(isinstance(v, str) and v.strip() for v in value):
+            return f"{key!r} holds no non-empty string"
+        return None
+
+    return check
+
+
+def _string(key: str):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            return f"expected a JSON object with a non-empty string {key!r}"
+        return None
+
+    return check
+
+
+def _negative_documents(value: Any) -> list[dict]:
+    documents = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, str) and item.strip():
+            documents.append({"title": "", "text": item.strip()})
+        elif isinstance(item, dict) and isinstance(item.get("text"), str) and item["text"].strip():
+            title = item.get("title")
+            documents.append(
+                {
+                    "title": title.strip() if isinstance(title, str) else "",
+                    "text": item["text"].strip(),
+                }
+            )
+    return documents
+
+
+def _negatives_check(key: str, minimum: int):
+    def check(data: Any) -> str | None:
+        value = data.get(key) if isinstance(data, dict) else None
+        found = len(_negative_documents(value))
+        if found < minimum:
+            return (
+                f"expected a JSON object whose list {key!r} holds at least {minimum} "
+                f"documents; found {found}"
+            )
+        return None
+
+    return check
+
+
+@dataclass
+class Item:
+    """One sampled document on its way to a query."""
+
+    doc_id: str
+    document: str
+    rng: np.random.Generator
+    values: dict
+    rewrites: list
+    negatives_requested: int = 0
+    band: tuple[int, int | None] | None = None  # the drawn query_length's words
+
+
+class Generator:
+    """Runs the steps for all sampled documents, one batch of requests per step."""
+
+    def __init__(
+        self, prompts: Prompts, client: LLMClient, spec: dict, dry_run: DryRun | None = None
+    ):
+        self.prompts = prompts
+        self.client = client
+        self.spec = spec
+        self.dry_run = dry_run  # set: nothing is sent (see ``estimate``)
+        self.dropped: list[dict] = []
+
+    def _ask(
+        self, step: str, items: list[Item], check, count: dict | str | None = None
+    ) -> list[tuple[Item, Any]]:
+        """Ask ``step`` for every item; the survivors with their answer's value. ``count`` is
+        the ${count} of the prompt: fixed, or the name of the item's attribute that holds it."""
+        key = self.prompts.steps[step]["answer_key"]
+        # One check for the step: requests are the same only with the same check, so identical
+        # prompts are asked once.
+        check = check(key)
+        requests, counts = [], []
+        for item in items:
+            values = dict(item.values)
+            if isinstance(count, dict):
+                values |= count
+            elif isinstance(count, str):
+                values["count"] = getattr(item, count)
+            counts.append(values.get("count"))
+            requests.append(Request(self.prompts.messages(step, values), check=check))
+        if self.dry_run is not None:
+            answers = self.dry_run.answer(self.client, step, key, items, counts, requests)
+        else:
+            answers = self.client.complete(requests, desc=f"generate: {step}")
+        survivors = []
+        for item, answer in zip(items, answers):
+            if answer.ok:
+                survivors.append((item, answer.data[key]))
+            else:
+                self.dropped.append(
+                    {
+                        "doc_id": item.doc_id,
+                        "step": step,
+                        "reason": answer.error,
+                        "detail": answer.detail,
+                    }
+                )
+        return survivors
+
+    @staticmethod
+    def _pick(item: Item, options: list) -> str:
+        options = [o.strip() for o in options if isinstance(o, str) and o.strip()]
+        return options[int(item.rng.integers(len(options)))]
+
+    def run(self, items: list[Item]) -> list[Item]:
+        steps = self.prompts.steps
+        low, high = self.spec["negatives"]
+        counts = {
+            "characters": steps["characters"].get("count", 5),
+            "scenarios": steps["scenarios"].get("count", 3),
+        }
+        # The attribute and count draws come first, in a fixed order; each step's pick follows.
+        for item in items:
+            for attribute in ATTRIBUTES:
+                item.values[attribute] = self._draw(item, attribute)
+            item.negatives_requested = int(item.rng.integers(low, high + 1))
+        characters = {"count": counts["characters"]}
+        for item, value in self._ask("characters", items, _list_of_strings, characters):
+            item.values["character"] = self._pick(item, value)
+        items = [i for i in items if "character" in i.values]
+        scenarios = {"count": counts["scenarios"]}
+        for item, value in self._ask("scenarios", items, _list_of_strings, scenarios):
+            item.values["scenario"] = self._pick(item, value)
+        items = [i for i in items if "scenario" in i.values]
+        for item, value in self._ask("query", items, _string):
+            item.values["query"] = value.strip()
+            item.rewrites.append(value.strip())
+        items = [i for i in items if "query" in i.values]
+        for _ in range(steps["rewrite"].get("rounds", 1)):
+            kept = []
+            for item, value in self._ask("rewrite", items, _string):
+                item.values["query"] = value.strip()
+                item.rewrites.append(value.strip())
+                kept.append(item)
+            items = kept
+        if high == 0:  # no hard negatives wanted: nothing to ask
+            for item in items:
+                item.values["negatives"] = []
+            return items
+        survivors = []
+        check = partial(_negatives_check, minimum=low)
+        for item, value in self._ask("negatives", items, check, "negatives_requested"):
+            item.values["negatives"] = _negative_documents(value)[: item.negatives_requested]
+            survivors.append(item)
+        return survivors
+
+    def _draw(self, item: Item, attribute: str) -> str:
+        """A weighted draw, in ``ATTRIBUTES`` order. As AIR-Bench (App. A.2.1): the query type
+        first, on a Long-Doc corpus (``chunk_tokens`` set) among the types marked for it (the
+        paper's Long-Doc queries are questions and claims); then the length, among the lengths
+        the drawn type allows (a claim: "10 to 20" or "at least 20 words")."""
+        options = self.prompts.attributes[attribute]
+        if attribute == "query_type" and self.spec.get("chunk_tokens"):
+            options = [o for o in options if o.long_doc]
+        elif attribute == "query_length":
+            kind = item.values["query_type"]
+            allowed = next(o for o in self.prompts.attributes["query_type"] if o.value == kind)
+            if allowed.query_lengths is not None:
+                options = [o for o in options if o.value in allowed.query_lengths]
+        weights = np.array([o.weight for o in options])
+        chosen = options[int(item.rng.choice(len(options), p=weights / weights.sum()))]
+        if attribute == "query_length":
+            item.band = chosen.words
+        return chosen.value
+
+
+def prepare(
+    corpus: pd.DataFrame,
+    spec: dict,
+    tokenizer=None,
+    corpus_path: str | Path = "corpus",
+    positives: set[str] | None = None,
+) -> tuple[pd.DataFrame, list[Item], dict]:
+    """The (chunked) corpus, the sampled documents as items, and the statistics so far.
+    ``positives`` (the source dataset's judged-relevant doc_ids) is needed with
+    ``sample_from: positives``."""
+    stats: dict = {}
+    if spec.get("chunk_tokens"):
+        corpus, stats["chunking"] = chunk_corpus(
+            corpus, spec["chunk_tokens"], spec["overlap"], tokenizer
+        )
+        sources = corpus.pop("source_doc_id")
+    else:
+        sources = corpus["doc_id"]
+    corpus = corpus.reset_index(drop=True)
+    duplicated = corpus["doc_id"][corpus["doc_id"].duplicated()]
+    if len(duplicated):
+        raise InputError(corpus_path, f"doc_id {duplicated.iat[0]!r} occurs twice", field="doc_id")
+    eligible = None
+    if spec.get("sample_from", "corpus") == "positives":
+        if positives is None:
+            raise ValueError("sample_from: positives needs the source dataset's positives")
+        eligible = sources.isin(positives).to_numpy()
+    rows, stats["sample"] = sample_documents(
+        corpus,
+        spec["documents"],
+        spec["seed"],
+        spec.get("stratify"),
+        spec["min_words"],
+        tokenizer,
+        max_words=spec.get("max_words"),
+        personal=spec.get("personal_data") or (),
+        eligible=eligible,
+    )
+    items = []
+    for row in rows:
+        doc_id = corpus["doc_id"].iat[row]
+        document = contracts.document_text(corpus["title"].iat[row], corpus["text"].iat[row])
+        values = {"document": document, "language": spec["language"]}
+        items.append(Item(doc_id, document, document_rng(spec["seed"], doc_id), values, []))
+    return corpus, items, stats

@@ -1,0 +1,122 @@
+"""settings: the ``quality_control`` block: the QC'd datasets and label audits it defines, its
+settings, and its cross-references, checked with the config."""
+
+from __future__ import annotations
+
+from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.derived.generate.dataset import checked_splits
+from irflow.derived.positionalize import list_variants
+
+# Retriever types that retrieve a checked split other than the scored one (retrieve_judged).
+SPLIT_RETRIEVERS = ("bm25", "dense")
+
+
+def list_quality_controlled(config: dict) -> dict[str, dict]:
+    """The QC'd datasets (``quality_control.generated``), by name, with their settings."""
+    return {
+        name: dict(spec) for name, spec in sorted(quality_settings(config)["generated"].items())
+    }
+
+
+def audited_datasets(config: dict) -> list[str]:
+    return list(quality_settings(config)["label_audit"]["datasets"])
+
+
+def quality_settings(config: dict) -> dict:
+    """The ``quality_control`` block (filled in by the schema; empty when absent)."""
+    block = config.get("quality_control") or {}
+    return {
+        "rerankers": block.get("rerankers", []),
+        "majority": block.get("majority"),
+        "judge": block.get("judge", {}),
+        "generated": block.get("generated", {}),
+        "label_audit": block.get("label_audit", {"datasets": []}),
+    }
+
+
+def majority_needed(rerankers: int, majority: int | None) -> int:
+    """Votes that make a pre-label: ``majority``, or more than half of the rerankers."""
+    return int(majority) if majority is not None else rerankers // 2 + 1
+
+
+@register_check
+def quality_control_problems(config: dict) -> list[str]:
+    """Cross-references of the ``quality_control`` block, each naming its config key."""
+    settings = quality_settings(config)
+    systems = system_kinds(config)
+    problems = []
+    rerankers, generated = settings["rerankers"], settings["generated"]
+    audit = settings["label_audit"]
+    for i, name in enumerate(rerankers):
+        if name not in config["rerankers"]:
+            problems.append(
+                missing_key(
+                    f"quality_control.rerankers.{i}", name, "rerankers", config["rerankers"]
+                )
+            )
+    if len(set(rerankers)) != len(rerankers):
+        problems.append("config key 'quality_control.rerankers': a reranker is listed twice")
+    if (generated or audit["datasets"]) and not rerankers:
+        problems.append(
+            "config key 'quality_control.rerankers': name the rerankers that vote (keys of "
+            "'rerankers'); AIR-Bench uses several"
+        )
+    majority = settings["majority"]
+    if majority is not None and rerankers and majority > len(rerankers):
+        problems.append(
+            f"config key 'quality_control.majority': {majority} votes needed but only "
+            f"{len(rerankers)} rerankers vote"
+        )
+    taken = set(config["datasets"]) | set(config.get("generate", {}))
+    taken |= set(config.get("curate", {})) | set(list_variants(config))
+    for name, spec in generated.items():
+        path = f"quality_control.generated.{name}"
+        if name in taken:
+            problems.append(f"config key '{path}': the name is already a dataset's")
+        if spec["dataset"] not in config.get("generate", {}):
+            problems.append(
+                missing_key(
+                    f"{path}.dataset", spec["dataset"], "generate", config.get("generate", {})
+                )
+            )
+        if spec["retriever"] not in config["retrievers"]:
+            problems.append(
+                missing_key(
+                    f"{path}.retriever", spec["retriever"], "retrievers", config["retrievers"]
+                )
+            )
+        scored = config.get("generate", {}).get(spec["dataset"], {}).get("split", "test")
+        if spec.get("splits") is not None and scored not in spec["splits"]:
+            problems.append(
+                f"config key '{path}.splits': {spec['splits']} leaves out {scored!r}, the split "
+                f"'generate.{spec['dataset']}.split' scores"
+            )
+        retriever_type = config["retrievers"].get(spec["retriever"], {}).get("type")
+        others = [split for split in checked_splits(spec) if split != scored]
+        if others and retriever_type not in (None, *SPLIT_RETRIEVERS):
+            problems.append(
+                f"config key '{path}.retriever': {spec['retriever']!r} is a {retriever_type} "
+                f"retriever, which cannot retrieve the queries of split(s) {others} (only "
+                f"{' and '.join(SPLIT_RETRIEVERS)} retrievers can); name one, or set "
+                f"'{path}.splits' to [{scored!r}]"
+            )
+        if spec["depth"] > config["top_k"]:
+            problems.append(
+                f"config key '{path}.depth': {spec['depth']} exceeds top_k ({config['top_k']}), "
+                "the depth of the retriever's run"
+            )
+    datasets = taken | set(generated)
+    for i, dataset in enumerate(audit["datasets"]):
+        if dataset not in datasets:
+            path = f"quality_control.label_audit.datasets.{i}"
+            problems.append(missing_key(path, dataset, "datasets", datasets))
+    for i, system in enumerate(audit.get("systems") or []):
+        if system not in systems:
+            path = f"quality_control.label_audit.systems.{i}"
+            problems.append(missing_key(path, system, "systems", systems))
+    needs_llm = generated or (audit["datasets"] and audit.get("judge"))
+    if needs_llm and not (config.get("llm") or {}).get("model"):
+        problems.append(
+            "config key 'llm.model': needed by 'quality_control' (the judge); name the model"
+        )
+    return problems

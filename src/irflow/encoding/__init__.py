@@ -1,0 +1,1 @@
+"""Texts to vectors: models, resumable and sharded encoding, ONNX export."""

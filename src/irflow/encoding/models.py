@@ -1,0 +1,206 @@
+"""models: a ``models`` entry loaded as a sentence-transformers encoder, on its device and dtype,
+with its provenance; the settings that determine its vectors; the texts each side (corpus,
+passages, queries) encodes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from irflow.core import contracts
+from irflow.core.fingerprint import folder_md5
+from irflow.encoding.onnx_export import attach
+
+# Settings that change the vectors; batch size and device do not (beyond float noise).
+RESULT_SETTINGS = (
+    "id",
+    "revision",
+    "query_prompt",
+    "document_prompt",
+    "max_seq_length",
+    "normalize",
+    "dtype",
+    "backend",  # torch, or ONNX Runtime on an exported graph (irflow.encoding.onnx_export)
+)
+# A late-interaction model's lengths (irflow.retrieval.late_interaction): among its result settings
+# only when set, so that every other model's settings, and their cache keys, stay as they were.
+LENGTH_SETTINGS = ("query_length", "document_length")
+
+
+def result_settings(spec: dict) -> dict:
+    """The settings of a ``models`` entry that determine its vectors."""
+    settings = {key: spec[key] for key in RESULT_SETTINGS}
+    return settings | {key: spec[key] for key in LENGTH_SETTINGS if spec.get(key) is not None}
+
+
+def pick_device(requested: str = "auto") -> str:
+    import torch
+
+    if requested != "auto":
+        return requested
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_model(spec: dict) -> tuple[str, dict]:
+    """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision)."""
+    if Path(spec["id"]).is_dir():
+        return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
+    from huggingface_hub import snapshot_download
+
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=offline)
+    # Snapshot folders are named by the commit they hold.
+    return path, {"model": spec["id"], "revision": Path(path).name}
+
+
+def resolve_dtype(requested: str, device: str) -> str:
+    """dtype "auto" means float16 on a CUDA GPU and float32 elsewhere."""
+    if requested != "auto":
+        return requested
+    return "float16" if device.startswith("cuda") else "float32"
+
+
+def load_model(factory, spec: dict, **options) -> tuple[object, dict]:
+    """Build a sentence-transformers model (``factory``) on the configured device and dtype.
+
+    Returns the model and its provenance: the exact revision or file hash, the device and the
+    resolved dtype (never "auto").
+    """
+    import torch
+
+    path, provenance = resolve_model(spec)
+    device = pick_device(spec["device"])
+    model = factory(path, device=device, **options)
+    dtype = resolve_dtype(spec["dtype"], device)
+    model.to(getattr(torch, dtype))
+    return model, provenance | {"device": device, "dtype": dtype}
+
+
+def load_sized(factory, spec: dict) -> tuple[object, dict]:
+    """``load_model`` with the configured ``max_seq_length``; the length in effect goes to the
+    provenance."""
+    model, provenance = load_model(factory, spec)
+    if spec["max_seq_length"] is not None:
+        model.max_seq_length = spec["max_seq_length"]
+    provenance["max_seq_length"] = model.max_seq_length
+    return model, provenance
+
+
+def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
+    """The SentenceTransformer of a ``models`` entry with its max length, and its provenance.
+
+    With an ONNX backend it is loaded in float32 on the CPU: the graph is exported from it
+    and runs on ONNX Runtime's CPU provider, and the torch side (tokenizer tensors, pooling)
+    stays there with it. The config refuses other devices and dtypes with an ONNX backend
+    (onnx_export.spec_problems).
+    """
+    from sentence_transformers import SentenceTransformer
+
+    onnx_backend = spec["backend"] != "torch"
+    placed = spec | {"device": "cpu", "dtype": "float32"} if onnx_backend else spec
+    model, provenance = load_sized(SentenceTransformer, placed)
+    provenance["backend"] = spec["backend"]
+    return model, provenance
+
+
+@dataclass
+class Encoder:
+    """A loaded model with the settings that apply to it."""
+
+    model: object
+    spec: dict
+    device: str
+    provenance: dict
+
+    @classmethod
+    def load(cls, spec: dict, onnx: Path | None = None) -> Encoder:
+        """With an ONNX backend, the transformer runs on the graph at ``onnx`` (exported by
+        the onnx_export job), or on one exported now when none is given."""
+        model, provenance = load_sentence_transformer(spec)
+        if spec["backend"] != "torch":
+            import torch
+
+            threads = torch.get_num_threads()  # the job's threads, as the scripts set them
+            provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
+        return cls(model, spec, provenance["device"], provenance)
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        """float32 vectors, unit length in float32 when ``normalize``: a half-precision model
+        normalises in its own dtype (bfloat16 norms 0.998-1.004), so its output is normalised
+        again after the cast. float32 models take sentence-transformers' own path unchanged."""
+        half_precision = self.provenance["dtype"] != "float32"
+        vectors = self.model.encode(
+            texts,
+            prompt=prompt or None,
+            batch_size=self.spec["batch_size"],
+            normalize_embeddings=self.spec["normalize"] and not half_precision,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        vectors = vectors.astype(np.float32, copy=False)
+        if self.spec["normalize"] and half_precision:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
+
+
+class OnDemandEncoder:
+    """An ``Encoder`` of a ``models`` entry that loads the model when first asked to encode
+    (or for its provenance), on ``threads`` torch threads: a job that finds every vector it
+    needs already computed never imports the model's libraries."""
+
+    def __init__(self, spec: dict, threads: int | None = None):
+        self.spec, self.threads = spec, threads
+        self._encoder: Encoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            use_threads(self.threads)
+            self._encoder = Encoder.load(self.spec)
+        return self._encoder
+
+    @property
+    def provenance(self) -> dict:
+        return self.encoder.provenance
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        return self.encoder.encode(texts, prompt)
+
+
+def use_threads(threads: int | None) -> None:
+    """Run torch on ``threads`` intra-op threads (None: torch's default)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def titled_texts(batch: pa.RecordBatch, id_column: str) -> tuple[list[str], list[str]]:
+    """(ids, title + " " + text) as BEIR and MTEB build document (and passage) inputs."""
+    titles, texts = batch.column("title").to_pylist(), batch.column("text").to_pylist()
+    return batch.column(id_column).to_pylist(), contracts.document_texts(titles, texts)
+
+
+def query_texts(batch: pa.RecordBatch) -> tuple[list[str], list[str]]:
+    return batch.column("query_id").to_pylist(), batch.column("text").to_pylist()
+
+
+# Per side: the rows' texts and the prompt put before them.
+SIDES = {
+    "corpus": (partial(titled_texts, id_column="doc_id"), "document_prompt"),
+    "passages": (partial(titled_texts, id_column="passage_id"), "document_prompt"),
+    "queries": (query_texts, "query_prompt"),
+}

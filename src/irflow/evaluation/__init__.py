@@ -1,0 +1,1 @@
+"""Runs to numbers: scores, the results database, significance, cost."""

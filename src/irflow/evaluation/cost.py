@@ -1,0 +1,145 @@
+"""cost: what each system costs, BEIR's table 3 measured: index size and build time, encoding
+throughput, per-query latency (median and p95) on the device that ran it, and for an
+approximate index (HNSW, IVF, IVF-PQ, Voyager) its recall@top_k against exact search on the
+sample of queries its retrieve job measured it on.
+
+Encoding throughput is the corpus rows over the encoding seconds of all of them: a resumed
+embedding job counts the seconds its finished parts recorded, not only its own.
+
+Latency is measured per query, one query at a time, on the first ``latency_queries`` scored
+queries; stages that run one after another (query encoding, search, reranking, each input of a
+fusion) add up query by query.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from irflow.core.config import VECTOR_FOLDERS
+from irflow.data.passages import document_side
+
+
+def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
+    """Per-query latency of stages run one after another: the sum, over queries all measured."""
+    common = set.intersection(*(set(latency) for latency in latencies))
+    return {query: sum(latency[query] for latency in latencies) for query in sorted(common)}
+
+
+def throughput(rows: int, seconds: float) -> float:
+    """Rows per second; NaN when no encoding time was recorded (a manifest from an irflow
+    that counted only the time of the rows it encoded itself, after resuming all of them)."""
+    return rows / seconds if seconds > 0 else float("nan")
+
+
+class Manifests(Protocol):
+    def __call__(self, stage: str, *names: str) -> dict: ...
+
+
+class CostModel:
+    """Cost rows for the systems of one config, from the manifests their jobs wrote."""
+
+    def __init__(self, config: dict, kinds: dict[str, str], manifest: Manifests):
+        self.config, self.kinds, self.manifest = config, kinds, manifest
+
+    def latency(self, dataset: str, system: str) -> dict[str, float]:
+        kind = self.kinds[system]
+        if kind == "run":  # made outside irflow: its latency was not measured here
+            return {}
+        if kind == "bm25":
+            return self.manifest("retrieve", dataset, system)["latency"]
+        if kind == "dense" or kind in VECTOR_FOLDERS:
+            model = self.config["retrievers"][system]["model"]
+            stage = VECTOR_FOLDERS.get(kind, "embed")  # where the queries were encoded
+            encode = self.manifest(stage, dataset, model, "queries")["latency"]
+            return in_sequence(encode, self.manifest("retrieve", dataset, system)["latency"])
+        if kind == "fusion":
+            runs = self.config["fusion"][system]["runs"]
+            return in_sequence(*(self.latency(dataset, run) for run in runs))
+        rerank = self.manifest("rerank", dataset, system)
+        return in_sequence(self.latency(dataset, rerank["first_stage"]), rerank["latency"])
+
+    def row(self, dataset: str, system: str) -> dict:
+        latency_ms = 1000 * np.array(list(self.latency(dataset, system).values()))
+        measured = len(latency_ms) > 0
+        row = {
+            "dataset": dataset,
+            "system": system,
+            "kind": self.kinds[system],
+            "latency_median_ms": float(np.median(latency_ms)) if measured else float("nan"),
+            "latency_p95_ms": float(np.percentile(latency_ms, 95)) if measured else float("nan"),
+            "latency_queries": len(latency_ms),
+        }
+        return row | self._index(dataset, system)
+
+    def _index(self, dataset: str, system: str) -> dict:
+        kind = self.kinds[system]
+        if kind == "bm25":
+            retrieve = self.manifest("retrieve", dataset, system)
+            return {
+                "index_bytes": retrieve["index_bytes"],
+                "index_build_seconds": retrieve["index_seconds"],
+                "device": "cpu",
+            }
+        if kind == "dense":
+            spec = self.config["retrievers"][system]
+            index = self.manifest("index", dataset, spec["model"], spec["index"])
+            # Rows per second: documents, or passages for a model that splits documents.
+            side = document_side(self.config["models"][spec["model"]])
+            corpus = self.manifest("embed", dataset, spec["model"], side)
+            return {
+                "index_bytes": index["index_bytes"],
+                "index_build_seconds": index["build_seconds"],
+                "encode_docs_per_second": throughput(
+                    corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
+                ),
+                "device": corpus["device"],
+            } | recall_fields(self.manifest("retrieve", dataset, system).get("recall") or {})
+        if kind in VECTOR_FOLDERS:
+            # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
+            # token vector (late interaction), built by the retrieve job from the encoded file.
+            retrieve = self.manifest("retrieve", dataset, system)
+            model = self.config["retrievers"][system]["model"]
+            corpus = self.manifest(VECTOR_FOLDERS[kind], dataset, model, "corpus")
+            return {
+                "index_bytes": retrieve["index_bytes"],
+                "index_build_seconds": retrieve["index_seconds"],
+                "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
+                "nnz_per_document": retrieve.get("nnz_per_document"),
+                "tokens_per_document": retrieve.get("tokens_per_document"),
+                "device": corpus["device"],
+            } | recall_fields(retrieve.get("recall") or {})
+        if kind == "rerank":
+            return {"device": self.manifest("rerank", dataset, system)["device"]}
+        return {}
+
+    def table(self, datasets: list[str]) -> pd.DataFrame:
+        rows = [self.row(d, s) for d in datasets for s in sorted(self.kinds)]
+        columns = [
+            "dataset",
+            "system",
+            "kind",
+            "device",
+            "index_bytes",
+            "index_build_seconds",
+            "encode_docs_per_second",
+            "nnz_per_document",
+            "tokens_per_document",
+            "recall_against_exact",
+            "recall_queries",
+            "latency_median_ms",
+            "latency_p95_ms",
+            "latency_queries",
+        ]
+        return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def recall_fields(recall: dict) -> dict:
+    """An approximate index's recall@top_k against exact search on a sample of queries, as
+    its retrieve manifest's ``recall`` block records it (faiss indexes and late interaction's
+    Voyager, ``irflow.retrieval.recall``); empty for an exact search."""
+    if recall.get("recall") is None:
+        return {}
+    return {"recall_against_exact": recall["recall"], "recall_queries": recall["queries"]}

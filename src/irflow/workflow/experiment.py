@@ -1,0 +1,54 @@
+"""One results/ folder, one experiment: which config files its results come from.
+
+Every output has a fixed path under results/, so a run of a second config in the same working
+directory would replace the first one's tables and database piecemeal, without a word. The
+database rule records the config files its run read, and the validated config's fingerprint,
+in ``RECORD`` (and the database's ``experiment`` table); a later run that reads other config
+files is refused before any job starts, with the ways to keep both. Editing the recorded file
+and running again is the same experiment, continued.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from irflow.core.errors import ConfigError
+from irflow.core.fingerprint import value_md5
+
+RECORD = Path("results/experiment.json")
+
+
+def experiment(config: dict, config_files) -> dict:
+    """What identifies a run's experiment: its config files (absolute, in the order Snakemake
+    merged them) and the fingerprint of the validated config they gave."""
+    return {
+        "config_files": [str(Path(path).resolve()) for path in config_files],
+        "fingerprint": value_md5(config),
+    }
+
+
+def check_experiment(current: dict, record: Path = RECORD) -> None:
+    """Refuse a run whose config files are not those ``record`` names, if it exists."""
+    if not record.is_file():
+        return
+    recorded = json.loads(record.read_text(encoding="utf-8"))["config_files"]
+    if recorded == current["config_files"]:
+        return
+    theirs, ours = " + ".join(recorded), " + ".join(current["config_files"]) or "no config file"
+    raise ConfigError(
+        f"{record.parent}/ holds the results of {theirs} ({record}); this run reads {ours}. "
+        f"A results folder holds one experiment, so that its tables and database never mix "
+        f"two. To continue that experiment (or make its --report), pass --configfile "
+        f"{theirs.replace(' + ', ' ')}. To keep both, run this config in its own working "
+        f"directory (snakemake --directory <folder> --configfile {ours}; relative paths in the "
+        f"config are then relative to <folder>) or move {record.parent}/ aside first; to let it "
+        f"take {record.parent}/ over, reusing what the two share, delete {record}."
+    )
+
+
+def write_record(current: dict, config: dict, record: Path = RECORD) -> None:
+    """``RECORD``: the experiment and the validated config itself."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(current | {"config": config}, indent=2, sort_keys=True, default=str)
+    record.write_text(text + "\n", encoding="utf-8")
