@@ -5,9 +5,12 @@ Snakemake, on fake clusters and on a real one."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import REPO
 
+from irflow.core.errors import InputError
 from irflow.workflow import slurm_profile
 from irflow.workflow.rule_directives import rules_declaring, workflow_rules
 from irflow.workflow.slurm_profile import keeps_no_accounting, minutes, parse_sinfo, settings
@@ -131,13 +134,13 @@ def test_environment_variables_override_what_is_read_from_the_cluster():
 
 def test_from_cluster_reads_the_commands_and_hands_the_memory_cap_on(monkeypatch):
     outputs = {"sinfo": CLUSTER, "scontrol": SCONTROL_NO_ACCOUNTING}
-    monkeypatch.setattr(slurm_profile, "_output", lambda command: outputs[command[0]])
+    monkeypatch.setattr(slurm_profile, "cluster_output", lambda command: outputs[command[0]])
     monkeypatch.setattr(slurm_profile, "rules_declaring", lambda resource: GPU_RULES)
     monkeypatch.delenv("IRFLOW_MAX_MEM_MB", raising=False)
-    for name in [n for n in slurm_profile.os.environ if n.startswith("IRFLOW_SLURM_")]:
+    for name in [n for n in os.environ if n.startswith("IRFLOW_SLURM_")]:
         monkeypatch.delenv(name)
     assert slurm_profile.from_cluster() == profile()
-    assert slurm_profile.os.environ["IRFLOW_MAX_MEM_MB"] == "8000"
+    assert os.environ["IRFLOW_MAX_MEM_MB"] == "8000"
 
 
 def test_the_gpu_rules_are_read_from_the_rules_resources(tmp_path):
@@ -178,3 +181,8 @@ def test_the_workflow_s_gpu_rules_include_the_model_stages():
     assert {"embed", "embed_shard", "encode_vectors", "rerank", "saliency"} <= set(gpu_rules)
     assert not {"ingest", "index", "retrieve_bm25", "score"} & set(gpu_rules)
     assert workflow_rules()["embed"].snakefile == REPO / "rules" / "embed.smk"
+
+
+def test_a_missing_snakefile_says_what_to_install(tmp_path):
+    with pytest.raises(InputError, match="install irflow from the checkout"):
+        rules_declaring("gpu", tmp_path / "Snakefile")

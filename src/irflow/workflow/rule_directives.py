@@ -24,6 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
+from snakemake.parser import parse
+from snakemake.sourcecache import LocalSourceFile
+
 from irflow.core.errors import InputError
 
 # The checkout's Snakefile: irflow is installed from its checkout (`pip install -e .`).
@@ -61,11 +64,12 @@ _WORKFLOW = SimpleNamespace(sourcecache=SimpleNamespace(open=_open))
 
 def _compiled(snakefile: Path) -> ast.Module:
     """The Python that Snakemake makes of one Snakefile, as a syntax tree."""
-    from snakemake.parser import parse
-    from snakemake.sourcecache import LocalSourceFile
-
     if not snakefile.is_file():
-        raise InputError(snakefile, "no such Snakefile: the workflow's rules are read from it")
+        raise InputError(
+            snakefile,
+            "no such Snakefile, whose rules the SLURM profile reads: install irflow from the "
+            "checkout that holds the workflow (pip install -e .)",
+        )
     code, _ = parse(LocalSourceFile(str(snakefile)), _WORKFLOW, {})
     return ast.parse(code, filename=str(snakefile))
 

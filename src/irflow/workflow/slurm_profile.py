@@ -184,7 +184,7 @@ def gpu_partition_of(partitions: Mapping[str, Partition], override: str) -> str:
     return "" if chosen == "none" else chosen
 
 
-def _output(command: tuple[str, ...]) -> str:
+def cluster_output(command: tuple[str, ...]) -> str:
     """What a SLURM command prints; "" where it is missing or fails (no cluster is read)."""
     try:
         return subprocess.run(
@@ -198,8 +198,8 @@ def from_cluster() -> ProfileSettings:
     """The profile's options for the cluster that the SLURM commands on PATH reach. Sets
     IRFLOW_MAX_MEM_MB, the cap the rules' memory models read (irflow.workflow.resources)."""
     chosen = settings(
-        parse_sinfo(_output(SINFO)),
-        keeps_no_accounting(_output(SCONTROL)),
+        parse_sinfo(cluster_output(SINFO)),
+        keeps_no_accounting(cluster_output(SCONTROL)),
         os.environ,
         rules_declaring("gpu"),
     )
