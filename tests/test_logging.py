@@ -65,7 +65,8 @@ def test_download_error_is_one_line_in_the_rule_log(tmp_path):
     assert_one_error_line(
         result,
         log,
-        "dataset 'tiny' is not available offline: place the BEIR folder at results/downloads/tiny/",
+        "dataset 'tiny' is not available offline: place the BEIR folder at <folder>/tiny/ and "
+        "set data_dir: <folder>",
     )
 
 
@@ -79,7 +80,7 @@ def _run_failing_job(
         "from types import SimpleNamespace\n"
         "from _common import setup_logging\n"
         "from irflow.core.errors import DownloadError\n"
-        f"setup_logging(SimpleNamespace(log=[{str(log)!r}]))\n"
+        f"setup_logging(SimpleNamespace(log=[{str(log)!r}], config={{}}))\n"
         f"{raise_statement}\n"
     )
     result = subprocess.run(
