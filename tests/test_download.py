@@ -833,6 +833,24 @@ def test_a_token_in_a_url_reaches_no_log_manifest_parquet_or_database(server, tm
     assert [p for p in written if b"SECRET" in p.read_bytes() or "SECRET" in p.name] == []
 
 
+def test_the_experiment_record_holds_the_config_without_url_secrets(tmp_path):
+    """Item 3: results/experiment.json records the validated config, URLs made public."""
+    from irflow.workflow.experiment import write_record
+
+    config = {
+        "datasets": {"a": {"source": {"url": "https://u:SECRET@h.example/a.zip?token=SECRET"}}},
+        "retrievers": {"ext": {"type": "run", "path": "https://h.example/{dataset}.trec#SECRET"}},
+        "prompt": "see https://h.example/?q=kept inside a text",
+    }
+    record = tmp_path / "experiment.json"
+    write_record({"config_files": []}, config, record)
+    recorded = json.loads(record.read_text())["config"]
+    assert "SECRET" not in record.read_text()
+    assert recorded["datasets"]["a"]["source"]["url"] == "https://h.example/a.zip"
+    assert recorded["retrievers"]["ext"]["path"] == "https://h.example/{dataset}.trec"
+    assert recorded["prompt"] == config["prompt"]  # a text that holds a URL is no URL
+
+
 def test_a_changed_url_or_md5_for_the_same_dataset_name_is_fetched_again(server, dirs):
     """Item 4: the cached copy is of the source configured, not of the dataset's name."""
     _, cache_dir = dirs

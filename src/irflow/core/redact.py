@@ -36,3 +36,14 @@ class PublicUrls(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = public_urls_in(record.getMessage()), None
         return True
+
+
+def public_urls_of(value):
+    """``value`` (a config: dicts, lists, strings) with each string that is a URL made public."""
+    if isinstance(value, dict):
+        return {key: public_urls_of(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [public_urls_of(item) for item in value]
+    if isinstance(value, str) and URL_IN_TEXT.fullmatch(value):
+        return public_url(value)
+    return value
