@@ -47,7 +47,7 @@ from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 log = logging.getLogger("irflow.data.download")
 
 # What a dataset zip may unpack to. BEIR's largest zips (msmarco, climate-fever) hold a few
-# files and unpack to a few GB; past these a zip is a bomb, or no dataset of this kind.
+# dozen files and unpack to a few GB; past these a zip is a bomb, or no dataset of this kind.
 MAX_ZIP_BYTES = 100 * 2**30
 MAX_ZIP_ENTRIES = 100_000
 
@@ -475,11 +475,6 @@ def locate_dataset(
     if data_dir is not None and dataset_layout(data_dir / name, split):
         log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
         return data_dir / name
-    if data_dir is not None and cache_dir.resolve() == data_dir.resolve():
-        raise ConfigError(
-            f"download_dir and data_dir are the same folder ({cache_dir}); give download_dir "
-            "a folder of its own"
-        )
 
     if "path" in source:
         local = Path(source["path"]).expanduser()

@@ -52,8 +52,10 @@ def pick_device(requested: str = "auto") -> str:
 
 # What a model repo holds beside its weights that sentence-transformers and transformers read:
 # configs (config.json, modules.json, 1_Pooling/config.json, tokenizer_config.json, ...),
-# vocabularies (vocab.txt, merges.txt) and SentencePiece models (spiece.model).
-MODEL_FILE_PATTERNS = ("*.json", "*.txt", "*.model")
+# vocabularies (vocab.txt, merges.txt), SentencePiece models (spiece.model), and a Stanford
+# ColBERT checkpoint's artifact.metadata (its lengths and marker tokens, which
+# sentence-transformers' MultiVectorEncoder reads).
+MODEL_FILE_PATTERNS = ("*.json", "*.txt", "*.model", "artifact.metadata")
 
 
 def model_file_patterns(repo_files: list[str]) -> list[str]:
