@@ -80,7 +80,7 @@ def _run_failing_job(
         "from types import SimpleNamespace\n"
         "from _common import setup_logging\n"
         "from irflow.core.errors import DownloadError\n"
-        f"setup_logging(SimpleNamespace(log=[{str(log)!r}], config={{}}))\n"
+        f"setup_logging(SimpleNamespace(log=[{str(log)!r}]))\n"
         f"{raise_statement}\n"
     )
     result = subprocess.run(
