@@ -8,6 +8,7 @@ from pathlib import Path
 from irflow.core import contracts
 from irflow.core.errors import UserError
 from irflow.core.manifest import Manifest
+from irflow.core.offline import go_offline
 
 log = logging.getLogger("irflow")
 
@@ -22,7 +23,10 @@ def _log_uncaught(kind, error, traceback) -> None:
 
 
 def setup_logging(snakemake) -> None:
-    """Send logging, Python warnings and an uncaught error to stderr and the rule's log."""
+    """Send logging, Python warnings and an uncaught error to stderr and the rule's log; and,
+    with ``offline: true``, keep the job off the network for models and tokenizers too."""
+    if getattr(snakemake, "config", {}).get("offline"):  # tests stand in without a config
+        go_offline()
     handlers = [logging.StreamHandler(sys.stderr)]
     if snakemake.log:
         handlers.append(logging.FileHandler(snakemake.log[0], mode="w"))

@@ -5,7 +5,7 @@ from pathlib import Path
 from _common import start_job
 
 from irflow.core.fingerprint import file_md5
-from irflow.retrieval.external_run import import_run, locate_run, log_report
+from irflow.retrieval.external_run import import_run, locate_run, log_report, recorded_settings
 from irflow.retrieval.runs import write_run
 
 manifest = start_job(snakemake, "external_run")
@@ -16,6 +16,7 @@ inp, out, wildcards, config = (
     snakemake.config,
 )
 settings = snakemake.params.settings
+recorded = recorded_settings(settings)
 spec = settings["retriever"]
 path = locate_run(
     settings["location"],
@@ -33,13 +34,13 @@ run, report = import_run(
     remove_self_matches=settings["remove_self_matches"],
     max_unknown_fraction=spec["max_unknown_fraction"],
 )
-log_report(report, settings["location"])
+log_report(report, recorded["location"])
 lineage = {
     "stage": "external_run",
     "system": wildcards.system,
     "dataset": wildcards.dataset,
     "file_md5": file_md5(path),
-} | settings
+} | recorded
 write_run(run, Path(out.run), lineage, Path(out.trec), tag=wildcards.system)
-manifest.add(settings=settings, file=str(path), file_md5=lineage["file_md5"], **report)
+manifest.add(settings=recorded, file=str(path), file_md5=lineage["file_md5"], **report)
 manifest.write()

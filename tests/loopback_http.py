@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ class Server:
     always_500: set[str] = field(default_factory=set)
     wrong_bytes: set[str] = field(default_factory=set)
     ignore_range: bool = False
+    # Send an ETag (the body's md5) and honour If-Range with it, as a static file server does.
+    etags: bool = True
     drop_first_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent
     # Seconds between chunks of SEND_CHUNK_BYTES: a slow link, to stop a client mid-file.
     chunk_delay_s: float = 0.0
@@ -44,14 +47,20 @@ class Handler(BaseHTTPRequestHandler):
         body = server.files[self.path]
         if self.path in server.wrong_bytes:
             body = bytes(len(body))
+        etag = f'"{hashlib.md5(body).hexdigest()}"'
+        # RFC 9110, 13.1.5: a Range request whose If-Range does not match gets the whole file.
+        if_range = self.headers.get("If-Range")
+        changed = if_range is not None and not (server.etags and if_range == etag)
         start = 0
-        if range_header and not server.ignore_range:
+        if range_header and not server.ignore_range and not changed:
             start = int(range_header.removeprefix("bytes=").removesuffix("-"))
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         else:
             self.send_response(200)
         payload = body[start:]
+        if server.etags:
+            self.send_header("ETag", etag)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         cut = server.drop_first_after.pop(self.path, None)

@@ -8,15 +8,17 @@ import hashlib
 import io
 import json
 import stat
+import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
 from loopback_http import serving
 
 from irflow.core.errors import DownloadError
-from irflow.data import download
+from irflow.data import download, download_cache, fetch
 from irflow.data.download import (
     dataset_files,
     dataset_fingerprint,
@@ -25,7 +27,13 @@ from irflow.data.download import (
     locate_dataset,
     safe_extract_zip,
 )
-from irflow.data.ir_datasets_fields import DOCUMENT_FIELDS, HTML_DOCUMENTS, document_fields
+from irflow.data.download_cache import cached_file_name
+from irflow.data.ir_datasets_fields import (
+    DOCUMENT_FIELDS,
+    FIELDS_REVISION,
+    HTML_DOCUMENTS,
+    document_fields,
+)
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},
@@ -85,7 +93,7 @@ def server():
 def isolated(monkeypatch):
     """No real waits, no proxy for loopback, and no offline mode leaking in from the shell."""
     sleeps: list[float] = []
-    monkeypatch.setattr(download, "_sleep", sleeps.append)
+    monkeypatch.setattr(fetch, "_sleep", sleeps.append)
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     for var in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
@@ -221,8 +229,9 @@ def test_url_download_verifies_extracts_and_is_cached(server, dirs):
     found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert found == cache_dir / "scifact"
     assert_scifact(found)
-    # No .part file or staging folder is left behind.
-    assert sorted(path.name for path in cache_dir.iterdir()) == ["scifact", "scifact.zip"]
+    # No .part file, its record or staging folder is left behind.
+    zip_name = cached_file_name(source["url"], "scifact.zip")
+    assert sorted(path.name for path in cache_dir.iterdir()) == [zip_name, "scifact"]
     assert len(server.requests) == 1
 
     again = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
@@ -245,13 +254,15 @@ def test_truncated_transfer_resumes_with_range(server, tmp_path, isolated):
 
 def test_server_ignoring_range_restarts_from_zero(server, tmp_path):
     server.files["/scifact.zip"] = ZIP
-    server.ignore_range = True
+    server.drop_first_after["/scifact.zip"] = 32
     dest = tmp_path / "scifact.zip"
-    dest.with_name("scifact.zip.part").write_bytes(b"stale bytes from another attempt")
+    with pytest.raises(DownloadError):
+        fetch_url(server.url("/scifact.zip"), dest, md5=ZIP_MD5, retries=0)
+    server.ignore_range = True
 
     fetch_url(server.url("/scifact.zip"), dest, md5=ZIP_MD5)
 
-    assert server.requests == [("/scifact.zip", "bytes=32-")]
+    assert server.requests == [("/scifact.zip", None), ("/scifact.zip", "bytes=32-")]
     assert dest.read_bytes() == ZIP
 
 
@@ -329,12 +340,13 @@ def test_a_failed_download_says_how_to_run_without_the_network(server, dirs, wit
             cache_dir=cache_dir,
         )
     folder = f"{data_dir}/scifact/" if with_data_dir else "<folder>/scifact/ and set data_dir: "
+    zip_name = cached_file_name(source["url"], "scifact.zip")
     assert (
         "; to run without the network, place the dataset in BEIR layout (corpus.jsonl[.gz], "
         f"queries.jsonl[.gz], qrels/test.tsv) at {folder}"
     ) in str(raised.value)
     assert (
-        f"or place missing.zip at {cache_dir / 'missing.zip'}, and set offline: true (or "
+        f"or place {zip_name} at {cache_dir / zip_name}, and set offline: true (or "
         "--config offline=true) so that nothing is fetched"
     ) in str(raised.value)
 
@@ -362,7 +374,7 @@ def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monke
         "corpus.jsonl",
         "queries.jsonl",
         "qrels/test.tsv",
-        str(cache_dir / "scifact.zip"),
+        str(cache_dir / cached_file_name(source["url"], "scifact.zip")),
         ZIP_MD5,
     ):
         assert expected in message
@@ -372,8 +384,8 @@ def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monke
 def test_offline_uses_a_verified_cached_zip(server, dirs):
     data_dir, cache_dir = dirs
     cache_dir.mkdir()
-    (cache_dir / "scifact.zip").write_bytes(ZIP)
     source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+    (cache_dir / cached_file_name(source["url"], "scifact.zip")).write_bytes(ZIP)
 
     found = locate_dataset(
         "scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
@@ -381,8 +393,8 @@ def test_offline_uses_a_verified_cached_zip(server, dirs):
     assert_scifact(found)
     assert server.requests == []
 
-    (cache_dir / "other.zip").write_bytes(b"not the right zip")
     source = {"url": server.url("/other.zip"), "md5": ZIP_MD5}
+    (cache_dir / cached_file_name(source["url"], "other.zip")).write_bytes(b"not the right zip")
     with pytest.raises(DownloadError, match="checksum mismatch"):
         locate_dataset(
             "other", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
@@ -747,12 +759,344 @@ def test_a_cached_ir_datasets_copy_of_an_older_field_mapping_is_written_again(mo
         )  # fmt: skip
         return [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
 
-    written = corpus()
-    record = cache_dir / "irds" / download.IR_DATASETS_RECORD
-    assert json.loads(record.read_text())["fields_revision"] == 1
-    assert corpus() == written  # the cached copy, as written
-    # A copy written before the fields were mapped: no revision, the title twice.
+    # A copy written under an earlier field mapping (revision 0: the title twice).
+    monkeypatch.setattr(download, "FIELDS_REVISION", 0)
     doubled = {"_id": "MED-10", "title": TITLE, "text": f"{TITLE} {ABSTRACT}"}
+    assert corpus()
     (cache_dir / "irds" / "corpus.jsonl").write_text(json.dumps(doubled) + "\n")
-    record.write_text(json.dumps({"ir_datasets": "nfcorpus/test"}))
-    assert corpus() == written == [{"_id": "MED-10", "title": TITLE, "text": ABSTRACT}]
+    assert corpus() == [doubled]  # the cached copy, as written
+    monkeypatch.setattr(download, "FIELDS_REVISION", FIELDS_REVISION)
+    record = cache_dir / "irds" / download.IR_DATASETS_RECORD
+    assert corpus() == [{"_id": "MED-10", "title": TITLE, "text": ABSTRACT}]
+    assert json.loads(record.read_text())["fields_revision"] == FIELDS_REVISION
+
+
+# --- issue 32: secrets in URLs, a cache keyed by its source, limits -------------------------
+
+
+def beir_zip(text: str) -> bytes:
+    """A BEIR zip whose one document says ``text``: tells copies of two sources apart."""
+    members = beir_members() | {
+        "scifact/corpus.jsonl.gz": gzip.compress(jsonl([{"_id": "d1", "text": text}]), mtime=0)
+    }
+    return zip_bytes(members)
+
+
+def corpus_text(folder: Path) -> str:
+    return json.loads(gzip.decompress((folder / "corpus.jsonl.gz").read_bytes()))["text"]
+
+
+def test_a_token_in_a_url_reaches_no_log_manifest_parquet_or_database(server, tmp_path, caplog):
+    """Item 3: a dataset and an external run fetched from ``?token=SECRET`` URLs, through a
+    retry, a resume and a failing mirror; nothing irflow writes holds the token."""
+    import duckdb
+    import pandas as pd
+
+    from irflow.core.manifest import Manifest
+    from irflow.evaluation.aggregate import build_database
+    from irflow.retrieval.external_run import locate_run, recorded_settings
+    from irflow.retrieval.runs import write_run
+
+    caplog.set_level("DEBUG")
+    server.files["/scifact.zip?token=SECRET"] = ZIP
+    server.drop_first_after["/scifact.zip?token=SECRET"] = 100  # a retry, then a resume
+    server.always_500.add("/broken.zip?X-Amz-Signature=SECRET")
+    source = {
+        "url": server.url("/broken.zip?X-Amz-Signature=SECRET"),
+        "mirrors": [server.url("/scifact.zip?token=SECRET")],
+    }
+    cache_dir = tmp_path / "downloads"
+    locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
+
+    run_text = b"q1 Q0 d1 1 2.5 sys\n"
+    server.files["/run.trec?token=SECRET"] = run_text
+    server.drop_first_after["/run.trec?token=SECRET"] = 5
+    settings = {"location": "http://user:SECRET@" + server.base[7:] + "/run.trec?token=SECRET"}
+    path = locate_run(settings["location"], cache_dir / "runs", md5=md5_of(run_text))
+    recorded = recorded_settings(settings)
+    run = pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "score": [2.5], "rank": [1]})
+    run_path = tmp_path / "results" / "runs" / "scifact" / "ext.parquet"
+    run_path.parent.mkdir(parents=True)
+    write_run(run, run_path, {"stage": "external_run"} | recorded, tmp_path / "ext.trec", "ext")
+    manifest = Manifest(tmp_path / "results" / "manifests" / "ext.json", stage="external_run")
+    manifest.add(settings=recorded, file=str(path))
+    manifest.write()
+    database = tmp_path / "results" / "irflow.duckdb"
+    build_database(database, {"runs": [str(run_path)], "manifests": [str(manifest.path)]})
+
+    assert "127.0.0.1" in caplog.text and "retrying" in caplog.text
+    assert "SECRET" not in caplog.text
+    with duckdb.connect(str(database), read_only=True) as db:
+        lineage = db.execute("SELECT lineage::VARCHAR FROM lineage").fetchall()
+    assert "/run.trec" in str(lineage) and "SECRET" not in str(lineage)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != database]
+    assert [p for p in written if b"SECRET" in p.read_bytes() or "SECRET" in p.name] == []
+
+
+def test_the_experiment_record_holds_the_config_without_url_secrets(tmp_path):
+    """Item 3: results/experiment.json records the validated config, URLs made public."""
+    from irflow.workflow.experiment import write_record
+
+    config = {
+        "datasets": {"a": {"source": {"url": "https://u:SECRET@h.example/a.zip?token=SECRET"}}},
+        "retrievers": {"ext": {"type": "run", "path": "https://h.example/{dataset}.trec#SECRET"}},
+        "prompt": "see https://h.example/?q=kept inside a text",
+    }
+    record = tmp_path / "experiment.json"
+    write_record({"config_files": []}, config, record)
+    recorded = json.loads(record.read_text())["config"]
+    assert "SECRET" not in record.read_text()
+    assert recorded["datasets"]["a"]["source"]["url"] == "https://h.example/a.zip"
+    assert recorded["retrievers"]["ext"]["path"] == "https://h.example/{dataset}.trec"
+    assert recorded["prompt"] == config["prompt"]  # a text that holds a URL is no URL
+
+
+def test_a_changed_url_or_md5_for_the_same_dataset_name_is_fetched_again(server, dirs):
+    """Item 4: the cached copy is of the source configured, not of the dataset's name."""
+    _, cache_dir = dirs
+    first, second, third = beir_zip("first"), beir_zip("second"), beir_zip("third")
+    server.files["/v1/scifact.zip"], server.files["/v2/scifact.zip"] = first, second
+
+    def fetched(url: str, md5: str) -> str:
+        source = {"url": server.url(url), "md5": md5}
+        return corpus_text(locate_dataset("scifact", source, split="test", data_dir=None,
+                                          cache_dir=cache_dir))  # fmt: skip
+
+    assert fetched("/v1/scifact.zip", md5_of(first)) == "first"
+    assert fetched("/v2/scifact.zip", md5_of(second)) == "second"  # another URL
+    server.files["/v2/scifact.zip"] = third  # the file at the URL was replaced
+    assert fetched("/v2/scifact.zip", md5_of(third)) == "third"  # another md5
+    requests = len(server.requests)
+    assert fetched("/v2/scifact.zip", md5_of(third)) == "third"  # the same source: cached
+    assert len(server.requests) == requests
+
+
+def test_a_changed_hugging_face_revision_is_fetched_again(monkeypatch, dirs):
+    _, cache_dir = dirs
+    revisions = []
+
+    def fake_snapshot_download(repo_id, repo_type, revision, local_dir):
+        revisions.append(revision)
+        write_beir(Path(local_dir))
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    for revision in ("v1", "v1", "v2"):
+        source = {"huggingface": "BeIR/scifact", "revision": revision}
+        locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
+    assert revisions == ["v1", "v2"]
+
+
+def test_zips_whose_urls_end_alike_do_not_share_a_cache_file(server, dirs):
+    """Item 4: ``uc?id=...`` (Google Drive) and ``.../data.zip?download=1`` name no file."""
+    _, cache_dir = dirs
+    served = {
+        "a": ("/uc?id=A", beir_zip("a")),
+        "b": ("/uc?id=B", beir_zip("b")),
+        "c": ("/one/data.zip?download=1", beir_zip("c")),
+        "d": ("/two/data.zip?download=1", beir_zip("d")),
+    }
+    for name, (url, data) in served.items():
+        server.files[url] = data
+        source = {"url": server.url(url)}  # no md5: nothing else would tell them apart
+        found = locate_dataset(name, source, split="test", data_dir=None, cache_dir=cache_dir)
+        assert corpus_text(found) == name
+    assert len(list(cache_dir.glob("*.zip"))) + len(list(cache_dir.glob("*-uc"))) == 4
+
+
+def test_a_resume_against_a_server_whose_file_changed_starts_from_zero(server, tmp_path):
+    """Item 4: If-Range carries the first response's ETag; the changed file comes whole."""
+    old, new = bytes(range(256)) * 40, bytes(reversed(range(256))) * 40
+    server.files["/run.trec"] = old
+    server.drop_first_after["/run.trec"] = 4000
+    dest = tmp_path / "run.trec"
+    with pytest.raises(DownloadError):
+        fetch_url(server.url("/run.trec"), dest, retries=0)
+    assert dest.with_name("run.trec.part").stat().st_size == 4000
+    server.files["/run.trec"] = new
+
+    fetch_url(server.url("/run.trec"), dest)
+
+    assert dest.read_bytes() == new
+    assert server.requests[-1] == ("/run.trec", "bytes=4000-")
+
+
+def test_a_part_file_is_resumed_only_from_its_own_url_and_with_a_validator(server, tmp_path):
+    """Item 4: a mirror never appends to another host's partial file; a file served without
+    ETag or Last-Modified cannot be checked, so it is not resumed either."""
+    server.files["/main/scifact.zip"] = server.files["/mirror/scifact.zip"] = ZIP
+    server.drop_first_after["/main/scifact.zip"] = 100
+    dest = tmp_path / "scifact.zip"
+    with pytest.raises(DownloadError):
+        fetch_url(server.url("/main/scifact.zip"), dest, retries=0)
+
+    fetch_url(server.url("/mirror/scifact.zip"), dest, md5=ZIP_MD5)
+    assert server.requests[-1] == ("/mirror/scifact.zip", None)
+
+    server.etags = False
+    server.drop_first_after["/main/scifact.zip"] = 100
+    dest.unlink()
+    with pytest.raises(DownloadError):
+        fetch_url(server.url("/main/scifact.zip"), dest, retries=0)
+    fetch_url(server.url("/main/scifact.zip"), dest, md5=ZIP_MD5)
+    assert server.requests[-1] == ("/main/scifact.zip", None)
+
+
+def test_run_urls_of_the_same_file_name_are_cached_apart(server, tmp_path):
+    """Item 4, for external runs: another URL is another cached file."""
+    from irflow.retrieval.external_run import locate_run
+
+    server.files["/a/run.trec.gz"], server.files["/b/run.trec.gz"] = b"a", b"b"
+    first = locate_run(server.url("/a/run.trec.gz"), tmp_path)
+    second = locate_run(server.url("/b/run.trec.gz"), tmp_path)
+    assert (first.read_bytes(), second.read_bytes()) == (b"a", b"b")
+    assert second.name.endswith(".gz")  # the suffix the reader goes by
+
+
+def test_a_cache_folder_irflow_did_not_write_is_never_deleted(server, dirs):
+    """Item 5: only a folder with irflow's marker is replaced."""
+    _, cache_dir = dirs
+    server.files["/scifact.zip"] = ZIP
+    mine = cache_dir / "scifact" / "notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("the user's own")
+    source = {"url": server.url("/scifact.zip")}
+
+    with pytest.raises(DownloadError, match="not written by irflow") as raised:
+        locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
+    assert str(cache_dir / "scifact") in str(raised.value)
+    assert mine.read_text() == "the user's own"
+    assert server.requests == []
+
+    mine.unlink()
+    mine.parent.rmdir()
+    found = locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
+    assert (found / download_cache.MARKER).is_file()
+
+
+def test_download_dir_equal_to_data_dir_is_refused_naming_both_keys():
+    from conftest import REPO
+
+    from irflow.core.errors import ConfigError
+    from irflow.workflow.config import load_schema, validate_config
+
+    config = {
+        "datasets": {"scifact": {"source": {"url": "https://example.org/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "data_dir": "data/beir",
+        "download_dir": "./data/beir/",
+    }
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    with pytest.raises(ConfigError, match="'download_dir' and 'data_dir' name the same folder"):
+        validate_config(config, schema)
+    assert validate_config(config | {"download_dir": "results/downloads"}, schema)
+
+
+def test_file_urls_are_refused_at_config_time_and_never_retried(tmp_path, isolated):
+    """Item 8: httpx has no file:// transport; a file:// URL is a config error, and a request
+    with one fails at once."""
+    from conftest import REPO
+
+    from irflow.core.errors import ConfigError
+    from irflow.workflow.config import load_schema, validate_config
+
+    config = {
+        "datasets": {"scifact": {"source": {"url": f"file://{tmp_path}/scifact.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    with pytest.raises(ConfigError, match="datasets.scifact.source"):
+        validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+
+    with pytest.raises(DownloadError, match="after 1 attempt"):
+        fetch_url(f"file://{tmp_path}/scifact.zip", tmp_path / "scifact.zip")
+    assert isolated == []  # no backoff: nothing was retried
+
+
+@pytest.mark.parametrize(("limit", "value", "message"), [
+    ("MAX_ZIP_ENTRIES", 2, "3 members, more than the 2"),
+    ("MAX_ZIP_BYTES", 100, "more than the 100"),
+])  # fmt: skip
+def test_a_zip_past_the_limits_is_refused_before_anything_is_extracted(
+    monkeypatch, tmp_path, limit, value, message
+):
+    """Item 8: a zip bomb (or a zip of no dataset) stops at its central directory."""
+    archive = tmp_path / "bomb.zip"
+    archive.write_bytes(zip_bytes({"a": b"x" * 60, "b": b"y" * 60, "c": b""}))
+    monkeypatch.setattr(download, limit, value)
+    with pytest.raises(DownloadError, match=message):
+        safe_extract_zip(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_ir_datasets_file_of_another_md5_is_an_error(tmp_path):
+    """Item 8: a file ir_datasets read that is not the one it publishes is refused."""
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(b"{}\n")
+    actual = md5_of(b"{}\n")
+    with pytest.raises(DownloadError, match=f"{path}: md5 {actual}, not the 0+ "):
+        download.ir_datasets_files_checked({str(path): "0" * 32})
+    assert download.ir_datasets_files_checked({str(path): actual})[0]["md5"] == actual
+
+
+# all-MiniLM-L6-v2's repo: the weights in five formats besides the files a model needs.
+MINILM_FILES = [
+    ".gitattributes", "1_Pooling/config.json", "README.md", "config.json",
+    "config_sentence_transformers.json", "data_config.json", "model.safetensors",
+    "modules.json", "onnx/model.onnx", "onnx/model_O1.onnx", "openvino/openvino_model.bin",
+    "openvino/openvino_model.xml", "pytorch_model.bin", "rust_model.ot",
+    "sentence_bert_config.json", "special_tokens_map.json", "tf_model.h5", "tokenizer.json",
+    "tokenizer_config.json", "train_script.py", "vocab.txt",
+]  # fmt: skip
+
+
+def test_a_model_snapshot_downloads_only_what_the_model_loads(monkeypatch):
+    """Item 8: allow_patterns keeps one copy of the weights, the configs and the tokenizer."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    from irflow.encoding import models
+
+    calls = []
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda repo, revision: MINILM_FILES)
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda *args, **kwargs: calls.append(kwargs) or "/x"
+    )
+    models.resolve_model({"id": "sentence-transformers/all-MiniLM-L6-v2", "revision": None})
+    kept = sorted(filter_repo_objects(MINILM_FILES, allow_patterns=calls[0]["allow_patterns"]))
+    assert kept == [
+        "1_Pooling/config.json", "config.json", "config_sentence_transformers.json",
+        "data_config.json", "model.safetensors", "modules.json", "sentence_bert_config.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+    ]  # fmt: skip
+    older = ["config.json", "pytorch_model.bin", "2_Dense/pytorch_model.bin", "tf_model.h5"]
+    assert models.model_file_patterns(older)[-2:] == [
+        "2_Dense/pytorch_model.bin",
+        "pytorch_model.bin",
+    ]
+
+
+def test_offline_keeps_models_and_tokenizers_off_the_network(monkeypatch):
+    """Item 8: ``offline: true`` reaches each job as IRFLOW_OFFLINE (scripts/_common.py);
+    models and tokenizers then load with local_files_only."""
+    from irflow.core.offline import go_offline
+    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding import models
+
+    for var in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE"):
+        monkeypatch.setenv(var, "0")  # restored after the test, whatever go_offline sets
+    go_offline()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # IRFLOW_OFFLINE alone must be enough
+    calls = []
+
+    def listing(*args, **kwargs):
+        raise AssertionError("listed the repo offline")
+
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", listing)
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda *args, **kwargs: calls.append(kwargs) or "/x"
+    )
+    fast = SimpleNamespace(is_fast=True)
+    loader = SimpleNamespace(from_pretrained=lambda *a, **kw: calls.append(kw) or fast)
+    # A stand-in for transformers, whose import alone takes seconds.
+    monkeypatch.setitem(sys.modules, "transformers", SimpleNamespace(AutoTokenizer=loader))
+    models.resolve_model({"id": "org/model", "revision": None})
+    assert load_tokenizer({"id": "org/model", "revision": None}) is fast
+    assert [call.get("local_files_only") for call in calls] == [True, True]

@@ -17,6 +17,7 @@ from conftest import CORES, schema_defaults
 
 from irflow.core import contracts
 from irflow.core.errors import DownloadError, InputError
+from irflow.data.download_cache import cached_file_name
 from irflow.data.filter import queries_to_score
 from irflow.data.ingest import ingest
 from irflow.evaluation.score import score_run
@@ -207,7 +208,8 @@ def test_locate_run_from_a_path_a_url_and_offline(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="run file not found"):
         locate_run(str(tmp_path / "missing.trec"), tmp_path / "cache")
     url = "https://runs.example/bm25/scifact.trec"
-    with pytest.raises(DownloadError, match=r"place the file at .*cache/scifact.trec"):
+    cached = tmp_path / "cache" / cached_file_name(url, "run.trec")  # "<digest>-scifact.trec"
+    with pytest.raises(DownloadError, match=f"place the file at {cached}"):
         locate_run(url, tmp_path / "cache", offline=True)
     fetched = []
 
@@ -216,8 +218,8 @@ def test_locate_run_from_a_path_a_url_and_offline(tmp_path, monkeypatch):
         return dest
 
     monkeypatch.setattr("irflow.retrieval.external_run.fetch_url", fake_fetch)
-    assert locate_run(url, tmp_path / "cache", md5="a" * 32) == tmp_path / "cache/scifact.trec"
-    assert fetched == [(url, tmp_path / "cache/scifact.trec", "a" * 32)]
+    assert locate_run(url, tmp_path / "cache", md5="a" * 32) == cached
+    assert fetched == [(url, cached, "a" * 32)]
 
 
 def test_the_schema_takes_a_run_system():

@@ -27,6 +27,8 @@ from conftest import CORES, scifact_subset
 from loopback_http import serving
 from test_workflow import SNAKEMAKE
 
+from irflow.data.download_cache import cached_file_name
+
 pytestmark = pytest.mark.e2e
 
 TARGETS = ["results/runs/sub/bm25.parquet", "results/runs/sub/minilm.parquet"]
@@ -131,7 +133,8 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
 
         server.chunk_delay_s = 4 / (len(archive) / 2048)  # about 4 s for the whole file
         killed = root / "killed"
-        partial = killed / "downloads" / "sub.zip.part"
+        zip_name = cached_file_name(server.url("/sub.zip"), "sub.zip")
+        partial = killed / "downloads" / f"{zip_name}.part"
         download_kill = kill_job_when(
             start(killed, config),
             "download.py",

@@ -65,7 +65,8 @@ def test_download_error_is_one_line_in_the_rule_log(tmp_path):
     assert_one_error_line(
         result,
         log,
-        "dataset 'tiny' is not available offline: place the BEIR folder at results/downloads/tiny/",
+        "dataset 'tiny' is not available offline: place the BEIR folder at <folder>/tiny/ and "
+        "set data_dir: <folder>",
     )
 
 

@@ -25,34 +25,34 @@ import posixpath
 import shutil
 import stat
 import tempfile
-import time
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path, PureWindowsPath
 
-import httpx
-import tenacity
-from tqdm import tqdm
-
+from irflow.core.config import register_check
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.core.fingerprint import file_md5
+from irflow.core.offline import env_offline
+from irflow.core.redact import public_url
+from irflow.data.download_cache import (
+    cached_file_name,
+    digest,
+    install,
+    marked_key,
+    refuse_unmarked,
+)
+from irflow.data.fetch import fetch_url
 from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 
 log = logging.getLogger("irflow.data.download")
 
-MAX_BACKOFF_S = 60
-OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
+# What a dataset zip may unpack to. BEIR's largest zips (msmarco, climate-fever) hold a few
+# dozen files and unpack to a few GB; past these a zip is a bomb, or no dataset of this kind.
+MAX_ZIP_BYTES = 100 * 2**30
+MAX_ZIP_ENTRIES = 100_000
 
 # Written beside the BEIR files of a dataset read through ir_datasets: where they came from.
 IR_DATASETS_RECORD = "ir_datasets.json"
-
-# Module level so tests can replace the backoff wait with a no-op.
-_sleep = time.sleep
-
-
-class _UnexpectedRange(OSError):
-    """The server answered a Range request with another range; retried from the start."""
-
 
 # --- dataset layouts --------------------------------------------------------------------------
 
@@ -128,106 +128,6 @@ def dataset_fingerprint(folder: Path, split: str) -> dict:
     return {"files": files, "checksum": hashlib.md5(lines.encode()).hexdigest()}
 
 
-# --- HTTP -------------------------------------------------------------------------------------
-
-
-def _transfer(client: httpx.Client, url: str, part: Path) -> None:
-    """One request, appending to ``part`` when the server honours a Range request."""
-    offset = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
-    with client.stream("GET", url, headers=headers) as response:
-        if response.status_code == 416:  # the .part is no prefix of this file: start over
-            part.unlink(missing_ok=True)
-        response.raise_for_status()
-        resuming = offset > 0 and response.status_code == 206
-        content_range = response.headers.get("Content-Range", "")
-        if resuming and not content_range.startswith(f"bytes {offset}-"):
-            part.unlink()
-            raise _UnexpectedRange(f"server sent {content_range!r} for bytes={offset}-")
-        if resuming:
-            log.info("resuming %s at byte %d", url, offset)
-        elif offset:
-            log.info("%s ignored the Range request; downloading from the start", url)
-            offset = 0
-        length = response.headers.get("Content-Length")
-        with (
-            part.open("ab" if resuming else "wb") as out,
-            tqdm(
-                total=offset + int(length) if length is not None else None,
-                initial=offset,
-                unit="B",
-                unit_scale=True,
-                desc=part.name.removesuffix(".part"),
-                disable=None if length is not None else True,
-            ) as progress,
-        ):
-            # Each piece as it arrives, so a killed job keeps every byte it received. httpx
-            # raises if the body ends short of Content-Length, and the retry resumes.
-            for chunk in response.iter_raw():
-                out.write(chunk)
-                progress.update(len(chunk))
-
-
-def _worth_retrying(error: BaseException) -> bool:
-    """Network failures, server errors and a range the .part made invalid; other client errors
-    will not change on retry."""
-    if isinstance(error, httpx.HTTPStatusError):
-        code = error.response.status_code
-        return code >= 500 or code in (408, 416, 429)
-    return isinstance(error, (httpx.TransportError, _UnexpectedRange))
-
-
-def _reason(error: Exception) -> str:
-    if isinstance(error, httpx.HTTPStatusError):
-        return f"HTTP {error.response.status_code} {error.response.reason_phrase}"
-    return str(error) or type(error).__name__
-
-
-def fetch_url(
-    url: str,
-    dest: Path,
-    *,
-    md5: str | None = None,
-    retries: int = 4,
-    backoff_s: float = 1.0,
-    timeout_s: float = 60,
-) -> Path:
-    """Download ``url`` to ``dest``, resuming and retrying; only a verified file reaches dest."""
-    if dest.is_file():
-        if md5 is None or file_md5(dest) == md5:
-            return dest
-        log.warning("%s does not match md5 %s; downloading it again", dest, md5)
-        dest.unlink()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(retries + 1),
-        wait=tenacity.wait_exponential(multiplier=backoff_s, max=MAX_BACKOFF_S),
-        retry=tenacity.retry_if_exception(_worth_retrying),
-        sleep=_sleep,
-        before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
-        reraise=True,
-    )
-    # identity: the bytes on disk are the file's bytes, so a Range request can resume them.
-    client = httpx.Client(
-        timeout=timeout_s, follow_redirects=True, headers={"Accept-Encoding": "identity"}
-    )
-    try:
-        with client:
-            retrying(_transfer, client, url, part)
-    except (httpx.HTTPError, _UnexpectedRange) as exc:
-        attempts = retrying.statistics.get("attempt_number", 1)
-        tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
-        raise DownloadError(f"{url}: {_reason(exc)} (after {tries})") from exc
-    if md5 is not None:
-        actual = file_md5(part)
-        if actual != md5:
-            part.unlink()
-            raise DownloadError(f"{url}: checksum mismatch: expected md5 {md5}, got {actual}")
-    os.replace(part, dest)
-    return dest
-
-
 # --- zip --------------------------------------------------------------------------------------
 
 
@@ -243,6 +143,23 @@ def _unsafe_reason(member: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def _check_size(zip_path: Path, members: list[zipfile.ZipInfo]) -> None:
+    """Refuse a zip of more than MAX_ZIP_ENTRIES members or MAX_ZIP_BYTES unpacked. The sizes
+    its directory declares bound what is written: zipfile reads each member only up to its
+    declared file_size, and checks its CRC there."""
+    if len(members) > MAX_ZIP_ENTRIES:
+        raise DownloadError(
+            f"{zip_path}: {len(members)} members, more than the {MAX_ZIP_ENTRIES} a dataset zip "
+            "may hold (irflow.data.download.MAX_ZIP_ENTRIES)"
+        )
+    unpacked = sum(member.file_size for member in members)
+    if unpacked > MAX_ZIP_BYTES:
+        raise DownloadError(
+            f"{zip_path}: unpacks to {unpacked} bytes, more than the {MAX_ZIP_BYTES} a dataset "
+            "zip may (irflow.data.download.MAX_ZIP_BYTES)"
+        )
+
+
 def safe_extract_zip(zip_path: Path, target: Path) -> Path:
     """Extract ``zip_path`` into the new folder ``target``; refuse members that could escape it."""
     if target.exists():
@@ -250,7 +167,9 @@ def safe_extract_zip(zip_path: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with zipfile.ZipFile(zip_path) as archive:
-            for member in archive.infolist():
+            members = archive.infolist()
+            _check_size(zip_path, members)
+            for member in members:
                 if reason := _unsafe_reason(member):
                     raise DownloadError(
                         f"{zip_path}: refusing member {member.filename!r} ({reason})"
@@ -270,13 +189,6 @@ def safe_extract_zip(zip_path: Path, target: Path) -> Path:
 # --- locating a dataset -----------------------------------------------------------------------
 
 
-def _env_offline() -> bool:
-    return any(
-        os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
-        for var in OFFLINE_ENV_VARS
-    )
-
-
 def _dataset_root(folder: Path, split: str, origin: str) -> Path:
     """``folder`` itself or the top-level folder inside it that is a dataset folder."""
     if dataset_layout(folder, split):
@@ -287,28 +199,25 @@ def _dataset_root(folder: Path, split: str, origin: str) -> Path:
     raise DownloadError(f"{origin} is not a dataset folder: {_missing_files(folder, split)}")
 
 
-def _install(folder: Path, target: Path) -> Path:
-    """Move a complete dataset folder into the cache in one step."""
-    if target.exists():
-        log.warning("replacing the cache folder %s", target)
-        shutil.rmtree(target)
-    os.replace(folder, target)
-    return target
-
-
-def _unpack_into_cache(zip_path: Path, target: Path, split: str) -> Path:
+def _unpack_into_cache(zip_path: Path, target: Path, split: str, key: dict) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         extracted = safe_extract_zip(zip_path, staging / "zip")
-        return _install(_dataset_root(extracted, split, str(zip_path)), target)
+        return _install(_dataset_root(extracted, split, str(zip_path)), target, key)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _placed_folder(name: str, data_dir: Path | None) -> str:
+    """Where a user places a dataset folder: data_dir, never the cache, where a folder irflow
+    did not write is refused (irflow.data.download_cache)."""
+    return f"{data_dir / name}/" if data_dir else f"<folder>/{name}/ and set data_dir: <folder>"
 
 
 def _without_network(name: str, data_dir: Path | None, split: str, zip_path=None) -> str:
     """How to give a dataset whose download failed without the network: the config keys to
     set and the files to place."""
-    folder = f"{data_dir / name}/" if data_dir else f"<folder>/{name}/ and set data_dir: <folder>"
+    folder = _placed_folder(name, data_dir)
     the_zip = f", or place {zip_path.name} at {zip_path}" if zip_path else ""
     return (
         f"to run without the network, place the dataset in BEIR layout (corpus.jsonl[.gz], "
@@ -317,13 +226,12 @@ def _without_network(name: str, data_dir: Path | None, split: str, zip_path=None
     )
 
 
-def _from_huggingface(
-    repo_id: str, revision: str | None, target: Path, split: str, hint: str
-) -> Path:
+def _from_huggingface(source: dict, target: Path, split: str, hint: str, key: dict) -> Path:
     """The repo's snapshot as a dataset folder in the cache; ``hint`` is added to a failed
     download's message."""
     from huggingface_hub import snapshot_download
 
+    repo_id, revision = source["huggingface"], source.get("revision")
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         try:
@@ -335,7 +243,8 @@ def _from_huggingface(
         except Exception as exc:
             reason = " ".join(str(exc).split()).rstrip(".")
             raise DownloadError(f"Hugging Face dataset {repo_id}: {reason}; {hint}") from exc
-        return _install(_dataset_root(staging, split, f"Hugging Face dataset {repo_id}"), target)
+        root = _dataset_root(staging, split, f"Hugging Face dataset {repo_id}")
+        return _install(root, target, key)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -392,12 +301,6 @@ def _query_text(query) -> str:
     return query.default_text()
 
 
-def _fields_revision(folder: Path) -> int | None:
-    """The revision of irflow.data.ir_datasets_fields an ir_datasets copy was written with."""
-    record = folder / IR_DATASETS_RECORD
-    return json.loads(record.read_text()).get("fields_revision") if record.is_file() else None
-
-
 def _write_ir_datasets(dataset, judged, folder: Path, split: str) -> None:
     """The docs, queries and qrels of an ir_datasets dataset as a BEIR folder."""
     (folder / "qrels").mkdir(parents=True)
@@ -416,7 +319,24 @@ def _write_ir_datasets(dataset, judged, folder: Path, split: str) -> None:
             out.write(f"{qrel.query_id}\t{qrel.doc_id}\t{qrel.relevance}\n")
 
 
-def _from_ir_datasets(dataset_id: str, target: Path, split: str, offline: bool) -> Path:
+def ir_datasets_files_checked(used: dict[str, str | None]) -> list[dict]:
+    """Each file ir_datasets read (path -> the md5 it publishes for it) with its md5; a file
+    whose md5 is not the published one is an error: it is another version of the data, or
+    damaged, and ir_datasets itself checks the md5 only while it downloads."""
+    files = []
+    for path, expected in sorted(used.items()):
+        actual = file_md5(Path(path)) if Path(path).is_file() else None
+        if expected and actual and actual != expected:
+            raise DownloadError(
+                f"{path}: md5 {actual}, not the {expected} ir_datasets publishes for it; "
+                "remove the file so that ir_datasets downloads it again, or put the published "
+                "file in its place"
+            )
+        files.append({"path": path, "md5": actual, "published_md5": expected})
+    return files
+
+
+def _from_ir_datasets(dataset_id: str, target: Path, split: str, offline: bool, key: dict) -> Path:
     """An ir_datasets dataset written as a BEIR folder into the cache: docs and queries of
     ``dataset_id``, its qrels or, when it has none, those of ``<dataset_id>/<split>`` (as
     ir_datasets splits BEIR's qrels: beir/scifact/test). ``ir_datasets.json`` beside the files
@@ -456,24 +376,16 @@ def _from_ir_datasets(dataset_id: str, target: Path, split: str, offline: bool) 
                     ) from exc
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 raise DownloadError(f"ir_datasets dataset {dataset_id!r}: {reason}") from exc
-        files = []
-        for path, expected in sorted(used.items()):
-            actual = file_md5(Path(path)) if Path(path).is_file() else None
-            if expected and actual and actual != expected:
-                log.warning(
-                    "%s: md5 %s, not the %s ir_datasets publishes for it", path, actual, expected
-                )
-            files.append({"path": path, "md5": actual, "published_md5": expected})
         provenance = {
             "ir_datasets": dataset_id,
             "qrels_from": dataset_id if judged is dataset else f"{dataset_id}/{split}",
             "version": ir_datasets.__version__,
             "fields_revision": FIELDS_REVISION,
             "home": str(ir_datasets.util.home_path()),
-            "files": files,
+            "files": ir_datasets_files_checked(used),
         }
         (staging / "beir" / IR_DATASETS_RECORD).write_text(json.dumps(provenance, indent=2))
-        return _install(staging / "beir", target)
+        return _install(staging / "beir", target, key)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -484,7 +396,7 @@ def _download_zip(
     """Fetch the zip from the first URL (the main one, then each mirror) that delivers it."""
     failures = []
     for url in urls:
-        log.info("dataset %r: downloading %s", name, url)
+        log.info("dataset %r: downloading %s", name, public_url(url))
         try:
             fetch_url(url, zip_path, md5=md5, retries=retries, backoff_s=backoff_s)
             return
@@ -492,6 +404,58 @@ def _download_zip(
             log.warning("dataset %r: %s", name, exc)
             failures.append(str(exc))
     raise DownloadError(f"dataset {name!r}: every URL failed: " + "; ".join(failures))
+
+
+def _source_key(source: dict) -> dict:
+    """What identifies the content of a fetched ``source``: the cache key of its folder."""
+    if "url" in source:
+        return {"url": source["url"], "md5": source.get("md5")}
+    if "huggingface" in source:
+        return {"huggingface": source["huggingface"], "revision": source.get("revision")}
+    if "ir_datasets" in source:
+        return {"ir_datasets": source["ir_datasets"], "fields_revision": FIELDS_REVISION}
+    local = Path(source["path"]).expanduser().resolve()
+    found = local.stat()
+    return {"zip": str(local), "size": found.st_size, "mtime_ns": found.st_mtime_ns}
+
+
+def _install(folder: Path, target: Path, key: dict) -> Path:
+    """``folder`` into the cache at ``target``, marked with the digest of its source ``key``
+    and the key itself as it may be written (a public URL)."""
+    public = key | {"url": public_url(key["url"])} if "url" in key else key
+    return install(folder, target, digest(key), json.dumps(public, sort_keys=True))
+
+
+def _cached_copy(target: Path, key: dict, split: str) -> bool:
+    """Whether ``target`` is a complete copy of the source ``key`` names. A folder irflow did
+    not write is refused rather than trusted or replaced."""
+    refuse_unmarked(target)
+    written_from = marked_key(target)
+    if written_from is None:
+        return False
+    if written_from != digest(key):
+        log.info("the cached copy %s is of another source; fetching it again", target)
+        return False
+    return dataset_layout(target, split) is not None
+
+
+@register_check
+def _cache_problems(config: dict) -> list[str]:
+    """download_dir must not be data_dir: the cache's folders are replaced when their source
+    changes, and data_dir holds the user's own."""
+    data_dir, download_dir = config.get("data_dir"), config.get("download_dir")
+    if not (data_dir and download_dir):
+        return []
+
+    def place(path: str) -> str:
+        return os.path.abspath(os.path.expanduser(os.path.expandvars(path)))
+
+    if place(data_dir) != place(download_dir):
+        return []
+    return [
+        f"config keys 'download_dir' and 'data_dir' name the same folder ({data_dir!r}); "
+        "give download_dir a folder of its own (default results/downloads)"
+    ]
 
 
 def locate_dataset(
@@ -506,23 +470,11 @@ def locate_dataset(
     backoff_s: float = 1.0,
 ) -> Path:
     """A folder in BEIR or PosIR layout holding dataset ``name``, fetched from ``source`` if
-    need be."""
+    need be. The cache's copy (``cache_dir/<name>``) is reused only when it was fetched from
+    this very source (irflow.data.download_cache)."""
     if data_dir is not None and dataset_layout(data_dir / name, split):
         log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
         return data_dir / name
-    target = cache_dir / name
-    if dataset_layout(target, split):
-        if "ir_datasets" not in source or _fields_revision(target) == FIELDS_REVISION:
-            log.info("dataset %r: using the cached copy %s", name, target)
-            return target
-        log.warning(
-            "dataset %r: the cached copy %s was written with other document fields (before "
-            "revision %d, titles twice); writing it again",
-            name,
-            target,
-            FIELDS_REVISION,
-        )
-    cache_dir.mkdir(parents=True, exist_ok=True)
 
     if "path" in source:
         local = Path(source["path"]).expanduser()
@@ -530,22 +482,28 @@ def locate_dataset(
             dataset_files(local, split)
             log.info("dataset %r: using the local folder %s", name, local)
             return local
-        if local.is_file() and local.suffix == ".zip":
-            log.info("dataset %r: extracting the local zip %s", name, local)
-            return _unpack_into_cache(local, target, split)
-        raise DownloadError(f"dataset {name!r}: {local} is neither a folder nor a .zip file")
-
-    if not {"url", "huggingface", "ir_datasets"} & set(source):
+        if not (local.is_file() and local.suffix == ".zip"):
+            raise DownloadError(f"dataset {name!r}: {local} is neither a folder nor a .zip file")
+    elif not {"url", "huggingface", "ir_datasets"} & set(source):
         raise ConfigError(
             f"dataset {name!r}: source needs one of the keys 'url', 'huggingface', "
             f"'ir_datasets' or 'path' (got {sorted(source)})"
         )
-    offline = offline or _env_offline()
+    target, key = cache_dir / name, _source_key(source)
+    if _cached_copy(target, key, split):
+        log.info("dataset %r: using the cached copy %s", name, target)
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+
+    if "path" in source:
+        log.info("dataset %r: extracting the local zip %s", name, source["path"])
+        return _unpack_into_cache(Path(source["path"]).expanduser(), target, split, key)
+    offline = offline or env_offline()
     if "ir_datasets" in source:
         log.info("dataset %r: reading ir_datasets dataset %s", name, source["ir_datasets"])
-        return _from_ir_datasets(source["ir_datasets"], target, split, offline)
+        return _from_ir_datasets(source["ir_datasets"], target, split, offline, key)
     folder_hint = (
-        f"place the BEIR folder at {(data_dir or cache_dir) / name}/ "
+        f"place the BEIR folder at {_placed_folder(name, data_dir)} "
         f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv) or a PosIR folder there "
         f"(corpus.parquet, queries.parquet, qrels/{split}.parquet)"
     )
@@ -555,10 +513,10 @@ def locate_dataset(
             raise DownloadError(f"dataset {name!r} is not available offline: {folder_hint}")
         log.info("dataset %r: downloading Hugging Face dataset %s", name, source["huggingface"])
         hint = _without_network(name, data_dir, split)
-        return _from_huggingface(source["huggingface"], source.get("revision"), target, split, hint)
+        return _from_huggingface(source, target, split, hint, key)
 
     url, md5 = source["url"], source.get("md5")
-    zip_name = posixpath.basename(httpx.URL(url).path) or f"{name}.zip"
+    zip_name = cached_file_name(url, fallback=f"{name}.zip")
     zip_path = cache_dir / zip_name
     if offline:
         if not zip_path.is_file():
@@ -577,4 +535,4 @@ def locate_dataset(
         except DownloadError as exc:
             hint = _without_network(name, data_dir, split, zip_path)
             raise DownloadError(f"{exc}; {hint}") from exc
-    return _unpack_into_cache(zip_path, target, split)
+    return _unpack_into_cache(zip_path, target, split, key)

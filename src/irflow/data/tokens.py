@@ -7,6 +7,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from irflow.core.errors import ConfigError
+from irflow.core.offline import env_offline
 
 if TYPE_CHECKING:
     pass
@@ -23,7 +24,10 @@ def tokenizer_source(name: str, models: dict) -> dict:
 def load_tokenizer(source: dict):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(source["id"], revision=source["revision"])
+    # Offline (irflow.core.offline), only a local folder or the Hugging Face cache is read.
+    tokenizer = AutoTokenizer.from_pretrained(
+        source["id"], revision=source["revision"], local_files_only=env_offline()
+    )
     if not tokenizer.is_fast:
         raise ConfigError(
             f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "

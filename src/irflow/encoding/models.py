@@ -4,7 +4,6 @@ passages, queries) encodes."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -14,6 +13,7 @@ import pyarrow as pa
 
 from irflow.core import contracts
 from irflow.core.fingerprint import folder_md5
+from irflow.core.offline import env_offline
 from irflow.encoding.onnx_export import attach
 
 # Settings that change the vectors; batch size and device do not (beyond float noise).
@@ -50,14 +50,46 @@ def pick_device(requested: str = "auto") -> str:
     return "cpu"
 
 
+# What a model repo holds beside its weights that sentence-transformers and transformers read:
+# configs (config.json, modules.json, 1_Pooling/config.json, tokenizer_config.json, ...),
+# vocabularies (vocab.txt, merges.txt), SentencePiece models (spiece.model), and a Stanford
+# ColBERT checkpoint's artifact.metadata (its lengths and marker tokens, which
+# sentence-transformers' MultiVectorEncoder reads).
+MODEL_FILE_PATTERNS = ("*.json", "*.txt", "*.model", "artifact.metadata")
+
+
+def model_file_patterns(repo_files: list[str]) -> list[str]:
+    """What of a model repo to download: its configs and tokenizer files, and one copy of its
+    weights per folder, safetensors where the folder has them, else PyTorch's
+    ``pytorch_model*.bin``. Not the ONNX, OpenVINO, TensorFlow, Flax or Rust copies a repo may
+    also hold (all-MiniLM-L6-v2: ten times the weights irflow loads)."""
+    by_folder: dict[str, list[str]] = {}
+    for name in repo_files:
+        by_folder.setdefault(str(Path(name).parent), []).append(name)
+    weights = []
+    for names in by_folder.values():
+        safetensors = [name for name in names if name.endswith(".safetensors")]
+        torch_bins = [
+            name
+            for name in names
+            if Path(name).name.startswith("pytorch_model") and name.endswith(".bin")
+        ]
+        weights += safetensors or torch_bins
+    return [*MODEL_FILE_PATTERNS, *sorted(weights)]
+
+
 def resolve_model(spec: dict) -> tuple[str, dict]:
-    """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision)."""
+    """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision).
+    Offline (irflow.core.offline), only the Hugging Face cache is read."""
     if Path(spec["id"]).is_dir():
         return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import list_repo_files, snapshot_download
 
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=offline)
+    if env_offline():
+        path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=True)
+    else:
+        patterns = model_file_patterns(list_repo_files(spec["id"], revision=spec["revision"]))
+        path = snapshot_download(spec["id"], revision=spec["revision"], allow_patterns=patterns)
     # Snapshot folders are named by the commit they hold.
     return path, {"model": spec["id"], "revision": Path(path).name}
 

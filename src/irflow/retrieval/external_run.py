@@ -41,7 +41,6 @@ import gzip
 import logging
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -50,7 +49,9 @@ import pyarrow.parquet as pq
 
 from irflow.core.errors import DownloadError, InputError
 from irflow.core.fingerprint import file_md5
-from irflow.data.download import fetch_url
+from irflow.core.redact import public_url
+from irflow.data.download_cache import cached_file_name
+from irflow.data.fetch import fetch_url
 from irflow.retrieval.runs import short_queries, trec_order
 
 log = logging.getLogger(__name__)
@@ -82,11 +83,20 @@ def locate_run(
         if md5 is not None and (actual := file_md5(path)) != md5:
             raise InputError(path, f"checksum mismatch: expected md5 {md5}, got {actual}")
         return path
-    name = Path(httpx.URL(location).path).name or "run.trec"
-    dest = cache_dir / name
+    # Named by a digest of the whole URL: another URL is another file, never resumed into it.
+    dest = cache_dir / cached_file_name(location, fallback="run.trec")
     if offline and not dest.is_file():
-        raise DownloadError(f"run {location} is not available offline: place the file at {dest}")
+        raise DownloadError(
+            f"run {public_url(location)} is not available offline: place the file at {dest}"
+        )
     return fetch_url(location, dest, md5=md5)
+
+
+def recorded_settings(settings: dict) -> dict:
+    """The external_run settings as the log, manifest and run's lineage record them: a URL
+    without its userinfo and query string, which can hold a token (irflow.core.redact)."""
+    location = settings["location"]
+    return settings | {"location": public_url(location) if is_url(location) else location}
 
 
 def _text(path: Path) -> tuple[str, bool]:

@@ -9,6 +9,7 @@ tests and the benchmarks validate here.
 
 # Each import registers that feature's checks.
 import irflow.analyses.saliency
+import irflow.data.download
 import irflow.derived.expand
 import irflow.derived.generate.dataset
 import irflow.derived.negatives

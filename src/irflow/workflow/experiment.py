@@ -15,6 +15,7 @@ from pathlib import Path
 
 from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import value_md5
+from irflow.core.redact import public_urls_of
 
 RECORD = Path("results/experiment.json")
 
@@ -48,7 +49,9 @@ def check_experiment(current: dict, record: Path = RECORD) -> None:
 
 
 def write_record(current: dict, config: dict, record: Path = RECORD) -> None:
-    """``RECORD``: the experiment and the validated config itself."""
+    """``RECORD``: the experiment and the validated config itself, its URLs without userinfo
+    or query string (irflow.core.redact)."""
     record.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(current | {"config": config}, indent=2, sort_keys=True, default=str)
+    recorded = current | {"config": public_urls_of(config)}
+    text = json.dumps(recorded, indent=2, sort_keys=True, default=str)
     record.write_text(text + "\n", encoding="utf-8")
