@@ -67,13 +67,15 @@ log = logging.getLogger(__name__)
 TREC_FIELDS = ("query_id", "Q0", "doc_id", "rank", "score", "tag")
 # The file is read BLOCK_BYTES (a TREC file) or PARQUET_BATCH_ROWS (a Parquet run) at a time,
 # and the rows kept are cut to top_k a query once CUT_ROWS or more wait (see _TopK).
-BLOCK_BYTES = 16 * 2**20
+BLOCK_BYTES = 4 * 2**20
 PARQUET_BATCH_ROWS = 250_000
-CUT_ROWS = 1_000_000
+CUT_ROWS = 250_000
 # A TREC line is two ids and three short fields; a longer line is refused as soon as it is
 # read, so that one endless line (a gzip bomb's) is never held.
 MAX_LINE_BYTES = 2**20
 TOO_LONG = f"a line longer than {MAX_LINE_BYTES} bytes; a run line is ids and numbers"
+# trec_eval's order of a query's documents (see the module docstring).
+TREC_ORDER = [("query_id", "ascending"), ("score", "descending"), ("doc_id", "descending")]
 # How much of a bad line an error shows.
 SHOWN_CHARACTERS = 200
 # A decimal number as trec_eval's runs hold it; Arrow's cast alone would take "nan" and "inf".
@@ -291,38 +293,55 @@ class _TopK:
     """Each query's ``top_k`` rows in trec_eval's order among the rows offered so far.
 
     Rows offered wait until there are as many as are kept (at least ``CUT_ROWS``); then all
-    are put in trec_eval's order and cut to ``top_k`` a query. The order is total (query, score
-    descending, doc id descending), so cutting part of the rows keeps every row that the whole
-    file's cut keeps, ties included, and the cost over the file is that of sorting it once
-    or twice. Held: at most twice top_k a query, plus ``CUT_ROWS`` and a block."""
+    are sorted in trec_eval's order (query, score descending, doc id descending; Arrow compares
+    strings by their UTF-8 bytes, as trec_eval does) and cut to ``top_k`` a query. The order is
+    total, so cutting part of the rows keeps every row that the whole file's cut keeps, ties
+    included, and the cost over the file is that of sorting it once or twice. Held, as Arrow
+    columns: at most twice top_k a query, plus ``CUT_ROWS`` and a block."""
 
     def __init__(self, top_k: int, path: Path, unit: str):
         self.top_k, self.path, self.unit = top_k, path, unit
-        self.kept: pd.DataFrame | None = None
-        self.waiting: list[pd.DataFrame] = []
-        self.waiting_rows = self.offered = 0
+        self.kept: list[pa.Table] = []
+        self.waiting: list[pa.Table] = []
+        self.kept_rows = self.waiting_rows = self.offered = 0
 
-    def offer(self, rows: pd.DataFrame) -> None:
+    def offer(self, rows: pa.Table) -> None:
         self.waiting.append(rows)
         self.waiting_rows += len(rows)
         self.offered += len(rows)
-        if self.waiting_rows >= max(CUT_ROWS, 0 if self.kept is None else len(self.kept)):
+        if self.waiting_rows >= max(CUT_ROWS, self.kept_rows):
             self._cut()
 
     def _cut(self) -> None:
-        # The kept rows all come from lines before the waiting ones, so a (query, doc) pair
-        # listed twice among them is named by its later line, as the file lists them.
-        held = [] if self.kept is None else [self.kept.drop(columns="rank")]
-        pool = pd.concat([*held, *self.waiting], ignore_index=True)
-        _check_unique(pool, self.path, self.unit)
-        pool = trec_order(pool)
-        self.kept = pool[pool["rank"] <= self.top_k].reset_index(drop=True)
+        pool = pa.concat_tables([*self.kept, *self.waiting]).combine_chunks()
         self.waiting, self.waiting_rows = [], 0
+        self._check_unique(pool)
+        order = pc.sort_indices(pool, sort_keys=TREC_ORDER)
+        queries = pool.column("query_id").take(order).combine_chunks()
+        first = np.ones(len(queries), dtype=bool)  # where a query's rows start
+        if len(queries) > 1:
+            first[1:] = pc.not_equal(queries.slice(1), queries.slice(0, len(queries) - 1))
+        starts = np.flatnonzero(first)
+        rank = np.arange(len(queries)) - np.repeat(starts, np.diff(np.append(starts, len(first))))
+        self.kept = [pool.take(order.filter(pa.array(rank < self.top_k)))]
+        self.kept_rows = len(self.kept[0])
+
+    def _check_unique(self, pool: pa.Table) -> None:
+        """A (query, doc) pair listed twice in ``pool``, named by its later line: the kept rows
+        all come from lines before the waiting ones."""
+        pairs = ["query_id", "doc_id"]
+        counts = pool.group_by(pairs).aggregate([("at", "count")])
+        repeated = counts.filter(pc.greater(counts.column("at_count"), 1))
+        if len(repeated):
+            rows = pool.join(repeated.select(pairs), pairs, join_type="inner")
+            _check_unique(
+                rows.to_pandas().sort_values("at", ignore_index=True), self.path, self.unit
+            )
 
     def run(self) -> pd.DataFrame:
         """The run: each query's top_k in trec_eval's order, with its rank."""
         self._cut()
-        return self.kept.drop(columns="at")
+        return trec_order(self.kept[0].drop_columns("at").to_pandas())
 
 
 class _Tally:
@@ -392,12 +411,11 @@ def import_run(
         unjudged = _absent(table, query_ids, "query_id") & ~unknown_query
         unknown_doc = _absent(table, doc_ids, "doc_id")
         tally.add(table, unknown_query, unjudged, unknown_doc)
-        kept = pa.array(~(unknown_query | unknown_doc | unjudged))
-        rows = table.filter(kept).to_pandas()
+        rows = table.filter(pa.array(~(unknown_query | unknown_doc | unjudged)))
         if remove_self_matches:
-            own = rows["query_id"] == rows["doc_id"]
-            removed += int(own.sum())
-            rows = rows[~own]
+            own = pc.equal(rows.column("query_id"), rows.column("doc_id"))
+            removed += int(pc.sum(own).as_py() or 0)
+            rows = rows.filter(pc.invert(own))
         best.offer(rows)
     rows = tally.rows
     report = {
