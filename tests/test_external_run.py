@@ -454,3 +454,12 @@ def test_a_line_past_the_cap_is_refused_before_the_rest_is_read(tmp_path, datase
     with pytest.raises(InputError, match="longer than 1048576 bytes") as error:
         imported(path, dataset)
     assert error.value.line == 4
+
+
+def test_a_pair_listed_again_blocks_later_names_both_lines(tmp_path, dataset, monkeypatch):
+    monkeypatch.setattr("irflow.retrieval.external_run.BLOCK_BYTES", 40)
+    monkeypatch.setattr("irflow.retrieval.external_run.CUT_ROWS", 2)
+    text = GOOD + "q2 Q0 d1 2 0.1 sys\nq2 Q0 d2 3 0.0 sys\nq1 Q0 d2 4 9 sys\n"
+    with pytest.raises(InputError, match=r"'d2' is listed again .*first on line 2") as error:
+        imported(write(tmp_path, text), dataset)
+    assert error.value.line == 6

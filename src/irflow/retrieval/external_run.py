@@ -38,8 +38,9 @@ query is cut to ``top_k`` in trec_eval's order, as irflow's own retrievers are.
 
 The file is streamed, gunzipped as it is read: a block of lines (or a batch of Parquet rows)
 at a time, checked, its rows of known, judged queries kept, and each query's top_k kept as it
-goes (``_TopK``), so memory follows top_k x the dataset's queries, not the file (a TREC line
-read whole took about 16 times its bytes). The unknown ids are held to count them.
+goes (``_TopK``), so memory follows top_k x the judged queries, not the file (read whole, a
+2 M-line run took 11 times its 73 MiB: benchmarks/README.md, "External run memory"). The
+unknown ids are held, to count them.
 """
 
 from __future__ import annotations
