@@ -15,6 +15,10 @@ rule external_run:
         system=one_of(RUN_SYSTEMS),
     conda:
         "../envs/data.yaml"
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.external_run_mb(
+            input.corpus, input.queries, config["top_k"], attempt
+        ),
     params:
         settings=external_run_settings,
     script:

@@ -226,3 +226,16 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
             assert columns == [(field.name, DUCKDB_TYPES[str(field.type)]) for field in schema], (
                 name
             )
+
+
+def test_the_database_is_built_under_a_name_of_its_own_process(tmp_path):
+    # Two builds of one results/ (a rerun beside a run still going, on a shared cluster) must
+    # neither delete nor write into each other's temporary database.
+    others = [tmp_path / ".irflow.duckdb.tmp", tmp_path / ".irflow.duckdb.1.tmp"]
+    for other in others:
+        other.write_text("another process's database being built")
+    build_database(tmp_path / "irflow.duckdb", {}, {"config_files": [], "fingerprint": "f"})
+    assert [other.read_text() for other in others] == ["another process's database being built"] * 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["irflow.duckdb"] + [other.name for other in others]
+    )

@@ -267,3 +267,46 @@ def test_offline_config_is_valid(monkeypatch, tmp_path):
     with open(REPO / "config" / "offline.yaml") as handle:
         config = validate_config(expand_config(yaml.safe_load(handle)), SCHEMA)
     assert config["offline"] and config["data_dir"] == "../shared/datasets"
+
+
+ESCAPE = "../../../../elsewhere/x"
+# Every config name that becomes part of a path under results/ (a map's keys, or a split).
+NAMED = {
+    "datasets": lambda name: {"datasets": {name: {"source": {"path": "/data/x"}}}},
+    "negatives": lambda name: {"negatives": {name: {"dataset": "scifact", "system": "bm25"}}},
+    "curate": lambda name: {"curate": {name: {"dataset": "scifact"}}},
+    "expand": lambda name: {"expand": {name: {"dataset": "scifact"}}},
+    "models": lambda name: {"models": {name: {"id": "org/model"}}},
+    "indexes": lambda name: {"indexes": {name: {"type": "flat"}}},
+    "retrievers": lambda name: {"retrievers": {name: {"type": "bm25"}}},
+    "rerankers": lambda name: {"rerankers": {name: {"type": "cross-encoder", "id": "org/m"}}},
+    "fusion": lambda name: {"fusion": {name: {"runs": ["bm25"]}}},
+    "generate": lambda name: {"generate": {name: {"dataset": "scifact"}}},
+    "quality_control.generated": lambda name: {
+        "quality_control": {"generated": {name: {"dataset": "g", "retriever": "bm25"}}}
+    },
+    "positionalize": lambda name: {"positionalize": {name: {"dataset": "scifact"}}},
+}
+
+
+@pytest.mark.parametrize("kind", NAMED)
+def test_a_name_that_leaves_results_is_refused_naming_its_key(kind):
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | NAMED[kind](ESCAPE), SCHEMA)
+    assert f"config key '{kind}': '{ESCAPE}' does not match" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"split": ESCAPE}, "split"),
+        (
+            {"negatives": {"n": {"dataset": "scifact", "system": "bm25", "split": ESCAPE}}},
+            "negatives.n.split",
+        ),
+    ],
+)
+def test_a_split_that_leaves_its_folder_is_refused(change, key):
+    with pytest.raises(ConfigError) as error:
+        validate_config(MINIMAL | change, SCHEMA)
+    assert f"config key '{key}': '{ESCAPE}' does not match" in str(error.value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +13,14 @@ from conftest import REPO, TINY_CORPUS, minilm_spec
 import irflow.encoding.embed
 from irflow.core import contracts
 from irflow.core.errors import InputError
-from irflow.encoding.embed import Reuse, embed_file, gather, read_embeddings, shard_rows
+from irflow.encoding.embed import (
+    Reuse,
+    embed_file,
+    gather,
+    prepare_parts,
+    read_embeddings,
+    shard_rows,
+)
 from irflow.encoding.models import Encoder, resolve_dtype
 from irflow.evaluation.cost import CostModel
 from irflow.workflow.config import load_schema, validate_config
@@ -559,3 +568,21 @@ def test_a_variant_sharing_no_id_and_text_with_its_base_encodes_every_row(tmp_pa
     result = embed_file(encoder, variant, "corpus", tmp_path / "emb.parquet", reuse)
     assert result["rows_reused"] == 0 and encoder.texts == ["two", "one"]
     assert read_embeddings(tmp_path / "emb.parquet")[0] == ["a", "c"]
+
+
+def test_a_kill_while_the_resume_key_is_written_keeps_the_parts_resumable(tmp_path, monkeypatch):
+    parts = tmp_path / "emb.parquet.parts"
+    prepare_parts(parts, "settings")
+    (parts / "part-000000.parquet").write_bytes(b"finished work")
+    write_text = Path.write_text
+
+    def killed_halfway(path, text, *args, **kwargs):
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_parts(parts, "settings")  # the rerun, killed while it writes the key
+    monkeypatch.undo()
+    prepare_parts(parts, "settings")  # and the next one resumes
+    assert sorted(path.name for path in parts.iterdir()) == ["key.json", "part-000000.parquet"]

@@ -23,6 +23,7 @@ from irflow.data.ingest import ingest
 from irflow.evaluation.score import score_run
 from irflow.retrieval.external_run import import_run, locate_run, run_location
 from irflow.retrieval.retrieve import bm25_search
+from irflow.retrieval.runs import trec_order
 
 DOCS = ["d1", "d2", "d3", "d10"]
 QUERIES = ["q1", "q2", "d2"]
@@ -359,3 +360,108 @@ def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
     assert (manifest["unknown"]["rows"], manifest["crlf_lines"], manifest["rows"]) == (1, 3, 2)
     cost = pd.read_parquet(tmp_path / "results" / "cost.parquet")
     assert cost["kind"].tolist() == ["run"] and cost["latency_median_ms"].isna().all()
+
+
+# --- streamed: memory bounded by top_k per query, not by the file ----------------------------
+
+
+def whole_file_import(path: Path, dataset, top_k: int) -> pd.DataFrame:
+    """The run as reading the whole file gives it: every judged, known row, self-matches
+    removed, in trec_eval's order, cut to top_k."""
+    corpus, queries, _ = dataset
+    lines = pd.read_csv(path, sep=" ", header=None, dtype={0: str, 2: str})
+    run = lines.rename(columns={0: "query_id", 2: "doc_id", 4: "score"})
+    known = run["query_id"].isin(pd.read_parquet(queries)["query_id"])
+    known &= run["doc_id"].isin(pd.read_parquet(corpus)["doc_id"])
+    run = run[known & (run["query_id"] != run["doc_id"])]
+    run = pd.DataFrame({name: run[name].to_numpy() for name in ("query_id", "doc_id", "score")})
+    run = trec_order(run.astype({"score": "float64"}))
+    return run[run["rank"] <= top_k].reset_index(drop=True)
+
+
+@pytest.fixture
+def tied_run(tmp_path) -> tuple[Path, tuple]:
+    """A random run with many ties: judged, unjudged and unknown queries, unknown documents
+    and self-matches (queries named as documents), its lines shuffled across queries."""
+    rng = np.random.default_rng(7)
+    docs = [f"d{i}" for i in range(150)]
+    judged = [f"q{i}" for i in range(20)] + ["d3", "d40"]
+    dataset = write_dataset(tmp_path / "tied", docs, judged, ["q90", "q91"])
+    lines = []
+    for query in [*judged, "q90", "q91", "q99"]:
+        listed = rng.choice([*docs, "gone1", "gone2"], size=int(rng.integers(5, 80)), replace=False)
+        listed = [query, *listed[listed != query]] if query in docs else listed
+        for rank, doc in enumerate(listed, start=1):
+            lines.append(f"{query} Q0 {doc} {rank} {rng.choice([0.5, 1, 1.5, 2.25])} t\n")
+    rng.shuffle(lines)
+    return write(tmp_path, "".join(lines), "tied.trec"), dataset
+
+
+@pytest.mark.parametrize("name", ["tied.trec", "tied.trec.gz", "tied.parquet"])
+def test_a_streamed_run_equals_the_whole_file_read_with_ties(tied_run, tmp_path, monkeypatch, name):
+    path, dataset = tied_run
+    if name.endswith(".gz"):
+        path = write(tmp_path, gzip.compress(path.read_bytes()), name)
+    elif name.endswith(".parquet"):
+        frame = pd.read_csv(path, sep=" ", header=None, dtype={0: str, 2: str})
+        frame = frame.rename(columns={0: "query_id", 2: "doc_id", 4: "score"})
+        frame[["query_id", "doc_id", "score"]].to_parquet(tmp_path / name)
+        path = tmp_path / name
+    settings = {"top_k": 20, "remove_self_matches": True}
+    whole, whole_report = imported(path, dataset, **settings)
+    # Blocks of a few lines, and the kept rows cut every few dozen rows, so that every query's
+    # top 20 is merged across many blocks and cuts.
+    monkeypatch.setattr("irflow.retrieval.external_run.BLOCK_BYTES", 300)
+    monkeypatch.setattr("irflow.retrieval.external_run.PARQUET_BATCH_ROWS", 13)
+    monkeypatch.setattr("irflow.retrieval.external_run.CUT_ROWS", 50)
+    streamed, report = imported(path, dataset, **settings)
+    pd.testing.assert_frame_equal(streamed, whole_file_import(tmp_path / "tied.trec", dataset, 20))
+    pd.testing.assert_frame_equal(streamed, whole)
+    assert report == whole_report
+    assert report["unknown"]["unknown_queries"] == 1 and report["unjudged"]["queries"] == 2
+    assert report["self_matches_removed"] > 0 and report["rows_beyond_top_k"] > 0
+
+
+def test_a_run_of_many_rows_for_few_queries_is_read_in_bounded_memory(tmp_path, monkeypatch):
+    import tracemalloc
+
+    docs = [f"d{i}" for i in range(25_000)]
+    dataset = write_dataset(tmp_path / "wide", docs, ["q1", "q2", "q3", "q4"], [])
+    rng = np.random.default_rng(0)
+    scores = rng.random(100_000).round(3)
+    with open(tmp_path / "wide.trec", "w") as out:
+        for i, score in enumerate(scores):
+            out.write(f"q{i % 4 + 1} Q0 d{i // 4} {i // 4 + 1} {score} t\n")
+    size = (tmp_path / "wide.trec").stat().st_size
+    monkeypatch.setattr("irflow.retrieval.external_run.BLOCK_BYTES", 2**16)
+    monkeypatch.setattr("irflow.retrieval.external_run.CUT_ROWS", 2_000)
+    imported(write(tmp_path, "q1 Q0 d1 1 1 t\n", "warm.trec"), dataset)  # modules loaded first
+    tracemalloc.start()
+    try:
+        run, report = imported(tmp_path / "wide.trec", dataset, top_k=10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report["rows_read"] == 100_000 and len(run) == 40
+    assert peak < size / 4, f"peak {peak} bytes for a {size}-byte file"
+
+
+def test_a_line_past_the_cap_is_refused_before_the_rest_is_read(tmp_path, dataset):
+    # A gzip bomb of one endless line, 64 MiB unpacked from 64 KB: refused at the cap.
+    path = tmp_path / "bomb.trec.gz"
+    with gzip.open(path, "wb") as bomb:
+        bomb.write(GOOD.encode() + b"q1 Q0 ")
+        for _ in range(64):
+            bomb.write(b"d" * 2**20)
+    with pytest.raises(InputError, match="longer than 1048576 bytes") as error:
+        imported(path, dataset)
+    assert error.value.line == 4
+
+
+def test_a_pair_listed_again_blocks_later_names_both_lines(tmp_path, dataset, monkeypatch):
+    monkeypatch.setattr("irflow.retrieval.external_run.BLOCK_BYTES", 40)
+    monkeypatch.setattr("irflow.retrieval.external_run.CUT_ROWS", 2)
+    text = GOOD + "q2 Q0 d1 2 0.1 sys\nq2 Q0 d2 3 0.0 sys\nq1 Q0 d2 4 9 sys\n"
+    with pytest.raises(InputError, match=r"'d2' is listed again .*first on line 2") as error:
+        imported(write(tmp_path, text), dataset)
+    assert error.value.line == 6

@@ -100,6 +100,12 @@ def corrupt_line(folder: Path, name: str, line: int, raw: bytes) -> None:
         ("corpus.jsonl", 2, b'{"_id": "d2", "text": \n', "corpus.jsonl, line 2: malformed JSON"),
         (
             "corpus.jsonl",
+            2,
+            b'{"_id": "d2", "text": ' + b"[" * 100_000 + b"\n",
+            "corpus.jsonl, line 2: malformed JSON: nested too deeply",
+        ),
+        (
+            "corpus.jsonl",
             3,
             b'{"_id": "d1", "text": "again"}\n',
             "line 3, field '_id': duplicate id 'd1' (first on line 1)",

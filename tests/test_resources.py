@@ -180,3 +180,17 @@ def test_a_missing_input_is_named_so_snakemake_waits_for_it(tmp_path):
     with pytest.raises(FileNotFoundError) as error:
         resources.bm25_mb(missing)
     assert error.value.filename == missing
+
+
+def test_an_external_run_asks_for_top_k_per_judged_query_not_the_run_file(tmp_path):
+    corpus, queries = tmp_path / "corpus.parquet", tmp_path / "queries.parquet"
+    pq.write_table(pa.table({"doc_id": [str(i) for i in range(100_000)]}), corpus)
+    pq.write_table(pa.table({"query_id": [str(i) for i in range(7_000)]}), queries)
+    kept = 1000 * 7_000
+    peak = (
+        resources.EXTERNAL_RUN_BASE_MIB
+        + resources.EXTERNAL_RUN_MIB_PER_KEPT_ROW * kept
+        + resources.EXTERNAL_RUN_MIB_PER_DOCUMENT * 100_000
+    )
+    assert resources.external_run_mb(corpus, queries, top_k=1000) == expected(peak)
+    assert resources.external_run_mb(corpus, queries, top_k=10) == resources.MIN_MB

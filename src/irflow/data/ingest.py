@@ -139,6 +139,8 @@ def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[
             record = json.loads(text)
         except json.JSONDecodeError as error:
             raise InputError(path, f"malformed JSON: {error.msg}", line=number) from None
+        except RecursionError:  # the json module recurses once per nested array or object
+            raise InputError(path, "malformed JSON: nested too deeply", line=number) from None
         if not isinstance(record, dict):
             raise InputError(path, "expected a JSON object", line=number)
         yield number, _string_fields(record, fields, place, number)

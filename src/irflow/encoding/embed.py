@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -188,7 +189,14 @@ def prepare_parts(parts: Path, key: str) -> None:
         log.info("discarding partial embeddings in %s: made with other settings", parts)
         shutil.rmtree(parts)
     parts.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(json.dumps(key))
+    # Atomically: a key torn by a kill would make every later resume fail to read it.
+    tmp = key_file.with_name(f".{key_file.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(key))
+        os.replace(tmp, key_file)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:

@@ -124,9 +124,21 @@ def build_database(db_path: Path, files: dict[str, list], experiment: dict | Non
     table's file, or the JSON manifests), ``lineage``, how each run was made, and the
     ``experiment`` table: the config files and fingerprint of the results
     (irflow.workflow.experiment)."""
-    tmp = db_path.with_name(f".{db_path.name}.tmp")
+    # Named by the process: another build of the same results (a rerun beside a run still
+    # going) must not delete or open this one's. A file of this name is a killed build's whose
+    # process id came round again.
+    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    with duckdb.connect(str(tmp)) as db:
+    try:
+        _build(tmp, files, experiment)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, db_path)
+
+
+def _build(path: Path, files: dict[str, list], experiment: dict | None) -> None:
+    with duckdb.connect(str(path)) as db:
         if experiment is not None:
             db.execute(
                 "CREATE TABLE experiment AS SELECT $config_files::VARCHAR[] AS config_files, "
@@ -146,4 +158,3 @@ def build_database(db_path: Path, files: dict[str, list], experiment: dict | Non
                 f"FROM parquet_kv_metadata({_files(files['runs'])}) "
                 f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}'"
             )
-    os.replace(tmp, db_path)

@@ -105,6 +105,16 @@ DENSE_GATHER_BASE_MIB, DENSE_GATHER_BATCHES = 640, 4.4
 # token's level-0 links: 2·M four-byte ids and a count (upper levels hold about 1/M as many).
 VECTOR_SEARCH_BASE_MIB, VECTOR_SEARCH_MIB_PER_MB = 600, 3.0
 
+# external_run streams the run file and keeps each query's top_k rows as it reads
+# (irflow.retrieval.external_run._TopK), so its peak follows top_k x the judged queries, not the
+# file: a block of lines, the kept rows (Arrow columns, then the run as pandas rows) and the
+# dataset's ids. benchmarks/external_run_memory.py, 2 M-line runs: 328 MiB keeping 100,000 rows,
+# 661 MiB keeping 2,000,000 (read whole: 819 and 820 MiB): 184 bytes a kept row. The corpus's
+# ids (Arrow strings and the hash set each batch is looked up in) are counted at 40 bytes a
+# document, from the arrays held, not fitted.
+EXTERNAL_RUN_BASE_MIB, EXTERNAL_RUN_MIB_PER_KEPT_ROW = 310, 184 / MIB
+EXTERNAL_RUN_MIB_PER_DOCUMENT = 40 / MIB
+
 
 # Reranking holds the model and one chunk of its work (EMBED_MIB, as an encoding job), the
 # candidates' texts (the Arrow rows read, a dict of Python strings and the joined title and
@@ -203,6 +213,22 @@ def dense_search_mb(index, queries, spec: dict, attempt: int = 1) -> int:
 def score_mb(run, attempt: int = 1) -> int:
     rows = pq.read_metadata(_existing(run)).num_rows
     return request_mb(SCORE_BASE_MIB + SCORE_MIB_PER_RUN_ROW * rows, attempt)
+
+
+def external_run_peak_mib(corpus, queries, top_k: int) -> float:
+    """The modelled peak of importing a run of ``top_k`` rows a query for the judged
+    ``queries`` over ``corpus``, whatever the run file's size."""
+    documents = pq.read_metadata(_existing(corpus)).num_rows
+    kept = top_k * pq.read_metadata(_existing(queries)).num_rows
+    return (
+        EXTERNAL_RUN_BASE_MIB
+        + EXTERNAL_RUN_MIB_PER_KEPT_ROW * kept
+        + EXTERNAL_RUN_MIB_PER_DOCUMENT * documents
+    )
+
+
+def external_run_mb(corpus, queries, top_k: int, attempt: int = 1) -> int:
+    return request_mb(external_run_peak_mib(corpus, queries, top_k), attempt)
 
 
 def vector_search_mb(documents, attempt: int = 1, index: dict | None = None) -> int:
