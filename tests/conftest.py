@@ -66,11 +66,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def official_scifact_config(shared_datasets: Path) -> dict:
-    """SciFact from its official BEIR URL, read offline from the shared copy, and BM25."""
+    """SciFact from its official BEIR URL, read offline from the shared copy, and BM25: the
+    dataset and BM25 of config/quickstart.yaml, whose jobs tests/test_first_run.py reuses."""
+    source = {"url": f"{BEIR_URL}/scifact.zip", "md5": "5f7d1de60b170fc8027bb7898e2efca1"}
     return {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}}},
+        "datasets": {"scifact": {"source": source}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
 
