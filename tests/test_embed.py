@@ -15,6 +15,7 @@ from irflow.encoding.embed import Reuse, embed_file, gather, read_embeddings, sh
 from irflow.encoding.models import Encoder, resolve_dtype
 from irflow.evaluation.cost import CostModel
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.families import family
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +240,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
         ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},
     }
-    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key]).table(["d"])
+    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key], family).table(["d"])
     assert cost["encode_docs_per_second"].tolist() == [1.0]
 
 
