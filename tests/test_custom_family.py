@@ -43,8 +43,11 @@ QRELS = [("q1", "d1", 1), ("q2", "d2", 1), ("q3", "d3", 1), ("q4", "d4", 1)]
 
 @pytest.fixture(autouse=True)
 def tests_on_path(monkeypatch):
-    """The retriever's module is importable as a user's would be: its folder on sys.path."""
+    """The retriever's module is importable as a user's would be: its folder on sys.path. The
+    entry points are listed again after the test (each test lists its own)."""
     monkeypatch.syspath_prepend(str(TESTS))
+    yield
+    families.installed.cache_clear()
 
 
 def validated(retriever: dict) -> dict:
@@ -97,6 +100,7 @@ def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
     monkeypatch.setattr(
         families, "entry_points", lambda group: [p for p in points if p.group == group]
     )
+    families.installed.cache_clear()
 
 
 def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
@@ -166,7 +170,9 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     assert timing["index_seconds"] >= 0
 
 
-def test_a_python_retriever_runs_through_scores_significance_database_and_report(tmp_path):
+def test_a_python_retriever_runs_through_scores_significance_database_and_report(
+    tmp_path, monkeypatch
+):
     """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
     data = write_beir(tmp_path / "tiny", CORPUS, QUERIES, QRELS)
     config = {
@@ -191,8 +197,9 @@ def test_a_python_retriever_runs_through_scores_significance_database_and_report
     significance = pd.read_parquet(results / "significance.parquet")
     pairs = {frozenset(pair) for pair in zip(significance["system_a"], significance["system_b"])}
     assert pairs == {frozenset({"bm25", "overlap"})}
-    with duckdb.connect(str(results / "irflow.duckdb"), read_only=True) as db:
+    monkeypatch.chdir(tmp_path)  # the database's views read results/ from where it is opened
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
         kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
-        runs = db.sql("select count(*) from runs where system = 'overlap'").fetchone()[0]
+        runs = db.sql("select count(*) from runs where system = 'overlap'").fetchall()[0][0]
     assert kinds == {"bm25": "bm25", "overlap": "python"} and runs > 0
     assert "overlap" in (results / "results.md").read_text()
