@@ -16,6 +16,8 @@ class PythonClass(RetrieverFamily):
 
     type = "python"
     schema_def = "python"
+    # The key of the entry that names the class.
+    class_key = "class"
 
     def retriever_class(self, spec: dict) -> type:
         return cached_class(spec["class"])
@@ -25,7 +27,7 @@ class PythonClass(RetrieverFamily):
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and implement the protocol: refused now, not in the job."""
-        key = f"retrievers.{name}.{'class' if self.type == 'python' else 'type'}"
+        key = f"retrievers.{name}.{self.class_key}"
         where = self.class_reference(spec)
         try:
             problem = protocol_problem(self.retriever_class(spec))
@@ -52,6 +54,8 @@ class PythonClass(RetrieverFamily):
 class EntryPoint(PythonClass):
     """``type: <name>``: the class an installed package registers as the ``irflow.retrievers``
     entry point of that name; its entry takes ``settings`` like ``type: python``."""
+
+    class_key = "type"
 
     def __init__(self, entry_point):
         self.entry_point = entry_point
