@@ -72,7 +72,7 @@ SHARDED_DATASETS = [d for d in DATASETS if DATASET_SPECS[d]["embed_shards"] > 1]
 RETRIEVERS = config["retrievers"]
 SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
-# The retrievers each rule that makes first-stage runs runs, by the rule's name: their
+# Per search step (by the name of its Snakemake rule), the retrievers it runs; their
 # families say which (irflow.workflow.families).
 SEARCHED_BY = systems_by_rule(config)
 # Retrievers searching a faiss index of their model's embeddings (rules/embed.smk, index.smk).
