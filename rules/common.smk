@@ -5,7 +5,7 @@ import functools
 from types import SimpleNamespace
 
 from irflow.analyses.position import pooled_group
-from irflow.core.config import VECTOR_FOLDERS, reranked_name, system_kinds
+from irflow.core.config import reranked_name, system_kinds
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.passages import document_side
 from irflow.data.tokens import tokenizer_source
@@ -17,6 +17,13 @@ from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
 from irflow.retrieval.external_run import is_url, run_location
 from irflow.retrieval.index import build_settings
+from irflow.workflow.families import (
+    families,
+    family,
+    models_by_encoder,
+    systems_by_rule,
+    systems_with_step,
+)
 
 # Position-controlled variants (PosIR) are datasets built from a base dataset, not downloaded.
 VARIANTS = list_variants(config)
@@ -65,18 +72,19 @@ SHARDED_DATASETS = [d for d in DATASETS if DATASET_SPECS[d]["embed_shards"] > 1]
 RETRIEVERS = config["retrievers"]
 SYSTEM_KINDS = system_kinds(config)
 SYSTEMS = sorted(SYSTEM_KINDS)
-BM25_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "bm25"]
-DENSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "dense"]
-SPARSE_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "sparse"]
-LATE_INTERACTION_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "late-interaction"]
-# Per folder of results/ (sparse, tokens): the models whose vectors it holds (rules/vectors.smk).
+# Per search step (by the name of its Snakemake rule), the retrievers it runs; their
+# families say which (irflow.workflow.families).
+SEARCHED_BY = systems_by_rule(config)
+# Retrievers searching a faiss index of their model's embeddings (rules/embed.smk, index.smk).
+DENSE_SYSTEMS = systems_with_step(config, "index")
+# Per folder of results/ that another encode step writes (rules/vectors.smk: learned sparse
+# vectors, ColBERT token vectors): the models whose vectors it holds.
 VECTOR_MODELS_BY_FOLDER = {
-    folder: sorted({RETRIEVERS[s]["model"] for s in SYSTEMS if SYSTEM_KINDS[s] == kind})
-    for kind, folder in VECTOR_FOLDERS.items()
+    folder: models
+    for folder, models in models_by_encoder(config).items()
+    if folder != "embeddings"
 }
 VECTOR_MODELS = sorted(set().union(*VECTOR_MODELS_BY_FOLDER.values()))
-# Runs made outside irflow (rules/external_run.smk).
-RUN_SYSTEMS = [s for s in SYSTEMS if SYSTEM_KINDS[s] == "run"]
 FUSION_SYSTEMS = sorted(config["fusion"])
 RERANKED = {
     reranked_name(item["first_stage"], item["reranker"], k): (
@@ -101,14 +109,9 @@ DENSE_INDEXES = sorted(
     {(RETRIEVERS[s]["model"], RETRIEVERS[s]["index"]) for s in DENSE_SYSTEMS}
 )
 PAIRS = [(d, s) for d in DATASETS for s in SYSTEMS]
-RUN_STAGE = {
-    "bm25": "retrieve",
-    "dense": "retrieve",
-    "sparse": "retrieve",
-    "late-interaction": "retrieve",
-    "fusion": "fuse",
-    "rerank": "rerank",
-    "run": "external_run",
+# Where each kind of system files its run's manifest: results/manifests/<stage>/.
+RUN_STAGE = {"fusion": "fuse", "rerank": "rerank"} | {
+    kind: found.run_stage for kind, found in families().items()
 }
 MANIFESTS = (
     [f"results/manifests/ingest/{d}.json" for d in BASE_DATASETS]
@@ -346,9 +349,14 @@ def retrieval_settings(wildcards):
         "remove_self_matches": DATASET_SPECS[wildcards.dataset]["remove_self_matches"],
         "latency_queries": config["cost"]["latency_queries"],
     }
-    if retriever["type"] == "dense":
-        settings["index"] = config["indexes"][retriever["index"]]
-    return settings
+    return settings | family(retriever["type"]).search_settings(retriever, config)
+
+
+def search_mb(wildcards, input, attempt):
+    """The memory a retrieve job asks for: its family's model."""
+    spec = RETRIEVERS[wildcards.system]
+    settings = retrieval_settings(wildcards)
+    return family(spec["type"]).search_mb(input, settings, attempt)
 
 
 def reranker_embeddings(dataset, reranker):
@@ -611,7 +619,7 @@ def negatives_inputs(wildcards):
         "qrels": f"{base}/qrels.parquet",
         "queries": f"{base}/filtered/queries.parquet",
     }
-    if RETRIEVERS.get(spec["system"], {}).get("type") == "dense":
+    if spec["system"] in DENSE_SYSTEMS:
         # The stored vectors score the positives the run did not retrieve.
         dense = dense_inputs(
             SimpleNamespace(dataset=spec["dataset"], system=spec["system"])
@@ -642,20 +650,17 @@ def split_retrieval(dataset, system, top_k):
         "top_k": top_k,
         "remove_self_matches": DATASET_SPECS[dataset]["remove_self_matches"],
     }
-    if retriever["type"] == "dense":
-        retrieval["index"] = config["indexes"][retriever["index"]]
-    return retrieval
+    return retrieval | family(retriever["type"]).search_settings(retriever, config)
 
 
 def split_retrieval_files(dataset, system):
     """What split_retrieval's job reads: BM25's filtered corpus; a dense retriever's index,
     the rows it holds (and their passages' documents) and its model, which encodes the
     split's queries."""
-    retriever = RETRIEVERS[system]
-    if retriever["type"] == "bm25":
+    if system not in DENSE_SYSTEMS:
         return {"corpus": f"results/datasets/{dataset}/filtered/corpus.parquet"}
     inputs = dense_inputs(SimpleNamespace(dataset=dataset, system=system))
-    model = retriever["model"]
+    model = RETRIEVERS[system]["model"]
     return {
         "index": inputs["index"],
         "rows": inputs["corpus"],
@@ -691,7 +696,8 @@ def vector_gather_inputs(wildcards):
 
 def vector_search_inputs(wildcards):
     retriever = RETRIEVERS[wildcards.system]
-    folder = f"results/{VECTOR_FOLDERS[retriever['type']]}/{wildcards.dataset}/{retriever['model']}"
+    encoder = family(retriever["type"]).encoder
+    folder = f"results/{encoder}/{wildcards.dataset}/{retriever['model']}"
     return {
         "source": f"results/datasets/{wildcards.dataset}/source.json",
         "corpus": f"{folder}/corpus.parquet",

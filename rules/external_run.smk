@@ -12,7 +12,7 @@ rule external_run:
     log:
         "results/logs/external_run/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(RUN_SYSTEMS),
+        system=one_of(SEARCHED_BY["external_run"]),
     conda:
         "../envs/data.yaml"
     resources:

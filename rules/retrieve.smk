@@ -14,12 +14,12 @@ rule retrieve_bm25:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(BM25_SYSTEMS),
+        system=one_of(SEARCHED_BY["retrieve_bm25"]),
     conda:
         "../envs/data.yaml"
     threads: 1  # bm25s scores one query at a time, in numpy, on one core
     resources:
-        mem_mb=lambda wc, input, attempt: memory.bm25_mb(input.corpus, attempt),
+        mem_mb=search_mb,
         disk_mb=lambda wc, input: memory.bm25_tmp_mb(input.corpus),  # postings in TMPDIR
     params:
         settings=retrieval_settings,
@@ -37,14 +37,38 @@ rule retrieve_dense:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(DENSE_SYSTEMS),
+        system=one_of(SEARCHED_BY["retrieve_dense"]),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        mem_mb=lambda wc, input, attempt: memory.dense_search_mb(
-            input.index, input.queries, retrieval_settings(wc)["index"], attempt
-        ),
+        mem_mb=search_mb,
+    params:
+        settings=retrieval_settings,
+    script:
+        "../scripts/retrieve.py"
+
+
+# A retriever class of the user's (type python, or an irflow.retrievers entry point), run by
+# irflow.retrieval.custom on the filtered corpus and queries.
+rule retrieve_python:
+    input:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
+        queries="results/datasets/{dataset}/filtered/queries.parquet",
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/retrieve/{dataset}/{system}.json",
+    log:
+        "results/logs/retrieve/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(SEARCHED_BY["retrieve_python"]),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=search_mb,
     params:
         settings=retrieval_settings,
     script:

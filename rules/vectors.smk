@@ -16,7 +16,7 @@ rule encode_vectors:
     log:
         "results/logs/{family}/{dataset}/{model}/corpus+queries.log",
     wildcard_constraints:
-        family="sparse|tokens",
+        family=one_of(VECTOR_MODELS_BY_FOLDER),
         dataset=one_of(UNSHARDED_DATASETS),
         model=one_of(VECTOR_MODELS),
     conda:
@@ -43,7 +43,7 @@ use rule encode_vectors as encode_vectors_queries with:
     log:
         "results/logs/{family}/{dataset}/{model}/queries.log",
     wildcard_constraints:
-        family="sparse|tokens",
+        family=one_of(VECTOR_MODELS_BY_FOLDER),
         dataset=one_of(SHARDED_DATASETS),
         model=one_of(VECTOR_MODELS),
     params:
@@ -63,7 +63,7 @@ use rule encode_vectors as encode_vectors_shard with:
     log:
         "results/logs/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.log",
     wildcard_constraints:
-        family="sparse|tokens",
+        family=one_of(VECTOR_MODELS_BY_FOLDER),
         dataset=one_of(SHARDED_DATASETS),
         model=one_of(VECTOR_MODELS),
         shard=r"\d+",
@@ -83,7 +83,7 @@ rule encode_vectors_gather:
     log:
         "results/logs/{family}/{dataset}/{model}/corpus.log",
     wildcard_constraints:
-        family="sparse|tokens",
+        family=one_of(VECTOR_MODELS_BY_FOLDER),
         dataset=one_of(SHARDED_DATASETS),
     conda:
         "../envs/data.yaml"
@@ -104,20 +104,18 @@ rule retrieve_sparse:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SPARSE_SYSTEMS),
+        system=one_of(SEARCHED_BY["retrieve_sparse"]),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        mem_mb=lambda wc, input, attempt: memory.vector_search_mb(
-            input.corpus, attempt, RETRIEVERS[wc.system].get("index")
-        ),
+        mem_mb=search_mb,
     params:
         settings=retrieval_settings,
     script:
-        "../scripts/vectors_search.py"
+        "../scripts/retrieve.py"
 
 
 use rule retrieve_sparse as retrieve_late_interaction with:
     wildcard_constraints:
-        system=one_of(LATE_INTERACTION_SYSTEMS),
+        system=one_of(SEARCHED_BY["retrieve_late_interaction"]),

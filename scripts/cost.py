@@ -7,6 +7,7 @@ from _common import setup_logging
 
 from irflow.core import contracts
 from irflow.evaluation.cost import CostModel
+from irflow.workflow.families import family
 
 setup_logging(snakemake)
 
@@ -16,6 +17,6 @@ def manifest(stage: str, *names: str) -> dict:
     return json.loads(path.read_text())
 
 
-model = CostModel(snakemake.config, snakemake.params.kinds, manifest)
+model = CostModel(snakemake.config, snakemake.params.kinds, manifest, family)
 table = model.table(snakemake.params.datasets)
 contracts.write_frame(table, snakemake.output.table)

@@ -1,32 +1,13 @@
-"""Snakemake script for rules retrieve_bm25 and retrieve_dense: see irflow.retrieval.retrieve."""
+"""Snakemake script for the rules that make first-stage runs (retrieve_bm25, retrieve_dense,
+retrieve_sparse, retrieve_late_interaction, retrieve_python): the retriever's family searches
+(irflow.workflow.families)."""
 
-from pathlib import Path
-
-import faiss
 from _common import finish_retrieval, start_job
 
-from irflow.retrieval.retrieve import bm25_search, dense_search
+from irflow.workflow.families import family
 
 manifest = start_job(snakemake, "retrieve")
-inp = snakemake.input
 settings = snakemake.params.settings
-retriever, top_k = settings["retriever"], settings["top_k"]
-remove_self, latency_queries = settings["remove_self_matches"], settings["latency_queries"]
-faiss.omp_set_num_threads(snakemake.threads)
-if retriever["type"] == "bm25":
-    run, timing = bm25_search(
-        Path(inp.corpus), Path(inp.queries), retriever, top_k, remove_self, latency_queries
-    )
-else:
-    run, timing = dense_search(
-        Path(inp.index),
-        settings["index"],
-        Path(inp.corpus),
-        Path(inp.queries),
-        top_k,
-        remove_self,
-        batch_size=retriever["query_batch_size"],
-        latency_queries=latency_queries,
-        passages=Path(inp.passages) if "passages" in inp.keys() else None,
-    )
+searcher = family(settings["retriever"]["type"])
+run, timing = searcher.search(snakemake.input, settings, snakemake.threads)
 finish_retrieval(snakemake, manifest, run, timing)

@@ -8,6 +8,7 @@ import pytest
 
 from irflow.core.timing import time_each
 from irflow.evaluation.cost import CostModel, in_sequence
+from irflow.workflow.families import family
 
 CONFIG = {
     "models": {"m": {"long_documents": {"strategy": "truncate"}}},
@@ -38,7 +39,7 @@ MANIFESTS = {
 
 @pytest.fixture
 def model():
-    return CostModel(CONFIG, KINDS, lambda stage, *names: MANIFESTS[(stage, *names)])
+    return CostModel(CONFIG, KINDS, lambda stage, *names: MANIFESTS[(stage, *names)], family)
 
 
 def test_stages_add_up_per_query(model):
@@ -71,7 +72,7 @@ def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
     manifests = MANIFESTS | {
         ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 0.0, "device": "cpu"}
     }
-    model = CostModel(CONFIG, KINDS, lambda stage, *names: manifests[(stage, *names)])
+    model = CostModel(CONFIG, KINDS, lambda stage, *names: manifests[(stage, *names)], family)
     table = model.table(["d"]).set_index("system")
     assert math.isnan(table.loc["dense", "encode_docs_per_second"])
     assert table.loc["dense", "index_bytes"] == 1536000
@@ -100,7 +101,7 @@ def test_approximate_indexes_carry_their_recall_against_exact_search():
         ("tokens", "d", "c", "corpus"): {"rows": 10, "encode_seconds": 1, "device": "cpu"},
         ("tokens", "d", "c", "queries"): {"latency": {"q1": 0.01}},
     }
-    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)])
+    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)], family)
     table = model.table(["d"]).set_index("system")
     assert table.loc["ivf", ["recall_against_exact", "recall_queries"]].tolist() == [0.97, 100]
     assert table.loc["colbert", ["recall_against_exact", "recall_queries"]].tolist() == [0.9, 20]

@@ -24,6 +24,7 @@ from irflow.encoding.embed import (
 from irflow.encoding.models import Encoder, resolve_dtype
 from irflow.evaluation.cost import CostModel
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.families import family
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +249,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
         ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},
     }
-    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key]).table(["d"])
+    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key], family).table(["d"])
     assert cost["encode_docs_per_second"].tolist() == [1.0]
 
 

@@ -18,10 +18,6 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from irflow.core.config_schema import describe, read_text_values, resolve
 from irflow.core.errors import ConfigError
 
-# Retriever types that name a key of `models`.
-MODEL_RETRIEVERS = ("dense", "sparse", "late-interaction")
-# Where sparse and late-interaction retrievers' vectors go: results/<folder>/<dataset>/<model>/.
-VECTOR_FOLDERS = {"sparse": "sparse", "late-interaction": "tokens"}
 # How a model id that is meant as a folder starts; a hub id is ``name`` or ``org/name``.
 PATH_PREFIXES = ("/", "./", "../", "~")
 # The checks features add to every validation (``register_check``), by module and name: the
@@ -105,20 +101,8 @@ def missing_key(path: str, value: str, table: str, known) -> str:
 
 
 def _cross_references(config: dict) -> list[str]:
-    problems = []
-    for name, retriever in config["retrievers"].items():
-        if retriever["type"] in MODEL_RETRIEVERS:
-            references = [("model", "models")]
-            references += [("index", "indexes")] if retriever["type"] == "dense" else []
-            for key, table in references:
-                if retriever[key] not in config[table]:
-                    problems.append(
-                        missing_key(
-                            f"retrievers.{name}.{key}", retriever[key], table, config[table]
-                        )
-                    )
-    problems += _backend_problems(config)
-    problems += _late_interaction_length_problems(config)
+    # Each retriever's own references are its family's check (irflow.workflow.families).
+    problems = _backend_problems(config)
     for name, model in config["models"].items():
         passages = model["long_documents"]
         if passages["overlap"] >= passages["passage_tokens"]:
@@ -232,58 +216,31 @@ def _cross_references(config: dict) -> list[str]:
 
 def _backend_problems(config: dict) -> list[str]:
     """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
-    rerankers); sparse and late-interaction encoders, and saliency, run on torch. (What an ONNX
-    backend asks of its model's own settings, irflow.encoding.onnx_export checks.)"""
-    problems = []
-    torch_only = (
-        [
-            (f"retrievers.{name}.model", retriever["model"])
-            for name, retriever in config["retrievers"].items()
-            if retriever["type"] in ("sparse", "late-interaction")
-        ]
-        + [
-            (f"rerankers.{name}.model", reranker["model"])
-            for name, reranker in config["rerankers"].items()
-            if reranker["type"] == "late-interaction"
-        ]
-        + [
-            # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
-            (f"position_analysis.saliency.models.{i}", model)
-            for i, model in enumerate(config["position_analysis"]["saliency"]["models"])
-        ]
-    )
-    for key, model in torch_only:
-        backend = config["models"].get(model, {}).get("backend", "torch")
-        if backend != "torch":
-            problems.append(
-                f"config key '{key}': model {model!r} has backend {backend!r}; this stage runs "
-                "the model on torch: name a model with backend torch"
-            )
-    return problems
+    rerankers); late-interaction rerankers and saliency run on torch, as do the retriever
+    families that say so (irflow.workflow.families). (What an ONNX backend asks of its model's
+    own settings, irflow.encoding.onnx_export checks.)"""
+    torch_only = [
+        (f"rerankers.{name}.model", reranker["model"])
+        for name, reranker in config["rerankers"].items()
+        if reranker["type"] == "late-interaction"
+    ] + [
+        # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
+        (f"position_analysis.saliency.models.{i}", model)
+        for i, model in enumerate(config["position_analysis"]["saliency"]["models"])
+    ]
+    return [problem for key, model in torch_only for problem in torch_problems(config, key, model)]
 
 
-def _late_interaction_length_problems(config: dict) -> list[str]:
-    """query_length and document_length are read by late-interaction models only; their
-    checkpoints' lengths override max_seq_length, so it is refused there."""
-    late = {
-        spec["model"]
-        for spec in [*config["retrievers"].values(), *config["rerankers"].values()]
-        if spec["type"] == "late-interaction"
-    }
-    problems = []
-    for name, spec in config["models"].items():
-        keys = ["max_seq_length"] if name in late else ["query_length", "document_length"]
-        for key in keys:
-            if spec[key] is not None:
-                problems.append(
-                    f"config key 'models.{name}.{key}': "
-                    + (
-                        "a late-interaction model reads query_length and document_length"
-                        if name in late
-                        else "only late-interaction (ColBERT) models read it"
-                    )
-                )
-    return problems
+def torch_problems(config: dict, key: str, model: str) -> list[str]:
+    """The problem of ``model`` (named at config key ``key``) for a stage that runs on torch:
+    an ONNX backend."""
+    backend = config["models"].get(model, {}).get("backend", "torch")
+    if backend == "torch":
+        return []
+    return [
+        f"config key '{key}': model {model!r} has backend {backend!r}; this stage runs "
+        "the model on torch: name a model with backend torch"
+    ]
 
 
 def derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
@@ -333,11 +290,6 @@ def _model_id_problems(config: dict) -> list[str]:
                     f"valid Hugging Face id: {error}"
                 )
     return problems
-
-
-def load_config(path: str | Path, schema_path: str | Path) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))
 
 
 def expand_config(config: dict) -> dict:

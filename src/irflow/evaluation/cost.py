@@ -13,13 +13,11 @@ fusion) add up query by query.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
-
-from irflow.core.config import VECTOR_FOLDERS
-from irflow.data.passages import document_side
 
 
 def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
@@ -38,28 +36,36 @@ class Manifests(Protocol):
     def __call__(self, stage: str, *names: str) -> dict: ...
 
 
-class CostModel:
-    """Cost rows for the systems of one config, from the manifests their jobs wrote."""
+class FirstStage(Protocol):
+    """What the cost table asks of a retriever family (irflow.workflow.families.base)."""
 
-    def __init__(self, config: dict, kinds: dict[str, str], manifest: Manifests):
-        self.config, self.kinds, self.manifest = config, kinds, manifest
+    def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]: ...
+
+    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict: ...
+
+
+class CostModel:
+    """Cost rows for the systems of one config, from the manifests their jobs wrote; a
+    retriever's part from its family (``family``: a retriever type -> its family)."""
+
+    def __init__(
+        self,
+        config: dict,
+        kinds: dict[str, str],
+        manifest: Manifests,
+        family: Callable[[str], FirstStage],
+    ):
+        self.config, self.kinds, self.manifest, self.family = config, kinds, manifest, family
 
     def latency(self, dataset: str, system: str) -> dict[str, float]:
         kind = self.kinds[system]
-        if kind == "run":  # made outside irflow: its latency was not measured here
-            return {}
-        if kind == "bm25":
-            return self.manifest("retrieve", dataset, system)["latency"]
-        if kind == "dense" or kind in VECTOR_FOLDERS:
-            model = self.config["retrievers"][system]["model"]
-            stage = VECTOR_FOLDERS.get(kind, "embed")  # where the queries were encoded
-            encode = self.manifest(stage, dataset, model, "queries")["latency"]
-            return in_sequence(encode, self.manifest("retrieve", dataset, system)["latency"])
         if kind == "fusion":
             runs = self.config["fusion"][system]["runs"]
             return in_sequence(*(self.latency(dataset, run) for run in runs))
-        rerank = self.manifest("rerank", dataset, system)
-        return in_sequence(self.latency(dataset, rerank["first_stage"]), rerank["latency"])
+        if kind == "rerank":
+            rerank = self.manifest("rerank", dataset, system)
+            return in_sequence(self.latency(dataset, rerank["first_stage"]), rerank["latency"])
+        return self.family(kind).latency(self, dataset, system)
 
     def row(self, dataset: str, system: str) -> dict:
         latency_ms = 1000 * np.array(list(self.latency(dataset, system).values()))
@@ -76,44 +82,11 @@ class CostModel:
 
     def _index(self, dataset: str, system: str) -> dict:
         kind = self.kinds[system]
-        if kind == "bm25":
-            retrieve = self.manifest("retrieve", dataset, system)
-            return {
-                "index_bytes": retrieve["index_bytes"],
-                "index_build_seconds": retrieve["index_seconds"],
-                "device": "cpu",
-            }
-        if kind == "dense":
-            spec = self.config["retrievers"][system]
-            index = self.manifest("index", dataset, spec["model"], spec["index"])
-            # Rows per second: documents, or passages for a model that splits documents.
-            side = document_side(self.config["models"][spec["model"]])
-            corpus = self.manifest("embed", dataset, spec["model"], side)
-            return {
-                "index_bytes": index["index_bytes"],
-                "index_build_seconds": index["build_seconds"],
-                "encode_docs_per_second": throughput(
-                    corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
-                ),
-                "device": corpus["device"],
-            } | recall_fields(self.manifest("retrieve", dataset, system).get("recall") or {})
-        if kind in VECTOR_FOLDERS:
-            # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
-            # token vector (late interaction), built by the retrieve job from the encoded file.
-            retrieve = self.manifest("retrieve", dataset, system)
-            model = self.config["retrievers"][system]["model"]
-            corpus = self.manifest(VECTOR_FOLDERS[kind], dataset, model, "corpus")
-            return {
-                "index_bytes": retrieve["index_bytes"],
-                "index_build_seconds": retrieve["index_seconds"],
-                "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
-                "nnz_per_document": retrieve.get("nnz_per_document"),
-                "tokens_per_document": retrieve.get("tokens_per_document"),
-                "device": corpus["device"],
-            } | recall_fields(retrieve.get("recall") or {})
         if kind == "rerank":
             return {"device": self.manifest("rerank", dataset, system)["device"]}
-        return {}
+        if kind == "fusion":
+            return {}
+        return self.family(kind).cost_fields(self, dataset, system)
 
     def table(self, datasets: list[str]) -> pd.DataFrame:
         rows = [self.row(d, s) for d in datasets for s in sorted(self.kinds)]

@@ -496,6 +496,26 @@ def bm25_search(
     started = time.perf_counter()
     retriever = BM25Retriever(spec).index(corpus_path)
     index_seconds = time.perf_counter() - started
+    run, timing = search_texts(
+        retriever, retriever.doc_ids, queries_path, top_k, remove_self_matches, latency_queries
+    )
+    return run, timing | {
+        "index_seconds": index_seconds,
+        "index_bytes": retriever.index_bytes(),
+    } | term_matching_reason("BM25", timing["short_queries"])
+
+
+def search_texts(
+    retriever,
+    doc_ids: pa.Array,
+    queries_path: Path,
+    top_k: int,
+    remove_self_matches: bool,
+    latency_queries: int = 0,
+) -> tuple[pd.DataFrame, dict]:
+    """The run of a retriever that searches query texts (BM25, a user's own retriever,
+    irflow.retrieval.custom): ``retriever.search(texts, depth)`` gives per query the rows of
+    ``doc_ids`` it found and their scores; the first ``latency_queries`` are timed one by one."""
     queries = pq.read_table(queries_path)
     query_ids = queries.column("query_id").combine_chunks()
     texts = queries.column("text").to_pylist()
@@ -504,12 +524,9 @@ def bm25_search(
     hits = retriever.search(texts, depth)
     seconds = time.perf_counter() - started
     one_by_one = time_each(lambda text: retriever.search([text], depth), texts[:latency_queries])
-    run, removed = build_run(query_ids, retriever.doc_ids, hits, top_k, remove_self_matches)
-    short = short_queries(run, query_ids, retriever.doc_ids, top_k, remove_self_matches)
-    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short) | {
-        "index_seconds": index_seconds,
-        "index_bytes": retriever.index_bytes(),
-    } | term_matching_reason("BM25", len(short))
+    run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
+    short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
+    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
 
 
 def retrieve_judged(

@@ -4,8 +4,13 @@ irflow.core.config validates against config/config.schema.yaml and checks the cr
 of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
-tests and the benchmarks validate here.
+tests and the benchmarks validate here. Retriever families installed as entry points add their
+entries' schema fragments (irflow.workflow.families.with_installed).
 """
+
+from pathlib import Path
+
+import yaml
 
 # Each import registers that feature's checks.
 import irflow.analyses.saliency
@@ -17,6 +22,20 @@ import irflow.derived.qc.settings
 import irflow.encoding.onnx_export
 import irflow.evaluation.score
 import irflow.retrieval.index  # noqa: F401
-from irflow.core.config import expand_config, load_config, load_schema, validate_config
+from irflow.core import config as core
+from irflow.core.config import expand_config, load_schema
+from irflow.workflow.families import built_in, with_installed
+
+built_in()  # imports every family module: each registers its checks
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
+
+
+def validate_config(config: dict, schema: dict) -> dict:
+    """irflow.core.config.validate_config, with the installed retriever families' fragments."""
+    return core.validate_config(config, with_installed(schema))
+
+
+def load_config(path: str | Path, schema_path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))

@@ -1,0 +1,85 @@
+"""custom: a retriever written outside irflow, run as a first-stage system.
+
+A config names it as ``type: python`` with ``class: my_pkg.module:MyRetriever``, or by the name
+of an ``irflow.retrievers`` entry point (docs/retrievers.md). Its class implements ``Retriever``;
+irflow gives it the dataset's filtered corpus and the queries' texts and writes its hits as any
+retriever's run (``contracts.RUN``: trec_eval's order, top_k, self-matches removed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from irflow.core import contracts
+from irflow.retrieval.retrieve import search_texts
+
+
+class Retriever(Protocol):
+    """What a user's retriever class implements. irflow builds it as ``cls(**settings)`` with
+    the retriever entry's ``settings`` block."""
+
+    def index(self, corpus: pa.Table) -> None:
+        """Take the corpus (``contracts.CORPUS``: doc_id, title, text), once per run."""
+
+    def search(self, queries: list[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query text, in order: (rows of the corpus table, their scores), at most
+        ``depth`` of them, in any order (irflow ranks them as trec_eval does)."""
+
+
+# What a class needs to be run as a Retriever.
+METHODS = ("index", "search")
+
+
+def load_class(reference: str) -> type:
+    """The class ``reference`` names as ``package.module:Class``; ValueError for another form,
+    ImportError or AttributeError when it is not there."""
+    module_name, colon, name = reference.partition(":")
+    if not colon or not module_name or not name:
+        raise ValueError(f"{reference!r} is not of the form package.module:Class")
+    found = importlib.import_module(module_name)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def protocol_problem(retriever_class) -> str | None:
+    """Why ``retriever_class`` is not a Retriever (None when it is)."""
+    if not inspect.isclass(retriever_class):
+        return f"{retriever_class!r} is not a class"
+    missing = [m for m in METHODS if not callable(getattr(retriever_class, m, None))]
+    if missing:
+        return (
+            f"{retriever_class.__module__}.{retriever_class.__qualname__} does not implement "
+            f"irflow's retriever protocol (irflow.retrieval.custom.Retriever): no method "
+            + ", ".join(missing)
+        )
+    return None
+
+
+def custom_search(
+    retriever: Retriever,
+    corpus_path: Path,
+    queries_path: Path,
+    top_k: int,
+    remove_self_matches: bool,
+    latency_queries: int = 0,
+) -> tuple[pd.DataFrame, dict]:
+    """``retriever``'s run of the queries over the corpus, and its timing (as bm25_search's)."""
+    corpus = pq.read_table(corpus_path, columns=contracts.CORPUS.names)
+    started = time.perf_counter()
+    retriever.index(corpus)
+    index_seconds = time.perf_counter() - started
+    doc_ids = corpus.column("doc_id").combine_chunks()
+    run, timing = search_texts(
+        retriever, doc_ids, queries_path, top_k, remove_self_matches, latency_queries
+    )
+    return run, timing | {"index_seconds": index_seconds}

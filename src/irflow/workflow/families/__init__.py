@@ -1,0 +1,126 @@
+"""families: the retriever families, by the ``type`` a retriever entry names.
+
+Each module of this package defines one family (``FAMILY``, an
+irflow.workflow.families.base.RetrieverFamily); installed packages add theirs as
+``irflow.retrievers`` entry points (irflow.workflow.families.python.EntryPoint). The rules, the
+config check, the memory requests and the cost table ask the registry, never a list of types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from importlib.metadata import entry_points
+
+from irflow.core.config import register_check
+from irflow.core.errors import ConfigError
+from irflow.workflow.families.base import RetrieverFamily
+from irflow.workflow.families.python import EntryPoint
+
+ENTRY_POINT_GROUP = "irflow.retrievers"
+
+
+@cache
+def built_in() -> dict[str, RetrieverFamily]:
+    """Every module of this package that defines a FAMILY, by its type."""
+    families = {}
+    for module in pkgutil.iter_modules(__path__):
+        family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
+        if family is not None:
+            families[family.type] = family
+    return families
+
+
+@cache
+def installed() -> dict[str, RetrieverFamily]:
+    """The families installed packages register as irflow.retrievers entry points; a name of
+    a built-in family is refused, so that no package changes what a config means. Read once
+    per process: listing entry points reads every installed package's metadata (40 ms here),
+    and the rules ask for a family per job."""
+    families = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in built_in():
+            raise ConfigError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
+                f"({entry_point.value}) takes the name of a built-in retriever type"
+            )
+        families[entry_point.name] = EntryPoint(entry_point)
+    return families
+
+
+def families() -> dict[str, RetrieverFamily]:
+    return built_in() | installed()
+
+
+def family(retriever_type: str) -> RetrieverFamily:
+    """The family of a retriever type (a validated config names only known ones)."""
+    known = families()
+    if retriever_type not in known:
+        raise ConfigError(
+            f"no retriever family {retriever_type!r}; known: " + ", ".join(sorted(known))
+        )
+    return known[retriever_type]
+
+
+def with_installed(schema: dict) -> dict:
+    """``schema`` with each installed family's fragment among a retriever entry's choices."""
+    plugins = installed()
+    if not plugins:
+        return schema
+    schema = schema | {"$defs": dict(schema["$defs"])}
+    choices = list(schema["properties"]["retrievers"]["additionalProperties"]["oneOf"])
+    for name, plugin in sorted(plugins.items()):
+        schema["$defs"][f"entry_point:{name}"] = plugin.fragment(schema["$defs"]["python"])
+        choices.append({"$ref": f"#/$defs/entry_point:{name}"})
+    retrievers = schema["properties"]["retrievers"]
+    schema["properties"] = schema["properties"] | {
+        "retrievers": retrievers | {"additionalProperties": {"oneOf": choices}}
+    }
+    return schema
+
+
+def systems_by_rule(config: dict) -> dict[str, list[str]]:
+    """The retrievers each search rule runs (an empty list for a rule that runs none)."""
+    by_rule = {f.search_rule: [] for f in built_in().values()}
+    for name, spec in sorted(config["retrievers"].items()):
+        by_rule.setdefault(family(spec["type"]).search_rule, []).append(name)
+    return by_rule
+
+
+def systems_with_step(config: dict, step: str) -> list[str]:
+    """The retrievers whose family has ``step`` (encode, index, search, import)."""
+    return sorted(
+        name for name, spec in config["retrievers"].items() if step in family(spec["type"]).steps
+    )
+
+
+def encoders() -> list[str]:
+    """The results/ folders encode steps write vectors to, of every family."""
+    return sorted({f.encoder for f in families().values() if f.encoder})
+
+
+def models_by_encoder(config: dict) -> dict[str, list[str]]:
+    """Per encoder folder, the models whose vectors it holds."""
+    by_folder = {folder: set() for folder in encoders()}
+    for spec in config["retrievers"].values():
+        found = family(spec["type"])
+        if found.encoder:
+            by_folder[found.encoder].update(found.models(spec))
+    return {folder: sorted(models) for folder, models in by_folder.items()}
+
+
+@register_check
+def retriever_problems(config: dict) -> list[str]:
+    """Each retriever's own checks (its family's ``problems``)."""
+    return [
+        problem
+        for name, spec in config["retrievers"].items()
+        for problem in family(spec["type"]).problems(name, spec, config)
+    ]
+
+
+def by_encoder(folder: str) -> RetrieverFamily:
+    """The family whose encode step writes results/<folder>/."""
+    (found,) = [f for f in families().values() if f.encoder == folder]
+    return found

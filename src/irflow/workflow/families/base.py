@@ -1,0 +1,119 @@
+"""base: what the workflow knows of a retriever family, the protocol each family implements.
+
+A family is the ``type`` of a retriever entry (bm25, dense, ...). Its one module under
+irflow.workflow.families says everything the rules, the config check, the memory requests and
+the cost table need: its schema fragment, its steps and where their outputs go, whether its
+encoding wants a GPU, its search job's memory model and its cost fields. The computation itself
+stays in irflow.retrieval and irflow.encoding; a family calls it.
+"""
+
+from __future__ import annotations
+
+from irflow.core.config import missing_key, torch_problems
+from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.workflow import resources
+
+
+class RetrieverFamily:
+    """One retriever family. Class attributes describe it; methods take the retriever's config
+    entry (``spec``) and the validated config."""
+
+    # The ``type`` a retriever entry names.
+    type: str
+    # Its entry's schema: the name of its fragment in config/config.schema.yaml's $defs, the
+    # one source of config validation and of the reference (docs/configuration.md). (A family
+    # installed as an entry point has none there: irflow.workflow.families.with_installed.)
+    schema_def: str | None = None
+    # Its steps, in order: encode (documents and queries, into results/<encoder>/), index
+    # (a faiss index of the encoded documents, rules/index.smk), search, or import (a run made
+    # outside irflow).
+    steps: tuple[str, ...] = ("search",)
+    encoder: str | None = None
+    # The rule that makes its runs, and the stage its run manifests are filed under.
+    search_rule: str = "retrieve_python"
+    run_stage: str = "retrieve"
+    # Its encode step wants a GPU (the encode rules ask for ``resources: gpu=1``).
+    gpu: bool = False
+
+    def models(self, spec: dict) -> list[str]:
+        """The keys of ``models`` it encodes with."""
+        return [spec["model"]] if "model" in spec else []
+
+    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
+        """What is wrong with retriever ``name`` beyond its schema, each naming its key."""
+        return [
+            missing_key(f"retrievers.{name}.model", model, "models", config["models"])
+            for model in self.models(spec)
+            if model not in config["models"]
+        ]
+
+    def search_settings(self, spec: dict, config: dict) -> dict:
+        """Settings beyond the entry that determine its run (the retrieve job's params)."""
+        return {}
+
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        """The memory its search job asks for (irflow.workflow.resources). By default BM25's
+        model, per MB of corpus text: a retriever run in Python holds the corpus table, its
+        texts as Python strings and its own index of them, as BM25 does."""
+        return resources.bm25_mb(inputs.corpus, attempt)
+
+    def search(self, inputs, settings: dict, threads: int) -> tuple:
+        """The run and timing of one retrieve job (scripts/retrieve.py)."""
+        raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
+
+    def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
+        """Per-query seconds of its first stage, as its search job measured them."""
+        return cost.manifest(self.run_stage, dataset, system)["latency"]
+
+    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
+        """Its index and encoding columns of the cost table (irflow.evaluation.cost)."""
+        retrieve = cost.manifest(self.run_stage, dataset, system)
+        return {"index_build_seconds": retrieve.get("index_seconds"), "device": "cpu"}
+
+
+class EncodedVectors(RetrieverFamily):
+    """A family whose model encodes documents and queries into vectors under
+    results/<encoder>/ (rules/vectors.smk) and whose search job reads them whole: learned
+    sparse and late interaction. The search job builds its index from the encoded file."""
+
+    steps = ("encode", "search")
+    search_rule: str
+    gpu = True
+
+    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
+        """Its encoder runs on torch: a model with an ONNX backend is refused."""
+        key = f"retrievers.{name}.model"
+        return super().problems(name, spec, config) + torch_problems(config, key, spec["model"])
+
+    def load_encoder(self, spec: dict):
+        """The model of the encode jobs (scripts/vectors_encode.py), from its config entry."""
+        raise NotImplementedError
+
+    def encode_facts(self, encoder, texts, side: str, shard: tuple[int, int]) -> dict:
+        """What an encode job's manifest records beyond irflow.encoding.encode_parts' facts."""
+        return {}
+
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        index = settings["retriever"].get("index")
+        return resources.vector_search_mb(inputs.corpus, attempt, index)
+
+    def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
+        """The query's encoding, then its search."""
+        model = cost.config["retrievers"][system]["model"]
+        encode = cost.manifest(self.encoder, dataset, model, "queries")["latency"]
+        return in_sequence(encode, cost.manifest("retrieve", dataset, system)["latency"])
+
+    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
+        # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
+        # token vector (late interaction), built by the retrieve job from the encoded file.
+        retrieve = cost.manifest("retrieve", dataset, system)
+        model = cost.config["retrievers"][system]["model"]
+        corpus = cost.manifest(self.encoder, dataset, model, "corpus")
+        return {
+            "index_bytes": retrieve["index_bytes"],
+            "index_build_seconds": retrieve["index_seconds"],
+            "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
+            "nnz_per_document": retrieve.get("nnz_per_document"),
+            "tokens_per_document": retrieve.get("tokens_per_document"),
+            "device": corpus["device"],
+        } | recall_fields(retrieve.get("recall") or {})

@@ -1,0 +1,87 @@
+"""python: a retriever class written outside irflow (irflow.retrieval.custom.Retriever), named
+by ``class: package.module:Class`` (type python) or installed as an ``irflow.retrievers`` entry
+point (type: the entry point's name). Its runs are made by the generic rule retrieve_python."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from irflow.retrieval.custom import custom_search, load_class, protocol_problem
+from irflow.workflow.families.base import RetrieverFamily
+
+
+class PythonClass(RetrieverFamily):
+    """``type: python``: the class is the entry's ``class``."""
+
+    type = "python"
+    schema_def = "python"
+    # The key of the entry that names the class.
+    class_key = "class"
+
+    def retriever_class(self, spec: dict) -> type:
+        return cached_class(spec["class"])
+
+    def class_reference(self, spec: dict) -> str:
+        return spec["class"]
+
+    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
+        """The class must import and implement the protocol: refused now, not in the job."""
+        key = f"retrievers.{name}.{self.class_key}"
+        where = self.class_reference(spec)
+        try:
+            problem = protocol_problem(self.retriever_class(spec))
+        except (ImportError, AttributeError, ValueError) as error:
+            problem = (
+                f"cannot import {where!r} ({type(error).__name__}: {error}); install its "
+                "package or put its folder on PYTHONPATH"
+            )
+        return [f"config key '{key}': {problem}"] if problem else []
+
+    def search(self, inputs, settings: dict, threads: int) -> tuple:
+        spec = settings["retriever"]
+        retriever = self.retriever_class(spec)(**spec["settings"])
+        return custom_search(
+            retriever,
+            Path(inputs.corpus),
+            Path(inputs.queries),
+            settings["top_k"],
+            settings["remove_self_matches"],
+            settings["latency_queries"],
+        )
+
+
+class EntryPoint(PythonClass):
+    """``type: <name>``: the class an installed package registers as the ``irflow.retrievers``
+    entry point of that name; its entry takes ``settings`` like ``type: python``."""
+
+    class_key = "type"
+
+    def __init__(self, entry_point):
+        self.entry_point = entry_point
+        self.type = entry_point.name
+        self.schema_def = None
+
+    def fragment(self, python: dict) -> dict:
+        """Its entry's schema: ``python``'s (the $defs entry of type python) with this type and
+        without ``class``, which the entry point names."""
+        properties = {k: v for k, v in python["properties"].items() if k != "class"}
+        return python | {
+            "required": ["type"],
+            "properties": properties | {"type": {"const": self.type}},
+        }
+
+    def class_reference(self, spec: dict) -> str:
+        return self.entry_point.value
+
+    def retriever_class(self, spec: dict) -> type:
+        return self.entry_point.load()
+
+
+@cache
+def cached_class(reference: str) -> type:
+    """Imported once per process: the config check and every job's settings name the same."""
+    return load_class(reference)
+
+
+FAMILY = PythonClass()

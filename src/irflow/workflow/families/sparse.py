@@ -1,0 +1,38 @@
+"""sparse: learned sparse retrieval (SPLADE; irflow.retrieval.sparse), searched exactly over
+the documents' vectors in results/sparse/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from irflow.workflow.families.base import EncodedVectors
+
+
+class Sparse(EncodedVectors):
+    type = "sparse"
+    schema_def = "sparse"
+    encoder = "sparse"
+    search_rule = "retrieve_sparse"
+
+    def load_encoder(self, spec: dict):
+        from irflow.retrieval.sparse import SparseModel
+
+        return SparseModel.load(spec)
+
+    def search(self, inputs, settings: dict, threads: int) -> tuple:
+        import torch
+
+        from irflow.retrieval.sparse import sparse_search
+
+        torch.set_num_threads(threads)
+        return sparse_search(
+            Path(inputs.corpus),
+            Path(inputs.queries),
+            settings["top_k"],
+            settings["remove_self_matches"],
+            settings["retriever"]["query_batch_size"],
+            settings["latency_queries"],
+        )
+
+
+FAMILY = Sparse()

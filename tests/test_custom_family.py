@@ -1,0 +1,205 @@
+"""A retriever family of the user's: a class outside irflow named by ``type: python`` or
+installed as an ``irflow.retrievers`` entry point, checked when the config is validated and
+run by the workflow like any retriever (docs/retrievers.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import REPO, write_beir
+
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
+from irflow.retrieval.custom import custom_search
+from irflow.workflow import families
+from irflow.workflow.config import load_schema, validate_config
+
+TESTS = REPO / "tests"
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+OVERLAP = "term_overlap_retriever:TermOverlap"
+CORPUS = [
+    {"_id": "d1", "title": "Cats", "text": "cats purr when content"},
+    {"_id": "d2", "title": "Dogs", "text": "dogs bark at cats"},
+    {"_id": "d3", "title": "Fish", "text": "fish swim in water"},
+    {"_id": "d4", "title": "Birds", "text": "birds sing and fly"},
+]
+QUERIES = [
+    {"_id": "q1", "text": "why do cats purr"},
+    {"_id": "q2", "text": "do dogs bark"},
+    {"_id": "q3", "text": "where do fish swim"},
+    {"_id": "q4", "text": "which birds sing"},
+]
+QRELS = [("q1", "d1", 1), ("q2", "d2", 1), ("q3", "d3", 1), ("q4", "d4", 1)]
+
+
+@pytest.fixture(autouse=True)
+def tests_on_path(monkeypatch):
+    """The retriever's module is importable as a user's would be: its folder on sys.path. The
+    entry points are listed again after the test (each test lists its own)."""
+    monkeypatch.syspath_prepend(str(TESTS))
+    yield
+    families.installed.cache_clear()
+
+
+def validated(retriever: dict) -> dict:
+    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"mine": retriever}}
+    return validate_config(config, SCHEMA)
+
+
+def test_a_python_class_is_a_retriever_with_its_settings():
+    config = validated({"type": "python", "class": OVERLAP, "settings": {"lowercase": False}})
+    assert config["retrievers"]["mine"]["settings"] == {"lowercase": False}
+    assert validated({"type": "python", "class": OVERLAP})["retrievers"]["mine"]["settings"] == {}
+
+
+@pytest.mark.parametrize(
+    "reference, says",
+    [
+        (
+            "no_such_module:Retriever",
+            "config key 'retrievers.mine.class': cannot import 'no_such_module:Retriever' "
+            "(ModuleNotFoundError: No module named 'no_such_module'); install its package or "
+            "put its folder on PYTHONPATH",
+        ),
+        (
+            "term_overlap_retriever:Missing",
+            "config key 'retrievers.mine.class': cannot import 'term_overlap_retriever:Missing' "
+            "(AttributeError:",
+        ),
+        (
+            "term_overlap_retriever:NoSearch",
+            "config key 'retrievers.mine.class': term_overlap_retriever.NoSearch does not "
+            "implement irflow's retriever protocol (irflow.retrieval.custom.Retriever): no "
+            "method search",
+        ),
+        ("term_overlap_retriever:words", "is not a class"),
+    ],
+)
+def test_a_class_that_does_not_import_or_retrieve_is_refused_naming_its_key(reference, says):
+    with pytest.raises(ConfigError) as error:
+        validated({"type": "python", "class": reference})
+    assert says in str(error.value)
+
+
+def test_a_class_reference_without_its_colon_is_refused_by_the_schema():
+    with pytest.raises(ConfigError, match="retrievers.mine.class"):
+        validated({"type": "python", "class": "term_overlap_retriever.TermOverlap"})
+
+
+def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
+    """Installed packages' irflow.retrievers entry points, as importlib.metadata lists them."""
+    monkeypatch.setattr(
+        families, "entry_points", lambda group: [p for p in points if p.group == group]
+    )
+    families.installed.cache_clear()
+
+
+def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
+    fake_entry_points(monkeypatch, EntryPoint("overlap", OVERLAP, "irflow.retrievers"))
+    config = validated({"type": "overlap", "settings": {"lowercase": False}})
+    family = families.family("overlap")
+    assert family.search_rule == families.family("python").search_rule
+    retriever = family.retriever_class(config["retrievers"]["mine"])
+    assert retriever.__name__ == "TermOverlap"
+    with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
+        validated({"type": "overlap", "class": OVERLAP})
+
+
+def test_an_entry_point_that_does_not_load_or_takes_a_built_in_name_is_refused(monkeypatch):
+    fake_entry_points(monkeypatch, EntryPoint("broken", "no_such_module:X", "irflow.retrievers"))
+    with pytest.raises(ConfigError) as error:
+        validated({"type": "broken"})
+    assert "config key 'retrievers.mine.type': cannot import 'no_such_module:X'" in str(error.value)
+    fake_entry_points(monkeypatch, EntryPoint("bm25", OVERLAP, "irflow.retrievers"))
+    with pytest.raises(ConfigError, match="entry point 'bm25' .* built-in retriever type"):
+        validated({"type": "bm25"})
+
+
+def test_without_the_entry_point_its_type_is_refused_with_the_types_allowed(monkeypatch):
+    fake_entry_points(monkeypatch)
+    with pytest.raises(ConfigError, match="'overlap' is not allowed; allowed values: 'bm25'"):
+        validated({"type": "overlap"})
+
+
+def test_every_family_has_its_fragment_among_a_retrievers_choices():
+    """The schema and the registry name the same families: the schema's retriever choices
+    are the built-in families' fragments, each fixing its type."""
+    choices = SCHEMA["properties"]["retrievers"]["additionalProperties"]["oneOf"]
+    assert [c["$ref"].rsplit("/", 1)[-1] for c in choices] == sorted(
+        (f.schema_def for f in families.built_in().values()),
+        key=[c["$ref"].rsplit("/", 1)[-1] for c in choices].index,
+    )
+    for family in families.built_in().values():
+        assert SCHEMA["$defs"][family.schema_def]["properties"]["type"] == {"const": family.type}
+
+
+def test_a_custom_retriever_gives_the_run_contract(tmp_path):
+    """Ranked as trec_eval ranks, cut to top_k, its own id removed, timed as BM25 is."""
+    corpus = pa.table(
+        {
+            "doc_id": [d["_id"] for d in CORPUS] + ["q2"],
+            "title": [d["title"] for d in CORPUS] + [""],
+            "text": [d["text"] for d in CORPUS] + ["dogs bark"],
+        }
+    )
+    queries = pa.table({"query_id": ["q1", "q2"], "text": ["cats", "dogs bark"]})
+    pq.write_table(corpus, tmp_path / "corpus.parquet")
+    pq.write_table(queries, tmp_path / "queries.parquet")
+    from term_overlap_retriever import TermOverlap
+
+    run, timing = custom_search(
+        TermOverlap(), tmp_path / "corpus.parquet", tmp_path / "queries.parquet", 1, True, 2
+    )
+    assert list(run.columns) == contracts.RUN.names
+    pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)  # the contract's types
+    # q1: d1 and d2 both hold "cats" (score 1); the tie goes to the larger doc id, as in trec_eval.
+    assert run[["query_id", "doc_id", "score", "rank"]].values.tolist() == [
+        ["q1", "d2", 1.0, 1],
+        ["q2", "d2", 2.0, 1],
+    ]
+    assert timing["self_matches_removed"] == 1 and set(timing["latency"]) == {"q1", "q2"}
+    assert timing["index_seconds"] >= 0
+
+
+def test_a_python_retriever_runs_through_scores_significance_database_and_report(
+    tmp_path, monkeypatch
+):
+    """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
+    data = write_beir(tmp_path / "tiny", CORPUS, QUERIES, QRELS)
+    config = {
+        "offline": True,
+        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
+        "significance": {"baseline": "bm25"},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    environment = os.environ | {"PYTHONPATH": str(TESTS)}
+    result = subprocess.run(
+        [*command, "--cores", "1", *targets], capture_output=True, text=True, env=environment
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = tmp_path / "results"
+    summary = pd.read_parquet(results / "summary.parquet")
+    ndcg = summary.query("metric == 'ndcg_cut_10'").set_index("system")["value"]
+    assert ndcg["overlap"] == pytest.approx(1.0)  # each query's own document shares most words
+    significance = pd.read_parquet(results / "significance.parquet")
+    pairs = {frozenset(pair) for pair in zip(significance["system_a"], significance["system_b"])}
+    assert pairs == {frozenset({"bm25", "overlap"})}
+    monkeypatch.chdir(tmp_path)  # the database's views read results/ from where it is opened
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
+        kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
+        runs = db.sql("select count(*) from runs where system = 'overlap'").fetchall()[0][0]
+    assert kinds == {"bm25": "bm25", "overlap": "python"} and runs > 0
+    assert "overlap" in (results / "results.md").read_text()
