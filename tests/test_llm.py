@@ -20,8 +20,9 @@ import pytest
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
 
 from irflow.core.errors import ConfigError
+from irflow.core.redaction import public_url
 from irflow.derived.llm.client import LLMClient, LLMError, answer_settings
-from irflow.derived.llm.messages import Request, cache_key, parse_json, public_url
+from irflow.derived.llm.messages import Request, cache_key, parse_json
 
 TESTS = Path(__file__).resolve().parent
 
@@ -226,6 +227,7 @@ def test_a_model_is_required():
         "max_tokens": 1024,
         "json_mode": False,
         "reasks": 2,
+        "max_document_tokens": 2048,
     }
 
 

@@ -11,6 +11,7 @@ tests and the benchmarks validate here.
 import irflow.analyses.saliency
 import irflow.derived.expand
 import irflow.derived.generate.dataset
+import irflow.derived.llm.client
 import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export

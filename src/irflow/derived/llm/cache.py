@@ -25,12 +25,15 @@ COMPACT_AT = 32
 class AnswerCache:
     """Chat completions by cache key, in a folder of Parquet files; thread-safe.
 
-    Each answer is written at once as a part file of its own; ``merge`` turns this process's
-    parts into one file, and opening a folder of more than ``COMPACT_AT`` files compacts them.
+    Only the rows of ``model`` are loaded (None: every row): a folder shared by many models
+    costs a job the memory of its own model's answers. Each answer is written at once as a
+    part file of its own; ``merge`` turns this process's parts into one file, and opening a
+    folder of more than ``COMPACT_AT`` files compacts them (every model's rows).
     """
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, model: str | None = None):
         self.folder = Path(folder)
+        self.model = model
         self.folder.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
         # Between processes: no file is merged away while another process loads or merges.
@@ -41,13 +44,16 @@ class AnswerCache:
         with self.shared:
             files = self._load()
             if len(files) > COMPACT_AT:
-                self._replace(files, list(self.records.values()))
+                self._compact(files)
 
     def _load(self) -> list[Path]:
+        """Read this model's rows of every readable file; the files read."""
+        # Parquet skips a row group whose statistics rule the model out, unread.
+        rows = None if self.model is None else [("model", "=", self.model)]
         loaded = []
         for path in sorted(self.folder.glob("*.parquet")):
             try:
-                table = pq.read_table(path)
+                table = pq.read_table(path, filters=rows)
             except (pa.ArrowInvalid, OSError) as error:
                 log.warning("skipping unreadable cache file %s: %s", path, error)
                 continue
@@ -55,6 +61,11 @@ class AnswerCache:
                 self.records[row["key"]] = row
             loaded.append(path)
         return loaded
+
+    def _compact(self, files: list[Path]) -> None:
+        """Fold ``files`` into one, every model's rows (read here, not kept)."""
+        tables = [pq.read_table(path) for path in files]
+        self._replace(files, pa.concat_tables(tables).to_pylist())
 
     def __len__(self) -> int:
         return len(self.records)
