@@ -5,6 +5,7 @@ cache entries and cuts long documents. Against the fake server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pyarrow.parquet as pq
@@ -67,9 +68,9 @@ def test_hostile_answers_are_dropped_counted_and_never_replayed_as_a_crash(tmp_p
         assert sum(pq.read_table(p).num_rows for p in tmp_path.glob("*.parquet")) == 2
         fake.reset_counts()
         with client(fake, tmp_path, reasks=0) as llm:
-            again = llm.complete([ask("huge"), ask("brackets"), ask("fine")])
-        assert [a.error for a in again] == ["oversized", "malformed_json", None]
-        assert fake.requests == 1  # only the uncached one
+            again = llm.complete([ask("brackets"), ask("fine")])
+        assert [a.error for a in again] == ["malformed_json", None]
+        assert fake.requests == 0
 
 
 def test_a_40_kb_error_body_is_recorded_short_and_at_once(tmp_path):
@@ -85,9 +86,14 @@ def test_a_40_kb_error_body_is_recorded_short_and_at_once(tmp_path):
 # --- item 2: the API key, the model -----------------------------------------------------------
 
 
+@functools.cache
+def schema() -> dict:
+    return load_schema("config/config.schema.yaml")
+
+
 def config_with(llm: dict) -> dict:
     base = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
-    return validate_config(base | {"llm": llm}, load_schema("config/config.schema.yaml"))
+    return validate_config(base | {"llm": llm}, schema())
 
 
 def test_a_key_needs_an_explicit_base_url_and_https_to_another_machine():
@@ -115,6 +121,7 @@ def test_a_key_is_not_sent_over_plain_http_to_another_host(fake_llm, tmp_path, m
     with LLMClient({"model": "m"}, tmp_path, progress=False) as llm:
         with pytest.raises(ConfigError, match="'llm.base_url'.*no default"):
             llm.complete([ask("anywhere")])
+        assert llm.summary()["base_url"] is None
 
 
 def test_answers_of_another_model_are_dropped_and_not_cached(tmp_path):
@@ -149,20 +156,23 @@ def test_max_requests_stops_before_asking_more_and_keeps_the_answers(fake_llm, t
     assert all(a.ok for a in answers) and fake_llm.requests == 2
 
 
-def test_a_job_loads_only_its_models_cache_entries(fake_llm, tmp_path, monkeypatch):
+def test_a_job_reads_only_the_cache_entries_of_its_model_and_requests(
+    fake_llm, tmp_path, monkeypatch
+):
     import irflow.derived.llm.cache
 
     with client(fake_llm, tmp_path, model="model-a") as llm:
         llm.complete([ask("x"), ask("y")])
     with client(fake_llm, tmp_path, model="model-b") as llm:
-        assert len(llm.cache) == 0
+        assert len(llm.cache) == 0  # nothing is read at opening
         llm.complete([ask("x")])
-        assert {r["model"] for r in llm.cache.records.values()} == {"model-b"}
-    # Compacting on opening keeps the other models' entries on disk.
+        # Only the answer it got: model-a's answer to the same prompt was not read.
+        assert [r["model"] for r in llm.cache.records.values()] == ["model-b"]
+    fake_llm.reset_counts()
     monkeypatch.setattr(irflow.derived.llm.cache, "COMPACT_AT", 1)
-    with client(fake_llm, tmp_path, model="model-b") as llm:
-        assert len(llm.cache) == 1
+    with client(fake_llm, tmp_path, model="model-a") as llm:  # compacts every model's rows
+        [answer] = llm.complete([ask("y")])
+        assert answer.cached and list(llm.cache.records) == [answer.key]  # not "x"'s
+    assert fake_llm.requests == 0
     [single] = tmp_path.glob("*.parquet")
     assert pq.read_table(single).num_rows == 3
-    with client(fake_llm, tmp_path, model="model-a") as llm:
-        assert len(llm.cache) == 2

@@ -66,6 +66,7 @@ class DryRun:
         """Each request's cached answer, else its stand-in answer (``stand_ins``, the parsed
         JSON), counted under ``step`` as cached or as asked."""
         tally = self.steps.setdefault(step, Counter())
+        client.preload(requests)
         answers, seen = [], {}
         for request, data in zip(requests, stand_ins):
             identity = client.identity(request)

@@ -37,7 +37,8 @@ Decisions:
 - Cost: ``max_requests`` stops a job before it sends more requests than that (re-asks
   included; cached answers are free), with its answers so far cached; documents put into a
   prompt pass ``document``, which cuts them to ``max_document_tokens`` (counted as characters
-  / 4) and counts them (``documents_cut``); the cache loads only the rows of this model.
+  / 4) and counts them (``documents_cut``); a job reads from the cache only the answers its
+  requests may use (their keys, of its model), not the whole folder.
 - Loud failures. A 401, 403 or 404 means a wrong key, model or address: every other request
   would fail alike, so the first one stops the run (``LLMError``, with the endpoint's words).
   ``check_dropped`` fails a stage whose share of dropped answers passes
@@ -288,9 +289,23 @@ class LLMClient:
     def _base_seed(self, request: Request) -> int | None:
         return self.settings["seed"] if request.seed is None else request.seed
 
+    @staticmethod
+    def _seed(base_seed: int | None, offset: int) -> int | None:
+        return base_seed + offset if base_seed is not None else (offset or None)
+
+    def preload(self, requests: Sequence[Request]) -> None:
+        """Read from the cache folder every answer ``requests`` may use: each one's first ask
+        and its re-asks (the next seeds); only these are read."""
+        keys = []
+        for request in requests:
+            base_seed = self._base_seed(request)
+            for offset in range(int(self.settings["reasks"]) + 1):
+                keys.append(cache_key(self.payload(request, self._seed(base_seed, offset))))
+        self.cache.load(keys)
+
     def cached_record(self, request: Request) -> dict | None:
         """The cached completion of the request's first ask, or None; sends nothing (for dry
-        runs that estimate what a run would ask)."""
+        runs that estimate what a run would ask; ``preload`` the requests first)."""
         return self.cache.get(cache_key(self.payload(request, self._base_seed(request))))
 
     def _ask(self, payload: dict) -> tuple[dict | None, str | None, str | None]:
@@ -389,7 +404,7 @@ class LLMClient:
                 answer = Answer(error="interrupted", detail="the run was stopped")
                 break
             asks += 1
-            seed = base_seed + offset if base_seed is not None else (offset or None)
+            seed = self._seed(base_seed, offset)
             payload = self.payload(request, seed)
             key = cache_key(payload)
             record = self.cache.get(key)
@@ -442,6 +457,7 @@ class LLMClient:
             groups.setdefault(self.identity(request), []).append(i)
         positions = list(groups.values())
         self._count(self.stats, "duplicates", len(requests) - len(positions))
+        self.preload([requests[group[0]] for group in positions])
         answers: list[Answer | None] = [None] * len(requests)
         bar = tqdm(
             total=len(requests),
@@ -512,7 +528,7 @@ class LLMClient:
         return {
             "model": self.settings["model"],
             "client": f"openai {self._openai.__version__}",
-            "base_url": public_url(self.settings["base_url"]),
+            "base_url": self.settings["base_url"] and public_url(self.settings["base_url"]),
             "temperature": self.settings["temperature"],
             "seed": self.settings["seed"],
             "max_tokens": self.settings["max_tokens"],
@@ -534,7 +550,7 @@ class LLMClient:
             "completion_tokens": self.stats["completion_tokens"],
             "requested_prompt_tokens": self.stats["requested_prompt_tokens"],
             "requested_completion_tokens": self.stats["requested_completion_tokens"],
-            "cache_entries": len(self.cache),
+            "cache_entries_loaded": len(self.cache),
         }
 
     def close(self) -> None:
