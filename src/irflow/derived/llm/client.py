@@ -345,16 +345,16 @@ class LLMClient:
         if not choices or getattr(choices[0], "message", None) is None:
             detail = self._redact(f"no choices in the response: {completion!r:.120}")
             return None, "malformed_response", detail
+        usage = getattr(completion, "usage", None)
+        if usage is not None:  # paid for, whether the answer is kept or refused
+            self._count(self.stats, "requested_prompt_tokens", usage.prompt_tokens or 0)
+            self._count(self.stats, "requested_completion_tokens", usage.completion_tokens or 0)
         content, reported = choices[0].message.content, getattr(completion, "model", None)
         if content is not None and len(content) > MAX_ANSWER_CHARS:
             return None, "oversized", oversized(content)
         if not same_model(payload["model"], reported):
             detail = f"the endpoint answered with model {reported!r}, not {payload['model']!r}"
             return None, "wrong_model", self._redact(detail)
-        usage = getattr(completion, "usage", None)
-        if usage is not None:
-            self._count(self.stats, "requested_prompt_tokens", usage.prompt_tokens or 0)
-            self._count(self.stats, "requested_completion_tokens", usage.completion_tokens or 0)
         return (
             {
                 "key": cache_key(payload),
