@@ -25,3 +25,23 @@ rule expand:
         settings=expand_settings,
     script:
         "../scripts/expand.py"
+
+
+# expand_estimate: a dry run of an llm expansion (one request per document) that says what it
+# would ask of the model (requests and tokens, what the answer cache holds) and asks nothing;
+# not part of `all`, and it reads the cache, which is no input: force it (-f) to estimate again.
+rule expand_estimate:
+    input:
+        corpus=lambda wc: f"results/datasets/{EXPANDED[wc.dataset]}/corpus.parquet",
+    output:
+        "results/llm_estimate/{dataset}.json",
+    log:
+        "results/logs/expand_estimate/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(name for name, spec in config["expand"].items() if "llm" in spec),
+    conda:
+        "../envs/models.yaml"
+    params:
+        spec=lambda wc: config["expand"][wc.dataset]["llm"],
+    script:
+        "../scripts/expand_estimate.py"

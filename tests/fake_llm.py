@@ -17,7 +17,9 @@ Once a prompt's list is used up it is answered normally. Behaviours:
 - ``401``, ``403``, ``404``: a refused key, a forbidden model, an unknown model, every time;
 - ``hold``: the answer only once the test calls ``release()`` (a request held in flight).
 
-Error answers carry ``error_message`` (a provider's words, which may quote secrets).
+Error answers carry ``error_message`` (a provider's words, which may quote secrets). The
+response's ``model`` is the requested one, or ``reported_model`` when set (a server serving
+another model).
 
 The server listens on 127.0.0.1 only and never contacts anything. Other test modules get the
 ``fake_llm`` fixture with ``from fake_llm import fake_llm_fixture``.
@@ -78,6 +80,7 @@ class FakeLLM:
         error_delay_ms: int = 20,
         slow_seconds: float = 3.0,
         error_message: str = "internal error",
+        reported_model: str | None = None,
     ):
         self.responder = responder
         self.script = {marker: list(steps) for marker, steps in (script or {}).items()}
@@ -89,6 +92,7 @@ class FakeLLM:
         self.error_delay_ms = error_delay_ms
         self.slow_seconds = slow_seconds
         self.error_message = error_message
+        self.reported_model = reported_model
         self.released = threading.Event()
         self.lock = threading.Lock()
         self.bodies: list[dict] = []
@@ -135,7 +139,7 @@ class FakeLLM:
             "id": f"chatcmpl-fake-{len(self.bodies)}",
             "object": "chat.completion",
             "created": 0,
-            "model": body.get("model", "fake"),
+            "model": self.reported_model or body.get("model", "fake"),
             "choices": [
                 {
                     "index": 0,

@@ -19,7 +19,12 @@ from fake_llm import fake_llm_fixture, last_user_message  # noqa: F401 (the fixt
 from test_sparse import TEXTS
 from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
-from irflow.derived.expand import LLMQueryWriter, QueryGenerator, expand_corpus
+from irflow.derived.expand import (
+    LLMQueryWriter,
+    QueryGenerator,
+    estimate_expansion,
+    expand_corpus,
+)
 from irflow.derived.llm.client import LLMClient, LLMError
 from irflow.retrieval.rerank import CrossEncoderScorer
 from irflow.workflow.config import load_schema, validate_config
@@ -360,6 +365,32 @@ def test_llm_writer_refuses_an_unknown_placeholder(fake_llm, tmp_path):
     with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
         with pytest.raises(ConfigError, match="'expand.x.llm.user'"):
             LLMQueryWriter(client, LLM_SPEC | {"user": "$doc"}, "x")
+
+
+def test_documents_sent_to_the_llm_are_cut_to_max_document_tokens(fake_llm, tmp_path):
+    fake_llm.responder = words_responder
+    settings = llm_settings(fake_llm, max_document_tokens=5)  # 5 x 4 = 20 characters
+    with LLMClient(settings, tmp_path, progress=False) as client:
+        expand_corpus(corpus(), LLMQueryWriter(client, LLM_SPEC))
+        summary = client.summary()
+    sent = {last_user_message(body).split('"""')[1].strip() for body in fake_llm.bodies}
+    assert {"stock markets fell", "the mat is red, and", "a cat sat on the mat"} <= sent
+    assert max(len(text) for text in sent) <= 20
+    assert summary["documents_cut"] == 4 and summary["max_document_tokens"] == 5
+
+
+def test_llm_expansion_has_a_dry_run_estimate_that_sends_nothing(fake_llm, tmp_path):
+    fake_llm.responder = lambda body: json.dumps({"queries": ["q one", "q two"]})
+    with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
+        writer = LLMQueryWriter(client, LLM_SPEC)
+        before = estimate_expansion(corpus(), writer)
+        assert fake_llm.requests == 0
+        expand_corpus(corpus(), writer)
+        after = estimate_expansion(corpus(), writer)
+    assert (before["requests"], before["cached"]) == (len(TEXTS), 0)
+    assert before["max_requests"] == 3 * len(TEXTS)  # each document asked up to 1 + 2 reasks
+    assert before["prompt_tokens"] > 0 and before["completion_tokens"] > 0
+    assert (after["requests"], after["cached"]) == (0, len(TEXTS))
 
 
 def test_beir_table2_config_is_beirs_setup():

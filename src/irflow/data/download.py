@@ -33,7 +33,7 @@ from irflow.core.config import register_check
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.core.fingerprint import file_md5
 from irflow.core.offline import env_offline
-from irflow.core.redact import public_url
+from irflow.core.redaction import public_url
 from irflow.data.download_cache import (
     cached_file_name,
     digest,

@@ -7,7 +7,7 @@
   not write (no marker) is never deleted.
 - A downloaded file's name holds a digest of its URL, so that two URLs whose paths end
   alike (``uc?id=...``, ``.../data.zip?download=1``) never share a file, nor a ``.part``.
-Keys and records hold digests and public URLs (irflow.core.redact), never a URL's secrets.
+Keys and records hold digests and public URLs (irflow.core.redaction), never a URL's secrets.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A ``.part`` file has a record beside it (``<name>.part.json``): a digest of the 
 from and the validator (strong ETag, else Last-Modified) of the file it is a prefix of. It is
 resumed only from the same URL, with ``If-Range`` carrying that validator, so a file changed
 on the server since, or a partial file of another host (a mirror), is fetched again from its
-first byte. What is logged or raised names the public URL (irflow.core.redact), never its
+first byte. What is logged or raised names the public URL (irflow.core.redaction), never its
 userinfo or query string.
 """
 
@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
-from irflow.core.redact import PublicUrls, public_url, public_urls_in
+from irflow.core.redaction import PublicUrls, public_url, public_urls_in
 from irflow.data.download_cache import digest
 
 log = logging.getLogger("irflow.data.download")

@@ -47,6 +47,7 @@ from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, missing_key, register_check
 from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import file_md5, value_md5
+from irflow.derived.generate.estimate import DryRun, characters_over_four
 from irflow.derived.llm.client import LLMClient
 from irflow.derived.llm.messages import Request
 from irflow.derived.llm.prompts import fence
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 PART_TYPE = pa.list_(pa.string())  # a part's "queries" column: each document's queries
 # In the corpus checksum and the parts' key: corpora sampled under another seeding differ.
 SAMPLING = "seed and first row per batch"
+# The dry-run estimate's stand-in query, in words (MS MARCO's queries average about six).
+TYPICAL_QUERY_WORDS = 6
 
 
 @dataclass
@@ -185,22 +188,52 @@ class LLMQueryWriter:
                 ) from None
 
     def messages(self, text: str) -> list[dict]:
-        values = {"document": fence(text), "queries": self.spec["queries"]}
+        values = {"document": fence(self.client.document(text)), "queries": self.spec["queries"]}
         return [
             {"role": role, "content": string.Template(self.spec[role]).substitute(values)}
             for role in ("system", "user")
             if self.spec[role]
         ]
 
+    def requests(self, texts: list[str]) -> list[Request]:
+        """One request per text: what ``generate_all`` sends and ``estimate_expansion`` counts."""
+        check = functools.partial(queries_problem, self.spec["queries"])  # identical ones merge
+        return [Request(self.messages(text), check=check) for text in texts]
+
     def generate_all(self, texts: list[str]) -> list[list[str]]:
         """Every text's first ``queries`` queries; none for a dropped request."""
         n = self.spec["queries"]
-        check = functools.partial(queries_problem, n)  # one object: identical requests merge
-        answers = self.client.complete(
-            [Request(self.messages(text), check=check) for text in texts], desc="expand"
-        )
+        answers = self.client.complete(self.requests(texts), desc="expand")
         self.client.check_dropped()
         return [usable_queries(answer.data)[:n] if answer.ok else [] for answer in answers]
+
+
+def estimate_expansion(corpus: pd.DataFrame, writer: LLMQueryWriter) -> dict:
+    """What expanding ``corpus`` with the llm ``writer`` would ask of the model, without
+    asking: generate's dry run (``irflow.derived.generate.estimate``) over one request per
+    document, a stand-in answer of ``queries`` queries of ``TYPICAL_QUERY_WORDS`` words each;
+    tokens counted as characters / 4; ``max_requests`` counts every re-ask."""
+    texts = contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist())
+    dry_run = DryRun(characters_over_four)
+    stand_in = {"queries": [dry_run.words(TYPICAL_QUERY_WORDS)] * writer.spec["queries"]}
+    requests = writer.requests(texts)
+    dry_run.count(writer.client, "expand", requests, [stand_in] * len(texts))
+    tally = dry_run.steps["expand"]
+    settings = writer.client.settings
+    most = tally["requests"] * (1 + int(settings["reasks"]))
+    return {
+        "model": settings["model"],
+        "documents": len(texts),
+        "requests": tally["requests"],
+        "prompt_tokens": tally["prompt_tokens"],
+        "completion_tokens": tally["completion_tokens"],
+        "cached": tally["cached"],
+        "max_requests": most,
+        "max_completion_tokens": most * int(settings["max_tokens"]),
+        "documents_cut": len(writer.client.cut_documents),
+        "assumed_words": {"query": TYPICAL_QUERY_WORDS},
+        "counted_with": "characters / 4",
+    }
 
 
 def score_queries(scorer, texts: list[str], generated: list[list[str]]) -> list[np.ndarray]:

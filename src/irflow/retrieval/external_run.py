@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from irflow.core.errors import DownloadError, InputError
 from irflow.core.fingerprint import file_md5
-from irflow.core.redact import public_url
+from irflow.core.redaction import public_url
 from irflow.data.download_cache import cached_file_name
 from irflow.data.fetch import fetch_url
 from irflow.retrieval.runs import short_queries, trec_order
@@ -117,7 +117,7 @@ def locate_run(
 
 def recorded_settings(settings: dict) -> dict:
     """The external_run settings as the log, manifest and run's lineage record them: a URL
-    without its userinfo and query string, which can hold a token (irflow.core.redact)."""
+    without its userinfo and query string, which can hold a token (irflow.core.redaction)."""
     location = settings["location"]
     return settings | {"location": public_url(location) if is_url(location) else location}
 

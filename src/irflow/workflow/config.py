@@ -17,6 +17,7 @@ import irflow.analyses.saliency
 import irflow.data.download
 import irflow.derived.expand
 import irflow.derived.generate.dataset
+import irflow.derived.llm.client
 import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import value_md5
-from irflow.core.redact import public_urls_of
+from irflow.core.redaction import public_urls_of
 
 RECORD = Path("results/experiment.json")
 
@@ -50,7 +50,7 @@ def check_experiment(current: dict, record: Path = RECORD) -> None:
 
 def write_record(current: dict, config: dict, record: Path = RECORD) -> None:
     """``RECORD``: the experiment and the validated config itself, its URLs without userinfo
-    or query string (irflow.core.redact)."""
+    or query string (irflow.core.redaction)."""
     record.parent.mkdir(parents=True, exist_ok=True)
     recorded = current | {"config": public_urls_of(config)}
     text = json.dumps(recorded, indent=2, sort_keys=True, default=str)

@@ -23,6 +23,11 @@ from irflow.derived.llm.messages import Answer, Request
 TYPICAL_WORDS = {"character": 8, "scenario": 30, "title": 8, "explanation": 20}
 
 
+def characters_over_four(text: str) -> int:
+    """A text's tokens as OpenAI's rule of thumb for English counts them: characters / 4."""
+    return -(-len(text) // 4)
+
+
 # The counts of a dry run, per step.
 ESTIMATE_KEYS = (
     "requests",
@@ -61,6 +66,7 @@ class DryRun:
         """Each request's cached answer, else its stand-in answer (``stand_ins``, the parsed
         JSON), counted under ``step`` as cached or as asked."""
         tally = self.steps.setdefault(step, Counter())
+        client.preload(requests)
         answers, seen = [], {}
         for request, data in zip(requests, stand_ins):
             identity = client.identity(request)
@@ -127,7 +133,7 @@ def estimate(
     text's tokens (default: its characters / 4, OpenAI's rule of thumb for English).
     ``quality_control`` adds the judge of each QC'd copy of the dataset, by name, over the
     queries of the splits it checks (see ``estimate_judge`` for its settings)."""
-    counter = count_tokens or (lambda text: -(-len(text) // 4))
+    counter = count_tokens or characters_over_four
     _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
     dry_run = DryRun(counter, typical)
     made = Generator(prompts, client, spec, dry_run).run(items)

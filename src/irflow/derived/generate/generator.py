@@ -121,6 +121,7 @@ class Generator:
                 values |= count
             elif isinstance(count, str):
                 values["count"] = getattr(item, count)
+            values["document"] = self.client.document(values["document"])
             counts.append(values.get("count"))
             requests.append(Request(self.prompts.messages(step, values), check=check))
         if self.dry_run is not None:

@@ -25,6 +25,20 @@ Decisions:
   request, unless an earlier one was dropped for an HTTP failure. The API key is never stored: the
   config names the environment variable that holds it, read only when a request must be sent,
   so a fully cached run needs no key.
+- Checked before it is cached: an answer longer than ``MAX_ANSWER_CHARS`` (``oversized``) or
+  from another model than the one asked for (``wrong_model``; a dated snapshot of it, as OpenAI
+  answers ``gpt-4o`` with ``gpt-4o-2024-08-06``, is the same model) is dropped unread and not
+  cached. Whatever else an answer holds, judging it cannot raise: JSON nested too deeply is
+  ``malformed_json``, so a cached bad answer replays as the same drop, never as a crash.
+- Where the key may go: no default ``base_url``; with ``api_key_env`` set, a ``base_url`` is
+  needed and plain ``http://`` only to this machine (127.0.0.0/8, ::1, localhost), checked
+  with the config and again before the first request. A redirect elsewhere loses the key
+  (httpx drops ``Authorization`` when a redirect leaves the origin).
+- Cost: ``max_requests`` stops a job before it sends more requests than that (re-asks
+  included; cached answers are free), with its answers so far cached; documents put into a
+  prompt pass ``document``, which cuts them to ``max_document_tokens`` (counted as characters
+  / 4) and counts them (``documents_cut``); a job reads from the cache only the answers its
+  requests may use (their keys, of its model), not the whole folder.
 - Loud failures. A 401, 403 or 404 means a wrong key, model or address: every other request
   would fail alike, so the first one stops the run (``LLMError``, with the endpoint's words).
   ``check_dropped`` fails a stage whose share of dropped answers passes
@@ -33,7 +47,9 @@ Decisions:
   ``max_retry_after_s`` makes the client wait that long instead (a subclass of ``openai.OpenAI``
   that changes only that cap, so the retry loop stays openai's).
 - What is recorded (manifests, ``dropped`` tables) never holds a secret: URLs lose their
-  userinfo and query string, and key-like strings in provider errors are masked.
+  userinfo and query string, and key-like strings in provider errors are masked
+  (``irflow.core.redaction.redact``, in time linear in the text, on its first 10,000
+  characters).
 - Identical requests in one batch are asked once. Requests run on daemon threads, so Ctrl-C (or
   a fatal error) returns at once instead of waiting for every request in flight; what finished
   is on disk already.
@@ -53,6 +69,7 @@ Decisions:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -67,24 +84,32 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from irflow.core.errors import ConfigError, UserError
+from irflow.core.redaction import public_url, redact
 from irflow.derived.llm.cache import AnswerCache
-from irflow.derived.llm.messages import (
-    Answer,
-    Request,
-    cache_key,
-    canonical_json,
-    parse_json,
-    public_url,
-    redact,
+from irflow.derived.llm.endpoint import (
+    api_key,
+    key_endpoint_problem,
+    patient_client_class,
+    same_model,
 )
+from irflow.derived.llm.messages import Answer, Request, cache_key, canonical_json, parse_json
 
 log = logging.getLogger(__name__)
 
 
 # Settings that change an answer: they are part of every request's cache key.
-ANSWER_SETTINGS = ("model", "temperature", "seed", "max_tokens", "json_mode", "reasks")
+ANSWER_SETTINGS = (
+    "model",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "json_mode",
+    "reasks",
+    "max_document_tokens",
+)
+# No default endpoint: a key must never go to whatever happens to listen on a default port.
 DEFAULTS = {
-    "base_url": "http://127.0.0.1:8000/v1",
+    "base_url": None,
     "model": None,
     "api_key_env": None,
     "temperature": 0.7,
@@ -97,8 +122,16 @@ DEFAULTS = {
     "max_retries": 5,
     "max_retry_after_s": 900.0,
     "max_dropped_share": 0.02,
+    "max_requests": None,
+    "max_document_tokens": 2048,
     "cache_dir": "results/llm-cache",
 }
+# An answer longer than this is refused unread (``oversized``): no honest answer within
+# max_tokens comes near it, and parsing or storing a hostile one would cost minutes and memory.
+MAX_ANSWER_CHARS = 1_000_000
+# Tokens of a document, counted without the served model's tokenizer: characters / 4, OpenAI's
+# rule of thumb for English (as the dry-run estimate counts).
+CHARS_PER_TOKEN = 4
 # Answers that say the key, the model or the address is wrong: every request would fail alike.
 FATAL_STATUSES = {
     401: "the API key was refused",
@@ -142,52 +175,6 @@ def answer_settings(llm: dict) -> dict:
     return {key: settings[key] for key in ANSWER_SETTINGS}
 
 
-def api_key(env_name: str | None) -> str:
-    if env_name is None:
-        return "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
-    value = os.environ.get(env_name)
-    if not value:
-        raise ConfigError(
-            f"config key 'llm.api_key_env': the environment variable {env_name!r} is not set "
-            "(it must hold the API key)"
-        )
-    return value
-
-
-def patient_client_class(openai, ceiling: float):
-    """``openai.OpenAI`` whose retries also wait out a ``Retry-After`` above openai's own cap
-    (two minutes; above it the stock client gives up at once), up to ``ceiling`` seconds. Only
-    that cap changes: which answers are retried, how often and the backoff stay openai's."""
-    import openai._base_client as base  # the cap, read when used
-
-    class PatientOpenAI(openai.OpenAI):
-        def _long_wait(self, headers) -> float | None:
-            wait = self._parse_retry_after_header(headers)
-            if wait is not None and base.MAX_RETRY_AFTER_DELAY < wait <= ceiling:
-                return wait
-            return None
-
-        def _should_retry(self, response) -> bool:
-            if self._long_wait(response.headers) is None:
-                return super()._should_retry(response)
-            # The status decides, as for any wait openai accepts.
-            headers = response.headers.copy()
-            for name in ("retry-after", "retry-after-ms"):
-                headers.pop(name, None)
-            return super()._should_retry(type(response)(response.status_code, headers=headers))
-
-        def _calculate_retry_timeout(self, remaining_retries, options, response_headers=None):
-            wait = self._long_wait(response_headers)
-            if wait is None:
-                return super()._calculate_retry_timeout(
-                    remaining_retries, options, response_headers
-                )
-            log.warning("the endpoint asks to wait %.0f s (Retry-After): waiting", wait)
-            return wait
-
-    return PatientOpenAI
-
-
 class LLMClient:
     """Asks an OpenAI-compatible endpoint, through the cache.
 
@@ -208,13 +195,14 @@ class LLMClient:
             if logging.getLogger(name).level == logging.NOTSET:
                 logging.getLogger(name).setLevel(logging.WARNING)
         self.settings = settings_from_config(llm)
-        self.cache = AnswerCache(cache_dir or self.settings["cache_dir"])
+        self.cache = AnswerCache(cache_dir or self.settings["cache_dir"], self.settings["model"])
         self.progress = progress
         self.stats: Counter = Counter()
         self.failures: Counter = Counter()  # dropped requests by reason
         self.problems: Counter = Counter()  # every failed answer by reason, re-asked or not
         self.answered: Counter = Counter()  # requests by step
         self.dropped_by_step: Counter = Counter()  # dropped requests by (step, reason)
+        self.cut_documents: set[str] = set()  # digests of the documents cut to the budget
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._openai = openai
@@ -237,6 +225,14 @@ class LLMClient:
             if self._client is None:
                 openai = self._openai
                 hooks = {"request": [self._count_attempt]}
+                if not self.settings["base_url"]:
+                    raise ConfigError(
+                        "config key 'llm.base_url': needed to send a request (irflow has no "
+                        "default endpoint)"
+                    )
+                problem = key_endpoint_problem(self.settings)
+                if problem:
+                    raise ConfigError(problem)
                 key = api_key(self.settings["api_key_env"])
                 self._secrets = (key,) if self.settings["api_key_env"] else ()
                 patient = patient_client_class(openai, float(self.settings["max_retry_after_s"]))
@@ -260,6 +256,19 @@ class LLMClient:
     def _redact(self, text: str) -> str:
         return _short(redact(str(text), self._secrets))
 
+    def document(self, text: str) -> str:
+        """``text`` cut to ``max_document_tokens`` (counted as characters / 4), at a space where
+        there is one; every document put into a prompt passes here, and the distinct documents
+        cut are counted (``documents_cut``)."""
+        budget = self.settings["max_document_tokens"]
+        if budget is None or len(text) <= budget * CHARS_PER_TOKEN:
+            return text
+        limit = budget * CHARS_PER_TOKEN
+        head = text[: limit + 1].rsplit(maxsplit=1)
+        with self._lock:
+            self.cut_documents.add(hashlib.sha256(text.encode()).hexdigest())
+        return head[0] if len(head) == 2 else text[:limit]
+
     # --- one request ----------------------------------------------------------------------
 
     def payload(self, request: Request, seed: int | None) -> dict:
@@ -280,9 +289,23 @@ class LLMClient:
     def _base_seed(self, request: Request) -> int | None:
         return self.settings["seed"] if request.seed is None else request.seed
 
+    @staticmethod
+    def _seed(base_seed: int | None, offset: int) -> int | None:
+        return base_seed + offset if base_seed is not None else (offset or None)
+
+    def preload(self, requests: Sequence[Request]) -> None:
+        """Read from the cache folder every answer ``requests`` may use: each one's first ask
+        and its re-asks (the next seeds); only these are read."""
+        keys = []
+        for request in requests:
+            base_seed = self._base_seed(request)
+            for offset in range(int(self.settings["reasks"]) + 1):
+                keys.append(cache_key(self.payload(request, self._seed(base_seed, offset))))
+        self.cache.load(keys)
+
     def cached_record(self, request: Request) -> dict | None:
         """The cached completion of the request's first ask, or None; sends nothing (for dry
-        runs that estimate what a run would ask)."""
+        runs that estimate what a run would ask; ``preload`` the requests first)."""
         return self.cache.get(cache_key(self.payload(request, self._base_seed(request))))
 
     def _ask(self, payload: dict) -> tuple[dict | None, str | None, str | None]:
@@ -291,7 +314,17 @@ class LLMClient:
         openai = self._openai
         body = {k: v for k, v in payload.items() if v is not None}
         client = self.client  # a missing API key stops the run here, not as a failed answer
-        self._count(self.stats, "requests")
+        with self._lock:  # checked and counted at once, so concurrent asks cannot overshoot
+            limit = self.settings["max_requests"]
+            if limit is not None and self.stats["requests"] >= limit:
+                raise LLMError(
+                    f"llm.max_requests ({limit}) reached: {self.stats['requests']} requests were "
+                    f"sent to {payload['model']!r} in this job, and more are needed; stopped "
+                    "before sending more. The answers so far are cached: raise or unset "
+                    "llm.max_requests (the dry-run estimate says how many a job needs) and run "
+                    "again, which asks only what is missing"
+                )
+            self.stats["requests"] += 1
         try:
             completion = client.chat.completions.create(**body)
         except openai.APITimeoutError as error:
@@ -313,17 +346,23 @@ class LLMClient:
             detail = self._redact(f"no choices in the response: {completion!r:.120}")
             return None, "malformed_response", detail
         usage = getattr(completion, "usage", None)
-        if usage is not None:
+        if usage is not None:  # paid for, whether the answer is kept or refused
             self._count(self.stats, "requested_prompt_tokens", usage.prompt_tokens or 0)
             self._count(self.stats, "requested_completion_tokens", usage.completion_tokens or 0)
+        content, reported = choices[0].message.content, getattr(completion, "model", None)
+        if content is not None and len(content) > MAX_ANSWER_CHARS:
+            return None, "oversized", oversized(content)
+        if not same_model(payload["model"], reported):
+            detail = f"the endpoint answered with model {reported!r}, not {payload['model']!r}"
+            return None, "wrong_model", self._redact(detail)
         return (
             {
                 "key": cache_key(payload),
                 "model": payload["model"],
                 "request": canonical_json(payload),
-                "content": choices[0].message.content,
+                "content": content,
                 "finish_reason": choices[0].finish_reason,
-                "response_model": getattr(completion, "model", None),
+                "response_model": reported,
                 "prompt_tokens": getattr(usage, "prompt_tokens", None),
                 "completion_tokens": getattr(usage, "completion_tokens", None),
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -337,7 +376,9 @@ class LLMClient:
         """An answer from a cached completion; ``error`` set when its content is unusable."""
         text = record["content"]
         answer = Answer(text=text, finish_reason=record["finish_reason"], key=record["key"])
-        if record["finish_reason"] == "length":
+        if text is not None and len(text) > MAX_ANSWER_CHARS:  # cached before irflow refused them
+            answer.error, answer.detail = "oversized", oversized(text)
+        elif record["finish_reason"] == "length":
             answer.error, answer.detail = "truncated", "the answer reached max_tokens"
         elif not text or not text.strip():
             answer.error, answer.detail = "empty", "the answer is empty"
@@ -363,7 +404,7 @@ class LLMClient:
                 answer = Answer(error="interrupted", detail="the run was stopped")
                 break
             asks += 1
-            seed = base_seed + offset if base_seed is not None else (offset or None)
+            seed = self._seed(base_seed, offset)
             payload = self.payload(request, seed)
             key = cache_key(payload)
             record = self.cache.get(key)
@@ -371,9 +412,11 @@ class LLMClient:
                 cached = False
                 record, reason, detail = self._ask(payload)
                 if record is None:
-                    # An HTTP failure that outlived the openai client's retries ends here; a
-                    # body that is no chat completion was lost in transit: the same request is
-                    # asked again, so that its answer is cached under this key.
+                    # An HTTP failure that outlived the openai client's retries ends here, and
+                    # so does an answer refused unread (oversized, another model's): none is
+                    # cached, so a later run asks again. A body that is no chat completion was
+                    # lost in transit: the same request is asked again, so that its answer is
+                    # cached under this key.
                     self._count(self.problems, reason)
                     answer = Answer(error=reason, detail=detail, key=key)
                     if reason != "malformed_response":
@@ -414,6 +457,7 @@ class LLMClient:
             groups.setdefault(self.identity(request), []).append(i)
         positions = list(groups.values())
         self._count(self.stats, "duplicates", len(requests) - len(positions))
+        self.preload([requests[group[0]] for group in positions])
         answers: list[Answer | None] = [None] * len(requests)
         bar = tqdm(
             total=len(requests),
@@ -484,10 +528,13 @@ class LLMClient:
         return {
             "model": self.settings["model"],
             "client": f"openai {self._openai.__version__}",
-            "base_url": public_url(self.settings["base_url"]),
+            "base_url": self.settings["base_url"] and public_url(self.settings["base_url"]),
             "temperature": self.settings["temperature"],
             "seed": self.settings["seed"],
             "max_tokens": self.settings["max_tokens"],
+            "max_requests": self.settings["max_requests"],
+            "max_document_tokens": self.settings["max_document_tokens"],
+            "documents_cut": len(self.cut_documents),
             "requests": self.stats["requests"],
             "http_attempts": self.stats["http_attempts"],
             "cache_hits": self.stats["cache_hits"],
@@ -503,7 +550,7 @@ class LLMClient:
             "completion_tokens": self.stats["completion_tokens"],
             "requested_prompt_tokens": self.stats["requested_prompt_tokens"],
             "requested_completion_tokens": self.stats["requested_completion_tokens"],
-            "cache_entries": len(self.cache),
+            "cache_entries_loaded": len(self.cache),
         }
 
     def close(self) -> None:
@@ -515,6 +562,12 @@ class LLMClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def oversized(content: str) -> str:
+    return (
+        f"the answer has {len(content)} characters, more than {MAX_ANSWER_CHARS} (refused unread)"
+    )
 
 
 def _short(text: str, limit: int = 200) -> str:

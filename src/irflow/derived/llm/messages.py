@@ -1,5 +1,5 @@
-"""messages: a chat ``Request`` and its ``Answer``, the cache key of a request, the JSON in a
-model's answer, and secrets kept out of what is recorded."""
+"""messages: a chat ``Request`` and its ``Answer``, the cache key of a request, and the JSON in a
+model's answer (secrets are kept out of what is recorded by irflow.core.redaction)."""
 
 from __future__ import annotations
 
@@ -9,41 +9,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-# --- secrets out of what is recorded ----------------------------------------------------------
-
-URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-KEY_LIKE = re.compile(
-    r"(?i)(?:\bbearer\s+|\b(?:api[_-]?key|access[_-]?token|token|secret|password)"
-    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&]+"
-    r"|\b(?:sk|pk|rk|hf|gsk|xai|key)[-_][A-Za-z0-9_-]{8,}"
-    r"|\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{32,}"
-)
-MASK = "***"
-
-
-def public_url(url: str) -> str:
-    """``url`` without userinfo, query string and fragment (where keys hide)."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with URLs made public, ``secrets`` and key-like strings masked."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, MASK)
-    text = URL.sub(lambda m: public_url(m.group(0)), text)
-    return KEY_LIKE.sub(lambda m: _mask(m.group(0)), text)
-
-
-def _mask(found: str) -> str:
-    """Keep a ``name=`` or ``Bearer`` prefix, so the text still says what was there."""
-    head = re.match(r"(?i)(bearer\s+|[^=:]*[=:]\s*[\"']?)", found)
-    return (head.group(0) if head and head.end() < len(found) else "") + MASK
-
 
 # --- requests and answers ---------------------------------------------------------------------
 
@@ -93,28 +58,48 @@ def canonical_json(payload: dict) -> str:
     return json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-# A reasoning model's thoughts come first; they may hold braces of their own.
-THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# The lazy body meets the closing fence first; no quantifier before it, so no backtracking.
+FENCE = re.compile(r"```(?:json|JSON)?(.*?)```", re.DOTALL)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def without_thinking(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` blocks (a reasoning model's thoughts come
+    first and may hold braces of their own); an unclosed ``<think>`` stays. One pass: a
+    regular expression would rescan the rest of the text at every unclosed ``<think>``."""
+    lower, kept, position = text.lower(), [], 0
+    while (start := lower.find(THINK_OPEN, position)) >= 0:
+        end = lower.find(THINK_CLOSE, start + len(THINK_OPEN))
+        if end < 0:
+            break
+        kept.append(text[position:start])
+        position = end + len(THINK_CLOSE)
+    kept.append(text[position:])
+    return "".join(kept)
 
 
 def parse_json(text: str) -> Any:
     """The JSON value in a model's answer, after any ``<think>...</think>`` block: the whole
     text, else the content of a ```json fence, else the first value that starts at a ``{`` (or,
     failing that, a ``[``) and parses, ignoring what follows it (a second object, prose).
-    Raises ValueError when none parses."""
-    text = THINKING.sub("", text).strip()
-    for candidate in [text, *FENCE.findall(text)]:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    decoder = json.JSONDecoder()
-    for opener in "{[":
-        start = text.find(opener)
-        while start >= 0:
+    Raises ValueError when none parses, or at once when a value is nested deeper than Python's
+    recursion limit lets ``json`` decode (``[`` * 100000 would otherwise be tried at every
+    bracket)."""
+    text = without_thinking(text).strip()
+    try:
+        for candidate in [text, *FENCE.findall(text)]:
             try:
-                return decoder.raw_decode(text, start)[0]
+                return json.loads(candidate)
             except ValueError:
-                start = text.find(opener, start + 1)
+                continue
+        decoder = json.JSONDecoder()
+        for opener in "{[":
+            start = text.find(opener)
+            while start >= 0:
+                try:
+                    return decoder.raw_decode(text, start)[0]
+                except ValueError:
+                    start = text.find(opener, start + 1)
+    except RecursionError:
+        raise ValueError("the answer's JSON is nested too deeply to decode") from None
     raise ValueError(f"no JSON value in the answer: {text[:80]!r}")

@@ -148,7 +148,11 @@ class Judge:
 
         check = _judgement_check(self.prompts)
         return [
-            Request(self.prompts.messages(q, d), temperature=self.temperature, check=check)
+            Request(
+                self.prompts.messages(q, self.client.document(d)),
+                temperature=self.temperature,
+                check=check,
+            )
             for q, d in pairs
         ]
 
