@@ -66,13 +66,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from irflow.core.atomic import atomic_path
 
 
 def document_text(title: str | None, text: str) -> str:
@@ -335,37 +336,26 @@ def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = No
     The file appears under its final name only once complete, so a killed job never
     leaves a truncated Parquet that a later stage could mistake for a result.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if schema is not None:
         metadata = table.schema.metadata
         table = table.select(schema.names).cast(schema)
         if metadata:
             table = table.replace_schema_metadata(metadata)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def write_rows(rows: Iterable[dict], schema: pa.Schema, path: str | Path, batch_rows: int) -> int:
     """Stream rows into a Parquet file in batches of ``batch_rows``, atomically as
     ``write_table``; returns the number of rows."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     count = 0
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            rows = iter(rows)
-            while batch := list(itertools.islice(rows, batch_rows)):
-                writer.write_table(pa.Table.from_pylist(batch, schema))
-                count += len(batch)
-            if count == 0:
-                writer.write_table(schema.empty_table())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        rows = iter(rows)
+        while batch := list(itertools.islice(rows, batch_rows)):
+            writer.write_table(pa.Table.from_pylist(batch, schema))
+            count += len(batch)
+        if count == 0:
+            writer.write_table(schema.empty_table())
     return count
 
 

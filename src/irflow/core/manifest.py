@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from irflow.core import atomic
+
 PACKAGES = (
     "irflow",
     "snakemake",
@@ -70,7 +72,5 @@ class Manifest:
             "python": platform.python_version(),
             "packages": package_versions(),
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-        tmp.replace(self.path)
+        text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
+        atomic.write_text(self.path, text)

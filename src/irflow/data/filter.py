@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
-import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -30,6 +29,7 @@ import pyarrow.parquet as pq
 from datasketch import LeanMinHash
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.data.dedup import NearDuplicateFinder
 from irflow.data.quality import Document, build_checks, check_order, failed_checks
@@ -222,15 +222,12 @@ def filter_corpus(
                 action = record(row["position"], row["doc_id"], row["judged"], [failure])
                 keep[row["position"]] = action == "flag"
 
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
     offset = 0
-    with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
+    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
         for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
             mask = pa.array(keep[offset : offset + batch.num_rows], pa.bool_())
             writer.write_batch(batch.filter(mask))
             offset += batch.num_rows
-    tmp.replace(out_path)
 
     audit.sort(key=lambda item: item[0])  # corpus order; near-duplicates were decided last
     rows = [row for _, row in audit]
@@ -311,23 +308,20 @@ def run_filter_as_base(
     corpus than its base and BM25 + docT5query would not be comparable to BM25. The audit and
     clusters are the base's: its decisions, which the filter summary then counts alike."""
     kept = pq.read_table(base_corpus, columns=["doc_id"]).column("doc_id").combine_chunks()
-    out_corpus.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_corpus.with_name(f".{out_corpus.name}.tmp")
     documents_out = 0
-    with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
-        for batch in contracts.stream_batches(corpus, BATCH_ROWS):
-            batch = batch.filter(pc.is_in(batch.column("doc_id"), value_set=kept))
-            writer.write_batch(batch)
-            documents_out += batch.num_rows
+    with atomic_path(out_corpus) as tmp:
+        with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
+            for batch in contracts.stream_batches(corpus, BATCH_ROWS):
+                batch = batch.filter(pc.is_in(batch.column("doc_id"), value_set=kept))
+                writer.write_batch(batch)
+                documents_out += batch.num_rows
+        if documents_out != len(kept):
+            raise InputError(
+                corpus,
+                f"{len(kept) - documents_out} of the {len(kept)} documents kept in "
+                f"{base_corpus} are missing from this expanded copy; expand it again from its base",
+            )
     documents_in = pq.ParquetFile(corpus).metadata.num_rows
-    if documents_out != len(kept):
-        tmp.unlink()
-        raise InputError(
-            corpus,
-            f"{len(kept) - documents_out} of the {len(kept)} documents kept in {base_corpus} "
-            "are missing from this expanded copy; expand it again from its base",
-        )
-    tmp.replace(out_corpus)
     copy_tables([base_audit], [out_audit])
     audit = pq.read_table(out_audit).to_pylist()
     clusters = contracts.CLUSTERS.empty_table()
@@ -352,10 +346,8 @@ def copy_tables(sources: list[Path], targets: list[Path]) -> None:
     hard link that would date the base dataset's files too, so the base would be filtered and
     everything after it recomputed on the next run."""
     for source, target in zip(sources, targets):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(source, tmp)
 
 
 def summarize_filters(datasets: dict[str, dict[str, Path]]) -> pa.Table:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 from irflow.derived.qc.judge import Judge, Judgement
 from irflow.derived.qc.votes import RANK_PREFIX, vote_table
 from irflow.evaluation.score import score_run
@@ -149,16 +150,13 @@ def proposed_qrels(candidates: pd.DataFrame) -> pd.DataFrame:
 
 def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> None:
     """TREC qrels (``qid 0 docid rel``), written atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         handle.writelines(
             f"{query_id} 0 {doc_id} {int(relevance)}\n"
             for query_id, doc_id, relevance in qrels[
                 ["query_id", "doc_id", "relevance"]
             ].itertuples(index=False)
         )
-    tmp.replace(path)
 
 
 def review_table(

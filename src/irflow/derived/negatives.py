@@ -58,7 +58,6 @@ makes a positive an in-batch negative of its own query unless the batches avoid 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,6 +67,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
 from irflow.data.dedup import jaccard, shingles
@@ -371,12 +371,9 @@ def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
 
 
 def write_jsonl(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def split_qrels(source: dict, split: str, queries: pa.Table) -> pa.Table:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -47,7 +46,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from irflow.core import contracts
+from irflow.core import atomic, contracts
+from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
 from irflow.core.timing import time_each
@@ -190,13 +190,7 @@ def prepare_parts(parts: Path, key: str) -> None:
         shutil.rmtree(parts)
     parts.mkdir(parents=True, exist_ok=True)
     # Atomically: a key torn by a kill would make every later resume fail to read it.
-    tmp = key_file.with_name(f".{key_file.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(key))
-        os.replace(tmp, key_file)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic.write_text(key_file, json.dumps(key))
 
 
 def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
@@ -522,7 +516,6 @@ def concatenate(
     totals are in their manifests). An id that occurs twice is refused:
     the vectors are looked up by id.
     """
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
     schema = pq.read_schema(part_paths[0]).remove_metadata()
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
@@ -530,25 +523,25 @@ def concatenate(
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
     start = 0
-    with pq.ParquetWriter(tmp, schema) as writer:
-        for part in part_paths:
-            for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
-                writer.write_batch(same_text.apply(batch, start) if same_text else batch)
-                start += batch.num_rows
-    with _spilling_duckdb(out_path.parent) as (db, _):
-        repeated, example = db.execute(
-            "SELECT count(*), arg_min(id, first) FROM (SELECT id, min(file_row_number) AS first "
-            "FROM read_parquet($path, file_row_number = true) GROUP BY id HAVING count(*) > 1)",
-            {"path": str(tmp)},
-        ).fetchone()
-    if repeated:
-        tmp.unlink()
-        raise InputError(
-            input_path,
-            f"{repeated} id(s) occur more than once, e.g. {example!r}; "
-            "embeddings are looked up by id",
-        )
-    tmp.replace(out_path)
+    with atomic_path(out_path) as tmp:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for part in part_paths:
+                for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
+                    writer.write_batch(same_text.apply(batch, start) if same_text else batch)
+                    start += batch.num_rows
+        with _spilling_duckdb(out_path.parent) as (db, _):
+            repeated, example = db.execute(
+                "SELECT count(*), arg_min(id, first) FROM (SELECT id, min(file_row_number) AS "
+                "first FROM read_parquet($path, file_row_number = true) GROUP BY id "
+                "HAVING count(*) > 1)",
+                {"path": str(tmp)},
+            ).fetchone()
+        if repeated:
+            raise InputError(
+                input_path,
+                f"{repeated} id(s) occur more than once, e.g. {example!r}; "
+                "embeddings are looked up by id",
+            )
     return encode_seconds, reused_rows
 
 

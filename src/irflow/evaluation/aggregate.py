@@ -7,7 +7,6 @@ the database from there (``duckdb results/irflow.duckdb``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import duckdb
@@ -15,6 +14,7 @@ import pandas as pd
 from pytrec_eval import compute_aggregated_measure
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 
 
 def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
@@ -125,16 +125,9 @@ def build_database(db_path: Path, files: dict[str, list], experiment: dict | Non
     ``experiment`` table: the config files and fingerprint of the results
     (irflow.workflow.experiment)."""
     # Named by the process: another build of the same results (a rerun beside a run still
-    # going) must not delete or open this one's. A file of this name is a killed build's whose
-    # process id came round again.
-    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
+    # going) must not delete or open this one's.
+    with atomic_path(db_path) as tmp:
         _build(tmp, files, experiment)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, db_path)
 
 
 def _build(path: Path, files: dict[str, list], experiment: dict | None) -> None:

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import InputError
 
@@ -316,10 +317,8 @@ def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
     started = time.perf_counter()
     index, facts = build_index(embeddings_path, spec)
     build_seconds = time.perf_counter() - started
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    faiss.write_index(index, str(tmp))
-    tmp.replace(out_path)
+    with atomic_path(out_path) as tmp:
+        faiss.write_index(index, str(tmp))
     ivf = ivf_part(index)
     return {
         "index": spec,

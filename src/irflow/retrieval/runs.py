@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from irflow.core import contracts
+from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -224,8 +225,7 @@ def write_trec(run: pa.Table, path: Path, tag: str) -> None:
         ],
         names=["query_id", "q0", "doc_id", "rank", "score", "tag"],
     )
-    tmp = path.with_name(f".{path.name}.tmp")
-    csv.write_csv(
-        lines, tmp, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
-    )
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        csv.write_csv(
+            lines, tmp, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+        )
