@@ -29,12 +29,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 from irflow.core import contracts
 from irflow.data.quality import Document
+
+# datasketch is imported where it is used: it imports scipy.integrate (0.8 s), and every
+# Snakemake dry run imports this module through the config checks.
+if TYPE_CHECKING:
+    from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 # The probability with which LSH proposes a pair at exactly the threshold.
 RECALL = 0.99
@@ -104,6 +109,8 @@ class NearDuplicateFinder:
     _pairs: dict[tuple[int, int], float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        from datasketch import MinHashLSH
+
         self.bands = lsh_bands(self.threshold, self.permutations)
         self._lsh = MinHashLSH(num_perm=self.permutations, params=self.bands)
 
@@ -111,11 +118,15 @@ class NearDuplicateFinder:
     def _empty(self) -> MinHash:
         """A MinHash of nothing, whose permutations every signature reuses: datasketch draws
         them anew for every MinHash it creates."""
+        from datasketch import MinHash
+
         return MinHash(num_perm=self.permutations, seed=self.seed)
 
     def signature(self, doc: Document) -> LeanMinHash | None:
         """The MinHash of the document's shingles; None for an empty document, which is no
         one's near-duplicate (the empty rule handles it)."""
+        from datasketch import LeanMinHash, MinHash
+
         grams = shingles(doc, self.shingle_words)
         if not grams:
             return None
