@@ -43,7 +43,11 @@ rule retrieve_dense:
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         mem_mb=lambda wc, input, attempt: memory.dense_search_mb(
-            input.index, input.queries, retrieval_settings(wc)["index"], attempt
+            input.index,
+            input.queries,
+            retrieval_settings(wc)["index"],
+            attempt,
+            documents=input.corpus,
         ),
     params:
         settings=retrieval_settings,
