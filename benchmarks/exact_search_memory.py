@@ -2,7 +2,7 @@
 searched in row shards (``indexes.<name>.shard_rows``), with the raw faiss call as the time
 reference, on random unit vectors written as the embeddings Parquet contract.
 
-Each step runs in its own process, which reports its own peak (``ru_maxrss``):
+Each step runs in its own process, which reports its own peak (``VmHWM``):
 - raw: ``faiss.read_index`` and one ``IndexFlatIP.search`` of every query (the reference time);
 - flat build / flat search: the workflow's index job and retrieve job with a flat index;
 - sharded build / sharded search: the same jobs with ``shard_rows``.
@@ -33,7 +33,7 @@ from irflow.core import contracts
 from irflow.workflow import resources
 
 STEP = """
-import json, resource, sys, time, faiss
+import json, sys, time, faiss
 from pathlib import Path
 spec, work, step, top_k, threads = json.loads(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], \
     int(sys.argv[4]), int(sys.argv[5])
@@ -56,7 +56,10 @@ else:
                           False, batch_size=1024, latency_queries=0)
     write_frame(run, work / f"{step.split()[0]}.run.parquet")
 seconds = time.perf_counter() - started
-print(json.dumps([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, seconds]))
+# VmHWM: this process's own peak; ru_maxrss would start from the parent's RSS (it is kept
+# across the fork and exec that start this process).
+peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if "VmHWM" in line)
+print(json.dumps([peak_kib / 1024, seconds]))
 """
 STEPS = ("raw", "flat build", "flat search", "sharded build", "sharded search")
 

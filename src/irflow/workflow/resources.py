@@ -87,7 +87,10 @@ IVFPQ_INDEX_BASE_MIB, IVFPQ_INDEX_PER_VECTOR_MIB = 920, 0.3
 SEARCH_BASE_MIB, SEARCH_PER_INDEX_MIB, SEARCH_PER_MAPPED_INDEX_MIB = 450, 1.1, 1.0
 # A flat index searched in shards (irflow.retrieval.exact_search) holds one shard's buffer and a
 # read batch's copies (as an index build does), and per document its id (Arrow strings, their
-# dictionary codes and trec_eval byte-order ranks): PLACEHOLDER.
+# dictionary codes and trec_eval byte-order ranks, counted at 64 bytes, an MS MARCO id's 7
+# characters several times over). Measured 1,135 / 1,132 MiB at 1 M / 2 M x 384 in 262,144-row
+# shards, 1,000 queries (benchmarks/exact_search_memory.py); 1,357 / 1,418 modelled. The flat
+# search of the same held 1,886 MiB at 1 M.
 SHARD_COPIES, SEARCH_ID_BYTES_PER_ROW = 1.0, 64
 # score holds the run and the qrels: 246 MiB for a 266 k-row run, 440 MiB for a 1 M-row one.
 SCORE_BASE_MIB, SCORE_MIB_PER_RUN_ROW = 176, 277 / MIB
