@@ -13,6 +13,7 @@ import pytest
 from conftest import index_spec
 
 from irflow.core import contracts
+from irflow.core.errors import ConfigError
 from irflow.workflow import resources
 from irflow.workflow.resources import MIB
 
@@ -107,18 +108,26 @@ def test_dense_search_holds_the_index_or_its_pages(tmp_path):
     queries_mib = 100 * 384 * 4 / MIB
     in_memory = resources.SEARCH_BASE_MIB + resources.SEARCH_PER_INDEX_MIB * 2000 + queries_mib
     flat = index_spec(type="flat")
-    assert resources.dense_search_mb(index, queries, flat) == expected(in_memory)
+    assert resources.dense_search_mb(index, queries, flat, documents=queries) == expected(in_memory)
     assert expected(in_memory) > 3000
     # Memory-mapped: not copied, but every page read is page cache charged to the job.
     mapped = resources.SEARCH_BASE_MIB + 2000 + queries_mib
     mmap = index_spec(type="flat", mmap=True)
-    assert resources.dense_search_mb(index, queries, mmap) == expected(mapped) > 3000
+    assert (
+        resources.dense_search_mb(index, queries, mmap, documents=queries)
+        == expected(mapped)
+        > 3000
+    )
     # An approximate index's exact search of its recall sample reads the vectors in batches.
     batches = resources.INDEX_MIB_PER_BATCH_MIB * 65536 * 384 * 4 / MIB
     ivf = index_spec(type="ivf", mmap=True)
-    assert resources.dense_search_mb(index, queries, ivf) == expected(mapped + batches)
+    assert resources.dense_search_mb(index, queries, ivf, documents=queries) == expected(
+        mapped + batches
+    )
     unmeasured = index_spec(type="ivf", mmap=True, recall_queries=0)
-    assert resources.dense_search_mb(index, queries, unmeasured) == expected(mapped)
+    assert resources.dense_search_mb(index, queries, unmeasured, documents=queries) == expected(
+        mapped
+    )
 
 
 def test_embed_gather_grows_with_the_dimension_not_the_rows(tmp_path, monkeypatch):
@@ -194,3 +203,41 @@ def test_an_external_run_asks_for_top_k_per_judged_query_not_the_run_file(tmp_pa
     )
     assert resources.external_run_mb(corpus, queries, top_k=1000) == expected(peak)
     assert resources.external_run_mb(corpus, queries, top_k=10) == resources.MIN_MB
+
+
+def test_a_sharded_flat_search_asks_for_a_shard_not_the_corpus(monkeypatch):
+    # (rows, dim) as the embeddings' metadata would give them: MS MARCO's 8,841,823 passages.
+    monkeypatch.setattr(resources, "vector_shape", lambda shape: shape)
+    sharded = index_spec(type="flat", shard_rows=1 << 20)
+    queries = (6980, 384)
+    msmarco = resources.dense_search_mb(None, queries, sharded, documents=(8_841_823, 384))
+    million = resources.dense_search_mb(None, queries, sharded, documents=(1_000_000, 384))
+    assert msmarco <= 8192 and msmarco - million < 1000  # the doc ids grow, the vectors don't
+    assert resources.index_mb((8_841_823, 384), sharded) == resources.MIN_MB  # no vectors
+    smaller = resources.dense_search_mb(
+        None, queries, sharded | {"shard_rows": 1 << 18}, documents=(8_841_823, 384)
+    )
+    assert msmarco - smaller == pytest.approx(
+        resources.HEADROOM * resources.SHARD_COPIES * ((1 << 20) - (1 << 18)) * 384 * 4 / MIB,
+        abs=1,
+    )
+
+
+def test_a_flat_index_beyond_the_memory_cap_is_refused_with_the_arithmetic(tmp_path, monkeypatch):
+    monkeypatch.setattr(resources, "vector_shape", lambda shape: shape)
+    monkeypatch.setenv(resources.CAP_VARIABLE, "8000")
+    flat = index_spec(type="flat")
+    with pytest.raises(ConfigError, match=r"8,841,823 x 384 x 4 bytes = 12,952 MiB") as refused:
+        resources.index_mb((8_841_823, 384), flat)
+    assert "IRFLOW_MAX_MEM_MB" in str(refused.value) and "shard_rows" in str(refused.value)
+    index = tmp_path / "flat.faiss"
+    with index.open("wb") as file:
+        file.truncate(12_951 * MIB)  # sparse: its size, not its bytes, is what counts
+    with pytest.raises(ConfigError, match=r"more than the 8,000 MiB"):
+        resources.dense_search_mb(index, (6980, 384), flat, documents=(8_841_823, 384))
+    # What fits is asked for, up to the cap; without a cap nothing is refused.
+    assert resources.index_mb((1_000_000, 384), flat) == expected(
+        resources.index_peak_mib(1_000_000, 384, flat)
+    )
+    monkeypatch.delenv(resources.CAP_VARIABLE)
+    assert resources.index_mb((8_841_823, 384), flat) > 8000

@@ -19,8 +19,12 @@ than k vectors, and HNSW returns at most efSearch. ``Searcher`` searches HNSW wi
 efSearch >= k, and a query that came back short is searched again with twice the probes
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
-How far an approximate run is from the exact one is measured, not assumed: ``ExactSearcher``
-streams the embeddings file for a sample of queries, and ``irflow.retrieval.recall.calibrate``
+A flat index with ``shard_rows`` holds no vectors: it is searched from the embeddings file a
+shard at a time (``irflow.retrieval.exact_search``), so no job holds every vector.
+
+How far an approximate run is from the exact one is measured, not assumed: exact search
+(``irflow.retrieval.exact_search.ExactSearcher``) over the embeddings file for a sample of
+queries, and ``irflow.retrieval.recall.calibrate``
 doubles ``nprobe`` or ``efSearch`` (``Searcher.raised``) until the sample's recall reaches
 ``target_recall`` (irflow.retrieval.retrieve).
 """
@@ -156,7 +160,10 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         )
     dim = pq.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
-    facts = {}
+    if spec["type"] == "flat" and spec["shard_rows"]:
+        # Searched from the embeddings a shard at a time (irflow.retrieval.exact_search).
+        return index, {"documents": rows, "searched_in_shards_of": spec["shard_rows"]}
+    facts = {"documents": rows}
     if spec["type"] in IVF_TYPES:
         wanted = spec["nlist"] or 4 * math.isqrt(rows)
         nlist = ivf_part(index).nlist
@@ -176,7 +183,7 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         per_list = math.ceil(len(sample) / nlist)
         clustering.max_points_per_centroid = max(clustering.max_points_per_centroid, per_list)
         index.train(sample)
-        facts = {"lists_wanted": wanted, "train_rows": len(sample)}
+        facts |= {"lists_wanted": wanted, "train_rows": len(sample)}
     reserve_storage(index, rows)
     for matrix in vector_batches(embeddings_path):
         index.add(matrix)
@@ -286,33 +293,6 @@ class Searcher:
         return {}
 
 
-@dataclass
-class ExactSearcher:
-    """Exact inner-product search over an embeddings file read one batch at a time (faiss'
-    ``knn`` per batch, merged in a ``ResultHeap``), with ``Searcher``'s interface: the
-    reference an approximate index's recall is measured against, without a second copy of
-    the vectors in memory."""
-
-    embeddings_path: Path
-
-    def __post_init__(self):
-        self.size = pq.ParquetFile(self.embeddings_path).metadata.num_rows
-
-    def can_widen(self, k: int, widen: int) -> bool:
-        return False
-
-    def search(self, queries: np.ndarray, k: int, widen: int = 0):
-        heap = faiss.ResultHeap(len(queries), k, keep_max=True)
-        first = 0
-        for matrix in vector_batches(self.embeddings_path):
-            found = min(k, len(matrix))
-            scores, rows = faiss.knn(queries, matrix, found, faiss.METRIC_INNER_PRODUCT)
-            heap.add_result(scores, rows + first)
-            first += len(matrix)
-        heap.finalize()
-        return heap.D, heap.I
-
-
 def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
     started = time.perf_counter()
     index, facts = build_index(embeddings_path, spec)
@@ -322,7 +302,6 @@ def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
     ivf = ivf_part(index)
     return {
         "index": spec,
-        "documents": index.ntotal,
         "dimension": index.d,
         "lists": ivf.nlist if ivf is not None else None,
         **facts,
@@ -338,6 +317,11 @@ def _index_problems(config: dict) -> list[str]:
     the lists asked for (irflow would cap nlist; both being explicit is a contradiction)."""
     problems = []
     for name, spec in config["indexes"].items():
+        if spec["shard_rows"] and spec["type"] != "flat":
+            problems.append(
+                f"config key 'indexes.{name}.shard_rows': only a flat index is searched in "
+                f"shards; a {spec['type']} index is searched whole (remove shard_rows)"
+            )
         rows = spec["train_rows"]
         if spec["type"] not in IVF_TYPES or rows is None:
             continue

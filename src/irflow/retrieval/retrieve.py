@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 from irflow.core import contracts
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
-from irflow.retrieval.index import ExactSearcher, Searcher, load_index
+from irflow.retrieval.exact_search import ExactSearcher, open_searcher
+from irflow.retrieval.index import Searcher
 from irflow.retrieval.recall import measure_recall, recall_sample
 from irflow.retrieval.runs import build_run, short_queries, term_matching_reason
 
@@ -52,7 +53,7 @@ def dense_search(
 ) -> tuple[pd.DataFrame, dict]:
     """Top-k documents per query. With ``passages`` (the table the index rows were embedded
     from, in the same order) a document scores its best passage (MaxP)."""
-    searcher = Searcher(load_index(index_path, index_spec), index_spec)
+    searcher = open_searcher(index_path, doc_embeddings, index_spec)
     rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
     # Each index row's document as an integer code into the distinct doc ids.
     row_docs = pq.read_table(rows_source, columns=[column]).column(column)

@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from irflow.core.errors import ConfigError
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
+from irflow.retrieval.exact_search import shard_bounds
 from irflow.retrieval.index import READ_BATCH_ROWS, list_count, train_sample_rows
 
 MIB = 2**20
@@ -83,6 +85,13 @@ IVFPQ_INDEX_BASE_MIB, IVFPQ_INDEX_PER_VECTOR_MIB = 920, 0.3
 # once queries x nprobe exceeds the lists (125 queries at 4,000 lists and nprobe 32). Page
 # cache can be reclaimed, so a job asking less is slowed by re-reads rather than killed.
 SEARCH_BASE_MIB, SEARCH_PER_INDEX_MIB, SEARCH_PER_MAPPED_INDEX_MIB = 450, 1.1, 1.0
+# A flat index searched in shards (irflow.retrieval.exact_search) holds one shard's buffer and a
+# read batch's copies (as an index build does), and per document its id (Arrow strings, their
+# dictionary codes and trec_eval byte-order ranks, counted at 64 bytes, an MS MARCO id's 7
+# characters several times over). Measured 1,135 / 1,132 MiB at 1 M / 2 M x 384 in 262,144-row
+# shards, 1,000 queries (benchmarks/exact_search_memory.py); 1,357 / 1,418 modelled. The flat
+# search of the same held 1,886 MiB at 1 M.
+SHARD_COPIES, SEARCH_ID_BYTES_PER_ROW = 1.0, 64
 # score holds the run and the qrels: 246 MiB for a 266 k-row run, 440 MiB for a 1 M-row one.
 SCORE_BASE_MIB, SCORE_MIB_PER_RUN_ROW = 176, 277 / MIB
 # embed and embed_shard stream the texts in chunks, so their peak is the model and one chunk,
@@ -172,11 +181,40 @@ def bm25_tmp_mb(corpus) -> int:
 
 def index_mb(embeddings, spec: dict, attempt: int = 1) -> int:
     """``spec``: the index's config block (its ``type``, and ``M`` for HNSW)."""
-    return request_mb(index_peak_mib(*vector_shape(embeddings), spec), attempt)
+    rows, dim = vector_shape(embeddings)
+    peak = index_peak_mib(rows, dim, spec)
+    refuse_unfit_flat(rows, dim, spec, peak, "build")
+    return request_mb(peak, attempt)
+
+
+def sharded(spec: dict) -> bool:
+    """Whether an index is a flat one searched from its embeddings in shards."""
+    return spec["type"] == "flat" and bool(spec.get("shard_rows"))
+
+
+def refuse_unfit_flat(rows: int, dim: int, spec: dict, peak_mib: float, job: str) -> None:
+    """ConfigError, with the arithmetic, when a flat index held whole is modelled to need more
+    than ``$IRFLOW_MAX_MEM_MB``: the job could only be killed for memory, after its wait."""
+    cap = os.environ.get(CAP_VARIABLE, "").strip()
+    if spec["type"] != "flat" or sharded(spec) or not cap or peak_mib <= int(cap):
+        return
+    vectors_mib = rows * dim * 4 / MIB
+    # A shard and its copies in half of what the cap leaves besides the vectors.
+    spare_rows = (int(cap) - (peak_mib - vectors_mib)) / 2 / SHARD_COPIES * MIB / (dim * 4)
+    suggested = 1 << max(10, math.floor(math.log2(max(spare_rows, 1))))
+    raise ConfigError(
+        f"a flat index of {rows:,} vectors of {dim} float32 holds {rows:,} x {dim} x 4 bytes = "
+        f"{vectors_mib:,.0f} MiB; its {job} job's modelled peak is {peak_mib:,.0f} MiB, more "
+        f"than the {int(cap):,} MiB a job may ask for ({CAP_VARIABLE}). Search it in shards: "
+        f"config key 'indexes.<name>.shard_rows', e.g. {suggested:,} "
+        f"({suggested * dim * 4 / MIB:,.0f} MiB a shard); the run is the same"
+    )
 
 
 def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
     """The modelled peak of building an index of ``rows`` vectors of ``dim`` float32."""
+    if sharded(spec):  # no vectors in it: the search reads the embeddings
+        return INDEX_BASE_MIB
     vectors_mib = rows * dim * 4 / MIB
     if spec["type"] == "ivfpq":
         peak = IVFPQ_INDEX_BASE_MIB + IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
@@ -197,17 +235,35 @@ def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
     return peak
 
 
-def dense_search_mb(index, queries, spec: dict, attempt: int = 1) -> int:
+def dense_search_mb(index, queries, spec: dict, attempt: int = 1, *, documents) -> int:
     """``index``: the faiss file, read whole into memory unless ``spec['mmap']``; ``queries``:
-    the queries' embeddings. An approximate index's recall sample is searched exactly over
-    the embeddings read a batch at a time, with a build's copies of a batch."""
+    the queries' embeddings; ``documents``: the embeddings the index holds. An approximate
+    index's recall sample is searched exactly over the embeddings read a batch at a time, with
+    a build's copies of a batch; a sharded flat index, all of its search."""
     rows, dim = vector_shape(queries)
+    if sharded(spec):
+        return request_mb(sharded_search_peak_mib(vector_shape(documents), rows, spec), attempt)
     index_mib = _existing(index).stat().st_size / MIB
     per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec["mmap"] else SEARCH_PER_INDEX_MIB
     peak = SEARCH_BASE_MIB + per_index_mib * index_mib + rows * dim * 4 / MIB
     if spec["type"] != "flat" and spec["recall_queries"]:
         peak += INDEX_MIB_PER_BATCH_MIB * READ_BATCH_ROWS * dim * 4 / MIB
+    refuse_unfit_flat(*vector_shape(documents), spec, peak, "search")
     return request_mb(peak, attempt)
+
+
+def sharded_search_peak_mib(shape: tuple[int, int], queries: int, spec: dict) -> float:
+    """A sharded flat search of ``shape`` (rows, dim) embeddings for ``queries`` queries."""
+    rows, dim = shape
+    shard_rows = max(end - first for first, end in shard_bounds(rows, spec["shard_rows"]))
+    batch_mib = min(rows, READ_BATCH_ROWS) * dim * 4 / MIB
+    return (
+        SEARCH_BASE_MIB
+        + SHARD_COPIES * shard_rows * dim * 4 / MIB
+        + INDEX_MIB_PER_BATCH_MIB * batch_mib
+        + SEARCH_ID_BYTES_PER_ROW * rows / MIB
+        + queries * dim * 4 / MIB
+    )
 
 
 def score_mb(run, attempt: int = 1) -> int:

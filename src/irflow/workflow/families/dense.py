@@ -31,7 +31,9 @@ class Dense(RetrieverFamily):
         return {"index": config["indexes"][spec["index"]]}
 
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
-        return resources.dense_search_mb(inputs.index, inputs.queries, settings["index"], attempt)
+        return resources.dense_search_mb(
+            inputs.index, inputs.queries, settings["index"], attempt, documents=inputs.corpus
+        )
 
     def search(self, inputs, settings: dict, threads: int) -> tuple:
         import faiss
