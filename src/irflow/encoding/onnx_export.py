@@ -22,7 +22,7 @@ default fuses nothing), so this backend's graph is traced with eager attention; 
 float32. ``onnx-fused-int8`` quantises that graph's linear layers as ``onnx-int8`` does, except
 the projections inside the fused Attention nodes and the nodes its settings keep in float
 (docs/onnx.md). fp16 is not offered: ONNX Runtime's CPU provider has float16 kernels for few
-operators and casts around the rest, so it is slower than float32 there.
+operators and casts around the rest, and this CPU has no float16 arithmetic (not measured).
 
 Every fused graph is checked at export against the unfused one on probe texts; a model whose
 graph the BERT fusion rewrites to other numbers is refused (use ``onnx`` for it).
