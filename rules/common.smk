@@ -14,7 +14,7 @@ from irflow.derived.llm.client import answer_settings
 from irflow.derived.positionalize import list_variants
 from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
 from irflow.encoding.models import result_settings
-from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.encoding.onnx_export import EXPORT_SETTINGS, ONNX_BACKENDS
 from irflow.retrieval.external_run import is_url, run_location
 from irflow.retrieval.index import build_settings
 from irflow.workflow.families import (

@@ -5,7 +5,7 @@
 # A dataset with embed_shards > 1 embeds its documents as that many embed_shard jobs (a GPU
 # each on a cluster), which embed_gather joins into the same file embed would write, and its
 # queries in embed_queries.
-# A model with backend onnx or onnx-int8 runs on the graph its onnx_export job made (input onnx).
+# A model with an ONNX backend runs on the graph its onnx_export job made (input onnx).
 
 
 include: "onnx_export.smk"

@@ -1,5 +1,5 @@
-# onnx_export: a dense model's transformer as an ONNX Runtime graph (float32, or int8 weights),
-# for models with backend onnx or onnx-int8. Exported once per (model, backend), keyed by the
+# onnx_export: a dense model's transformer as an ONNX Runtime graph (float32, or int8 weights,
+# plain or fused), for models with an ONNX backend (ONNX_BACKENDS). Exported once per (model, backend), keyed by the
 # model's files and revision (inputs, params) and the export settings (params); every embed
 # job of the model runs on it. See irflow.encoding.onnx_export.
 
@@ -14,7 +14,7 @@ rule onnx_export:
         "results/logs/onnx_export/{model}/{backend}.log",
     wildcard_constraints:
         model=one_of(ONNX_MODELS),
-        backend="onnx|onnx-int8",
+        backend=one_of(ONNX_BACKENDS),
     conda:
         "../envs/models.yaml"
     threads: 1

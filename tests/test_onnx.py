@@ -8,13 +8,16 @@ import pytest
 from conftest import REPO, minilm_spec
 from test_embed import write_corpus
 from test_workflow import planned_jobs
+from tiny_models import build_tiny_bi_encoder, build_tiny_cross_encoder
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
 from irflow.data.ingest import read_jsonl
+from irflow.encoding import onnx_export
 from irflow.encoding.embed import cache_key, embed_file, read_embeddings
 from irflow.encoding.models import Encoder, load_sentence_transformer
 from irflow.encoding.onnx_export import KEY_PROPERTY, export, export_key
+from irflow.retrieval.rerank import CrossEncoderScorer
 from irflow.workflow.config import load_schema, validate_config
 
 TEXTS = [
@@ -130,6 +133,112 @@ def test_backend_is_part_of_the_embedding_cache_key(tmp_path, minilm_path, onnx_
     assert stats["rows_encoded"] == 1
     ids, vectors = read_embeddings(out)
     assert ids == ["a"] and vectors.shape == (1, 384)
+
+
+FUSED_OPERATORS = {"Attention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization"}
+
+
+@pytest.fixture(scope="module")
+def tiny_bi_encoder(tmp_path_factory, minilm_path):
+    return build_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi-encoder"), minilm_path)
+
+
+def tiny_exported(tmp_path, folder, backend: str):
+    """(spec, graph, the graph's node types) of a tiny bi-encoder exported for ``backend``."""
+    spec = minilm_spec(folder, backend=backend)
+    model, provenance = load_sentence_transformer(spec)
+    graph = tmp_path / f"{backend}.onnx"
+    facts = export(model, graph, backend, export_key(spec, provenance))
+    return spec, graph, {node.op_type for node in onnx.load(str(graph)).graph.node}, facts
+
+
+def test_fused_graph_equals_torch(tmp_path, tiny_bi_encoder):
+    spec, graph, operators, facts = tiny_exported(tmp_path, tiny_bi_encoder, "onnx-fused")
+    # Every layer's attention, residual LayerNorm, GELU and the embeddings fused.
+    assert operators >= FUSED_OPERATORS
+    assert facts["fused_operators"]["Attention"] == 2  # one per layer
+    expected = Encoder.load(minilm_spec(tiny_bi_encoder)).encode(TEXTS, "")
+    np.testing.assert_allclose(Encoder.load(spec, graph).encode(TEXTS, ""), expected, atol=1e-5)
+
+
+def test_fused_int8_quantises_all_but_the_kept_nodes(tmp_path, tiny_bi_encoder, monkeypatch):
+    settings = onnx_export.EXPORT_SETTINGS["onnx-fused-int8"]
+    kept = {"quantize_dynamic": settings["quantize_dynamic"] | {"keep_float": ["layer\\.1/"]}}
+    monkeypatch.setitem(onnx_export.EXPORT_SETTINGS, "onnx-fused-int8", settings | kept)
+    spec, graph, operators, _ = tiny_exported(tmp_path, tiny_bi_encoder, "onnx-fused-int8")
+    assert operators >= FUSED_OPERATORS | {"DynamicQuantizeLinear", "MatMulInteger"}
+    nodes = onnx.load(str(graph)).graph.node
+    float_matmuls = {node.name for node in nodes if node.op_type == "MatMul"}
+    # The last layer's three linear layers outside Attention stay float, the first's do not.
+    assert len(float_matmuls) == 3 and all("layer.1/" in name for name in float_matmuls)
+    expected = Encoder.load(minilm_spec(tiny_bi_encoder)).encode(TEXTS, "")
+    cosine = np.sum(Encoder.load(spec, graph).encode(TEXTS, "") * expected, axis=1)
+    assert cosine.min() > 0.99
+
+
+def test_a_fusion_that_changes_the_output_is_refused(tmp_path, tiny_bi_encoder, monkeypatch):
+    monkeypatch.setattr(onnx_export, "FUSION_TOLERANCE", 0.0)  # any difference at all
+    with pytest.raises(ConfigError, match="does not fuse as a BERT; use backend onnx"):
+        Encoder.load(minilm_spec(tiny_bi_encoder, backend="onnx-fused"))
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, minilm_path):
+    # A wider initialisation spreads the random model's scores, as test_rerank's does.
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    return build_tiny_cross_encoder(folder, minilm_path, initializer_range=0.5)
+
+
+CROSS_ENCODER = {"revision": None, "max_length": None, "batch_size": 4}
+PAIRS = [(TEXTS[0], text) for text in TEXTS] + [(TEXTS[3], TEXTS[1])]
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-fused"])
+def test_cross_encoder_backends_score_as_torch(tiny_cross_encoder, backend):
+    spec = CROSS_ENCODER | {"id": str(tiny_cross_encoder), "dtype": "float32", "device": "cpu"}
+    expected = CrossEncoderScorer.load(spec | {"backend": "torch"}).score_pairs(PAIRS)
+    scorer = CrossEncoderScorer.load(spec | {"backend": backend})
+    assert scorer.provenance["backend"] == backend
+    assert scorer.provenance["export_key"]
+    np.testing.assert_allclose(scorer.score_pairs(PAIRS), expected, rtol=1e-4)
+    # The scores differ by far more than the tolerance.
+    assert np.ptp(expected) > 100 * 1e-4 * np.abs(expected).max()
+
+
+def reranker_config(reranker: dict) -> dict:
+    cross_encoder = {"type": "cross-encoder", "id": "cross-encoder/ms-marco-MiniLM-L6-v2"}
+    return config_with({}, rerankers={"r": cross_encoder | reranker})
+
+
+def test_reranker_backend_defaults_to_torch_and_takes_the_onnx_backends():
+    assert validate_config(reranker_config({}), SCHEMA)["rerankers"]["r"]["backend"] == "torch"
+    for backend in onnx_export.ONNX_BACKENDS:
+        config = validate_config(reranker_config({"backend": backend}), SCHEMA)
+        assert config["rerankers"]["r"]["backend"] == backend
+
+
+@pytest.mark.parametrize(
+    ("reranker", "message"),
+    [
+        ({"backend": "openvino"}, "rerankers.r.backend"),
+        (
+            {"backend": "onnx-fused-int8", "device": "cuda"},
+            "config key 'rerankers.r.device': 'cuda' with backend 'onnx-fused-int8'",
+        ),
+        (
+            {"backend": "onnx-fused", "dtype": "bfloat16"},
+            "config key 'rerankers.r.dtype': 'bfloat16' with backend 'onnx-fused'",
+        ),
+    ],
+)
+def test_reranker_backend_conflicts_name_the_key(reranker, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        validate_config(reranker_config(reranker), SCHEMA)
+
+
+@pytest.mark.parametrize("backend", ["onnx-fused", "onnx-fused-int8"])
+def test_models_take_the_fused_backends(backend):
+    assert validate_config(config_with({"backend": backend}), SCHEMA)["models"]["m"]["backend"]
 
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")

@@ -122,6 +122,7 @@ def test_cross_encoder_provenance_and_max_length(cross_scorer, tiny_cross_encode
         "device": "cpu",
         "dtype": "float32",
         "max_length": cross_scorer.model.max_seq_length,
+        "backend": "torch",  # CROSS_SPEC names none: a cross-encoder runs on torch by default
     }
     short = CrossEncoderScorer.load(CROSS_SPEC | {"id": str(tiny_cross_encoder), "max_length": 16})
     assert short.model.max_seq_length == 16

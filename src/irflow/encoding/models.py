@@ -127,19 +127,35 @@ def load_sized(factory, spec: dict) -> tuple[object, dict]:
     return model, provenance
 
 
-def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
-    """The SentenceTransformer of a ``models`` entry with its max length, and its provenance.
+def placed_for_backend(spec: dict) -> dict:
+    """``spec`` as its backend loads it: with an ONNX backend, in float32 on the CPU, since the
+    graph is exported from the torch model and runs on ONNX Runtime's CPU provider, and the
+    torch side (tokenizer tensors, pooling) stays there with it. The config refuses other
+    devices and dtypes with an ONNX backend (onnx_export.spec_problems). A spec without a
+    backend (a cross-encoder outside ``rerankers``) runs on torch."""
+    if spec.get("backend", "torch") == "torch":
+        return spec
+    return spec | {"device": "cpu", "dtype": "float32"}
 
-    With an ONNX backend it is loaded in float32 on the CPU: the graph is exported from it
-    and runs on ONNX Runtime's CPU provider, and the torch side (tokenizer tensors, pooling)
-    stays there with it. The config refuses other devices and dtypes with an ONNX backend
-    (onnx_export.spec_problems).
-    """
+
+def attach_backend(model, spec: dict, provenance: dict, onnx: Path | None = None) -> None:
+    """Run ``model``'s transformer on its backend: with an ONNX backend, on the graph at
+    ``onnx`` (exported by the onnx_export job), or on one exported now when none is given,
+    on the job's torch threads. The backend and the graph's export key go to ``provenance``."""
+    provenance["backend"] = spec.get("backend", "torch")
+    if provenance["backend"] != "torch":
+        import torch
+
+        threads = torch.get_num_threads()  # the job's threads, as the scripts set them
+        provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
+
+
+def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
+    """The SentenceTransformer of a ``models`` entry with its max length, placed for its
+    backend (``placed_for_backend``), and its provenance."""
     from sentence_transformers import SentenceTransformer
 
-    onnx_backend = spec["backend"] != "torch"
-    placed = spec | {"device": "cpu", "dtype": "float32"} if onnx_backend else spec
-    model, provenance = load_sized(SentenceTransformer, placed)
+    model, provenance = load_sized(SentenceTransformer, placed_for_backend(spec))
     provenance["backend"] = spec["backend"]
     return model, provenance
 
@@ -158,11 +174,7 @@ class Encoder:
         """With an ONNX backend, the transformer runs on the graph at ``onnx`` (exported by
         the onnx_export job), or on one exported now when none is given."""
         model, provenance = load_sentence_transformer(spec)
-        if spec["backend"] != "torch":
-            import torch
-
-            threads = torch.get_num_threads()  # the job's threads, as the scripts set them
-            provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
+        attach_backend(model, spec, provenance, onnx)
         return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:

@@ -13,6 +13,23 @@ do under torch.
 (``onnxruntime.quantization.quantize_dynamic``): int8 weights, activations quantised per
 batch at run time.
 
+``onnx-fused`` is the graph rewritten by ONNX Runtime's transformer optimizer
+(``onnxruntime.transformers.optimizer.optimize_model``): each layer's attention becomes one
+``Attention`` node, residual + LayerNorm one ``SkipLayerNormalization``, bias + GELU one
+``BiasGelu``, the embeddings one ``EmbedLayerNormalization``. The optimizer matches the
+attention subgraph of "eager" attention only (the SDPA subgraph that transformers 5 exports by
+default fuses nothing), so this backend's graph is traced with eager attention; it is still
+float32. ``onnx-fused-int8`` quantises that graph's linear layers as ``onnx-int8`` does, except
+the projections inside the fused Attention nodes and the nodes its settings keep in float
+(docs/onnx.md). fp16 is not offered: ONNX Runtime's CPU provider has float16 kernels for few
+operators and casts around the rest, and this CPU has no float16 arithmetic (not measured).
+
+Every fused graph is checked at export against the unfused one on probe texts; a model whose
+graph the BERT fusion rewrites to other numbers is refused (use ``onnx`` for it).
+
+The same export serves a sentence-transformers ``CrossEncoder`` (``rerankers.<name>.backend``):
+its first module is the same ``Transformer``, whose graph outputs the logits.
+
 An exported graph carries its export key (the backend, the export settings and the model's
 exact revision or file hash) in its metadata; a graph whose key is not the one the model's
 settings give is refused, so a stale export is never used.
@@ -21,6 +38,7 @@ settings give is refused, so a stale export is never used.
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -31,18 +49,45 @@ from irflow.core.fingerprint import value_md5
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "onnx-fused", "onnx-fused-int8")
+ONNX_BACKENDS = BACKENDS[1:]
+_TRACED = {"exporter": "torch.onnx.export(dynamo=False)", "opset": 17}
+# Fusion by onnxruntime.transformers.optimizer: model_type "bert" covers BERT-style encoders
+# (MiniLM, MPNet and RoBERTa checkpoints alike); heads and hidden size come from the model's
+# config, so that the optimizer need not infer them from the graph. opt_level 0: only the
+# optimizer's own fusions; the session applies ORT's graph optimisations when it loads.
+_FUSED = _TRACED | {
+    "attention": "eager",
+    "fusion": {"optimizer": "onnxruntime.transformers", "model_type": "bert", "opt_level": 0},
+}
 # How each backend's graph is made; part of the export key, so a change here re-exports.
 EXPORT_SETTINGS = {
-    "onnx": {"exporter": "torch.onnx.export(dynamo=False)", "opset": 17},
-    "onnx-int8": {
-        "exporter": "torch.onnx.export(dynamo=False)",
-        "opset": 17,
+    "onnx": _TRACED,
+    "onnx-int8": _TRACED
+    | {
         # Only the linear layers' weights: quantising the embedding tables (Gather) as well
         # moved MiniLM's vectors far more for little speed.
         "quantize_dynamic": {"op_types": ["MatMul"], "per_channel": True, "weight_type": "QInt8"},
     },
+    "onnx-fused": _FUSED,
+    "onnx-fused-int8": _FUSED
+    | {
+        # The fused Attention node keeps its query/key/value projection in float (only MatMul
+        # nodes are quantised), keep_float (node-name patterns) keeps more. Least cosine to
+        # torch on 384 SciFact documents: 0.9932 so, 0.9916 with the attention quantised too,
+        # 0.9883 with reduce_range (benchmarks/README.md).
+        "quantize_dynamic": {
+            "op_types": ["MatMul"],
+            "per_channel": True,
+            "reduce_range": False,
+            "weight_type": "QInt8",
+            "keep_float": [],
+        },
+    },
 }
+# Largest |fused - unfused| output on the probe texts that still counts as the same graph:
+# the fused kernels sum in another order (MiniLM: about 1e-6).
+FUSION_TOLERANCE = 1e-4
 KEY_PROPERTY = "irflow.export_key"
 OUTPUT_NAME = "token_embeddings"
 
@@ -53,22 +98,24 @@ def export_key(spec: dict, provenance: dict) -> str:
     return value_md5([spec["backend"], EXPORT_SETTINGS[spec["backend"]], identity])
 
 
-def spec_problems(name: str, spec: dict) -> list[str]:
-    """An ONNX backend runs float32 on ONNX Runtime's CPU provider: the settings of model
-    ``name`` that conflict with that, each naming its config key."""
+def spec_problems(name: str, spec: dict, table: str = "models") -> list[str]:
+    """An ONNX backend runs float32 on ONNX Runtime's CPU provider: the settings of entry
+    ``name`` of ``table`` (models, or rerankers for a cross-encoder) that conflict with that,
+    each naming its config key."""
     if spec["backend"] == "torch":
         return []
     problems = []
     if spec["device"] not in ("auto", "cpu"):
         problems.append(
-            f"config key 'models.{name}.device': {spec['device']!r} with backend "
+            f"config key '{table}.{name}.device': {spec['device']!r} with backend "
             f"{spec['backend']!r}; the ONNX backends run on the CPU (device auto or cpu): use "
             "backend torch on a GPU"
         )
     if spec["dtype"] not in ("auto", "float32"):
         problems.append(
-            f"config key 'models.{name}.dtype': {spec['dtype']!r} with backend "
-            f"{spec['backend']!r}; the graph is exported in float32 (onnx-int8 quantises it)"
+            f"config key '{table}.{name}.dtype': {spec['dtype']!r} with backend "
+            f"{spec['backend']!r}; the graph is exported in float32 (the int8 backends "
+            "quantise it)"
         )
     return problems
 
@@ -89,14 +136,50 @@ def _transformer(model):
 
 
 def export(model, out_path: Path, backend: str, key: str) -> dict:
-    """Export ``model``'s (a float32 SentenceTransformer on the CPU) transformer to
-    ``out_path`` for ``backend`` (onnx or onnx-int8), stamped with ``key``; returns facts for
-    the manifest."""
+    """Export ``model``'s (a float32 SentenceTransformer or CrossEncoder on the CPU)
+    transformer to ``out_path`` for ``backend`` (one of ONNX_BACKENDS), stamped with ``key``;
+    returns facts for the manifest."""
     import onnx
     import torch
 
     transformer = _transformer(model)
+    settings = EXPORT_SETTINGS[backend]
     inputs = list(transformer.tokenizer.model_input_names)
+    # Two texts of different lengths, so that padding and the attention mask are traced.
+    sample = transformer.preprocess(["an example", "a longer example text to pad the first"])
+    sample = {name: sample[name] for name in inputs}
+    facts = {}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as scratch:
+        exported = Path(scratch) / "model.onnx"
+        _trace(transformer, sample, exported, settings)
+        if "fusion" in settings:
+            config = transformer.model.config
+            facts["fused_operators"] = _fuse(exported, Path(scratch) / "fused.onnx", config)
+            exported = _checked_fusion(exported, Path(scratch) / "fused.onnx", sample)
+        if "quantize_dynamic" in settings:
+            exported = _quantize(exported, Path(scratch) / "int8.onnx", settings)
+        graph = onnx.load(str(exported))
+        onnx.helper.set_model_props(graph, {KEY_PROPERTY: key})
+        tmp = out_path.with_name(f".{out_path.name}.tmp")
+        onnx.save(graph, str(tmp))
+        tmp.replace(out_path)
+    return facts | {
+        "export_key": key,
+        "export_settings": settings,
+        "inputs": inputs,
+        "onnx_bytes": out_path.stat().st_size,
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+    }
+
+
+def _trace(transformer, sample: dict, out: Path, settings: dict) -> None:
+    """The Hugging Face model's forward (tokenizer tensors in, the module's output out) traced
+    to ``out``, with the attention implementation ``settings`` name (else the model's own)."""
+    import torch
+
+    inputs = list(sample)
     output_key = transformer.modality_config["text"]["method_output_name"]
 
     class Forward(torch.nn.Module):
@@ -109,52 +192,88 @@ def export(model, out_path: Path, backend: str, key: str) -> dict:
         def forward(self, *tensors):
             return self.inner(**dict(zip(inputs, tensors)), return_dict=True)[output_key]
 
-    # Two texts of different lengths, so that padding and the attention mask are traced.
-    sample = transformer.preprocess(["an example", "a longer example text to pad the first"])
+    inner = transformer.model
+    attention = inner.config._attn_implementation
     axes = {name: {0: "batch", 1: "sequence"} for name in [*inputs, OUTPUT_NAME]}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".export-") as scratch:
-        exported = Path(scratch) / "model.onnx"
+    try:
+        inner.set_attn_implementation(settings.get("attention", attention))
         with warnings.catch_warnings(), torch.no_grad():
             # The TorchScript exporter is deprecated in favour of dynamo, which needs onnxscript.
             warnings.simplefilter("ignore", (DeprecationWarning, torch.jit.TracerWarning))
             torch.onnx.export(
-                Forward(transformer.model).eval(),
-                tuple(sample[name] for name in inputs),
-                str(exported),
+                Forward(inner).eval(),
+                tuple(sample.values()),
+                str(out),
                 input_names=inputs,
                 output_names=[OUTPUT_NAME],
                 dynamic_axes=axes,
-                opset_version=EXPORT_SETTINGS[backend]["opset"],
+                opset_version=settings["opset"],
                 dynamo=False,
             )
-        if backend == "onnx-int8":
-            exported = _quantize(exported, Path(scratch) / "int8.onnx")
-        graph = onnx.load(str(exported))
-        onnx.helper.set_model_props(graph, {KEY_PROPERTY: key})
-        tmp = out_path.with_name(f".{out_path.name}.tmp")
-        onnx.save(graph, str(tmp))
-        tmp.replace(out_path)
-    return {
-        "export_key": key,
-        "export_settings": EXPORT_SETTINGS[backend],
-        "inputs": inputs,
-        "onnx_bytes": out_path.stat().st_size,
-        "torch": torch.__version__,
-        "onnx": onnx.__version__,
-    }
+    finally:
+        inner.set_attn_implementation(attention)
 
 
-def _quantize(source: Path, out: Path) -> Path:
+def _fuse(source: Path, out: Path, config) -> dict:
+    """ONNX Runtime's transformer fusions applied to the graph at ``source``, written to
+    ``out``; returns how many nodes of each fused operator it made."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    fusion = _FUSED["fusion"]
+    optimized = optimize_model(
+        str(source),
+        model_type=fusion["model_type"],
+        num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size,
+        opt_level=fusion["opt_level"],
+    )
+    optimized.save_model_to_file(str(out))
+    return {op: count for op, count in optimized.get_fused_operator_statistics().items() if count}
+
+
+def _checked_fusion(plain: Path, fused: Path, sample: dict) -> Path:
+    """``fused``, once its output on ``sample`` equals the ``plain`` graph's within
+    FUSION_TOLERANCE; otherwise a ConfigError."""
+    import onnxruntime as ort
+
+    feeds = {name: tensor.numpy() for name, tensor in sample.items()}
+    outputs = [
+        ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        for graph in (plain, fused)
+    ]
+    difference = float(abs(outputs[0] - outputs[1]).max())
+    if difference > FUSION_TOLERANCE:
+        raise ConfigError(
+            f"ONNX Runtime's BERT fusion changes this model's output by {difference:.2g} "
+            f"(more than {FUSION_TOLERANCE}): its architecture does not fuse as a BERT; use "
+            "backend onnx or onnx-int8 for it"
+        )
+    return fused
+
+
+def _quantize(source: Path, out: Path, settings: dict) -> Path:
+    """Dynamic int8 quantisation of the graph at ``source`` as ``settings`` give, except the
+    nodes whose names match one of its ``keep_float`` patterns."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    settings = EXPORT_SETTINGS["onnx-int8"]["quantize_dynamic"]
+    quantization = settings["quantize_dynamic"]
+    keep_float = [
+        node.name
+        for node in onnx.load(str(source)).graph.node
+        if any(re.search(pattern, node.name) for pattern in quantization.get("keep_float", []))
+    ]
     quantize_dynamic(
         source,
         out,
-        op_types_to_quantize=settings["op_types"],
-        per_channel=settings["per_channel"],
-        weight_type=getattr(QuantType, settings["weight_type"]),
+        op_types_to_quantize=quantization["op_types"],
+        per_channel=quantization["per_channel"],
+        reduce_range=quantization.get("reduce_range", False),
+        weight_type=getattr(QuantType, quantization["weight_type"]),
+        nodes_to_exclude=keep_float,
+        # The fused operators (com.microsoft domain) defeat ONNX shape inference, so the
+        # quantiser is told that a tensor of unknown type is float.
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
     return out
 
@@ -182,6 +301,13 @@ def session(path: Path, threads: int, key: str):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    # ORT_ENABLE_ALL (ONNX Runtime's default, stated here): its layout and CPU-specific
+    # fusions on top of the graph's own, e.g. DynamicQuantizeLinear + MatMulInteger into one
+    # DynamicQuantizeMatMul.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # One chain of nodes: the job's threads go to each node's kernel (intra-op), none to
+    # running branches side by side (a transformer has almost none).
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     # Spinning threads wait on a busy core: on a shared node that took 2x the time.
@@ -221,6 +347,12 @@ def attach(model, path: Path | None, spec: dict, provenance: dict, threads: int)
 
 @register_check
 def _model_problems(config: dict) -> list[str]:
+    cross_encoders = {
+        name: spec for name, spec in config["rerankers"].items() if spec["type"] == "cross-encoder"
+    }
     return [
-        problem for name, spec in config["models"].items() for problem in spec_problems(name, spec)
+        problem
+        for table, specs in (("models", config["models"]), ("rerankers", cross_encoders))
+        for name, spec in specs.items()
+        for problem in spec_problems(name, spec, table)
     ]

@@ -43,7 +43,9 @@ from irflow.encoding.models import (
     RESULT_SETTINGS,
     Encoder,
     OnDemandEncoder,
+    attach_backend,
     load_model,
+    placed_for_backend,
     use_threads,
 )
 from irflow.retrieval.runs import trec_order
@@ -112,9 +114,16 @@ class CrossEncoderScorer:
         from sentence_transformers import CrossEncoder
 
         model, provenance = load_model(
-            CrossEncoder, spec, max_length=spec["max_length"], activation_fn=torch.nn.Identity()
+            CrossEncoder,
+            placed_for_backend(spec),
+            max_length=spec["max_length"],
+            activation_fn=torch.nn.Identity(),
         )
         provenance["max_length"] = model.max_seq_length
+        # sentence-transformers' own backend="onnx" needs optimum-onnx, which cannot be
+        # installed beside transformers 5 (irflow.encoding.onnx_export): irflow exports the
+        # CrossEncoder's Transformer module as it does a bi-encoder's.
+        attach_backend(model, spec, provenance)
         return cls(model, spec["batch_size"], provenance)
 
     def prepare(self, documents: list[str]) -> None:
