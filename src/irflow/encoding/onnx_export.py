@@ -43,6 +43,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError, InputError
 from irflow.core.fingerprint import value_md5
@@ -161,9 +162,8 @@ def export(model, out_path: Path, backend: str, key: str) -> dict:
             exported = _quantize(exported, Path(scratch) / "int8.onnx", settings)
         graph = onnx.load(str(exported))
         onnx.helper.set_model_props(graph, {KEY_PROPERTY: key})
-        tmp = out_path.with_name(f".{out_path.name}.tmp")
-        onnx.save(graph, str(tmp))
-        tmp.replace(out_path)
+        with atomic_path(out_path) as tmp:
+            onnx.save(graph, str(tmp))
     return facts | {
         "export_key": key,
         "export_settings": settings,
