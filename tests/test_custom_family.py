@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO, write_beir
+from conftest import REPO, TINY_CORPUS
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
@@ -26,19 +26,6 @@ from irflow.workflow.config import load_schema, validate_config
 TESTS = REPO / "tests"
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 OVERLAP = "term_overlap_retriever:TermOverlap"
-CORPUS = [
-    {"_id": "d1", "title": "Cats", "text": "cats purr when content"},
-    {"_id": "d2", "title": "Dogs", "text": "dogs bark at cats"},
-    {"_id": "d3", "title": "Fish", "text": "fish swim in water"},
-    {"_id": "d4", "title": "Birds", "text": "birds sing and fly"},
-]
-QUERIES = [
-    {"_id": "q1", "text": "why do cats purr"},
-    {"_id": "q2", "text": "do dogs bark"},
-    {"_id": "q3", "text": "where do fish swim"},
-    {"_id": "q4", "text": "which birds sing"},
-]
-QRELS = [("q1", "d1", 1), ("q2", "d2", 1), ("q3", "d3", 1), ("q4", "d4", 1)]
 
 
 @pytest.fixture(autouse=True)
@@ -146,12 +133,12 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     """Ranked as trec_eval ranks, cut to top_k, its own id removed, timed as BM25 is."""
     corpus = pa.table(
         {
-            "doc_id": [d["_id"] for d in CORPUS] + ["q2"],
-            "title": [d["title"] for d in CORPUS] + [""],
-            "text": [d["text"] for d in CORPUS] + ["dogs bark"],
+            "doc_id": [d["_id"] for d in TINY_CORPUS] + ["q2"],
+            "title": [d["title"] for d in TINY_CORPUS] + [""],
+            "text": [d["text"] for d in TINY_CORPUS] + ["dogs bark"],
         }
     )
-    queries = pa.table({"query_id": ["q1", "q2"], "text": ["cats", "dogs bark"]})
+    queries = pa.table({"query_id": ["q1", "q2"], "text": ["the sun", "dogs bark"]})
     pq.write_table(corpus, tmp_path / "corpus.parquet")
     pq.write_table(queries, tmp_path / "queries.parquet")
     from term_overlap_retriever import TermOverlap
@@ -161,9 +148,10 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     )
     assert list(run.columns) == contracts.RUN.names
     pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)  # the contract's types
-    # q1: d1 and d2 both hold "cats" (score 1); the tie goes to the larger doc id, as in trec_eval.
+    # q1: d1 and d3 both hold "the" and "sun" (score 2); the tie goes to the larger doc id, as
+    # in trec_eval.
     assert run[["query_id", "doc_id", "score", "rank"]].values.tolist() == [
-        ["q1", "d2", 1.0, 1],
+        ["q1", "d3", 2.0, 1],
         ["q2", "d2", 2.0, 1],
     ]
     assert timing["self_matches_removed"] == 1 and set(timing["latency"]) == {"q1", "q2"}
@@ -171,13 +159,12 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
 
 
 def test_a_python_retriever_runs_through_scores_significance_database_and_report(
-    tmp_path, monkeypatch
+    tmp_path, tiny_beir, monkeypatch
 ):
     """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
-    data = write_beir(tmp_path / "tiny", CORPUS, QUERIES, QRELS)
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
         "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
         "significance": {"baseline": "bm25"},
     }
