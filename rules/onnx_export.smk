@@ -6,14 +6,14 @@
 
 rule onnx_export:
     input:
-        model=model_files,
+        model=plan.model_files,
     output:
         graph="results/onnx/{model}/{backend}/model.onnx",
         manifest="results/manifests/onnx_export/{model}/{backend}.json",
     log:
         "results/logs/onnx_export/{model}/{backend}.log",
     wildcard_constraints:
-        model=one_of(ONNX_MODELS),
+        model=one_of(plan.onnx_models),
         backend="onnx|onnx-int8",
     conda:
         "../envs/models.yaml"
@@ -23,6 +23,6 @@ rule onnx_export:
         mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
     params:
         # What the graph depends on besides the model's files, so that changing it re-exports.
-        settings=lambda wc: onnx_export_settings(wc.model, wc.backend),
+        settings=lambda wc: plan.onnx_export_settings(wc.model, wc.backend),
     script:
         "../scripts/onnx_export.py"
