@@ -10,9 +10,6 @@ from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
 
 
-from irflow.derived.llm.client import answer_settings
-
-
 rule generate:
     input:
         unpack(plan.generate_inputs),

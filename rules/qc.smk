@@ -8,9 +8,6 @@
 # audit under results/qc/<name>/. label_audit: the proposed
 # judgements and Hole@k before/after under results/audit/<dataset>/.
 
-from irflow.derived.llm.client import answer_settings
-
-
 from irflow.derived.generate.dataset import SPLITS
 from irflow.derived.llm.client import answer_settings
 
