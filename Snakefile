@@ -39,7 +39,7 @@ include: "rules/common.smk"
 
 
 wildcard_constraints:
-    dataset=one_of(DATASETS),
+    dataset=one_of(plan.datasets),
     model=one_of(config["models"]),
     index=one_of(config["indexes"]),
     side="corpus|passages|queries",
@@ -78,7 +78,7 @@ rule all:
         rules.plots.output,
         rules.database.output,
         rules.filter_summary.output,
-        rules.position_plots.output if POSITION_DATASETS else [],
-        rules.saliency_plot.output if SALIENCY_MODELS else [],
-        rules.label_audit_summary.output if AUDITED else [],
-        rules.quality_control_summary.output if QUALITY_CONTROLLED else [],
+        rules.position_plots.output if plan.position_datasets else [],
+        rules.saliency_plot.output if plan.saliency_models else [],
+        rules.label_audit_summary.output if plan.audited else [],
+        rules.quality_control_summary.output if plan.quality_controlled else [],

@@ -4,7 +4,7 @@
 
 rule aggregate:
     input:
-        scores=[f"results/scores/{d}/{s}.parquet" for d, s in PAIRS],
+        scores=[f"results/scores/{d}/{s}.parquet" for d, s in plan.pairs],
     output:
         per_query="results/per_query.parquet",
         summary="results/summary.parquet",
@@ -15,7 +15,7 @@ rule aggregate:
     conda:
         "../envs/data.yaml"
     params:
-        pairs=PAIRS,
+        pairs=plan.pairs,
         report_metrics=config["report_metrics"],
     script:
         "../scripts/aggregate.py"

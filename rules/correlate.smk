@@ -21,14 +21,15 @@ rule correlate:
         summary="results/summary.parquet",
         per_query="results/per_query.parquet",
         unigrams=expand(
-            "results/datasets/{dataset}/unigrams.parquet", dataset=CORRELATED_DATASETS
+            "results/datasets/{dataset}/unigrams.parquet",
+            dataset=plan.correlated_datasets,
         ),
         reference=(
             [config["correlation"]["reference"]]
             if config["correlation"]["reference"]
             else []
         ),
-        psi=["results/psi.parquet"] if POSITION_DATASETS else [],
+        psi=["results/psi.parquet"] if plan.position_datasets else [],
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
@@ -40,8 +41,8 @@ rule correlate:
     params:
         settings=config["correlation"],
         # Real datasets, and generated ones (with their quality-controlled copies) to compare.
-        datasets=CORRELATED_DATASETS,
+        datasets=plan.correlated_datasets,
         # Each length bucket's ranking against the dataset a positionalize block was built from.
-        buckets={spec["block"]: [spec["dataset"]] for spec in VARIANTS.values()},
+        buckets={spec["block"]: [spec["dataset"]] for spec in plan.variants.values()},
     script:
         "../scripts/correlate.py"

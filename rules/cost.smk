@@ -4,7 +4,7 @@
 
 rule cost:
     input:
-        MANIFESTS,
+        plan.manifests,
     output:
         table="results/cost.parquet",
     log:
@@ -12,7 +12,7 @@ rule cost:
     conda:
         "../envs/data.yaml"
     params:
-        datasets=DATASETS,
-        kinds=SYSTEM_KINDS,
+        datasets=plan.datasets,
+        kinds=plan.system_kinds,
     script:
         "../scripts/cost.py"

@@ -4,13 +4,13 @@
 
 rule download:
     input:
-        local_files,
+        plan.local_files,
     output:
         "results/datasets/{dataset}/source.json",
     log:
         "results/logs/download/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(BASE_DATASETS),
+        dataset=one_of(plan.base_datasets),
     conda:
         "../envs/data.yaml"
     params:

@@ -13,8 +13,8 @@ include: "onnx_export.smk"
 
 rule embed:
     input:
-        unpack(document_and_query_inputs),
-        onnx=onnx_graph,
+        unpack(plan.document_and_query_inputs),
+        onnx=plan.onnx_graph,
     output:
         embeddings="results/embeddings/{dataset}/{model}/corpus.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/corpus.json",
@@ -23,8 +23,8 @@ rule embed:
     log:
         "results/logs/embed/{dataset}/{model}/corpus+queries.log",
     wildcard_constraints:
-        dataset=one_of(UNSHARDED_DATASETS),
-        model=one_of(CORPUS_MODELS),
+        dataset=one_of(plan.unsharded_datasets),
+        model=one_of(plan.corpus_models),
     # The longest jobs of a dataset start first; the short ones fill the cores around them
     # (on a small machine an encoding takes every core, and a short job alone leaves one idle).
     priority: 1
@@ -35,7 +35,7 @@ rule embed:
         gpu=1,
         mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="corpus",
         # Queries are also encoded one at a time, for the per-query latency in the cost table.
         latency_queries=config["cost"]["latency_queries"],
@@ -52,36 +52,36 @@ use rule embed as embed_passages with:
     log:
         "results/logs/embed/{dataset}/{model}/passages+queries.log",
     wildcard_constraints:
-        dataset=one_of(UNSHARDED_DATASETS),
-        model=one_of(PASSAGE_MODELS),
+        dataset=one_of(plan.unsharded_datasets),
+        model=one_of(plan.passage_models),
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="passages",
         latency_queries=config["cost"]["latency_queries"],
 
 
 use rule embed as embed_queries with:
     input:
-        unpack(query_inputs),
-        onnx=onnx_graph,
+        unpack(plan.query_inputs),
+        onnx=plan.onnx_graph,
     output:
         embeddings="results/embeddings/{dataset}/{model}/queries.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/queries.json",
     log:
         "results/logs/embed/{dataset}/{model}/queries.log",
     wildcard_constraints:
-        dataset=one_of(SHARDED_DATASETS),
-        model=one_of(DENSE_MODELS),
+        dataset=one_of(plan.sharded_datasets),
+        model=one_of(plan.dense_models),
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="queries",
         latency_queries=config["cost"]["latency_queries"],
 
 
 use rule embed as embed_shard with:
     input:
-        unpack(shard_inputs),
-        onnx=onnx_graph,
+        unpack(plan.shard_inputs),
+        onnx=plan.onnx_graph,
     output:
         embeddings=temp(
             "results/embeddings/{dataset}/{model}/{side}.shards/{shard}-of-{shards}.parquet"
@@ -90,27 +90,27 @@ use rule embed as embed_shard with:
     log:
         "results/logs/embed/{dataset}/{model}/{side}.shards/{shard}-of-{shards}.log",
     wildcard_constraints:
-        dataset=one_of(SHARDED_DATASETS),
-        model=one_of(DENSE_MODELS),
+        dataset=one_of(plan.sharded_datasets),
+        model=one_of(plan.dense_models),
         side="corpus|passages",
         shard=r"\d+",
         shards=r"\d+",
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side=lambda wc: wc.side,
         latency_queries=0,
 
 
 rule embed_gather:
     input:
-        unpack(gather_inputs),
+        unpack(plan.gather_inputs),
     output:
         embeddings="results/embeddings/{dataset}/{model}/{side}.parquet",
         manifest="results/manifests/embed/{dataset}/{model}/{side}.json",
     log:
         "results/logs/embed/{dataset}/{model}/{side}.log",
     wildcard_constraints:
-        dataset=one_of(SHARDED_DATASETS),
+        dataset=one_of(plan.sharded_datasets),
         side="corpus|passages",
     conda:
         "../envs/data.yaml"

@@ -4,7 +4,7 @@
 
 rule expand:
     input:
-        unpack(expand_inputs),
+        unpack(plan.expand_inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -15,14 +15,14 @@ rule expand:
     log:
         "results/logs/expand/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(EXPANDED),
+        dataset=one_of(plan.expanded),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:
-        settings=expand_settings,
+        settings=plan.expand_settings,
     script:
         "../scripts/expand.py"
 

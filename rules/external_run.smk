@@ -4,7 +4,7 @@
 
 rule external_run:
     input:
-        unpack(external_run_inputs),
+        unpack(plan.external_run_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
@@ -12,7 +12,7 @@ rule external_run:
     log:
         "results/logs/external_run/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["external_run"]),
+        system=one_of(plan.searched_by["external_run"]),
     conda:
         "../envs/data.yaml"
     resources:
@@ -20,6 +20,6 @@ rule external_run:
             input.corpus, input.queries, config["top_k"], attempt
         ),
     params:
-        settings=external_run_settings,
+        settings=plan.external_run_settings,
     script:
         "../scripts/external_run.py"

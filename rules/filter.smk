@@ -8,10 +8,10 @@
 
 rule curate:
     input:
-        source=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/source.json",
-        corpus=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/corpus.parquet",
-        queries=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/queries.parquet",
-        qrels=lambda wc: f"results/datasets/{CURATED[wc.dataset]}/qrels.parquet",
+        source=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/source.json",
+        corpus=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/corpus.parquet",
+        queries=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/queries.parquet",
+        qrels=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/qrels.parquet",
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -21,18 +21,18 @@ rule curate:
     log:
         "results/logs/curate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(CURATED),
+        dataset=one_of(plan.curated),
     conda:
         "../envs/data.yaml"
     params:
-        base=lambda wc: CURATED[wc.dataset],
+        base=lambda wc: plan.curated[wc.dataset],
     script:
         "../scripts/curate.py"
 
 
 rule filter:
     input:
-        unpack(filter_inputs),
+        unpack(plan.filter_inputs),
     output:
         corpus="results/datasets/{dataset}/filtered/corpus.parquet",
         queries="results/datasets/{dataset}/filtered/queries.parquet",
@@ -47,22 +47,25 @@ rule filter:
     resources:
         mem_mb=lambda wc, input, attempt: memory.filter_mb(input.corpus, attempt),
     params:
-        rules=filter_rules,
+        rules=plan.filter_rules,
     script:
         "../scripts/filter.py"
 
 
 rule filter_summary:
     input:
-        corpus=expand("results/datasets/{dataset}/corpus.parquet", dataset=DATASETS),
+        corpus=expand(
+            "results/datasets/{dataset}/corpus.parquet", dataset=plan.datasets
+        ),
         filtered=expand(
-            "results/datasets/{dataset}/filtered/corpus.parquet", dataset=DATASETS
+            "results/datasets/{dataset}/filtered/corpus.parquet", dataset=plan.datasets
         ),
         audit=expand(
-            "results/datasets/{dataset}/filtered/audit.parquet", dataset=DATASETS
+            "results/datasets/{dataset}/filtered/audit.parquet", dataset=plan.datasets
         ),
         clusters=expand(
-            "results/datasets/{dataset}/filtered/clusters.parquet", dataset=DATASETS
+            "results/datasets/{dataset}/filtered/clusters.parquet",
+            dataset=plan.datasets,
         ),
     output:
         summary="results/filter_summary.parquet",
@@ -76,6 +79,6 @@ rule filter_summary:
     conda:
         "../envs/data.yaml"
     params:
-        datasets=DATASETS,
+        datasets=plan.datasets,
     script:
         "../scripts/filter_summary.py"

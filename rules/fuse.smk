@@ -15,7 +15,7 @@ rule fuse:
     log:
         "results/logs/fuse/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(FUSION_SYSTEMS),
+        system=one_of(plan.fusion_systems),
     conda:
         "../envs/data.yaml"
     params:

@@ -6,12 +6,13 @@
 # copy) and asks nothing; not part of `all`, and it reads the cache, which is no input: force
 # it (-f) to estimate again.
 
+from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
 
 
 rule generate:
     input:
-        unpack(generate_inputs),
+        unpack(plan.generate_inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -27,16 +28,16 @@ rule generate:
     log:
         "results/logs/generate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(GENERATED),
+        dataset=one_of(plan.generated),
     conda:
         "../envs/generate.yaml"
     params:
-        spec=lambda wc: GENERATED[wc.dataset],
+        spec=lambda wc: plan.generated[wc.dataset],
         # Only what changes the answers: a new address, concurrency or timeout reruns nothing.
-        llm=answer_settings(config["llm"]) if GENERATED else {},
+        llm=answer_settings(config["llm"]) if plan.generated else {},
         tokenizer=lambda wc: (
-            tokenizer_source(GENERATED[wc.dataset]["tokenizer"], config["models"])
-            if GENERATED[wc.dataset]["tokenizer"]
+            tokenizer_source(plan.generated[wc.dataset]["tokenizer"], config["models"])
+            if plan.generated[wc.dataset]["tokenizer"]
             else None
         ),
     script:
@@ -45,25 +46,25 @@ rule generate:
 
 rule generate_estimate:
     input:
-        unpack(generate_estimate_inputs),
+        unpack(plan.generate_estimate_inputs),
     output:
         "results/llm_estimate/{dataset}.json",
     log:
         "results/logs/generate_estimate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(GENERATED),
+        dataset=one_of(plan.generated),
     conda:
         "../envs/generate.yaml"
     params:
-        spec=lambda wc: GENERATED[wc.dataset],
+        spec=lambda wc: plan.generated[wc.dataset],
         tokenizer=lambda wc: (
-            tokenizer_source(GENERATED[wc.dataset]["tokenizer"], config["models"])
-            if GENERATED[wc.dataset]["tokenizer"]
+            tokenizer_source(plan.generated[wc.dataset]["tokenizer"], config["models"])
+            if plan.generated[wc.dataset]["tokenizer"]
             else None
         ),
-        quality_control=estimate_quality_control,
+        quality_control=plan.estimate_quality_control,
         judge=config["quality_control"]["judge"],
         majority=config["quality_control"]["majority"],
-        rerankers=len(QC_RERANKERS),
+        rerankers=len(plan.qc_rerankers),
     script:
         "../scripts/generate_estimate.py"

@@ -2,11 +2,13 @@
 # time and size recorded in the manifest. Only build settings are params: changing nprobe,
 # ef_search, refine_factor or mmap reruns retrieval, never the index.
 
+from irflow.retrieval.index import build_settings
+
 
 rule index:
     input:
         source="results/datasets/{dataset}/source.json",
-        embeddings=document_embeddings,
+        embeddings=plan.document_embeddings,
     output:
         index="results/indexes/{dataset}/{model}/{index}.faiss",
         manifest="results/manifests/index/{dataset}/{model}/{index}.json",

@@ -13,7 +13,7 @@ rule ingest:
     log:
         "results/logs/ingest/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(BASE_DATASETS),
+        dataset=one_of(plan.base_datasets),
     conda:
         "../envs/data.yaml"
     resources:

@@ -6,7 +6,7 @@
 
 rule negatives:
     input:
-        unpack(negatives_inputs),
+        unpack(plan.negatives_inputs),
     output:
         parquet="results/negatives/{export}.parquet",
         jsonl="results/negatives/{export}.jsonl",
@@ -22,12 +22,12 @@ rule negatives:
         scored_split=config["split"],
         curated_copies=lambda wildcards: sorted(
             name
-            for name, base in CURATED.items()
+            for name, base in plan.curated.items()
             if base == config["negatives"][wildcards.export]["dataset"]
         ),
-        retrieval=negatives_retrieval,
+        retrieval=plan.negatives_retrieval,
         # A retriever scores the positives its run missed; None for fusion or reranked systems.
-        retriever=lambda wildcards: RETRIEVERS.get(
+        retriever=lambda wildcards: plan.retrievers.get(
             config["negatives"][wildcards.export]["system"]
         ),
     script:

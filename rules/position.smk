@@ -7,11 +7,11 @@ rule position:
     input:
         scores=[
             f"results/scores/{d}/{s}.parquet"
-            for d in POSITION_DATASETS
-            for s in SYSTEMS
+            for d in plan.position_datasets
+            for s in plan.systems
         ],
-        qrels=[f"results/datasets/{d}/qrels.parquet" for d in POSITION_DATASETS],
-        corpus=[f"results/datasets/{d}/corpus.parquet" for d in POSITION_DATASETS],
+        qrels=[f"results/datasets/{d}/qrels.parquet" for d in plan.position_datasets],
+        corpus=[f"results/datasets/{d}/corpus.parquet" for d in plan.position_datasets],
     output:
         bins="results/position_bins.parquet",
         psi="results/psi.parquet",
@@ -21,9 +21,9 @@ rule position:
         "../envs/positionalize.yaml"
     params:
         analysis=config["position_analysis"],
-        datasets=POSITION_DATASETS,
-        groups=position_groups(),
-        systems=SYSTEMS,
+        datasets=plan.position_datasets,
+        groups=plan.position_groups(),
+        systems=plan.systems,
     script:
         "../scripts/position.py"
 

@@ -4,7 +4,7 @@
 
 rule positionalize:
     input:
-        unpack(positionalize_inputs),
+        unpack(plan.positionalize_inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -15,11 +15,11 @@ rule positionalize:
     log:
         "results/logs/positionalize/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(VARIANTS),
+        dataset=one_of(plan.variants),
     conda:
-        positionalize_env
+        plan.positionalize_env
     params:
-        variant=lambda wc: VARIANTS[wc.dataset],
-        tokenizer=variant_tokenizer,
+        variant=lambda wc: plan.variants[wc.dataset],
+        tokenizer=plan.variant_tokenizer,
     script:
         "../scripts/positionalize.py"

@@ -24,13 +24,13 @@ rule qc_candidates:
     log:
         "results/logs/qc_candidates/{dataset}/{split}.log",
     wildcard_constraints:
-        dataset=one_of(QUALITY_CONTROLLED),
+        dataset=one_of(plan.quality_controlled),
         split=one_of(SPLITS),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        gpu=lambda wc: int(RETRIEVERS[qc_spec(wc)["retriever"]]["type"] == "dense"),
+        gpu=lambda wc: int(plan.retrievers[qc_spec(wc)["retriever"]]["type"] == "dense"),
     params:
         retrieval=qc_candidates_retrieval,
     script:
@@ -46,8 +46,8 @@ rule qc_votes:
     log:
         "results/logs/qc_votes/{dataset}/{reranker}.log",
     wildcard_constraints:
-        dataset=one_of(QUALITY_CONTROLLED),
-        reranker=one_of(QC_RERANKERS),
+        dataset=one_of(plan.quality_controlled),
+        reranker=one_of(plan.qc_rerankers),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -69,8 +69,8 @@ rule audit_votes:
     log:
         "results/logs/audit_votes/{dataset}/{reranker}.log",
     wildcard_constraints:
-        dataset=one_of(AUDITED),
-        reranker=one_of(QC_RERANKERS),
+        dataset=one_of(plan.audited),
+        reranker=one_of(plan.qc_rerankers),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -99,16 +99,16 @@ rule quality_control:
     log:
         "results/logs/quality_control/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(QUALITY_CONTROLLED),
+        dataset=one_of(plan.quality_controlled),
     conda:
         "../envs/generate.yaml"
     params:
         spec=qc_spec,
-        rerankers=QC_RERANKERS,
+        rerankers=plan.qc_rerankers,
         majority=config["quality_control"]["majority"],
         judge=config["quality_control"]["judge"],
         # Only what changes the answers: a new address, concurrency or timeout reruns nothing.
-        llm=answer_settings(config["llm"]) if QUALITY_CONTROLLED else {},
+        llm=answer_settings(config["llm"]) if plan.quality_controlled else {},
     script:
         "../scripts/quality_control.py"
 
@@ -126,18 +126,18 @@ rule label_audit:
     log:
         "results/logs/label_audit/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(AUDITED),
+        dataset=one_of(plan.audited),
     conda:
         "../envs/generate.yaml"
     params:
         audit=config["quality_control"]["label_audit"],
         systems=audit_systems(),
-        rerankers=QC_RERANKERS,
+        rerankers=plan.qc_rerankers,
         majority=config["quality_control"]["majority"],
         judge=config["quality_control"]["judge"],
         llm=(
             answer_settings(config["llm"])
-            if AUDITED and config["quality_control"]["label_audit"]["judge"]
+            if plan.audited and config["quality_control"]["label_audit"]["judge"]
             else {}
         ),
     script:
@@ -146,7 +146,9 @@ rule label_audit:
 
 rule label_audit_summary:
     input:
-        summaries=expand("results/audit/{dataset}/summary.parquet", dataset=AUDITED),
+        summaries=expand(
+            "results/audit/{dataset}/summary.parquet", dataset=plan.audited
+        ),
     output:
         summary="results/label_audit.parquet",
         table=report(
@@ -164,7 +166,9 @@ rule label_audit_summary:
 
 rule quality_control_summary:
     input:
-        audits=expand("results/qc/{dataset}/audit.parquet", dataset=QUALITY_CONTROLLED),
+        audits=expand(
+            "results/qc/{dataset}/audit.parquet", dataset=plan.quality_controlled
+        ),
     output:
         summary="results/quality_control.parquet",
         table=report(

@@ -4,18 +4,14 @@ from irflow.derived.generate.dataset import checked_splits
 
 
 def qc_spec(wildcards):
-    return QUALITY_CONTROLLED[wildcards.dataset]
-
-
-def judge_prompts():
-    return prompts_file({"prompts": config["quality_control"]["judge"]["prompts"]})
+    return plan.quality_controlled[wildcards.dataset]
 
 
 def reranker_settings(reranker):
     spec = config["rerankers"][reranker]
     settings = {"reranker_name": reranker, "reranker": spec}
     if spec["type"] == "bi-encoder":
-        settings["model"] = model_result_settings(spec["model"])
+        settings["model"] = plan.model_result_settings(spec["model"])
     return settings
 
 
@@ -32,8 +28,8 @@ def qc_other_splits(name):
     """The checked splits of QC'd copy ``name`` that the retriever's run does not cover (it
     retrieves the scored split's queries only): qc_candidates retrieves them. A split the
     generation leaves empty (dev_share 0 or 1) has no queries to retrieve."""
-    spec = QUALITY_CONTROLLED[name]
-    generated = GENERATED[spec["dataset"]]
+    spec = plan.quality_controlled[name]
+    generated = plan.generated[spec["dataset"]]
     empty = {0: "dev", 1: "test"}.get(generated["dev_share"])
     return [
         split
@@ -44,7 +40,7 @@ def qc_other_splits(name):
 
 def qc_candidates_retrieval(wildcards):
     spec = qc_spec(wildcards)
-    return split_retrieval(spec["dataset"], spec["retriever"], spec["depth"])
+    return plan.split_retrieval(spec["dataset"], spec["retriever"], spec["depth"])
 
 
 def qc_candidates_inputs(wildcards):
@@ -55,7 +51,7 @@ def qc_candidates_inputs(wildcards):
         "source": f"{base}/source.json",
         "queries": f"{base}/queries.parquet",
         "qrels": f"{base}/qrels/{wildcards.split}.parquet",
-    } | split_retrieval_files(spec["dataset"], spec["retriever"])
+    } | plan.split_retrieval_files(spec["dataset"], spec["retriever"])
 
 
 def qc_votes_inputs(wildcards):
@@ -70,11 +66,11 @@ def qc_votes_inputs(wildcards):
             f"results/qc/{wildcards.dataset}/candidates/{split}.parquet"
             for split in others
         ]
-    return texts | runs | reranker_embeddings(generated, wildcards.reranker)
+    return texts | runs | plan.reranker_embeddings(generated, wildcards.reranker)
 
 
 def audit_systems():
-    return config["quality_control"]["label_audit"]["systems"] or SYSTEMS
+    return config["quality_control"]["label_audit"]["systems"] or plan.systems
 
 
 def audit_votes_inputs(wildcards):
@@ -85,7 +81,7 @@ def audit_votes_inputs(wildcards):
                 f"results/runs/{wildcards.dataset}/{s}.parquet" for s in audit_systems()
             ]
         }
-        | reranker_embeddings(wildcards.dataset, wildcards.reranker)
+        | plan.reranker_embeddings(wildcards.dataset, wildcards.reranker)
     )
 
 
@@ -99,9 +95,10 @@ def quality_control_inputs(wildcards):
         "qrels_test": f"{base}/qrels/test.parquet",
         "negatives": f"{base}/generation/negatives.parquet",
         "votes": [
-            f"results/qc/{wildcards.dataset}/votes/{r}.parquet" for r in QC_RERANKERS
+            f"results/qc/{wildcards.dataset}/votes/{r}.parquet"
+            for r in plan.qc_rerankers
         ],
-        "prompts": judge_prompts(),
+        "prompts": plan.judge_prompts(),
     }
 
 
@@ -113,7 +110,8 @@ def label_audit_inputs(wildcards):
             f"results/runs/{wildcards.dataset}/{s}.parquet" for s in audit_systems()
         ],
         "votes": [
-            f"results/audit/{wildcards.dataset}/votes/{r}.parquet" for r in QC_RERANKERS
+            f"results/audit/{wildcards.dataset}/votes/{r}.parquet"
+            for r in plan.qc_rerankers
         ],
-        "prompts": [judge_prompts()] if audit["judge"] else [],
+        "prompts": [plan.judge_prompts()] if audit["judge"] else [],
     }

@@ -77,7 +77,7 @@ rule plots:
 
 rule database:
     input:
-        unpack(database_inputs),
+        unpack(plan.database_inputs),
     output:
         database="results/irflow.duckdb",
         experiment=str(EXPERIMENT_RECORD),

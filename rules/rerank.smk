@@ -8,7 +8,7 @@
 
 rule rerank:
     input:
-        unpack(rerank_inputs),
+        unpack(plan.rerank_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
@@ -16,17 +16,17 @@ rule rerank:
     log:
         "results/logs/rerank/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(RERANKED),
+        system=one_of(plan.reranked),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
         mem_mb=lambda wc, input, attempt: memory.rerank_mb(
-            input.corpus, input.queries, rerank_settings(wc), attempt
+            input.corpus, input.queries, plan.rerank_settings(wc), attempt
         ),
     params:
-        settings=rerank_settings,
+        settings=plan.rerank_settings,
         latency_queries=config["cost"]["latency_queries"],
     script:
         "../scripts/rerank.py"

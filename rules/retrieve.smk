@@ -14,22 +14,22 @@ rule retrieve_bm25:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["retrieve_bm25"]),
+        system=one_of(plan.searched_by["retrieve_bm25"]),
     conda:
         "../envs/data.yaml"
     threads: 1  # bm25s scores one query at a time, in numpy, on one core
     resources:
-        mem_mb=search_mb,
+        mem_mb=plan.search_mb,
         disk_mb=lambda wc, input: memory.bm25_tmp_mb(input.corpus),  # postings in TMPDIR
     params:
-        settings=retrieval_settings,
+        settings=plan.retrieval_settings,
     script:
         "../scripts/retrieve.py"
 
 
 rule retrieve_dense:
     input:
-        unpack(dense_inputs),
+        unpack(plan.dense_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
@@ -37,14 +37,14 @@ rule retrieve_dense:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["retrieve_dense"]),
+        system=one_of(plan.searched_by["retrieve_dense"]),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        mem_mb=search_mb,
+        mem_mb=plan.search_mb,
     params:
-        settings=retrieval_settings,
+        settings=plan.retrieval_settings,
     script:
         "../scripts/retrieve.py"
 
@@ -63,13 +63,13 @@ rule retrieve_python:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["retrieve_python"]),
+        system=one_of(plan.searched_by["retrieve_python"]),
     conda:
         "../envs/data.yaml"
     threads: 1
     resources:
-        mem_mb=search_mb,
+        mem_mb=plan.search_mb,
     params:
-        settings=retrieval_settings,
+        settings=plan.retrieval_settings,
     script:
         "../scripts/retrieve.py"

@@ -11,13 +11,13 @@ rule saliency:
         queries=f"results/datasets/{SALIENCY['dataset']}/queries.parquet",
         corpus=f"results/datasets/{SALIENCY['dataset']}/corpus.parquet",
         qrels=f"results/datasets/{SALIENCY['dataset']}/qrels.parquet",
-        model=model_files,
+        model=plan.model_files,
     output:
         profile="results/saliency/{model}.parquet",
     log:
         "results/logs/saliency/{model}.log",
     wildcard_constraints:
-        model=one_of(SALIENCY_MODELS),
+        model=one_of(plan.saliency_models),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -26,7 +26,7 @@ rule saliency:
     params:
         # The settings that change the profile (device and batch size do not), so that editing
         # one reruns the job; the script loads the model from the full spec in config.
-        model_settings=lambda wc: model_result_settings(wc.model),
+        model_settings=lambda wc: plan.model_result_settings(wc.model),
         dataset=SALIENCY["dataset"],
         analysis={
             key: SALIENCY[key]
@@ -46,7 +46,7 @@ rule saliency:
 
 rule saliency_plot:
     input:
-        profiles=expand("results/saliency/{model}.parquet", model=SALIENCY_MODELS),
+        profiles=expand("results/saliency/{model}.parquet", model=plan.saliency_models),
     output:
         figure=report(
             "results/plots/saliency.png",

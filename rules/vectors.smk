@@ -7,7 +7,7 @@
 
 rule encode_vectors:
     input:
-        unpack(lambda wc: vector_inputs(wc, ["corpus", "queries"])),
+        unpack(lambda wc: plan.vector_inputs(wc, ["corpus", "queries"])),
     output:
         vectors="results/{family}/{dataset}/{model}/corpus.parquet",
         manifest="results/manifests/{family}/{dataset}/{model}/corpus.json",
@@ -16,9 +16,9 @@ rule encode_vectors:
     log:
         "results/logs/{family}/{dataset}/{model}/corpus+queries.log",
     wildcard_constraints:
-        family=one_of(VECTOR_MODELS_BY_FOLDER),
-        dataset=one_of(UNSHARDED_DATASETS),
-        model=one_of(VECTOR_MODELS),
+        family=one_of(plan.vector_models_by_folder),
+        dataset=one_of(plan.unsharded_datasets),
+        model=one_of(plan.vector_models),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -26,7 +26,7 @@ rule encode_vectors:
         gpu=1,
         mem_mb=lambda wc, attempt: memory.embed_mb(attempt),
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="corpus",
         # Queries are also encoded one at a time, for the per-query latency in the cost table.
         latency_queries=config["cost"]["latency_queries"],
@@ -36,25 +36,25 @@ rule encode_vectors:
 
 use rule encode_vectors as encode_vectors_queries with:
     input:
-        unpack(lambda wc: vector_inputs(wc, ["queries"])),
+        unpack(lambda wc: plan.vector_inputs(wc, ["queries"])),
     output:
         vectors="results/{family}/{dataset}/{model}/queries.parquet",
         manifest="results/manifests/{family}/{dataset}/{model}/queries.json",
     log:
         "results/logs/{family}/{dataset}/{model}/queries.log",
     wildcard_constraints:
-        family=one_of(VECTOR_MODELS_BY_FOLDER),
-        dataset=one_of(SHARDED_DATASETS),
-        model=one_of(VECTOR_MODELS),
+        family=one_of(plan.vector_models_by_folder),
+        dataset=one_of(plan.sharded_datasets),
+        model=one_of(plan.vector_models),
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="queries",
         latency_queries=config["cost"]["latency_queries"],
 
 
 use rule encode_vectors as encode_vectors_shard with:
     input:
-        unpack(lambda wc: vector_inputs(wc, ["corpus"])),
+        unpack(lambda wc: plan.vector_inputs(wc, ["corpus"])),
     output:
         vectors=temp(
             "results/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.parquet"
@@ -63,28 +63,28 @@ use rule encode_vectors as encode_vectors_shard with:
     log:
         "results/logs/{family}/{dataset}/{model}/corpus.shards/{shard}-of-{shards}.log",
     wildcard_constraints:
-        family=one_of(VECTOR_MODELS_BY_FOLDER),
-        dataset=one_of(SHARDED_DATASETS),
-        model=one_of(VECTOR_MODELS),
+        family=one_of(plan.vector_models_by_folder),
+        dataset=one_of(plan.sharded_datasets),
+        model=one_of(plan.vector_models),
         shard=r"\d+",
         shards=r"\d+",
     params:
-        model=lambda wc: model_result_settings(wc.model),
+        model=lambda wc: plan.model_result_settings(wc.model),
         side="corpus",
         latency_queries=0,
 
 
 rule encode_vectors_gather:
     input:
-        unpack(vector_gather_inputs),
+        unpack(plan.vector_gather_inputs),
     output:
         vectors="results/{family}/{dataset}/{model}/corpus.parquet",
         manifest="results/manifests/{family}/{dataset}/{model}/corpus.json",
     log:
         "results/logs/{family}/{dataset}/{model}/corpus.log",
     wildcard_constraints:
-        family=one_of(VECTOR_MODELS_BY_FOLDER),
-        dataset=one_of(SHARDED_DATASETS),
+        family=one_of(plan.vector_models_by_folder),
+        dataset=one_of(plan.sharded_datasets),
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -96,7 +96,7 @@ rule encode_vectors_gather:
 
 rule retrieve_sparse:
     input:
-        unpack(vector_search_inputs),
+        unpack(plan.vector_search_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
@@ -104,18 +104,18 @@ rule retrieve_sparse:
     log:
         "results/logs/retrieve/{dataset}/{system}.log",
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["retrieve_sparse"]),
+        system=one_of(plan.searched_by["retrieve_sparse"]),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        mem_mb=search_mb,
+        mem_mb=plan.search_mb,
     params:
-        settings=retrieval_settings,
+        settings=plan.retrieval_settings,
     script:
         "../scripts/retrieve.py"
 
 
 use rule retrieve_sparse as retrieve_late_interaction with:
     wildcard_constraints:
-        system=one_of(SEARCHED_BY["retrieve_late_interaction"]),
+        system=one_of(plan.searched_by["retrieve_late_interaction"]),

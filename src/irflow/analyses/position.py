@@ -169,7 +169,7 @@ def _psi_interval(
 
     if len(sums) < 2:
         return np.nan, np.nan
-    # Imported here: every Snakemake run imports this module (rules/common.smk), and scipy.stats
+    # Imported here: every Snakemake run imports this module (irflow.workflow.plan), and scipy.stats
     # alone takes half a second to import.
     from scipy import stats
 

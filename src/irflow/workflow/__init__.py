@@ -1,2 +1,3 @@
 """What the Snakemake workflow reads from Python: the whole configuration check (every feature's
-registered checks) and each rule's memory model."""
+registered checks), the rules' names and input functions (plan, inputs, run_inputs) and each
+rule's memory model."""

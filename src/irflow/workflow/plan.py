@@ -1,0 +1,215 @@
+"""The names the workflow's rules are built from: datasets, systems, models and the manifests
+every job files, each derived once from the validated config (rules/common.smk builds one)."""
+
+from irflow.analyses.position import pooled_group
+from irflow.core.config import reranked_name, system_kinds
+from irflow.data.passages import document_side
+from irflow.data.tokens import tokenizer_source
+from irflow.derived.generate.dataset import list_generated
+from irflow.derived.positionalize import list_variants
+from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
+from irflow.workflow.families import (
+    families,
+    models_by_encoder,
+    systems_by_rule,
+    systems_with_step,
+)
+
+# Generated query ids never name a document: nothing to remove, no unknown qrels.
+GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
+
+
+class WorkflowNames:
+    """Every wildcard value of the workflow, from the validated ``config``."""
+
+    def __init__(self, config):
+        self.config = config
+        # Position-controlled variants (PosIR) are datasets built from a base dataset, not
+        # downloaded.
+        self.variants = list_variants(config)
+        self.base_datasets = sorted(config["datasets"])
+        # Benchmarks written by a language model from a dataset's corpus (AIR-Bench).
+        self.generated = list_generated(config)
+        # Curated copies: a dataset's tables filtered with their own filter block
+        # (rules/filter.smk).
+        self.curated = {name: spec["dataset"] for name, spec in config["curate"].items()}
+        # Quality-controlled copies of generated datasets (AIR-Bench's QC; rules/qc.smk).
+        self.quality_controlled = list_quality_controlled(config)
+        # Document-expanded copies (docT5query; rules/expand.smk), not downloaded.
+        self.expanded = {name: spec["dataset"] for name, spec in config["expand"].items()}
+        self.datasets = (
+            self.base_datasets
+            + sorted(self.variants)
+            + sorted(self.generated)
+            + sorted(self.curated)
+            + sorted(self.quality_controlled)
+            + sorted(self.expanded)
+        )
+        # Datasets whose labels are audited (rules/qc.smk), and the rerankers that vote.
+        self.audited = audited_datasets(config)
+        self.qc_rerankers = config["quality_control"]["rerankers"]
+        # Datasets whose system orderings the correlate stage compares: real and generated.
+        self.correlated_datasets = (
+            self.base_datasets + sorted(self.generated) + sorted(self.quality_controlled)
+        )
+        # Datasets whose per-query scores the position analysis places by the relevant span.
+        self.position_datasets = sorted(self.variants) + config["position_analysis"]["datasets"]
+        # Models whose gradient saliency profile (PosIR §5.3) is computed.
+        self.saliency_models = config["position_analysis"]["saliency"]["models"]
+        self.dataset_specs = self._dataset_specs()
+        # Datasets whose documents are embedded in several jobs (rules/embed.smk), and those
+        # whose documents one embed job embeds with the queries.
+        self.sharded_datasets = [d for d in self.datasets if self.embed_shards(d) > 1]
+        self.unsharded_datasets = [d for d in self.datasets if d not in self.sharded_datasets]
+        self.retrievers = config["retrievers"]
+        self.system_kinds = system_kinds(config)
+        self.systems = sorted(self.system_kinds)
+        # Per search step (by the name of its Snakemake rule), the retrievers it runs; their
+        # families say which (irflow.workflow.families).
+        self.searched_by = systems_by_rule(config)
+        # Retrievers searching a faiss index of their model's embeddings (rules/embed.smk,
+        # index.smk).
+        self.dense_systems = systems_with_step(config, "index")
+        # Per folder of results/ that another encode step writes (rules/vectors.smk: learned
+        # sparse vectors, ColBERT token vectors): the models whose vectors it holds.
+        self.vector_models_by_folder = {
+            folder: models
+            for folder, models in models_by_encoder(config).items()
+            if folder != "embeddings"
+        }
+        self.vector_models = sorted(set().union(*self.vector_models_by_folder.values()))
+        self.fusion_systems = sorted(config["fusion"])
+        self.reranked = {
+            reranked_name(item["first_stage"], item["reranker"], k): (
+                item["first_stage"],
+                item["reranker"],
+                k,
+            )
+            for item in config["reranking"]
+            for k in item["k"]
+        }
+        self.dense_models = sorted({self.retrievers[s]["model"] for s in self.dense_systems})
+        # Models whose documents are embedded as passages (long_documents firstp or maxp).
+        self.passage_models = [m for m in self.dense_models if self.document_side(m) == "passages"]
+        self.corpus_models = [m for m in self.dense_models if m not in self.passage_models]
+        # Models whose transformer runs on an exported ONNX graph (rules/onnx_export.smk).
+        self.onnx_models = [
+            m for m in self.dense_models if config["models"][m]["backend"] != "torch"
+        ]
+        self.dense_indexes = sorted(
+            {(self.retrievers[s]["model"], self.retrievers[s]["index"]) for s in self.dense_systems}
+        )
+        self.pairs = [(d, s) for d in self.datasets for s in self.systems]
+        # Where each kind of system files its run's manifest: results/manifests/<stage>/.
+        self.run_stage = {"fusion": "fuse", "rerank": "rerank"} | {
+            kind: found.run_stage for kind, found in families().items()
+        }
+        self.manifests = self._manifests()
+
+    def _dataset_specs(self):
+        """Each dataset's block; a dataset made from another has its base's."""
+        datasets = self.config["datasets"]
+        return (
+            datasets
+            | {variant: datasets[spec["dataset"]] for variant, spec in self.variants.items()}
+            | {name: dict(GENERATED_SPEC) for name in [*self.generated, *self.quality_controlled]}
+            | {name: datasets[base] for name, base in self.curated.items()}
+            | {name: datasets[base] for name, base in self.expanded.items()}
+        )
+
+    def embed_shards(self, dataset):
+        return self.dataset_specs[dataset]["embed_shards"]
+
+    def document_side(self, model):
+        """What a model's index holds: ``corpus`` documents or their ``passages``."""
+        return document_side(self.config["models"][model])
+
+    def _manifests(self):
+        """Every manifest the workflow files, one per job."""
+        return (
+            self._dataset_manifests()
+            + self._encoding_manifests()
+            + [
+                f"results/manifests/{self.run_stage[self.system_kinds[s]]}/{d}/{s}.json"
+                for d, s in self.pairs
+            ]
+            + [f"results/manifests/score/{d}/{s}.json" for d, s in self.pairs]
+        )
+
+    def _dataset_manifests(self):
+        rerankers = self.qc_rerankers
+        return (
+            [f"results/manifests/ingest/{d}.json" for d in self.base_datasets]
+            + [f"results/manifests/positionalize/{v}.json" for v in self.variants]
+            + [f"results/manifests/generate/{g}.json" for g in self.generated]
+            + [f"results/manifests/curate/{c}.json" for c in self.curated]
+            + [f"results/manifests/expand/{e}.json" for e in self.expanded]
+            + [f"results/manifests/quality_control/{q}.json" for q in self.quality_controlled]
+            + [
+                f"results/manifests/qc_votes/{q}/{r}.json"
+                for q in self.quality_controlled
+                for r in rerankers
+            ]
+            + [f"results/manifests/label_audit/{d}.json" for d in self.audited]
+            + [
+                f"results/manifests/audit_votes/{d}/{r}.json"
+                for d in self.audited
+                for r in rerankers
+            ]
+            + [f"results/manifests/filter/{d}.json" for d in self.datasets]
+        )
+
+    def _encoding_manifests(self):
+        return (
+            [
+                f"results/manifests/passages/{d}/{m}.json"
+                for d in self.datasets
+                for m in self.passage_models
+            ]
+            + [
+                f"results/manifests/embed/{d}/{m}/{side}.json"
+                for d in self.datasets
+                for m in self.dense_models
+                for side in (self.document_side(m), "queries")
+            ]
+            + [
+                f"results/manifests/embed/{d}/{m}/{side}.shards/{shard}-of-{shards}.json"
+                for d in self.sharded_datasets
+                for m in self.dense_models
+                for side in [self.document_side(m)]
+                for shards in [self.embed_shards(d)]
+                for shard in range(shards)
+            ]
+            + [
+                f"results/manifests/{folder}/{d}/{m}/{name}.json"
+                for folder, models in self.vector_models_by_folder.items()
+                for d in self.datasets
+                for m in models
+                for shards in [self.embed_shards(d)]
+                for name in ["corpus", "queries"]
+                + [f"corpus.shards/{i}-of-{shards}" for i in range(shards) if shards > 1]
+            ]
+            + [
+                f"results/manifests/index/{d}/{m}/{i}.json"
+                for d in self.datasets
+                for m, i in self.dense_indexes
+            ]
+        )
+
+    def position_groups(self):
+        """Per dataset analysed: the group its queries are pooled in (a variant's
+        positionalize block, whose lengths and positions the buckets and bins tell apart),
+        the tokenizer that counts its documents' tokens, and a variant's configured
+        position."""
+        analysis = self.config["position_analysis"]
+        groups = {}
+        for dataset in self.position_datasets:
+            spec = self.variants.get(dataset, {})
+            groups[dataset] = {
+                "group": spec.get("block") or pooled_group(dataset, analysis) or dataset,
+                "tokenizer": tokenizer_source(
+                    analysis["tokenizer"] or spec["tokenizer"], self.config["models"]
+                ),
+                "position": spec.get("position"),
+            }
+        return groups

@@ -1,0 +1,149 @@
+"""The workflow's names and input functions (irflow.workflow.plan, inputs, run_inputs), on small
+validated configs: what each job reads, without running Snakemake."""
+
+from types import SimpleNamespace
+
+from conftest import REPO
+
+from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.run_inputs import Plan
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+
+
+def plan_of(**config):
+    """A Plan of a config with dataset ``d`` (read from a folder) and BM25 unless given."""
+    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
+    return Plan(validate_config(config, SCHEMA), REPO)
+
+
+def dense(**config):
+    """``d`` with BM25 and a dense retriever ``mini`` of model ``m``."""
+    return plan_of(
+        models={"m": {"id": "org/m"}},
+        retrievers={"bm25": {"type": "bm25"}, "mini": {"type": "dense", "model": "m"}},
+        **config,
+    )
+
+
+def test_derived_datasets_follow_the_base_datasets_and_share_their_spec():
+    plan = plan_of(
+        datasets={"d": {"source": {"path": "."}, "embed_shards": 3}},
+        curate={"d-clean": {"dataset": "d"}},
+    )
+    assert plan.datasets == ["d", "d-clean"]
+    assert plan.curated == {"d-clean": "d"}
+    # A curated copy is sharded like its base, so both embed in several jobs.
+    assert plan.dataset_specs["d-clean"] == plan.dataset_specs["d"]
+    assert plan.sharded_datasets == ["d", "d-clean"]
+    assert plan.unsharded_datasets == []
+    assert plan.base_dataset("d-clean") == "d"
+    assert plan.base_dataset("d") is None
+
+
+def test_a_derived_dataset_reuses_its_bases_texts_and_vectors():
+    plan = dense(curate={"d-clean": {"dataset": "d"}})
+    inputs = plan.document_and_query_inputs(SimpleNamespace(dataset="d-clean", model="m"))
+    assert inputs["texts"] == "results/datasets/d-clean/filtered/corpus.parquet"
+    assert inputs["query_texts"] == "results/datasets/d-clean/filtered/queries.parquet"
+    assert inputs["reuse_texts"] == "results/datasets/d/filtered/corpus.parquet"
+    assert inputs["reuse_query_embeddings"] == "results/embeddings/d/m/queries.parquet"
+    base = plan.document_and_query_inputs(SimpleNamespace(dataset="d", model="m"))
+    assert not any(key.startswith("reuse_") for key in base)
+
+
+def test_a_bi_encoder_reranker_reuses_a_dense_retrievers_vectors():
+    plan = dense(
+        rerankers={
+            "bi": {"type": "bi-encoder", "model": "m"},
+            "ce": {"type": "cross-encoder", "id": "org/ce"},
+        },
+        reranking=[
+            {"first_stage": "bm25", "reranker": "bi", "k": [10]},
+            {"first_stage": "bm25", "reranker": "ce", "k": [5, 20]},
+        ],
+    )
+    assert plan.reranked == {
+        "bm25+bi@10": ("bm25", "bi", 10),
+        "bm25+ce@5": ("bm25", "ce", 5),
+        "bm25+ce@20": ("bm25", "ce", 20),
+    }
+    bi = plan.rerank_inputs(SimpleNamespace(dataset="d", system="bm25+bi@10"))
+    assert bi["run"] == "results/runs/d/bm25.parquet"
+    assert bi["embeddings"] == "results/embeddings/d/m/corpus.parquet"
+    assert bi["query_manifest"] == "results/manifests/embed/d/m/queries.json"
+    cross = plan.rerank_inputs(SimpleNamespace(dataset="d", system="bm25+ce@20"))
+    assert "embeddings" not in cross
+    settings = plan.rerank_settings(SimpleNamespace(dataset="d", system="bm25+bi@10"))
+    assert (settings["k"], settings["model"]["id"]) == (10, "org/m")
+
+
+def test_every_job_files_one_manifest():
+    plan = dense(datasets={"d": {"source": {"path": "."}, "embed_shards": 2}})
+    assert plan.manifests == [
+        "results/manifests/ingest/d.json",
+        "results/manifests/filter/d.json",
+        "results/manifests/embed/d/m/corpus.json",
+        "results/manifests/embed/d/m/queries.json",
+        "results/manifests/embed/d/m/corpus.shards/0-of-2.json",
+        "results/manifests/embed/d/m/corpus.shards/1-of-2.json",
+        "results/manifests/index/d/m/flat.json",
+        "results/manifests/retrieve/d/bm25.json",
+        "results/manifests/retrieve/d/mini.json",
+        "results/manifests/score/d/bm25.json",
+        "results/manifests/score/d/mini.json",
+    ]
+    gathered = plan.gather_inputs(SimpleNamespace(dataset="d", model="m", side="corpus"))
+    assert gathered["shards"] == [
+        "results/embeddings/d/m/corpus.shards/0-of-2.parquet",
+        "results/embeddings/d/m/corpus.shards/1-of-2.parquet",
+    ]
+
+
+def test_another_split_is_retrieved_from_the_index_and_the_model():
+    plan = dense(top_k=100)
+    assert plan.split_retrieval_files("d", "bm25") == {
+        "corpus": "results/datasets/d/filtered/corpus.parquet"
+    }
+    files = plan.split_retrieval_files("d", "mini")
+    assert files["index"] == "results/indexes/d/m/flat.faiss"
+    assert files["rows"] == "results/embeddings/d/m/corpus.parquet"
+    assert (files["model"], files["onnx"]) == ([], [])  # a Hugging Face id, torch
+    retrieval = plan.split_retrieval("d", "mini", 30)
+    assert (retrieval["top_k"], retrieval["retriever"]["model"]) == (30, "m")
+    run = plan.retrieval_settings(SimpleNamespace(dataset="d", system="mini"))
+    assert run["top_k"] == 100 and "latency_queries" in run
+
+
+def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors():
+    plan = dense(
+        split="test",
+        negatives={
+            "scored": {"dataset": "d", "system": "mini", "split": "test"},
+            "train": {"dataset": "d", "system": "bm25", "split": "train"},
+        },
+    )
+    scored = SimpleNamespace(export="scored")
+    inputs = plan.negatives_inputs(scored)
+    assert inputs["run"] == "results/runs/d/mini.parquet"
+    assert inputs["vectors_documents"] == "results/embeddings/d/m/corpus.parquet"
+    assert plan.negatives_retrieval(scored) is None
+    train = SimpleNamespace(export="train")
+    assert plan.negatives_inputs(train) == {
+        "source": "results/datasets/d/source.json",
+        "corpus": "results/datasets/d/filtered/corpus.parquet",
+        "queries": "results/datasets/d/queries.parquet",
+    }
+    assert plan.negatives_retrieval(train)["retriever"] == plan.retrievers["bm25"]
+    assert plan.database_inputs(None)["negatives"] == [
+        "results/negatives/scored.parquet",
+        "results/negatives/train.parquet",
+    ]
+
+
+def test_shipped_prompts_are_found_beside_the_snakefile(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan = plan_of()
+    assert plan.judge_prompts() == str(REPO / plan.config["quality_control"]["judge"]["prompts"])
+    assert plan.prompts_file({"prompts": "missing.yaml"}) == "missing.yaml"
