@@ -37,7 +37,7 @@ from irflow.encoding.encode_parts import SideEncoder
 from irflow.encoding.models import SIDES, load_model
 from irflow.retrieval.recall import measure_recall, recall_sample
 from irflow.retrieval.retrieve import exact_run
-from irflow.retrieval.runs import build_run
+from irflow.retrieval.runs import build_run, top_with_ties
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +232,8 @@ def maxsim_scores(queries, documents: list, query_mask=None) -> np.ndarray:
 
 def _top(scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the ``depth`` best scores and any tied with the last of them."""
-    rows = np.arange(len(scores))
-    if len(scores) > depth:
-        last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
-        rows = rows[scores >= last_kept]
-    return rows, scores[rows].astype(np.float64)
+    rows, kept = top_with_ties(np.arange(len(scores)), scores, depth)
+    return rows, kept.astype(np.float64)
 
 
 def exhaustive_search(

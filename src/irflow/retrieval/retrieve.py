@@ -34,7 +34,12 @@ from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.exact_search import ExactSearcher, open_searcher
 from irflow.retrieval.index import Searcher
 from irflow.retrieval.recall import measure_recall, recall_sample
-from irflow.retrieval.runs import build_run, short_queries, term_matching_reason
+from irflow.retrieval.runs import (
+    build_run,
+    short_queries,
+    term_matching_reason,
+    top_with_ties,
+)
 
 log = logging.getLogger(__name__)
 
@@ -454,12 +459,7 @@ class BM25Retriever:
             matched = np.zeros(len(scores), dtype=bool)
             matched[posting_docs] = True
             rows = np.flatnonzero(matched)
-        scores = scores[rows]
-        if len(rows) > depth:
-            # Ties with the last kept stay: the run is cut in trec_eval's order.
-            last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
-            rows, scores = rows[scores >= last_kept], scores[scores >= last_kept]
-        return rows, scores
+        return top_with_ties(rows, scores[rows], depth)
 
     def _scores(self, token_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """bm25s' ``get_scores_from_ids``, bit for bit, and the documents of the postings read

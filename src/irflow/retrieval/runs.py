@@ -55,6 +55,16 @@ def _flatten(parts: list, dtype) -> np.ndarray:
     return np.concatenate([np.asarray(part, dtype=dtype) for part in parts])
 
 
+def top_with_ties(rows: np.ndarray, scores: np.ndarray, depth: int) -> tuple:
+    """The ``rows`` of the ``depth`` best ``scores``, and any tied with the last of them: a run
+    cut later in trec_eval's order (score, then doc id) then keeps the right tied documents."""
+    if len(rows) > depth:
+        last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
+        keep = scores >= last_kept
+        rows, scores = rows[keep], scores[keep]
+    return rows, scores
+
+
 def build_run(
     query_ids: pa.Array,
     doc_ids: pa.Array,

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from irflow.core import contracts
 from irflow.encoding.encode_parts import SideEncoder
 from irflow.retrieval.retrieve import exact_run
-from irflow.retrieval.runs import term_matching_reason
+from irflow.retrieval.runs import term_matching_reason, top_with_ties
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +115,7 @@ class SparseIndex:
 
 
 def _top(rows: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    if len(rows) > depth:
-        # Ties with the last kept stay: the run is cut in trec_eval's order.
-        last_kept = np.partition(scores, len(scores) - depth)[len(scores) - depth]
-        keep = scores >= last_kept
-        rows, scores = rows[keep], scores[keep]
+    rows, scores = top_with_ties(rows, scores, depth)
     return rows.astype(np.int64), scores.astype(np.float64)
 
 
