@@ -4,7 +4,6 @@ irflow.derived.llm.client for the design)."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Iterable
@@ -98,11 +97,10 @@ class AnswerCache:
             self.written.append(record)
 
     def _write(self, rows: list[dict] | pa.Table, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        # Each file's name is new (a uuid), so threads never share a temporary name.
         if not isinstance(rows, pa.Table):
             rows = pa.Table.from_pylist(rows, contracts.LLM_CACHE)
-        pq.write_table(rows.cast(contracts.LLM_CACHE), tmp)
-        os.replace(tmp, path)
+        contracts.write_table(rows, path, contracts.LLM_CACHE)
 
     def _replace(self, files: list[Path], rows: list[dict] | pa.Table) -> None:
         """Write ``rows`` as one file, then delete ``files``: a crash in between leaves
