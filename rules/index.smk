@@ -1,7 +1,11 @@
 # index: document (or passage) embeddings -> faiss index (flat, HNSW, IVF or IVF-PQ), with build
 # time and size recorded in the manifest. Only build settings are params: changing nprobe,
 # ef_search, refine_factor or mmap reruns retrieval, never the index.
+# index_bm25: the filtered corpus -> a BM25 retriever's bm25s index (BM25.save), once per
+# dataset and retriever; every job that searches it (retrieve, qc_candidates, negatives) loads
+# it memory-mapped. Its params are the settings the score matrix depends on (k1, b, ...).
 
+from irflow.retrieval.bm25 import index_settings as bm25_index_settings
 from irflow.retrieval.index import build_settings
 
 
@@ -25,3 +29,26 @@ rule index:
         index=lambda wc: build_settings(config["indexes"][wc.index]),
     script:
         "../scripts/index.py"
+
+
+rule index_bm25:
+    input:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
+    output:
+        index=directory("results/indexes/{dataset}/{system}.bm25s"),
+        manifest="results/manifests/index_bm25/{dataset}/{system}.json",
+    log:
+        "results/logs/index_bm25/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(plan.bm25_systems),
+    conda:
+        "../envs/data.yaml"
+    threads: 1  # bm25s tokenises and scores in one process
+    resources:
+        mem_mb=lambda wc, input, attempt: memory.bm25_mb(input.corpus, attempt),
+        disk_mb=lambda wc, input: memory.bm25_tmp_mb(input.corpus),  # postings in TMPDIR
+    params:
+        settings=lambda wc: bm25_index_settings(plan.retrievers[wc.system]),
+    script:
+        "../scripts/index_bm25.py"

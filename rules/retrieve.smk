@@ -2,11 +2,10 @@
 # Hits whose doc id equals the query id are removed where the dataset asks for it.
 
 
+# BM25 searches the index its index_bm25 job saved (rules/index.smk), memory-mapped.
 rule retrieve_bm25:
     input:
-        source="results/datasets/{dataset}/source.json",
-        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
-        queries="results/datasets/{dataset}/filtered/queries.parquet",
+        unpack(plan.bm25_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",
@@ -20,7 +19,6 @@ rule retrieve_bm25:
     threads: 1  # bm25s scores one query at a time, in numpy, on one core
     resources:
         mem_mb=plan.search_mb,
-        disk_mb=lambda wc, input: memory.bm25_tmp_mb(input.corpus),  # postings in TMPDIR
     params:
         settings=plan.retrieval_settings,
     script:

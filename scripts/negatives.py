@@ -37,6 +37,8 @@ if "run" in inp.keys():
     }
 else:
     sources = {"source": Path(inp.source), "retrieval": params.retrieval}
+if "bm25_index" in inp.keys():
+    sources["bm25_index"] = Path(inp.bm25_index)
 counts = run_negatives(
     Path(inp.queries), Path(inp.corpus), settings, Path(out.parquet), Path(out.jsonl), **sources
 )

@@ -18,7 +18,9 @@ faiss.omp_set_num_threads(snakemake.threads)
 inp, out, retrieval = snakemake.input, snakemake.output, snakemake.params.retrieval
 retriever = retrieval["retriever"]
 files = {
-    name: Path(inp[name]) for name in ("corpus", "index", "rows", "passages") if name in inp.keys()
+    name: Path(inp[name])
+    for name in ("bm25_index", "index", "rows", "passages")
+    if name in inp.keys()
 }
 encoder = None
 if retriever["type"] == "dense":

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 import pytrec_eval
 import Stemmer
+from bm25_index import bm25_run
 from conftest import CORES, schema_defaults
 
 from irflow.core import contracts
@@ -22,7 +23,6 @@ from irflow.data.filter import queries_to_score
 from irflow.data.ingest import ingest
 from irflow.evaluation.score import score_run
 from irflow.retrieval.external_run import import_run, locate_run, run_location
-from irflow.retrieval.retrieve import bm25_search
 from irflow.retrieval.runs import trec_order
 
 DOCS = ["d1", "d2", "d3", "d10"]
@@ -279,7 +279,7 @@ def test_a_bare_bm25s_run_of_scifact_scores_what_irflow_bm25_scores(tmp_path, sh
     scored = queries_to_score(all_queries, tables / "qrels.parquet")
     contracts.write_table(scored, queries, contracts.QUERIES)
     spec = schema_defaults({"type": "bm25"})
-    ours, _ = bm25_search(corpus, queries, spec, top_k=1000, remove_self_matches=False)
+    ours, _ = bm25_run(corpus, queries, spec, top_k=1000, remove_self_matches=False)
     bare_bm25s_run(folder, tmp_path / "bm25s.trec", set(scored.column("query_id").to_pylist()))
     theirs, report = import_run(
         tmp_path / "bm25s.trec",

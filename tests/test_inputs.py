@@ -89,6 +89,7 @@ def test_every_job_files_one_manifest():
         "results/manifests/embed/d/m/corpus.shards/0-of-2.json",
         "results/manifests/embed/d/m/corpus.shards/1-of-2.json",
         "results/manifests/index/d/m/flat.json",
+        "results/manifests/index_bm25/d/bm25.json",
         "results/manifests/retrieve/d/bm25.json",
         "results/manifests/retrieve/d/mini.json",
         "results/manifests/score/d/bm25.json",
@@ -103,9 +104,7 @@ def test_every_job_files_one_manifest():
 
 def test_another_split_is_retrieved_from_the_index_and_the_model():
     plan = dense(top_k=100)
-    assert plan.split_retrieval_files("d", "bm25") == {
-        "corpus": "results/datasets/d/filtered/corpus.parquet"
-    }
+    assert plan.split_retrieval_files("d", "bm25") == {"bm25_index": "results/indexes/d/bm25.bm25s"}
     files = plan.split_retrieval_files("d", "mini")
     assert files["index"] == "results/indexes/d/m/flat.faiss"
     assert files["rows"] == "results/embeddings/d/m/corpus.parquet"
@@ -133,8 +132,13 @@ def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors(
     assert plan.negatives_inputs(train) == {
         "source": "results/datasets/d/source.json",
         "corpus": "results/datasets/d/filtered/corpus.parquet",
+        "bm25_index": "results/indexes/d/bm25.bm25s",  # the retrieve job's index, loaded
         "queries": "results/datasets/d/queries.parquet",
     }
+    # Every BM25 job of the dataset reads the one index, the retrieve job too.
+    assert plan.bm25_inputs(SimpleNamespace(dataset="d", system="bm25"))["index"] == (
+        "results/indexes/d/bm25.bm25s"
+    )
     assert plan.negatives_retrieval(train)["retriever"] == plan.retrievers["bm25"]
     assert plan.database_inputs(None)["negatives"] == [
         "results/negatives/scored.parquet",

@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from bm25_index import bm25_run, indexed
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.ingest import ingest
 from irflow.derived.negatives import mine, run_negatives, score_cap
-from irflow.retrieval.retrieve import bm25_search
 from irflow.workflow.config import load_schema, validate_config
 
 SETTINGS = {
@@ -355,6 +355,7 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     source.write_text(json.dumps(record))
     bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
     retrieval = {"retriever": bm25, "top_k": 10, "remove_self_matches": False}
+    index, _ = indexed(tmp_path / "corpus.parquet", bm25)
     settings = SETTINGS | {"split": "train"}
     counts = run_negatives(
         tmp_path / "queries.parquet",
@@ -364,6 +365,7 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
         tmp_path / "n.jsonl",
         source=source,
         retrieval=retrieval,
+        bm25_index=index,
     )
     rows = pq.read_table(tmp_path / "n.parquet").to_pylist()
     assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
@@ -380,6 +382,7 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
             tmp_path / "n.jsonl",
             source=source,
             retrieval=retrieval,
+            bm25_index=index,
         )
 
 
@@ -391,9 +394,7 @@ def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path,
     source = tmp_path / "source.json"
     source.write_text(json.dumps({"layout": "beir", "qrels": str(tiny_beir / "qrels/test.tsv")}))
     bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
-    full, _ = bm25_search(
-        tmp_path / "corpus.parquet", tmp_path / "queries.parquet", bm25, 10, False
-    )
+    full, _ = bm25_run(tmp_path / "corpus.parquet", tmp_path / "queries.parquet", bm25, 10, False)
     full = full[full["query_id"] == "q2"].set_index("doc_id")["score"]
     assert list(full.index) == ["d3", "d1"]  # d1 is second: outside a top 1
 
@@ -406,6 +407,7 @@ def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path,
             tmp_path / "n.jsonl",
             source=source,
             retrieval={"retriever": bm25, "top_k": 1, "remove_self_matches": False},
+            bm25_index=indexed(tmp_path / "corpus.parquet", bm25)[0],
         )
         return pq.read_table(tmp_path / "n.parquet").to_pylist(), counts
 
@@ -454,11 +456,11 @@ def test_a_dense_teacher_scores_a_missing_positive_by_its_best_passage(tmp_path)
     dense = {"type": "dense"}
     files = {"queries": queries, "documents": documents, "passages": passages}
     query_table = pa.table({"query_id": ["q1", "q2"], "text": ["x", "y"]})
-    scorer = PositiveScores.of(dense, query_table, tmp_path / "corpus.parquet", files)
+    scorer = PositiveScores.of(dense, query_table, files)
     scores = scorer([("q1", "a"), ("q2", "a"), ("q1", "b")])
     assert scores == pytest.approx({("q1", "a"): 0.7, ("q2", "a"): 0.9, ("q1", "b"): 0.3})
     # A fusion or reranked system (no retriever spec) is not scored directly.
-    assert PositiveScores.of(None, query_table, tmp_path / "corpus.parquet") is None
+    assert PositiveScores.of(None, query_table) is None
 
 
 def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from bm25_index import bm25_run, indexed
 from conftest import REPO, official_scifact_config
 from fake_llm import FakeLLM, last_user_message, prompt_words
 
@@ -966,7 +967,7 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
 
     from irflow.derived.generate.dataset import generate_dataset, write_generated
     from irflow.derived.generate.prompts import load_prompts
-    from irflow.retrieval.retrieve import bm25_search, retrieve_judged
+    from irflow.retrieval.retrieve import retrieve_judged
 
     with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
         generated = generate_dataset(
@@ -999,9 +1000,10 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
         ),
         scored,
     )
-    run, _ = bm25_search(paths["corpus"], scored, retrieval["retriever"], 100, False)
+    run, _ = bm25_run(paths["corpus"], scored, retrieval["retriever"], 100, False)
+    index, _ = indexed(paths["corpus"], retrieval["retriever"])
     dev_run = retrieve_judged(
-        queries, pq.read_table(paths["qrels_dev"]), retrieval, {"corpus": paths["corpus"]}
+        queries, pq.read_table(paths["qrels_dev"]), retrieval, {"bm25_index": index}
     ).to_pandas()
     assert set(dev_run["query_id"]) == set(dev)
     assert dev_run.groupby("query_id").size().max() <= depth

@@ -158,6 +158,31 @@ def test_bm25_asks_tmp_disk_for_its_postings(tmp_path):
     assert resources.bm25_tmp_mb(corpus) == math.ceil(resources.HEADROOM * postings_mb) > 0
 
 
+def test_bm25_search_asks_for_its_mapped_matrix_vocabulary_and_ids(tmp_path):
+    from irflow.retrieval.bm25 import BM25Retriever
+
+    spec = {"method": "lucene", "k1": 0.9, "b": 0.4, "delta": 0.5, "stemmer": None}
+    spec |= {"stopwords": None, "fields": "text"}
+    for documents in (2000, 8000):
+        corpus = tmp_path / f"corpus-{documents}.parquet"
+        texts = [f"document{i} shared words here" for i in range(documents)]
+        ids = [str(i) for i in range(documents)]
+        pq.write_table(pa.table({"doc_id": ids, "title": [""] * documents, "text": texts}), corpus)
+        folder = tmp_path / f"{documents}.bm25s"
+        BM25Retriever(spec).index(corpus).save(folder)
+        matrix = sum((folder / f"{n}.csc.index.npy").stat().st_size for n in ("data", "indices"))
+        vocabulary = (folder / "vocab.index.json").stat().st_size
+        peak = (
+            resources.BM25_SEARCH_BASE_MIB
+            + matrix / resources.MIB
+            + resources.BM25_SEARCH_PER_VOCABULARY_MIB * vocabulary / resources.MIB
+            + resources.BM25_SEARCH_ID_BYTES * documents / resources.MIB
+        )
+        assert resources.bm25_search_mb(folder) == resources.request_mb(peak)
+    with pytest.raises(FileNotFoundError, match="missing.bm25s"):
+        resources.bm25_search_mb(tmp_path / "missing.bm25s")
+
+
 def test_table_models_read_rows_and_uncompressed_text_from_the_metadata(tmp_path):
     texts = [f"document {i} " + "word " * 200 for i in range(5000)]
     corpus = tmp_path / "corpus.parquet"

@@ -6,6 +6,7 @@ import functools
 import gc
 import gzip
 import inspect
+import json
 import logging
 import re
 
@@ -15,15 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import Stemmer
+from bm25_index import bm25_run
 from bm25s.tokenization import Tokenizer
 from conftest import index_spec, schema_defaults
 
 import irflow.retrieval.index
 from irflow.core import contracts
 from irflow.data.ingest import ingest
-from irflow.retrieval import retrieve
+from irflow.retrieval import bm25, retrieve
 from irflow.retrieval.index import index_file
-from irflow.retrieval.retrieve import bm25_search, dense_search
+from irflow.retrieval.retrieve import dense_search
 from irflow.retrieval.runs import report_short_queries
 
 BM25 = schema_defaults({"type": "bm25"})  # lucene, k1 0.9, b 0.4, en stopwords, Snowball
@@ -56,7 +58,7 @@ def tables(tmp_path):
 
 
 def test_bm25_scores_equal_bare_bm25s(tables):
-    run, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False, latency_queries=5)
+    run, timing = bm25_run(*tables, BM25, top_k=10, remove_self_matches=False, latency_queries=5)
     assert list(timing["latency"]) == ["q1", "q2"]  # every query, when fewer than asked for
     assert timing["index_bytes"] > 0
     stemmer = Stemmer.Stemmer("english")
@@ -83,7 +85,7 @@ def test_bm25_scores_equal_bare_bm25s(tables):
 @pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana"])
 def test_bm25_word_pattern_finds_what_bm25s_default_finds(shared_datasets, dataset):
     default = re.compile(inspect.signature(Tokenizer).parameters["splitter"].default).findall
-    ours = re.compile(retrieve.BM25S_WORDS).findall
+    ours = re.compile(bm25.BM25S_WORDS).findall
     tricky = ["a b_c d1 x", "Ärzte straße ǅemal", "e\u0301t\u00e9 co-op can't", "_ __ 1 12 ½¼", ""]
     with gzip.open(shared_datasets / dataset / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         texts = tricky + [line.lower() for line in lines]
@@ -91,14 +93,14 @@ def test_bm25_word_pattern_finds_what_bm25s_default_finds(shared_datasets, datas
 
 
 def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):
-    retrieve.BM25Retriever(BM25).index(tables[0])
+    bm25.BM25Retriever(BM25).index(tables[0])
     assert gc.isenabled()
     with pytest.raises(FileNotFoundError):
-        retrieve.BM25Retriever(BM25).index(tmp_path / "missing.parquet")
+        bm25.BM25Retriever(BM25).index(tmp_path / "missing.parquet")
     assert gc.isenabled()
     gc.disable()
     try:
-        retrieve.BM25Retriever(BM25).index(tables[0])
+        bm25.BM25Retriever(BM25).index(tables[0])
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -108,7 +110,7 @@ def test_bm25_short_queries_are_explained_as_expected(tables, caplog):
     """A BM25 query sharing a term with fewer than top_k documents is short by design: the
     manifest says so, and the log at info level; a short run without a reason (a dense
     search's) stays a warning."""
-    _, timing = bm25_search(*tables, BM25, top_k=10, remove_self_matches=False)
+    _, timing = bm25_run(*tables, BM25, top_k=10, remove_self_matches=False)
     assert timing["short_queries"] == 2
     assert timing["short_queries_reason"] == (
         "expected: BM25 returns only the documents that share a term with the query, and these "
@@ -121,12 +123,12 @@ def test_bm25_short_queries_are_explained_as_expected(tables, caplog):
     assert explained.levelno == logging.INFO
     assert explained.getMessage().endswith(f"({timing['short_queries_reason']})")
     assert unexplained.levelno == logging.WARNING
-    _, timing = bm25_search(*tables, BM25, top_k=1, remove_self_matches=False)
+    _, timing = bm25_run(*tables, BM25, top_k=1, remove_self_matches=False)
     assert timing["short_queries"] == 0 and timing["short_queries_reason"] is None
 
 
 def test_bm25_removes_self_matches_when_asked(tables):
-    run, timing = bm25_search(*tables, BM25, top_k=1, remove_self_matches=True)
+    run, timing = bm25_run(*tables, BM25, top_k=1, remove_self_matches=True)
     assert timing["self_matches_removed"] == 1
     assert run[run["query_id"] == "q1"]["doc_id"].tolist() == ["d2"]
 
@@ -150,7 +152,7 @@ CATS = [("d1", "cats purr"), ("d2", "cats sleep all day"), ("d3", "cats cats"), 
 def test_bm25_hits_are_the_documents_sharing_a_term(tmp_path, method):
     spec = BM25 | {"method": method}
     paths = corpus_and_queries(tmp_path, CATS, [("q", "cats"), ("none", "birds")])
-    run, _ = bm25_search(*paths, spec, top_k=10, remove_self_matches=False)
+    run, _ = bm25_run(*paths, spec, top_k=10, remove_self_matches=False)
     assert set(run["query_id"]) == {"q"}  # "birds" matches nothing: no hit at all
     model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
     stemmer = Stemmer.Stemmer("english")
@@ -180,7 +182,7 @@ def test_bm25_top_k_is_taken_among_matching_documents_in_trec_eval_order(
 ):
     docs = [("d1", "cats purr"), ("d2", "cats"), ("d3", "cats"), ("d4", "fish swim")]
     paths = corpus_and_queries(tmp_path, docs, [("q", "cats")])
-    run, _ = bm25_search(*paths, BM25 | {"method": method}, top_k, remove_self_matches=False)
+    run, _ = bm25_run(*paths, BM25 | {"method": method}, top_k, remove_self_matches=False)
     assert run["doc_id"].tolist() == expected
 
 
@@ -371,10 +373,10 @@ def test_bm25_indexed_in_batches_scores_as_bm25s_on_the_whole_corpus(tmp_path, m
         batch_sizes.append(len(texts))
         return document_texts(titles, texts)
 
-    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", 2)
+    monkeypatch.setattr(bm25, "BM25_BATCH_ROWS", 2)
     monkeypatch.setattr(contracts, "document_texts", spy)
     spec = BM25 | {"method": method}
-    run, _ = bm25_search(*paths, spec, top_k=10, remove_self_matches=False)
+    run, _ = bm25_run(*paths, spec, top_k=10, remove_self_matches=False)
     assert batch_sizes == [2, 2, 2]  # never the whole corpus at once
     model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
     stemmer = Stemmer.Stemmer("english")
@@ -419,7 +421,7 @@ def bare_tokens(shared_corpora):
 
     @functools.cache
     def tokenized(dataset: str) -> tuple[list[list[int]], dict]:
-        bare = retrieve.BM25Retriever(BM25)
+        bare = bm25.BM25Retriever(BM25)
         token_ids = bare._token_ids(shared_corpora[dataset][1], update_vocab=True)
         return token_ids, bare.tokenizer.get_vocab_dict()
 
@@ -446,8 +448,8 @@ def test_bm25_streamed_index_is_bm25s_index_bit_for_bit(
 ):
     corpus, texts = shared_corpora[dataset]
     spec = BM25 | {"method": method}
-    ours = retrieve.BM25Retriever(spec).index(corpus)  # 4096 rows a batch: 1 to 3 batches
-    bare = retrieve.BM25Retriever(spec)  # the same tokens, all at once, into bm25s.BM25.index
+    ours = bm25.BM25Retriever(spec).index(corpus)  # 4096 rows a batch: 1 to 3 batches
+    bare = bm25.BM25Retriever(spec)  # the same tokens, all at once, into bm25s.BM25.index
     bare.model = bm25s.BM25(method=method, k1=spec["k1"], b=spec["b"], delta=spec["delta"])
     bare.model.index(bare_tokens(dataset), show_progress=False)
     matrix = bare.model.scores
@@ -466,10 +468,10 @@ def test_bm25_index_is_the_same_in_many_small_batches_as_in_one(
 ):
     corpus, texts = shared_corpora["nfcorpus"]
     spec = BM25 | {"method": method}
-    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", len(texts))
-    whole = retrieve.BM25Retriever(spec).index(corpus)
-    monkeypatch.setattr(retrieve, "BM25_BATCH_ROWS", 500)  # 8 batches, the last one short
-    batched = retrieve.BM25Retriever(spec).index(corpus)
+    monkeypatch.setattr(bm25, "BM25_BATCH_ROWS", len(texts))
+    whole = bm25.BM25Retriever(spec).index(corpus)
+    monkeypatch.setattr(bm25, "BM25_BATCH_ROWS", 500)  # 8 batches, the last one short
+    batched = bm25.BM25Retriever(spec).index(corpus)
     assert score_matrix(batched) == score_matrix(whole)
     queries = texts[:50]
     for (rows, scores), (rows_whole, scores_whole) in zip(
@@ -491,6 +493,70 @@ def stem_words(text):
 def test_bm25_hits_include_documents_matching_only_a_term_of_idf_zero(tmp_path):
     # robertson: "cats" (3 of 4 documents) scores 0, "swim" more; all four documents match.
     paths = corpus_and_queries(tmp_path, CATS, [("q", "cats swim")])
-    run, _ = bm25_search(*paths, BM25 | {"method": "robertson"}, 10, remove_self_matches=False)
+    run, _ = bm25_run(*paths, BM25 | {"method": "robertson"}, 10, remove_self_matches=False)
     assert run["doc_id"].tolist() == ["d4", "d3", "d2", "d1"]
     assert run["score"].tolist()[1:] == [0.0, 0.0, 0.0]
+
+
+# One variant per corpus: the default (Snowball stems: queries map through the stems alone), no
+# stemmer and no stopwords (the word vocabulary), bm25l (scores for absent terms).
+SAVED_VARIANTS = {
+    "scifact": BM25,
+    "nfcorpus": BM25 | {"stemmer": None, "stopwords": None},
+    "arguana": BM25 | {"method": "bm25l"},
+}
+
+
+@pytest.mark.parametrize("dataset", sorted(SAVED_VARIANTS))
+def test_a_saved_index_searched_memory_mapped_is_the_index_built_in_the_job(
+    shared_corpora, tmp_path, dataset
+):
+    """The index_bm25 job saves the index once; a search job loads it memory-mapped and finds
+    the same hits with the same scores, bit for bit, as a search of the index built in memory."""
+    corpus, texts = shared_corpora[dataset]
+    spec = SAVED_VARIANTS[dataset]
+    built = bm25.BM25Retriever(spec).index(corpus)
+    assert built.save(tmp_path / "index") == sum(
+        f.stat().st_size for f in (tmp_path / "index").iterdir()
+    )
+    loaded = bm25.BM25Retriever.load(tmp_path / "index", spec)
+    assert isinstance(loaded.model.scores["data"], np.memmap)
+    assert isinstance(loaded.model.scores["indices"], np.memmap)
+    assert loaded.doc_ids.equals(built.doc_ids)
+    # Corpus texts as queries: long ones, so most of the vocabulary is looked up, and words
+    # the index does not hold ("zzyzx").
+    queries = [f"{text} zzyzx" for text in texts[:150]]
+    for (rows, scores), (rows_built, scores_built) in zip(
+        loaded.search(queries, 100), built.search(queries, 100)
+    ):
+        assert rows.tolist() == rows_built.tolist()
+        assert scores.tobytes() == scores_built.tobytes()
+
+
+def test_an_index_built_with_other_settings_is_refused(tables, tmp_path):
+    bm25.BM25Retriever(BM25).index(tables[0]).save(tmp_path / "index")
+    with pytest.raises(ValueError, match=r"index: BM25 index built with .*'k1': 0.9.* searched "
+                       r"with .*'k1': 1.2.*rebuild it"):  # fmt: skip
+        bm25.BM25Retriever.load(tmp_path / "index", BM25 | {"k1": 1.2})
+
+
+def test_an_index_is_saved_whole_or_not_at_all(tables, tmp_path, monkeypatch):
+    folder = tmp_path / "index"
+    retriever = bm25.BM25Retriever(BM25).index(tables[0])
+    retriever.save(folder)
+    first = sorted(f.name for f in folder.iterdir())
+    assert {"doc_ids.parquet", "irflow.index.json", "params.index.json"} <= set(first)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bm25.pq, "write_table", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bm25.BM25Retriever(BM25 | {"k1": 1.2}).index(tables[0]).save(folder)
+    # The saved index is untouched and nothing half-written is left beside it.
+    assert sorted(f.name for f in tmp_path.iterdir()) == [
+        "corpus.parquet",
+        "index",
+        "queries.parquet",
+    ]
+    assert json.loads((folder / "irflow.index.json").read_text())["settings"]["k1"] == 0.9

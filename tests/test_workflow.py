@@ -311,6 +311,20 @@ def test_sharding_a_corpus_reembeds_only_its_documents(workflow):
     assert {w["dataset"] for _, w in jobs if "dataset" in w} == {"scifact"}
 
 
+def test_changed_bm25_setting_reindexes_only_that_retriever_once_per_dataset(workflow):
+    """BM25 is indexed once per (dataset, variant) by index_bm25; its searches load the index.
+    A changed k1 rebuilds that variant's index and reruns what reads it, never the data or the
+    dense side."""
+    workdir, config, _ = workflow
+    config = json.loads(json.dumps(config))
+    config["retrievers"]["bm25"]["k1"] = 1.2
+    rules = [rule for rule, _ in planned_jobs(workdir, config)]
+    assert rules.count("index_bm25") == rules.count("retrieve_bm25") == DATASETS
+    assert not {"download", "ingest", "filter", "embed", "index", "retrieve_dense"} & set(rules)
+    index = json.loads((workdir / "results/manifests/index_bm25/scifact/bm25.json").read_text())
+    assert index["settings"]["k1"] == 0.9 and index["postings"] > 0
+
+
 def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))

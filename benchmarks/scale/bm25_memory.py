@@ -1,13 +1,21 @@
-"""BM25 at scale: peak memory and time of irflow's BM25 (index, then the top 1000 of every
-judged query) per corpus size, each in a fresh process, and a straight line through the
-measurements to MS MARCO's 8,841,823 passages.
+"""BM25 at scale: the index job and the search job, each in a fresh process, their peak memory
+and time per corpus size, and a straight line through the measurements to MS MARCO's 8,841,823
+passages.
 
-Each corpus (a make_corpus.py folder) is ingested once into ``--work``; then a child process
-runs ``bm25_search`` with the workflow's default BM25 on it, and the parent reads the child's
-peak resident memory from ``os.wait4`` (ru_maxrss). The child also reports the index's
-postings (its non-zero scores) and a digest of the run, so two versions of retrieve.py can be
-checked to give the same run. ``--retrieve`` times another retrieve.py, for example the one
-before a change (``git show REV:src/irflow/retrieval/retrieve.py > /tmp/old_retrieve.py``).
+Each corpus (a make_corpus.py folder) is ingested once into ``--work``. Then:
+
+* an index child does what every BM25 job did before the index was saved (build bm25s' score
+  matrix of the corpus with the workflow's default BM25, then search the judged queries at
+  depth 1000 in memory) and then saves the index (``irflow.retrieval.bm25``), as the index_bm25
+  job does;
+* a search child does what each BM25 job does now: load the saved index memory-mapped and
+  search the same queries (``bm25_search``).
+
+The parent reads each child's peak resident memory from ``os.wait4`` (ru_maxrss; mapped pages
+the search reads count in it) and checks that both runs are the same, bit for bit (SHA-256 of
+query ids, doc ids and scores). From the same run it prints the cost of ``--jobs`` jobs that
+each need BM25 (retrieve, qc_candidates, negatives, ...): rebuilt in every job, against
+indexed once and searched from the saved index.
 
     .venv/bin/python benchmarks/scale/make_corpus.py --out /tmp/scale/msm1m
     .venv/bin/python benchmarks/scale/make_corpus.py --out /tmp/scale/msm2m --documents 2000000
@@ -20,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -61,56 +68,86 @@ def ingested(corpus: Path, work: Path) -> tuple[Path, Path]:
     return out / "corpus.parquet", out / "scored.parquet"
 
 
-def child(retrieve_file: str, corpus: str, queries: str) -> None:
-    """One measurement, printed as JSON: this process's memory is what the parent reads."""
-    if retrieve_file:
-        spec = importlib.util.spec_from_file_location("retrieve_under_test", retrieve_file)
-        retrieve = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(retrieve)
-    else:
-        from irflow.retrieval import retrieve
-    indexed = []
-
-    class Recorded(retrieve.BM25Retriever):
-        def index(self, corpus_path):
-            indexed.append(self)
-            return super().index(corpus_path)
-
-    retrieve.BM25Retriever = Recorded
-    started = time.perf_counter()
-    run, timing = retrieve.bm25_search(Path(corpus), Path(queries), default_spec(), 1000, False)
-    seconds = time.perf_counter() - started
+def run_digest(run) -> str:
     digest = hashlib.sha256()
     for column in ("query_id", "doc_id", "score"):
         digest.update(run[column].to_numpy().astype("U" if column != "score" else None).tobytes())
-    print(
-        json.dumps(
-            {
-                "seconds": seconds,
-                "index_seconds": timing["index_seconds"],
-                "search_seconds": timing["search_seconds"],
-                "index_bytes": timing["index_bytes"],
-                "postings": len(indexed[0].model.scores["data"]),
-                "vocabulary": len(indexed[0].model.scores["indptr"]) - 1,
-                "run_rows": len(run),
-                "run_sha256": digest.hexdigest(),
-            }
-        )
-    )
+    return digest.hexdigest()
 
 
-def measure(retrieve_file: str, corpus: Path, queries: Path) -> dict:
-    command = [sys.executable, __file__, "--child", retrieve_file, str(corpus), str(queries)]
+def index_child(corpus: str, queries: str, folder: str) -> dict:
+    """A BM25 job before the index was saved (build, then search in memory), then the save."""
+    from irflow.retrieval.bm25 import BM25Retriever
+    from irflow.retrieval.retrieve import search_texts
+
+    spec = default_spec()
+    started = time.perf_counter()
+    retriever = BM25Retriever(spec).index(Path(corpus))
+    built = time.perf_counter()
+    run, _ = search_texts(retriever, retriever.doc_ids, Path(queries), 1000, False)
+    searched = time.perf_counter()
+    index_bytes = retriever.save(Path(folder))
+    return {
+        "index_seconds": built - started,
+        "search_seconds": searched - built,
+        "save_seconds": time.perf_counter() - searched,
+        "index_bytes": index_bytes,
+        "postings": len(retriever.model.scores["data"]),
+        "vocabulary": len(retriever.model.scores["indptr"]) - 1,
+        "run_rows": len(run),
+        "run_sha256": run_digest(run),
+    }
+
+
+def search_child(corpus: str, queries: str, folder: str) -> dict:
+    """A BM25 job now: the saved index, memory-mapped, searched."""
+    from irflow.retrieval.retrieve import bm25_search
+
+    started = time.perf_counter()
+    run, timing = bm25_search(Path(folder), Path(queries), default_spec(), 1000, False)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "search_seconds": timing["search_seconds"],
+        "load_seconds": seconds - timing["search_seconds"],
+        "run_rows": len(run),
+        "run_sha256": run_digest(run),
+    }
+
+
+CHILDREN = {"index": index_child, "search": search_child}
+
+
+def measure(kind: str, corpus: Path, queries: Path, folder: Path) -> dict:
+    """One child's facts and its peak resident memory."""
+    command = [sys.executable, __file__, "--child", kind, str(corpus), str(queries), str(folder)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     if status:
-        raise SystemExit(f"measurement of {corpus} failed (wait status {status})")
+        raise SystemExit(f"{kind} measurement of {corpus} failed (wait status {status})")
+    return {"peak_rss_mib": usage.ru_maxrss * 1024 / MIB} | json.loads(output)  # KiB on Linux
+
+
+def measure_corpus(corpus: Path, queries: Path, jobs: int) -> dict:
     import pyarrow.parquet as pq
 
-    documents = pq.ParquetFile(corpus).metadata.num_rows
-    peak_mib = usage.ru_maxrss * 1024 / MIB  # ru_maxrss is in KiB on Linux
-    return {"documents": documents, "peak_rss_mib": peak_mib} | json.loads(output)
+    folder = corpus.with_name("bm25.bm25s")
+    index = measure("index", corpus, queries, folder)
+    search = measure("search", corpus, queries, folder)
+    if search["run_sha256"] != index["run_sha256"]:
+        raise SystemExit(f"{corpus}: the saved index's run differs from the built index's")
+    rebuilt = jobs * (index["index_seconds"] + index["search_seconds"])
+    once = index["index_seconds"] + index["save_seconds"] + jobs * search["seconds"]
+    return {
+        "documents": pq.ParquetFile(corpus).metadata.num_rows,
+        "index_job": index,
+        "search_job": search,
+        "jobs": jobs,
+        "rebuilt_in_every_job_seconds": rebuilt,
+        "indexed_once_seconds": once,
+        "speedup": rebuilt / once,
+    }
 
 
 def line(points: list[tuple[float, float]], x: float) -> tuple[float, float, float]:
@@ -122,14 +159,14 @@ def line(points: list[tuple[float, float]], x: float) -> tuple[float, float, flo
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(*sys.argv[2:5])
+        print(json.dumps(CHILDREN[sys.argv[2]](*sys.argv[3:6])))
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("corpora", type=Path, nargs="+", help="make_corpus.py folders")
     parser.add_argument("--work", type=Path, default=Path("/tmp/scale/ingested"))
-    parser.add_argument("--retrieve", default="", help="another retrieve.py to measure")
+    parser.add_argument("--jobs", type=int, default=4, help="BM25 jobs per dataset to compare")
     parser.add_argument("--label", default="")
     args = parser.parse_args()
 
@@ -137,17 +174,18 @@ def main() -> None:
 
     rows = []
     for corpus in args.corpora:
-        tables = ingested(corpus, args.work)
-        rows.append(measure(str(args.retrieve), *tables))
+        rows.append(measure_corpus(*ingested(corpus, args.work), args.jobs))
         print(json.dumps(rows[-1]), flush=True)
-    summary = {
-        "retrieve": args.retrieve or "src/irflow/retrieval/retrieve.py",
-        "measurements": rows,
-    }
+    summary = {"command": " ".join(sys.argv), "measurements": rows}
     if len(rows) > 1:
-        for key in ("peak_rss_mib", "index_seconds", "seconds"):
+        fits = {
+            "index_peak_rss_mib": lambda row: row["index_job"]["peak_rss_mib"],
+            "search_peak_rss_mib": lambda row: row["search_job"]["peak_rss_mib"],
+            "index_seconds": lambda row: row["index_job"]["index_seconds"],
+        }
+        for key, value in fits.items():
             intercept, slope, at_msmarco = line(
-                [(row["documents"], row[key]) for row in rows], MSMARCO_DOCUMENTS
+                [(row["documents"], value(row)) for row in rows], MSMARCO_DOCUMENTS
             )
             summary[f"{key}_fit"] = {
                 "intercept": intercept,
@@ -158,6 +196,14 @@ def main() -> None:
     name = "bm25_memory" + (f"-{args.label}" if args.label else "")
     (OUT / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
+    for row in rows:
+        print(
+            f"{row['documents']:,} documents, {args.jobs} BM25 jobs: rebuilt in each "
+            f"{row['rebuilt_in_every_job_seconds']:.1f} s, indexed once "
+            f"{row['indexed_once_seconds']:.1f} s: {row['speedup']:.2f}x; peak RSS index job "
+            f"{row['index_job']['peak_rss_mib']:.0f} MiB, search job "
+            f"{row['search_job']['peak_rss_mib']:.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

@@ -235,25 +235,25 @@ def mine(
 
 class PositiveScores:
     """Scores (query, document) pairs with the teacher that made the run, for the positives it
-    did not retrieve: BM25 through bm25s over the same filtered corpus and variant (the scores
-    its run holds), a dense retriever as the inner product of the stored query and document
-    vectors (a document's best passage for passage models: MaxP, as ``dense_search``)."""
+    did not retrieve: BM25 through bm25s with the index its run searched (the scores the run
+    holds), a dense retriever as the inner product of the stored query and document vectors (a
+    document's best passage for passage models: MaxP, as ``dense_search``). ``stored`` holds
+    BM25's ``bm25_index`` folder, or a dense retriever's ``queries``, ``documents`` (and
+    ``passages``) vector files."""
 
-    def __init__(self, retriever: dict, queries: pa.Table, corpus: Path, vectors: dict | None):
-        self.retriever, self.corpus, self.vectors = retriever, corpus, vectors
+    def __init__(self, retriever: dict, queries: pa.Table, stored: dict):
+        self.retriever, self.stored = retriever, stored
         self.query_texts = dict(
             zip(queries.column("query_id").to_pylist(), queries.column("text").to_pylist())
         )
 
     @classmethod
-    def of(cls, retriever, queries, corpus, vectors=None) -> PositiveScores | None:
+    def of(cls, retriever, queries, stored=None) -> PositiveScores | None:
         """The scorer for ``retriever`` (None when the system is not a retriever, or not one
         that can be scored directly)."""
-        if retriever is None or retriever["type"] not in ("bm25", "dense"):
+        if retriever is None or retriever["type"] not in ("bm25", "dense") or not stored:
             return None
-        if retriever["type"] == "dense" and vectors is None:
-            return None
-        return cls(retriever, queries, corpus, vectors)
+        return cls(retriever, queries, stored)
 
     def __call__(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
         if self.retriever["type"] == "bm25":
@@ -261,9 +261,9 @@ class PositiveScores:
         return self._dense(pairs)
 
     def _bm25(self, pairs):
-        from irflow.retrieval.retrieve import BM25Retriever
+        from irflow.retrieval.bm25 import BM25Retriever
 
-        bm25 = BM25Retriever(self.retriever).index(self.corpus)
+        bm25 = BM25Retriever.load(self.stored["bm25_index"], self.retriever)
         wanted = pa.array(sorted({doc_id for _, doc_id in pairs}), pa.string())
         rows = dict(zip(wanted.to_pylist(), pc.index_in(wanted, bm25.doc_ids).to_pylist()))
         by_query: dict[str, list[str]] = {}
@@ -282,19 +282,19 @@ class PositiveScores:
 
     def _dense(self, pairs):
         query_ids, query_matrix = read_embeddings(
-            self.vectors["queries"], {query_id for query_id, _ in pairs}
+            self.stored["queries"], {query_id for query_id, _ in pairs}
         )
         doc_ids = {doc_id for _, doc_id in pairs}
-        if "passages" in self.vectors:
+        if "passages" in self.stored:
             passages = pq.read_table(
-                self.vectors["passages"],
+                self.stored["passages"],
                 columns=["passage_id", "doc_id"],
                 filters=pc.field("doc_id").isin(pa.array(sorted(doc_ids), pa.string())),
             )
             doc_of = dict(zip(*(passages.column(c).to_pylist() for c in ("passage_id", "doc_id"))))
         else:
             doc_of = {doc_id: doc_id for doc_id in doc_ids}
-        row_ids, row_matrix = read_embeddings(self.vectors["documents"], doc_of)
+        row_ids, row_matrix = read_embeddings(self.stored["documents"], doc_of)
         query_row = {query_id: i for i, query_id in enumerate(query_ids)}
         rows_of: dict[str, list[int]] = {}
         for i, row_id in enumerate(row_ids):
@@ -412,13 +412,15 @@ def run_negatives(
     retrieval: dict | None = None,
     retriever: dict | None = None,
     vectors: dict | None = None,
+    bm25_index: Path | None = None,
 ) -> dict:
     """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
     split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
     ``irflow.retrieval.retrieve.retrieve_judged``) give the split's judgements and its run.
     ``retriever`` is the system's retriever spec (None for a fusion or reranked system) and
     ``vectors`` a dense retriever's stored ``queries``, ``documents`` (and ``passages``)
-    files: with them the positives the run did not retrieve are scored directly."""
+    files, ``bm25_index`` a BM25 retriever's index (irflow.retrieval.bm25): with them the
+    positives the run did not retrieve are scored directly."""
     query_table = pq.read_table(queries)
     if run is not None:
         run_table, qrels_table = pq.read_table(run), pq.read_table(qrels)
@@ -428,11 +430,12 @@ def run_negatives(
         # bm25s is loaded only when a split is retrieved.
         from irflow.retrieval.retrieve import retrieve_judged
 
-        run_table = retrieve_judged(query_table, qrels_table, retrieval, {"corpus": corpus})
+        run_table = retrieve_judged(query_table, qrels_table, retrieval, {"bm25_index": bm25_index})
         retriever = retrieval["retriever"]
     ids = candidate_ids(run_table, qrels_table, settings)
     documents = _texts(pq.read_table(corpus), "doc_id", ids, document=True)
-    scorer = PositiveScores.of(retriever, query_table, corpus, vectors)
+    stored = {"bm25_index": bm25_index} if bm25_index else vectors
+    scorer = PositiveScores.of(retriever, query_table, stored)
     triples, counts = mine(run_table, qrels_table, documents, settings, scorer)
     table = with_texts(triples, query_table, documents)
     contracts.write_table(table, out_parquet, contracts.NEGATIVES)

@@ -1,25 +1,18 @@
-"""retrieve: first-stage top-k runs, dense (faiss) or lexical (bm25s).
+"""retrieve: first-stage top-k runs, dense (faiss) or lexical (bm25s, irflow.retrieval.bm25).
 
 Dense search goes over query batches against the faiss index and keeps only the top-k per
-query, so no query x corpus score matrix is ever held. BM25 is bm25s with every part of its
-variant (scoring method, k1, b, stemmer, stopwords, fields) taken from config. A BM25 hit is a
-document that shares at least one term with the query, whatever its score: ``robertson`` gives a
-term found in more than half the documents idf 0 (bm25s clamps it there), and ``bm25l``/``bm25+``
-give every document a positive score, so the score alone cannot say which documents matched.
-The corpus is read and tokenised in record batches, and documents stay corpus rows (integers)
-until the run is built, so the corpus is never held as Python strings.
+query, so no query x corpus score matrix is ever held. BM25 searches the index its dataset's
+index_bm25 job saved, memory-mapped; documents stay corpus rows (integers) until the run is
+built, so the corpus is never held as Python strings.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +24,7 @@ import pyarrow.parquet as pq
 from irflow.core import contracts
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
+from irflow.retrieval.bm25 import BM25Retriever
 from irflow.retrieval.exact_search import ExactSearcher, open_searcher
 from irflow.retrieval.index import Searcher
 from irflow.retrieval.recall import measure_recall, recall_sample
@@ -38,7 +32,6 @@ from irflow.retrieval.runs import (
     build_run,
     short_queries,
     term_matching_reason,
-    top_with_ties,
 )
 
 log = logging.getLogger(__name__)
@@ -258,252 +251,21 @@ def exact_run(
     return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
 
 
-# The words bm25s' default pattern, r"(?u)\b\w\w+\b", finds: every maximal run of two or more
-# word characters (leftmost-first matching cannot start a match inside a run). Without the
-# boundary checks the regex, most of tokenising, runs about a quarter faster.
-BM25S_WORDS = r"\w\w+"
-
-# Documents are read and tokenised this many at a time: only their token ids are kept, never
-# the whole corpus as Python strings.
-BM25_BATCH_ROWS = 4096
-
-
-def _document_postings(token_ids: list[list[int]], vocabulary: int) -> tuple:
-    """Each document's distinct terms (int32, ascending) and their counts (float32), document
-    after document; and per document its length in tokens and its number of distinct terms."""
-    lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
-    tokens = np.fromiter(chain.from_iterable(token_ids), dtype=np.int64, count=lengths.sum())
-    documents = np.repeat(np.arange(len(token_ids)), lengths)
-    vocabulary = max(vocabulary, 1)
-    pairs, counts = np.unique(documents * vocabulary + tokens, return_counts=True)
-    distinct = np.bincount(pairs // vocabulary, minlength=len(token_ids))
-    terms = (pairs % vocabulary).astype(np.int32)
-    return terms, counts.astype(np.float32), lengths, distinct
-
-
-@contextmanager
-def _without_cyclic_gc():
-    """Building a BM25 index makes millions of small objects (each batch's token lists) and no
-    reference cycles, so the cyclic collector's passes over them find nothing. (It took a fifth
-    of SciFact's indexing time when every document's token array was kept.)"""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-class BM25Retriever:
-    """bm25s over a corpus table, with the variant fully set by ``spec``."""
-
-    def __init__(self, spec: dict):
-        from bm25s.tokenization import Tokenizer
-
-        self.spec = spec
-        stemmer = None
-        if spec["stemmer"]:
-            import Stemmer
-
-            stemmer = Stemmer.Stemmer(spec["stemmer"])
-        # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
-        # kept across batches and then used for the queries. allow_empty=False: an empty
-        # document has no tokens, as with bm25s.tokenize, rather than an "" token.
-        self.tokenizer = Tokenizer(
-            splitter=BM25S_WORDS, stopwords=spec["stopwords"], stemmer=stemmer
-        )
-
-    def _token_ids(self, texts: list[str], update_vocab: bool) -> list[list[int]]:
-        return self.tokenizer.tokenize(
-            texts, update_vocab=update_vocab, show_progress=False, allow_empty=False
-        )
-
-    @_without_cyclic_gc()
-    def index(self, corpus_path: Path):
-        """bm25s' index of the corpus, bit for bit, built in two streamed passes so that memory
-        holds the score matrix and one batch, never every document's tokens.
-
-        Pass one tokenises the corpus batch by batch and writes each document's postings (its
-        distinct terms and their counts) to two temporary files (``tempfile``'s folder:
-        ``TMPDIR``, 8 bytes a posting). Pass two reads them back in document order, scores
-        each batch with bm25s' own idf and term-frequency functions, and places the scores
-        into bm25s' sparse matrix (CSC: a column per term, documents ascending in it) by a
-        counting sort over the document frequencies, so the matrix is the only full-size array.
-        """
-        import bm25s
-
-        self.model = bm25s.BM25(
-            method=self.spec["method"],
-            k1=self.spec["k1"],
-            b=self.spec["b"],
-            delta=self.spec["delta"],
-        )
-        with tempfile.TemporaryFile() as terms, tempfile.TemporaryFile() as counts:
-            lengths, distinct, frequencies = self._write_postings(corpus_path, terms, counts)
-            terms.seek(0)
-            counts.seek(0)
-            self._score_postings(terms, counts, lengths, distinct, frequencies)
-        self.model.vocab_dict = self.tokenizer.get_vocab_dict()
-        # One Arrow array: ids become strings only for the rows a run keeps.
-        doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
-        self.doc_ids = doc_ids.combine_chunks()
-        return self
-
-    def _write_postings(self, corpus_path: Path, terms, counts) -> tuple:
-        """Pass one: each document's postings, in corpus order, to the files ``terms`` (int32
-        term ids) and ``counts`` (float32, bm25s' type for term frequencies). Returns each
-        document's length in tokens and number of distinct terms, and each term's document
-        frequency."""
-        columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
-        lengths, distinct, frequencies = [], [], np.zeros(0, dtype=np.int64)
-        for batch in contracts.stream_batches(corpus_path, BM25_BATCH_ROWS, columns):
-            texts = batch.column("text").to_pylist()
-            if self.spec["fields"] == "title+text":
-                texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
-            token_ids = self._token_ids(texts, update_vocab=True)
-            vocabulary = len(self.tokenizer.get_vocab_dict())
-            batch_terms, batch_counts, batch_lengths, batch_distinct = _document_postings(
-                token_ids, vocabulary
-            )
-            batch_terms.tofile(terms)
-            batch_counts.tofile(counts)
-            lengths.append(batch_lengths)
-            distinct.append(batch_distinct)
-            grown = np.bincount(batch_terms, minlength=vocabulary)
-            grown[: len(frequencies)] += frequencies
-            frequencies = grown
-        vocabulary = len(self.tokenizer.get_vocab_dict())
-        frequencies = np.pad(frequencies, (0, vocabulary - len(frequencies)))
-        empty = np.zeros(0, dtype=np.int64)
-        return np.concatenate([empty, *lengths]), np.concatenate([empty, *distinct]), frequencies
-
-    def _score_postings(self, terms, counts, lengths, distinct, frequencies) -> None:
-        """Pass two: bm25s' ``build_index_from_ids`` from the postings files, into
-        ``self.model``'s score matrix (and ``nonoccurrence_array`` for bm25l, bm25+)."""
-        from bm25s import scoring
-
-        model = self.model
-        documents = len(lengths)
-        average_length = lengths.mean()  # as bm25s: the mean of an int64 array of lengths
-        by_term = dict(enumerate(frequencies.tolist()))
-        idf_of = scoring._select_idf_scorer(model.idf_method)
-        term_frequency_part = scoring._select_tfc_scorer(model.method)
-        idf = scoring._build_idf_array(by_term, documents, idf_of, dtype=model.dtype)
-        model.nonoccurrence_array = None
-        if model.method in model.methods_requiring_nonoccurrence:
-            model.nonoccurrence_array = scoring._build_nonoccurrence_array(
-                by_term, documents, idf_of, term_frequency_part, average_length,
-                average_length, model.k1, model.b, model.delta, dtype=model.dtype,
-            )  # fmt: skip
-        indptr = np.zeros(len(frequencies) + 1, dtype=np.int64)
-        np.cumsum(frequencies, out=indptr[1:])
-        data = np.empty(indptr[-1], dtype=model.dtype)
-        indices = np.empty(indptr[-1], dtype=model.int_dtype)
-        next_free = indptr[:-1].copy()
-        # A term with a posting that scores 0 or less: robertson's idf 0, atire's for a term in
-        # every document. Without such terms in a query, and with no score for absent terms
-        # (bm25l, bm25+ have one), a document matches exactly when it scores above 0.
-        self.zero_scoring_terms = np.zeros(len(frequencies), dtype=bool)
-        for first in range(0, documents, BM25_BATCH_ROWS):
-            rows = slice(first, first + BM25_BATCH_ROWS)
-            size = int(distinct[rows].sum())
-            batch_terms = np.fromfile(terms, dtype=np.int32, count=size)
-            tf = np.fromfile(counts, dtype=np.float32, count=size)
-            # bm25s scores a document's postings with its length as a Python int and the
-            # average as a NumPy float64: the same float64 operations as on these arrays.
-            scores = idf[batch_terms] * term_frequency_part(
-                tf_array=tf,
-                l_d=np.repeat(lengths[rows], distinct[rows]),
-                l_avg=average_length,
-                k1=model.k1,
-                b=model.b,
-                delta=model.delta,
-            )
-            if model.nonoccurrence_array is not None:
-                scores -= model.nonoccurrence_array[batch_terms]
-            scores = scores.astype(model.dtype)
-            self.zero_scoring_terms[batch_terms[scores <= 0]] = True
-            # Counting sort: each posting goes to its term's next free place; a stable sort by
-            # term keeps this batch's documents ascending within each term.
-            order = np.argsort(batch_terms, kind="stable")
-            in_batch, first_place, postings = np.unique(
-                batch_terms[order], return_index=True, return_counts=True
-            )
-            places = np.repeat(next_free[in_batch] - first_place, postings) + np.arange(size)
-            next_free[in_batch] += postings
-            data[places] = scores[order]
-            batch_documents = np.arange(first, first + len(lengths[rows]), dtype=indices.dtype)
-            indices[places] = np.repeat(batch_documents, distinct[rows])[order]
-        model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": documents}
-
-    def index_bytes(self) -> int:
-        """Size of the sparse score matrix and vocabulary, as bm25s saves them."""
-        arrays = self.model.scores.values()
-        tokens = self.model.vocab_dict
-        vocabulary = len("".join(tokens).encode()) + 8 * len(tokens)
-        return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray)) + vocabulary
-
-    def search(self, query_texts: list[str], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query, (rows, scores) of the documents that share a term with it: the ``depth``
-        best by score, and any tied with the last of them; rows index the corpus table."""
-        token_ids = self._token_ids(query_texts, update_vocab=False)
-        return [self._top_matching(query, depth) for query in token_ids]
-
-    def _top_matching(self, token_ids: list[int], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        scores, posting_docs = self._scores(token_ids)
-        terms = np.unique(np.asarray(token_ids, dtype=np.int64))
-        if self.model.nonoccurrence_array is None and not self.zero_scoring_terms[terms].any():
-            rows = np.flatnonzero(scores > 0)
-        else:
-            matched = np.zeros(len(scores), dtype=bool)
-            matched[posting_docs] = True
-            rows = np.flatnonzero(matched)
-        return top_with_ties(rows, scores[rows], depth)
-
-    def _scores(self, token_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """bm25s' ``get_scores_from_ids``, bit for bit, and the documents of the postings read
-        (bm25s' score matrix, CSC with one column per term, has an entry for each document
-        holding the term). bm25s adds each token's postings in turn with ``np.add.at``; one
-        ``np.add.at`` over all of them, in token order, adds in the same order in float32
-        with one call."""
-        matrix = self.model.scores
-        tokens = np.asarray(token_ids, dtype=np.int64)
-        indptr, indices, data = matrix["indptr"], matrix["indices"], matrix["data"]
-        # Each token's postings are one contiguous slice: copying slices beats gathering
-        # postings one index at a time.
-        spans = [
-            slice(start, end)
-            for start, end in zip(indptr[tokens].tolist(), indptr[tokens + 1].tolist())
-        ]
-        posting_docs = np.concatenate([indices[span] for span in spans] or [indices[:0]])
-        scores = np.zeros(matrix["num_docs"], dtype=self.model.dtype)
-        np.add.at(
-            scores, posting_docs, np.concatenate([data[span] for span in spans] or [data[:0]])
-        )
-        if self.model.nonoccurrence_array is not None:  # bm25l, bm25+: absent terms score too
-            scores += self.model.nonoccurrence_array[tokens].sum()
-        return scores, posting_docs
-
-
 def bm25_search(
-    corpus_path: Path,
+    index_folder: Path,
     queries_path: Path,
     spec: dict,
     top_k: int,
     remove_self_matches: bool,
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
-    started = time.perf_counter()
-    retriever = BM25Retriever(spec).index(corpus_path)
-    index_seconds = time.perf_counter() - started
+    """The run of BM25 variant ``spec`` from its index (irflow.retrieval.bm25, built once by
+    the dataset's index_bm25 job), memory-mapped."""
+    retriever = BM25Retriever.load(index_folder, spec)
     run, timing = search_texts(
         retriever, retriever.doc_ids, queries_path, top_k, remove_self_matches, latency_queries
     )
-    return run, timing | {
-        "index_seconds": index_seconds,
-        "index_bytes": retriever.index_bytes(),
-    } | term_matching_reason("BM25", timing["short_queries"])
+    return run, timing | term_matching_reason("BM25", timing["short_queries"])
 
 
 def search_texts(
@@ -538,7 +300,7 @@ def retrieve_judged(
     negatives of another split, the quality control of a generated dataset's other split.
 
     ``retrieval`` holds the ``retriever`` spec, ``top_k``, ``remove_self_matches`` and, for a
-    dense retriever, the ``index`` spec. ``files`` holds, for BM25, the filtered ``corpus``;
+    dense retriever, the ``index`` spec. ``files`` holds, for BM25, its ``bm25_index`` folder;
     for a dense retriever, the workflow's ``index``, the ``rows`` it was built from (document
     or passage embeddings) and, for passages, ``passages``: the queries are encoded by
     ``encoder`` (an ``irflow.encoding.models.Encoder`` of the retriever's model) and searched as
@@ -552,7 +314,7 @@ def retrieve_judged(
         path = Path(tmp) / "queries.parquet"
         if retriever["type"] == "bm25":
             pq.write_table(judged, path)
-            run, _ = bm25_search(files["corpus"], path, retriever, top_k, remove_self)
+            run, _ = bm25_search(files["bm25_index"], path, retriever, top_k, remove_self)
         elif retriever["type"] == "dense":
             vectors = encoder.encode(
                 judged.column("text").to_pylist(), encoder.spec["query_prompt"]

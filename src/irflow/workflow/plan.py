@@ -70,6 +70,9 @@ class WorkflowNames:
         # Retrievers searching a faiss index of their model's embeddings (rules/embed.smk,
         # index.smk).
         self.dense_systems = systems_with_step(config, "index")
+        # Retrievers searching a BM25 index of the filtered corpus (rules/index.smk,
+        # index_bm25), built once per dataset and retriever.
+        self.bm25_systems = systems_with_step(config, "index_bm25")
         # Per folder of results/ that another encode step writes (rules/vectors.smk: learned
         # sparse vectors, ColBERT token vectors): the models whose vectors it holds.
         self.vector_models_by_folder = {
@@ -193,6 +196,11 @@ class WorkflowNames:
                 f"results/manifests/index/{d}/{m}/{i}.json"
                 for d in self.datasets
                 for m, i in self.dense_indexes
+            ]
+            + [
+                f"results/manifests/index_bm25/{d}/{s}.json"
+                for d in self.datasets
+                for s in self.bm25_systems
             ]
         )
 

@@ -58,6 +58,13 @@ BM25_BASE_MIB, BM25_MIB_PER_TEXT_MB = 361, 1.0
 # memory, so the same MB per MB of text (SciFact: 4.0 MB of postings for 7.9 MB of text).
 # A TMPDIR on tmpfs holds them in memory besides.
 BM25_TMP_MB_PER_TEXT_MB = BM25_MIB_PER_TEXT_MB
+# A BM25 search maps the saved index (irflow.retrieval.bm25) rather than reading it: the score
+# matrix's pages enter the page cache as queries read them, which a cgroup (SLURM's) charges to
+# the job, so the model counts all of it, as for a memory-mapped faiss index (page cache can be
+# reclaimed: a job asking less is slowed by re-reads rather than killed). Besides: the
+# vocabulary as a Python dict (its JSON file several times over), and per document its id and
+# one query's scores.
+BM25_SEARCH_BASE_MIB, BM25_SEARCH_PER_VOCABULARY_MIB, BM25_SEARCH_ID_BYTES = 300, 6.0, 64
 # An index build reads the embeddings a record batch (irflow.retrieval.index.READ_BATCH_ROWS rows)
 # at a time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
 # reserved once (irflow.retrieval.index.reserve_storage), so a flat index peaks at its vectors plus
@@ -172,6 +179,21 @@ def filter_mb(corpus, attempt: int = 1) -> int:
 
 def bm25_mb(corpus, attempt: int = 1) -> int:
     return request_mb(BM25_BASE_MIB + BM25_MIB_PER_TEXT_MB * text_mb(corpus), attempt)
+
+
+def bm25_search_mb(index, attempt: int = 1) -> int:
+    """``index``: the folder irflow.retrieval.bm25 saved (bm25s' files)."""
+    folder = _existing(index)
+    documents = json.loads((folder / "params.index.json").read_text())["num_docs"]
+    matrix = sum((folder / f"{name}.csc.index.npy").stat().st_size for name in ("data", "indices"))
+    vocabulary = (folder / "vocab.index.json").stat().st_size
+    peak = (
+        BM25_SEARCH_BASE_MIB
+        + matrix / MIB
+        + BM25_SEARCH_PER_VOCABULARY_MIB * vocabulary / MIB
+        + BM25_SEARCH_ID_BYTES * documents / MIB
+    )
+    return request_mb(peak, attempt)
 
 
 def bm25_tmp_mb(corpus) -> int:

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from irflow.retrieval.external_run import is_url, run_location
 from irflow.workflow.families import family
+from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
 
 # The tables of results/ each dataset has one of, by the database view that shows them.
@@ -49,6 +50,15 @@ class Plan(DatasetInputs):
             else {}
         )
 
+    def bm25_inputs(self, wildcards):
+        """The retriever's BM25 index of the dataset and the queries."""
+        base = f"results/datasets/{wildcards.dataset}"
+        return {
+            "source": f"{base}/source.json",
+            "index": bm25_index_folder(wildcards.dataset, wildcards.system),
+            "queries": f"{base}/filtered/queries.parquet",
+        }
+
     def vector_search_inputs(self, wildcards):
         retriever = self.retrievers[wildcards.system]
         encoder = family(retriever["type"]).encoder
@@ -89,11 +99,11 @@ class Plan(DatasetInputs):
         return retrieval | family(retriever["type"]).search_settings(retriever, self.config)
 
     def split_retrieval_files(self, dataset, system):
-        """What split_retrieval's job reads: BM25's filtered corpus; a dense retriever's
-        index, the rows it holds (and their passages' documents) and its model, which
-        encodes the split's queries."""
+        """What split_retrieval's job reads: BM25's index; a dense retriever's index, the rows
+        it holds (and their passages' documents) and its model, which encodes the split's
+        queries."""
         if system not in self.dense_systems:
-            return {"corpus": f"results/datasets/{dataset}/filtered/corpus.parquet"}
+            return {"bm25_index": bm25_index_folder(dataset, system)}
         inputs = self.dense_inputs(SimpleNamespace(dataset=dataset, system=system))
         model = self.retrievers[system]["model"]
         return {
@@ -178,6 +188,9 @@ class Plan(DatasetInputs):
             "source": f"{base}/source.json",
             "corpus": f"{base}/filtered/corpus.parquet",
         }
+        if spec["system"] in self.bm25_systems:
+            # It retrieves another split, or scores the positives the run did not retrieve.
+            inputs["bm25_index"] = bm25_index_folder(spec["dataset"], spec["system"])
         if spec["split"] != self.config["split"]:
             return inputs | {"queries": f"{base}/queries.parquet"}
         inputs |= {

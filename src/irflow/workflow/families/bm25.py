@@ -1,23 +1,34 @@
-"""bm25: lexical BM25 over the filtered corpus (bm25s; irflow.retrieval.retrieve.BM25Retriever)."""
+"""bm25: lexical BM25 over the filtered corpus (bm25s; irflow.retrieval.bm25), indexed once per
+dataset and retriever by rule index_bm25 (rules/index.smk) and searched memory-mapped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from irflow.evaluation.cost import CostModel
+from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
+
+
+def index_folder(dataset: str, system: str) -> str:
+    """Where a bm25 retriever's index of a dataset lies: bm25s' saved index, a folder."""
+    return f"results/indexes/{dataset}/{system}.bm25s"
 
 
 class Bm25(RetrieverFamily):
     type = "bm25"
     schema_def = "bm25"
+    steps = ("index_bm25", "search")
     search_rule = "retrieve_bm25"
+
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        return resources.bm25_search_mb(inputs.index, attempt)
 
     def search(self, inputs, settings: dict, threads: int) -> tuple:
         from irflow.retrieval.retrieve import bm25_search
 
         return bm25_search(
-            Path(inputs.corpus),
+            Path(inputs.index),
             Path(inputs.queries),
             settings["retriever"],
             settings["top_k"],
@@ -26,10 +37,10 @@ class Bm25(RetrieverFamily):
         )
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
-        retrieve = cost.manifest("retrieve", dataset, system)
+        index = cost.manifest("index_bm25", dataset, system)
         return {
-            "index_bytes": retrieve["index_bytes"],
-            "index_build_seconds": retrieve["index_seconds"],
+            "index_bytes": index["index_bytes"],
+            "index_build_seconds": index["index_seconds"],
             "device": "cpu",
         }
 
