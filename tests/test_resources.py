@@ -158,11 +158,14 @@ def test_bm25_asks_tmp_disk_for_its_postings(tmp_path):
     assert resources.bm25_tmp_mb(corpus) == math.ceil(resources.HEADROOM * postings_mb) > 0
 
 
-def test_bm25_search_asks_for_its_mapped_matrix_vocabulary_and_ids(tmp_path):
+def test_bm25_search_asks_for_its_mapped_matrix_vocabulary_ids_and_run(tmp_path):
     from irflow.retrieval.bm25 import BM25Retriever
 
     spec = {"method": "lucene", "k1": 0.9, "b": 0.4, "delta": 0.5, "stemmer": None}
     spec |= {"stopwords": None, "fields": "text"}
+    queries = tmp_path / "queries.parquet"
+    pq.write_table(pa.table({"query_id": ["q1", "q2"], "text": ["a", "b"]}), queries)
+    peaks = []
     for documents in (2000, 8000):
         corpus = tmp_path / f"corpus-{documents}.parquet"
         texts = [f"document{i} shared words here" for i in range(documents)]
@@ -172,15 +175,18 @@ def test_bm25_search_asks_for_its_mapped_matrix_vocabulary_and_ids(tmp_path):
         BM25Retriever(spec).index(corpus).save(folder)
         matrix = sum((folder / f"{n}.csc.index.npy").stat().st_size for n in ("data", "indices"))
         vocabulary = (folder / "vocab.index.json").stat().st_size
-        peak = (
+        peaks.append(
             resources.BM25_SEARCH_BASE_MIB
             + matrix / resources.MIB
             + resources.BM25_SEARCH_PER_VOCABULARY_MIB * vocabulary / resources.MIB
             + resources.BM25_SEARCH_ID_BYTES * documents / resources.MIB
+            + resources.BM25_SEARCH_MIB_PER_RUN_ROW * 2 * 1000
         )
-        assert resources.bm25_search_mb(folder) == resources.request_mb(peak)
+        assert resources.bm25_search_mb(folder, queries, 1000) == resources.request_mb(peaks[-1])
+    # Every document adds its postings (4 terms: 8 bytes each), its vocabulary entry and its id.
+    assert peaks[1] - peaks[0] > 6000 * (4 * 8 + resources.BM25_SEARCH_ID_BYTES) / resources.MIB
     with pytest.raises(FileNotFoundError, match="missing.bm25s"):
-        resources.bm25_search_mb(tmp_path / "missing.bm25s")
+        resources.bm25_search_mb(tmp_path / "missing.bm25s", queries, 1000)
 
 
 def test_table_models_read_rows_and_uncompressed_text_from_the_metadata(tmp_path):

@@ -62,9 +62,13 @@ BM25_TMP_MB_PER_TEXT_MB = BM25_MIB_PER_TEXT_MB
 # matrix's pages enter the page cache as queries read them, which a cgroup (SLURM's) charges to
 # the job, so the model counts all of it, as for a memory-mapped faiss index (page cache can be
 # reclaimed: a job asking less is slowed by re-reads rather than killed). Besides: the
-# vocabulary as a Python dict (its JSON file several times over), and per document its id and
-# one query's scores.
-BM25_SEARCH_BASE_MIB, BM25_SEARCH_PER_VOCABULARY_MIB, BM25_SEARCH_ID_BYTES = 300, 6.0, 64
+# vocabulary as a Python dict (its JSON file several times over), per document its id and one
+# query's scores, and per run row (judged queries x top_k at most) the run as it is built, at
+# the score job's cost. benchmarks/scale/bm25_memory.py: 258 MiB on SciFact (5,183 documents,
+# 300 queries), 904 MiB at 1 M documents (426 MiB of matrix, 1,000 queries x 1,000), where
+# this models 944.
+BM25_SEARCH_BASE_MIB, BM25_SEARCH_PER_VOCABULARY_MIB, BM25_SEARCH_ID_BYTES = 260, 6.0, 64
+BM25_SEARCH_MIB_PER_RUN_ROW = 200 / MIB
 # An index build reads the embeddings a record batch (irflow.retrieval.index.READ_BATCH_ROWS rows)
 # at a time, holding several copies of it (Arrow, NumPy, faiss' input), and adds them into storage
 # reserved once (irflow.retrieval.index.reserve_storage), so a flat index peaks at its vectors plus
@@ -181,17 +185,20 @@ def bm25_mb(corpus, attempt: int = 1) -> int:
     return request_mb(BM25_BASE_MIB + BM25_MIB_PER_TEXT_MB * text_mb(corpus), attempt)
 
 
-def bm25_search_mb(index, attempt: int = 1) -> int:
-    """``index``: the folder irflow.retrieval.bm25 saved (bm25s' files)."""
+def bm25_search_mb(index, queries, top_k: int, attempt: int = 1) -> int:
+    """``index``: the folder irflow.retrieval.bm25 saved (bm25s' files); ``queries``: the
+    queries table searched, each giving at most ``top_k`` run rows."""
     folder = _existing(index)
     documents = json.loads((folder / "params.index.json").read_text())["num_docs"]
     matrix = sum((folder / f"{name}.csc.index.npy").stat().st_size for name in ("data", "indices"))
     vocabulary = (folder / "vocab.index.json").stat().st_size
+    run_rows = pq.read_metadata(_existing(queries)).num_rows * top_k
     peak = (
         BM25_SEARCH_BASE_MIB
         + matrix / MIB
         + BM25_SEARCH_PER_VOCABULARY_MIB * vocabulary / MIB
         + BM25_SEARCH_ID_BYTES * documents / MIB
+        + BM25_SEARCH_MIB_PER_RUN_ROW * run_rows
     )
     return request_mb(peak, attempt)
 

@@ -22,7 +22,7 @@ class Bm25(RetrieverFamily):
     search_rule = "retrieve_bm25"
 
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
-        return resources.bm25_search_mb(inputs.index, attempt)
+        return resources.bm25_search_mb(inputs.index, inputs.queries, settings["top_k"], attempt)
 
     def search(self, inputs, settings: dict, threads: int) -> tuple:
         from irflow.retrieval.retrieve import bm25_search
