@@ -509,14 +509,22 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
     rules = sorted(job["rule"] for job in jobs)
     assert rules == sorted(
         ["download", "ingest", "filter", "embed", "index"]  # embed: documents and queries
-        + ["retrieve_bm25", "retrieve_dense"]
+        + ["index_bm25", "retrieve_bm25", "retrieve_dense"]
     ), rules
     cpus = str(min(8, os.cpu_count() or 1))  # the rules' 8 threads, capped to the node's CPUs
-    # The memory retrieve_bm25's model asks for its corpus (irflow.workflow.resources), not a
-    # default.
-    from irflow.workflow.resources import bm25_mb
+    # The memory BM25's models ask for its corpus and its saved index
+    # (irflow.workflow.resources), not a default.
+    from irflow.workflow.resources import bm25_mb, bm25_search_mb
 
-    bm25_mem = bm25_mb(slurm_runs.cluster / "results/datasets/sub/filtered/corpus.parquet")
+    results = slurm_runs.cluster / "results/datasets/sub"
+    bm25_mem = {
+        "index_bm25": bm25_mb(results / "filtered/corpus.parquet"),
+        "retrieve_bm25": bm25_search_mb(
+            slurm_runs.cluster / "results/indexes/sub/bm25.bm25s",
+            results / "filtered/queries.parquet",
+            1000,
+        ),
+    }
     for job in jobs:
         assert job["JobState"] == "COMPLETED", job
         gpu = job["rule"] == "embed"
@@ -527,9 +535,9 @@ def test_every_job_ran_as_a_slurm_job_and_embed_got_a_gpu(slurm, slurm_runs):
         assert "TresPerNode" not in job, job  # no --gres beside --gpus
         if job["rule"] in ("embed", "index", "retrieve_dense"):
             assert job["NumCPUs"] == cpus, job
-        if job["rule"] == "retrieve_bm25":
-            assert job["NumCPUs"] == "1", job  # single-threaded search asks one CPU
-            assert _mib(job["MinMemoryNode"]) == bm25_mem, job
+        if job["rule"] in bm25_mem:
+            assert job["NumCPUs"] == "1", job  # single-threaded BM25 asks one CPU
+            assert _mib(job["MinMemoryNode"]) == bm25_mem[job["rule"]], job
     assert "--gres" not in slurm_runs.output
 
 
