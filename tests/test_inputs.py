@@ -3,9 +3,10 @@ validated configs: what each job reads, without running Snakemake."""
 
 from types import SimpleNamespace
 
+import yaml
 from conftest import REPO
 
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -147,3 +148,30 @@ def test_shipped_prompts_are_found_beside_the_snakefile(tmp_path, monkeypatch):
     plan = plan_of()
     assert plan.judge_prompts() == str(REPO / plan.config["quality_control"]["judge"]["prompts"])
     assert plan.prompts_file({"prompts": "missing.yaml"}) == "missing.yaml"
+
+
+def reversed_keys(value):
+    """``value`` with the keys of every mapping in it in reverse order."""
+    if isinstance(value, dict):
+        return {key: reversed_keys(value[key]) for key in reversed(value)}
+    if isinstance(value, list):
+        return [reversed_keys(item) for item in value]
+    return value
+
+
+def test_the_order_of_a_configs_keys_changes_no_params(monkeypatch, minilm_path):
+    """Snakemake reruns a job whose params' repr changed, and a dict's repr follows its key
+    order: every params value is made from the validated config (and the Plan made from it),
+    so that config is the same, key order included, whichever order the keys were written in."""
+    for variable in ("IRFLOW_MINILM", "IRFLOW_STATIC_MODEL"):
+        monkeypatch.setenv(variable, str(minilm_path))
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        if path.name == "config.schema.yaml":
+            continue
+        written = expand_config(yaml.safe_load(path.read_text()))
+        as_written = validate_config(written, SCHEMA)
+        reordered = validate_config(reversed_keys(written), SCHEMA)
+        assert repr(reordered) == repr(as_written), path.name
+        plans = Plan(as_written, REPO), Plan(reordered, REPO)
+        for model in as_written["models"]:
+            assert len({repr(plan.model_result_settings(model)) for plan in plans}) == 1
