@@ -117,6 +117,30 @@ def test_another_split_is_retrieved_from_the_index_and_the_model():
     assert run["top_k"] == 100 and "latency_queries" in run
 
 
+def test_a_flat_index_searched_in_shards_has_no_index_job():
+    """Its search reads the embeddings a shard at a time (irflow.retrieval.exact_search): no
+    job builds, and no job reads, an index file for it."""
+    plan = plan_of(
+        models={"m": {"id": "org/m"}},
+        indexes={"whole": {"type": "flat"}, "shards": {"type": "flat", "shard_rows": 1024}},
+        retrievers={
+            "held": {"type": "dense", "model": "m", "index": "whole"},
+            "sharded": {"type": "dense", "model": "m", "index": "shards"},
+        },
+    )
+    assert plan.dense_indexes == [("m", "whole")]
+    index_jobs = [path for path in plan.manifests if path.startswith("results/manifests/index/")]
+    assert index_jobs == ["results/manifests/index/d/m/whole.json"]
+    held, sharded = (SimpleNamespace(dataset="d", system=s) for s in ("held", "sharded"))
+    assert plan.dense_inputs(held)["index"] == "results/indexes/d/m/whole.faiss"
+    assert plan.dense_inputs(sharded) == {
+        "source": "results/datasets/d/source.json",
+        "corpus": "results/embeddings/d/m/corpus.parquet",
+        "queries": "results/embeddings/d/m/queries.parquet",
+    }
+    assert "index" not in plan.split_retrieval_files("d", "sharded")
+
+
 def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors():
     plan = dense(
         split="test",

@@ -113,9 +113,17 @@ class ExactSearcher:
         return {"shards": len(self.bounds), "shard_rows": max(e - f for f, e in self.bounds)}
 
 
-def open_searcher(index_path: Path, embeddings_path: Path, spec: dict) -> Searcher | ExactSearcher:
+def searched_in_shards(spec: dict) -> bool:
+    """Whether an index (its config block) is a flat one searched from its embeddings in shards,
+    which has no index file."""
+    return spec["type"] == "flat" and bool(spec.get("shard_rows"))
+
+
+def open_searcher(
+    index_path: Path | None, embeddings_path: Path, spec: dict
+) -> Searcher | ExactSearcher:
     """How a dense retriever searches: its faiss index, or for a flat index with
-    ``shard_rows`` the embeddings it was made from, a shard at a time."""
-    if spec["type"] == "flat" and spec["shard_rows"]:
+    ``shard_rows`` (no index file) the embeddings, a shard at a time."""
+    if searched_in_shards(spec):
         return ExactSearcher(embeddings_path, spec["shard_rows"])
     return Searcher(load_index(index_path, spec), spec)

@@ -19,7 +19,7 @@ than k vectors, and HNSW returns at most efSearch. ``Searcher`` searches HNSW wi
 efSearch >= k, and a query that came back short is searched again with twice the probes
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
-A flat index with ``shard_rows`` holds no vectors: it is searched from the embeddings file a
+A flat index with ``shard_rows`` is not built: it is searched from the embeddings file a
 shard at a time (``irflow.retrieval.exact_search``), so no job holds every vector.
 
 How far an approximate run is from the exact one is measured, not assumed: exact search
@@ -169,9 +169,6 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         )
     dim = pq.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
-    if spec["type"] == "flat" and spec["shard_rows"]:
-        # Searched from the embeddings a shard at a time (irflow.retrieval.exact_search).
-        return index, {"documents": rows, "searched_in_shards_of": spec["shard_rows"]}
     facts = {"documents": rows}
     if spec["type"] in IVF_TYPES:
         wanted = spec["nlist"] or 4 * math.isqrt(rows)
