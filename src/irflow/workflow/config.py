@@ -43,8 +43,8 @@ def sorted_keys(value):
 
     Snakemake reruns a job whose params changed, comparing each value's ``repr``, and a dict's
     repr follows its key order: every params value is made from this config, so with its keys
-    sorted, writing a config's keys in another order reruns nothing. (Defaults would otherwise
-    follow the keys written, too.)"""
+    sorted, writing a config's keys in another order reruns nothing (defaults are filled in
+    after the keys written, so their place would move too)."""
     if isinstance(value, dict):
         return {key: sorted_keys(value[key]) for key in sorted(value, key=str)}
     if isinstance(value, list):
