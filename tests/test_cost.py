@@ -12,6 +12,11 @@ from irflow.workflow.families import family
 
 CONFIG = {
     "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+    "indexes": {
+        "flat": {"type": "flat", "shard_rows": None},
+        "ivf": {"type": "ivf", "shard_rows": None},
+        "shards": {"type": "flat", "shard_rows": 1024},
+    },
     "retrievers": {
         "bm25": {"type": "bm25"},
         "dense": {"type": "dense", "model": "m", "index": "flat"},
@@ -73,6 +78,20 @@ def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
     table = model.table(["d"]).set_index("system")
     assert math.isnan(table.loc["dense", "encode_docs_per_second"])
     assert table.loc["dense", "index_bytes"] == 1536000
+
+
+def test_a_flat_index_searched_in_shards_has_no_index_to_count():
+    config = CONFIG | {
+        "retrievers": CONFIG["retrievers"]
+        | {"sharded": {"type": "dense", "model": "m", "index": "shards"}}
+    }
+    kinds = KINDS | {"sharded": "dense"}
+    # No index job wrote a manifest for it: none is read.
+    manifests = MANIFESTS | {("retrieve", "d", "sharded"): {"latency": {"q1": 0.002}}}
+    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)], family)
+    table = model.table(["d"]).set_index("system")
+    assert table.loc["sharded", ["index_bytes", "index_build_seconds"]].tolist() == [0, 0.0]
+    assert table.loc["sharded", "encode_docs_per_second"] == 250.0
 
 
 def test_approximate_indexes_carry_their_recall_against_exact_search():

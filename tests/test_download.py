@@ -23,11 +23,11 @@ from irflow.data.download import (
     dataset_files,
     dataset_fingerprint,
     dataset_layout,
-    fetch_url,
     locate_dataset,
     safe_extract_zip,
 )
 from irflow.data.download_cache import cached_file_name
+from irflow.data.fetch import fetch_url
 from irflow.data.ir_datasets_fields import (
     DOCUMENT_FIELDS,
     FIELDS_REVISION,

@@ -218,7 +218,7 @@ def test_locate_run_from_a_path_a_url_and_offline(tmp_path, monkeypatch):
         fetched.append((location, dest, md5))
         return dest
 
-    monkeypatch.setattr("irflow.retrieval.external_run.fetch_url", fake_fetch)
+    monkeypatch.setattr("irflow.data.fetch.fetch_url", fake_fetch)
     assert locate_run(url, tmp_path / "cache", md5="a" * 32) == cached
     assert fetched == [(url, cached, "a" * 32)]
 

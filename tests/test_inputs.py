@@ -3,9 +3,10 @@ validated configs: what each job reads, without running Snakemake."""
 
 from types import SimpleNamespace
 
+import yaml
 from conftest import REPO
 
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -115,6 +116,30 @@ def test_another_split_is_retrieved_from_the_index_and_the_model():
     assert run["top_k"] == 100 and "latency_queries" in run
 
 
+def test_a_flat_index_searched_in_shards_has_no_index_job():
+    """Its search reads the embeddings a shard at a time (irflow.retrieval.exact_search): no
+    job builds, and no job reads, an index file for it."""
+    plan = plan_of(
+        models={"m": {"id": "org/m"}},
+        indexes={"whole": {"type": "flat"}, "shards": {"type": "flat", "shard_rows": 1024}},
+        retrievers={
+            "held": {"type": "dense", "model": "m", "index": "whole"},
+            "sharded": {"type": "dense", "model": "m", "index": "shards"},
+        },
+    )
+    assert plan.dense_indexes == [("m", "whole")]
+    index_jobs = [path for path in plan.manifests if path.startswith("results/manifests/index/")]
+    assert index_jobs == ["results/manifests/index/d/m/whole.json"]
+    held, sharded = (SimpleNamespace(dataset="d", system=s) for s in ("held", "sharded"))
+    assert plan.dense_inputs(held)["index"] == "results/indexes/d/m/whole.faiss"
+    assert plan.dense_inputs(sharded) == {
+        "source": "results/datasets/d/source.json",
+        "corpus": "results/embeddings/d/m/corpus.parquet",
+        "queries": "results/embeddings/d/m/queries.parquet",
+    }
+    assert "index" not in plan.split_retrieval_files("d", "sharded")
+
+
 def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors():
     plan = dense(
         split="test",
@@ -151,3 +176,30 @@ def test_shipped_prompts_are_found_beside_the_snakefile(tmp_path, monkeypatch):
     plan = plan_of()
     assert plan.judge_prompts() == str(REPO / plan.config["quality_control"]["judge"]["prompts"])
     assert plan.prompts_file({"prompts": "missing.yaml"}) == "missing.yaml"
+
+
+def reversed_keys(value):
+    """``value`` with the keys of every mapping in it in reverse order."""
+    if isinstance(value, dict):
+        return {key: reversed_keys(value[key]) for key in reversed(value)}
+    if isinstance(value, list):
+        return [reversed_keys(item) for item in value]
+    return value
+
+
+def test_the_order_of_a_configs_keys_changes_no_params(monkeypatch, minilm_path):
+    """Snakemake reruns a job whose params' repr changed, and a dict's repr follows its key
+    order: every params value is made from the validated config (and the Plan made from it),
+    so that config is the same, key order included, whichever order the keys were written in."""
+    for variable in ("IRFLOW_MINILM", "IRFLOW_STATIC_MODEL"):
+        monkeypatch.setenv(variable, str(minilm_path))
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        if path.name == "config.schema.yaml":
+            continue
+        written = expand_config(yaml.safe_load(path.read_text()))
+        as_written = validate_config(written, SCHEMA)
+        reordered = validate_config(reversed_keys(written), SCHEMA)
+        assert repr(reordered) == repr(as_written), path.name
+        plans = Plan(as_written, REPO), Plan(reordered, REPO)
+        for model in as_written["models"]:
+            assert len({repr(plan.model_result_settings(model)) for plan in plans}) == 1

@@ -41,7 +41,6 @@ from irflow.data.download_cache import (
     marked_key,
     refuse_unmarked,
 )
-from irflow.data.fetch import fetch_url
 from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 
 log = logging.getLogger("irflow.data.download")
@@ -394,6 +393,9 @@ def _download_zip(
     name: str, urls: list[str], zip_path: Path, md5: str | None, retries: int, backoff_s: float
 ) -> None:
     """Fetch the zip from the first URL (the main one, then each mirror) that delivers it."""
+    # Imported here, as httpx (0.1 s) is: every dry run imports this module for its config check.
+    from irflow.data.fetch import fetch_url
+
     failures = []
     for url in urls:
         log.info("dataset %r: downloading %s", name, public_url(url))

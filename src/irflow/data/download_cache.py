@@ -20,8 +20,6 @@ import posixpath
 import shutil
 from pathlib import Path
 
-import httpx
-
 from irflow.core.errors import DownloadError
 
 log = logging.getLogger("irflow.data.download")
@@ -86,5 +84,7 @@ def install(folder: Path, target: Path, key: str, source: str) -> Path:
 def cached_file_name(url: str, fallback: str) -> str:
     """The cache's name for the file at ``url``: a digest of the whole URL, then the URL path's
     last segment (or ``fallback``), which keeps the suffix (``.gz``, ``.parquet``) readers go by."""
+    import httpx  # here: every dry run imports this module (through irflow.data.download)
+
     last = posixpath.basename(httpx.URL(url).path) or fallback
     return f"{digest(url)[:16]}-{last}"

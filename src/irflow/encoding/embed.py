@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,6 +52,9 @@ from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
 from irflow.core.timing import time_each
 from irflow.encoding.models import SIDES, Encoder, result_settings
+
+if TYPE_CHECKING:
+    import duckdb
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,8 @@ def _spilling_duckdb(work_dir: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection
             "threads": 1,
             "preserve_insertion_order": False,  # every query whose order matters sorts
         }
+        import duckdb  # here: every dry run imports this module (through irflow.derived.expand)
+
         with duckdb.connect(config=config) as db:
             yield db, Path(scratch)
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import faiss
 import numpy as np
 import pyarrow.parquet as pq
 
@@ -44,6 +43,8 @@ FAISS_DB_PARALLEL_MIN_ROWS = 10_000
 def smallest_shard_rows() -> int:
     """The fewest rows a shard may hold so that faiss searches it as it would the whole file
     (see the module notes), in whole database blocks."""
+    import faiss  # here, as in irflow.retrieval.index: dry runs import this module
+
     block = faiss.cvar.distance_compute_blas_database_bs
     rows = max(FAISS_DB_PARALLEL_MIN_ROWS, faiss.omp_get_max_threads() * block)
     return -(-rows // block) * block
@@ -53,6 +54,8 @@ def shard_bounds(rows: int, shard_rows: int) -> list[tuple[int, int]]:
     """(first, end) row of each shard of a file of ``rows`` rows: ``shard_rows`` rounded up to
     whole faiss database blocks and to at least ``smallest_shard_rows``; a tail shorter than
     that joins the last shard."""
+    import faiss
+
     block = faiss.cvar.distance_compute_blas_database_bs
     smallest = smallest_shard_rows()
     size = max(smallest, -(-shard_rows // block) * block)
@@ -94,6 +97,8 @@ class ExactSearcher:
         return False
 
     def search(self, queries: np.ndarray, k: int, widen: int = 0):
+        import faiss
+
         heap = faiss.ResultHeap(len(queries), k, keep_max=True)
         shards = vector_shards(self.embeddings_path, self.bounds, self.dim)
         for (first, _), vectors in zip(self.bounds, shards):
@@ -108,9 +113,17 @@ class ExactSearcher:
         return {"shards": len(self.bounds), "shard_rows": max(e - f for f, e in self.bounds)}
 
 
-def open_searcher(index_path: Path, embeddings_path: Path, spec: dict) -> Searcher | ExactSearcher:
+def searched_in_shards(spec: dict) -> bool:
+    """Whether an index (its config block) is a flat one searched from its embeddings in shards,
+    which has no index file."""
+    return spec["type"] == "flat" and bool(spec.get("shard_rows"))
+
+
+def open_searcher(
+    index_path: Path | None, embeddings_path: Path, spec: dict
+) -> Searcher | ExactSearcher:
     """How a dense retriever searches: its faiss index, or for a flat index with
-    ``shard_rows`` the embeddings it was made from, a shard at a time."""
-    if spec["type"] == "flat" and spec["shard_rows"]:
+    ``shard_rows`` (no index file) the embeddings, a shard at a time."""
+    if searched_in_shards(spec):
         return ExactSearcher(embeddings_path, spec["shard_rows"])
     return Searcher(load_index(index_path, spec), spec)

@@ -61,7 +61,6 @@ from irflow.core.errors import DownloadError, InputError
 from irflow.core.fingerprint import file_md5
 from irflow.core.redaction import public_url
 from irflow.data.download_cache import cached_file_name
-from irflow.data.fetch import fetch_url
 from irflow.retrieval.runs import short_queries, trec_order
 
 log = logging.getLogger(__name__)
@@ -112,6 +111,8 @@ def locate_run(
         raise DownloadError(
             f"run {public_url(location)} is not available offline: place the file at {dest}"
         )
+    from irflow.data.fetch import fetch_url  # here: httpx (0.1 s), and dry runs import this
+
     return fetch_url(location, dest, md5=md5)
 
 

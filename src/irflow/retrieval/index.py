@@ -19,7 +19,7 @@ than k vectors, and HNSW returns at most efSearch. ``Searcher`` searches HNSW wi
 efSearch >= k, and a query that came back short is searched again with twice the probes
 (``widen``), up to every list, rather than with a larger k, which cannot help.
 
-A flat index with ``shard_rows`` holds no vectors: it is searched from the embeddings file a
+A flat index with ``shard_rows`` is not built: it is searched from the embeddings file a
 shard at a time (``irflow.retrieval.exact_search``), so no job holds every vector.
 
 How far an approximate run is from the exact one is measured, not assumed: exact search
@@ -37,8 +37,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 import pyarrow.parquet as pq
 
@@ -46,6 +46,11 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import InputError
+
+# faiss (0.2 s) is imported where an index is built or searched: every dry run imports this
+# module, for its config check and the index rule's params.
+if TYPE_CHECKING:
+    import faiss
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +107,8 @@ def list_count(spec: dict, rows: int) -> int:
 
 
 def empty_index(spec: dict, dim: int, rows: int) -> faiss.Index:
+    import faiss
+
     if spec["type"] == "flat":
         return faiss.IndexFlatIP(dim)
     if spec["type"] == "hnsw":
@@ -122,6 +129,8 @@ def empty_index(spec: dict, dim: int, rows: int) -> faiss.Index:
 
 def ivf_part(index: faiss.Index) -> faiss.IndexIVF | None:
     """The inverted-file index inside ``index`` (itself, or the base of a refine), if any."""
+    import faiss
+
     index = faiss.downcast_index(index)
     if isinstance(index, faiss.IndexRefine):
         index = faiss.downcast_index(index.base_index)
@@ -160,9 +169,6 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         )
     dim = pq.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
-    if spec["type"] == "flat" and spec["shard_rows"]:
-        # Searched from the embeddings a shard at a time (irflow.retrieval.exact_search).
-        return index, {"documents": rows, "searched_in_shards_of": spec["shard_rows"]}
     facts = {"documents": rows}
     if spec["type"] in IVF_TYPES:
         wanted = spec["nlist"] or 4 * math.isqrt(rows)
@@ -204,6 +210,8 @@ def reserve_storage(index: faiss.Index, rows: int) -> None:
     2·M links on level 0 and M on each level above, M·(2 + 1/(M - 1)) on average; two per
     node more than the 2·M + 1 this rounds to leaves a margin that a large corpus does not
     exceed. IVF lists grow one list at a time, so no single reallocation doubles the index."""
+    import faiss
+
     index = faiss.downcast_index(index)
     if isinstance(index, faiss.IndexRefine):
         index = faiss.downcast_index(index.refine_index)
@@ -225,6 +233,8 @@ def _reserve(vector, size: int) -> None:
 
 
 def load_index(path: Path, spec: dict) -> faiss.Index:
+    import faiss
+
     # IO_FLAG_MMAP_IFC maps a flat index's vectors, the refine vectors and the IVF lists.
     return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if spec["mmap"] else 0)
 
@@ -270,6 +280,8 @@ class Searcher:
         return min(max(self.spec["ef_search"], k) << widen, max(self.size, k))
 
     def parameters(self, k: int, widen: int):
+        import faiss
+
         if self.spec["type"] == "hnsw":
             return faiss.SearchParametersHNSW(efSearch=self.ef_search(k, widen))
         if not self.lists:
@@ -294,6 +306,8 @@ class Searcher:
 
 
 def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
+    import faiss
+
     started = time.perf_counter()
     index, facts = build_index(embeddings_path, spec)
     build_seconds = time.perf_counter() - started

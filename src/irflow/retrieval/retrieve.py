@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def dense_search(
-    index_path: Path,
+    index_path: Path | None,
     index_spec: dict,
     doc_embeddings: Path,
     query_embeddings: Path,
@@ -50,7 +50,8 @@ def dense_search(
     passages: Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Top-k documents per query. With ``passages`` (the table the index rows were embedded
-    from, in the same order) a document scores its best passage (MaxP)."""
+    from, in the same order) a document scores its best passage (MaxP). ``index_path`` is
+    None for a flat index searched in shards (it has no file)."""
     searcher = open_searcher(index_path, doc_embeddings, index_spec)
     rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
     # Each index row's document as an integer code into the distinct doc ids.
@@ -328,7 +329,7 @@ def retrieve_judged(
             )
             pq.write_table(table, path)
             run, _ = dense_search(
-                files["index"],
+                files.get("index"),
                 retrieval["index"],
                 files["rows"],
                 path,

@@ -33,8 +33,23 @@ __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """irflow.core.config.validate_config, with the installed retriever families' fragments."""
-    return core.validate_config(config, with_installed(schema))
+    """irflow.core.config.validate_config, with the installed retriever families' fragments;
+    every mapping's keys in sorted order (``sorted_keys``)."""
+    return sorted_keys(core.validate_config(config, with_installed(schema)))
+
+
+def sorted_keys(value):
+    """``value`` with the keys of every mapping in it sorted, recursively; lists keep their order.
+
+    Snakemake reruns a job whose params changed, comparing each value's ``repr``, and a dict's
+    repr follows its key order: every params value is made from this config, so with its keys
+    sorted, writing a config's keys in another order reruns nothing (defaults are filled in
+    after the keys written, so their place would move too)."""
+    if isinstance(value, dict):
+        return {key: sorted_keys(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [sorted_keys(item) for item in value]
+    return value
 
 
 def load_config(path: str | Path, schema_path: str | Path) -> dict:

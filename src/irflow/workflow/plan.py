@@ -8,6 +8,7 @@ from irflow.data.tokens import tokenizer_source
 from irflow.derived.generate.dataset import list_generated
 from irflow.derived.positionalize import list_variants
 from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
+from irflow.retrieval.exact_search import searched_in_shards
 from irflow.workflow.families import (
     families,
     models_by_encoder,
@@ -99,8 +100,13 @@ class WorkflowNames:
         self.onnx_models = [
             m for m in self.dense_models if config["models"][m]["backend"] != "torch"
         ]
+        # The index jobs: a flat index searched in shards reads the embeddings, and has none.
         self.dense_indexes = sorted(
-            {(self.retrievers[s]["model"], self.retrievers[s]["index"]) for s in self.dense_systems}
+            {
+                (self.retrievers[s]["model"], self.retrievers[s]["index"])
+                for s in self.dense_systems
+                if not searched_in_shards(config["indexes"][self.retrievers[s]["index"]])
+            }
         )
         self.pairs = [(d, s) for d in self.datasets for s in self.systems]
         # Where each kind of system files its run's manifest: results/manifests/<stage>/.

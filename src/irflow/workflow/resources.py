@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from irflow.core.errors import ConfigError
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
-from irflow.retrieval.exact_search import shard_bounds
+from irflow.retrieval.exact_search import searched_in_shards, shard_bounds
 from irflow.retrieval.index import READ_BATCH_ROWS, list_count, train_sample_rows
 
 MIB = 2**20
@@ -216,16 +216,11 @@ def index_mb(embeddings, spec: dict, attempt: int = 1) -> int:
     return request_mb(peak, attempt)
 
 
-def sharded(spec: dict) -> bool:
-    """Whether an index is a flat one searched from its embeddings in shards."""
-    return spec["type"] == "flat" and bool(spec.get("shard_rows"))
-
-
 def refuse_unfit_flat(rows: int, dim: int, spec: dict, peak_mib: float, job: str) -> None:
     """ConfigError, with the arithmetic, when a flat index held whole is modelled to need more
     than ``$IRFLOW_MAX_MEM_MB``: the job could only be killed for memory, after its wait."""
     cap = os.environ.get(CAP_VARIABLE, "").strip()
-    if spec["type"] != "flat" or sharded(spec) or not cap or peak_mib <= int(cap):
+    if spec["type"] != "flat" or searched_in_shards(spec) or not cap or peak_mib <= int(cap):
         return
     vectors_mib = rows * dim * 4 / MIB
     # A shard and its copies in half of what the cap leaves besides the vectors.
@@ -242,8 +237,6 @@ def refuse_unfit_flat(rows: int, dim: int, spec: dict, peak_mib: float, job: str
 
 def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
     """The modelled peak of building an index of ``rows`` vectors of ``dim`` float32."""
-    if sharded(spec):  # no vectors in it: the search reads the embeddings
-        return INDEX_BASE_MIB
     vectors_mib = rows * dim * 4 / MIB
     if spec["type"] == "ivfpq":
         peak = IVFPQ_INDEX_BASE_MIB + IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
@@ -265,12 +258,13 @@ def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
 
 
 def dense_search_mb(index, queries, spec: dict, attempt: int = 1, *, documents) -> int:
-    """``index``: the faiss file, read whole into memory unless ``spec['mmap']``; ``queries``:
-    the queries' embeddings; ``documents``: the embeddings the index holds. An approximate
-    index's recall sample is searched exactly over the embeddings read a batch at a time, with
-    a build's copies of a batch; a sharded flat index, all of its search."""
+    """``index``: the faiss file, read whole into memory unless ``spec['mmap']`` (None for a
+    flat index searched in shards); ``queries``: the queries' embeddings; ``documents``: the
+    embeddings the index holds. An approximate index's recall sample is searched exactly over
+    the embeddings read a batch at a time, with a build's copies of a batch; a sharded flat
+    index, all of its search."""
     rows, dim = vector_shape(queries)
-    if sharded(spec):
+    if searched_in_shards(spec):
         return request_mb(sharded_search_peak_mib(vector_shape(documents), rows, spec), attempt)
     index_mib = _existing(index).stat().st_size / MIB
     per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec["mmap"] else SEARCH_PER_INDEX_MIB

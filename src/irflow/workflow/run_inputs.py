@@ -4,6 +4,7 @@ rules/common.smk builds one from the validated config."""
 
 from types import SimpleNamespace
 
+from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.external_run import is_url, run_location
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
@@ -33,22 +34,19 @@ class Plan(DatasetInputs):
     irflow.workflow.inputs), and those of its runs."""
 
     def dense_inputs(self, wildcards):
-        """The index and query embeddings; the rows the index holds, and for passages the
-        documents they belong to."""
+        """The index (none for a flat index searched in shards) and query embeddings; the rows
+        the index holds, and for passages the documents they belong to."""
         retriever = self.retrievers[wildcards.system]
         model, index = retriever["model"], retriever["index"]
         folder = f"results/embeddings/{wildcards.dataset}/{model}"
         side = self.document_side(model)
-        return {
-            "source": f"results/datasets/{wildcards.dataset}/source.json",
-            "index": f"results/indexes/{wildcards.dataset}/{model}/{index}.faiss",
-            "corpus": f"{folder}/{side}.parquet",
-            "queries": f"{folder}/queries.parquet",
-        } | (
-            {"passages": f"results/datasets/{wildcards.dataset}/passages/{model}.parquet"}
-            if side == "passages"
-            else {}
-        )
+        inputs = {"source": f"results/datasets/{wildcards.dataset}/source.json"}
+        if not searched_in_shards(self.config["indexes"][index]):
+            inputs["index"] = f"results/indexes/{wildcards.dataset}/{model}/{index}.faiss"
+        inputs |= {"corpus": f"{folder}/{side}.parquet", "queries": f"{folder}/queries.parquet"}
+        if side == "passages":
+            inputs["passages"] = f"results/datasets/{wildcards.dataset}/passages/{model}.parquet"
+        return inputs
 
     def bm25_inputs(self, wildcards):
         """The retriever's BM25 index of the dataset and the queries."""
@@ -106,12 +104,15 @@ class Plan(DatasetInputs):
             return {"bm25_index": bm25_index_folder(dataset, system)}
         inputs = self.dense_inputs(SimpleNamespace(dataset=dataset, system=system))
         model = self.retrievers[system]["model"]
-        return {
-            "index": inputs["index"],
-            "rows": inputs["corpus"],
-            "model": local_folder_files(self.config["models"][model]["id"]),
-            "onnx": self.onnx_graph(SimpleNamespace(model=model)),
-        } | ({"passages": inputs["passages"]} if "passages" in inputs else {})
+        return (
+            ({"index": inputs["index"]} if "index" in inputs else {})
+            | {
+                "rows": inputs["corpus"],
+                "model": local_folder_files(self.config["models"][model]["id"]),
+                "onnx": self.onnx_graph(SimpleNamespace(model=model)),
+            }
+            | ({"passages": inputs["passages"]} if "passages" in inputs else {})
+        )
 
     def reranker_embeddings(self, dataset, reranker):
         """A bi-encoder's document and query vectors, when the workflow computes them anyway

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from filelock import FileLock
 
 from irflow.core import contracts
 
@@ -33,6 +32,8 @@ class AnswerCache:
     """
 
     def __init__(self, folder: str | Path, model: str | None = None):
+        from filelock import FileLock  # here: every dry run imports this module (config checks)
+
         self.folder = Path(folder)
         self.model = model
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from irflow.core.config import missing_key
 from irflow.data.passages import document_side
 from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.retrieval.exact_search import searched_in_shards
 from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
 
@@ -32,7 +33,7 @@ class Dense(RetrieverFamily):
 
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
         return resources.dense_search_mb(
-            inputs.index, inputs.queries, settings["index"], attempt, documents=inputs.corpus
+            index_file(inputs), inputs.queries, settings["index"], attempt, documents=inputs.corpus
         )
 
     def search(self, inputs, settings: dict, threads: int) -> tuple:
@@ -41,8 +42,9 @@ class Dense(RetrieverFamily):
         from irflow.retrieval.retrieve import dense_search
 
         faiss.omp_set_num_threads(threads)
+        index = index_file(inputs)
         return dense_search(
-            Path(inputs.index),
+            Path(index) if index else None,
             settings["index"],
             Path(inputs.corpus),
             Path(inputs.queries),
@@ -61,7 +63,12 @@ class Dense(RetrieverFamily):
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         spec = cost.config["retrievers"][system]
-        index = cost.manifest("index", dataset, spec["model"], spec["index"])
+        # A flat index searched in shards has no index job: no file, no build.
+        index = (
+            {"index_bytes": 0, "build_seconds": 0.0}
+            if searched_in_shards(cost.config["indexes"][spec["index"]])
+            else cost.manifest("index", dataset, spec["model"], spec["index"])
+        )
         # Rows per second: documents, or passages for a model that splits documents.
         side = document_side(cost.config["models"][spec["model"]])
         corpus = cost.manifest("embed", dataset, spec["model"], side)
@@ -73,6 +80,11 @@ class Dense(RetrieverFamily):
             ),
             "device": corpus["device"],
         } | recall_fields(cost.manifest("retrieve", dataset, system).get("recall") or {})
+
+
+def index_file(inputs) -> str | None:
+    """A retrieve job's faiss index file; None for a flat index searched in shards."""
+    return inputs.index if "index" in inputs.keys() else None
 
 
 FAMILY = Dense()
