@@ -166,8 +166,11 @@ def test_fused_int8_quantises_all_but_the_kept_nodes(tmp_path, tiny_bi_encoder, 
     kept = {"quantize_dynamic": settings["quantize_dynamic"] | {"keep_float": ["layer\\.1/"]}}
     monkeypatch.setitem(onnx_export.EXPORT_SETTINGS, "onnx-fused-int8", settings | kept)
     spec, graph, operators, _ = tiny_exported(tmp_path, tiny_bi_encoder, "onnx-fused-int8")
-    assert operators >= FUSED_OPERATORS | {"DynamicQuantizeLinear", "MatMulInteger"}
+    assert operators >= FUSED_OPERATORS - {"Attention"} | {"DynamicQuantizeLinear", "MatMulInteger"}
     nodes = onnx.load(str(graph)).graph.node
+    # Each layer's fused attention with its query/key/value projection in int8 (QAttention).
+    assert [node.op_type for node in nodes].count("QAttention") == 2
+    assert "Attention" not in operators
     float_matmuls = {node.name for node in nodes if node.op_type == "MatMul"}
     # The last layer's three linear layers outside Attention stay float, the first's do not.
     assert len(float_matmuls) == 3 and all("layer.1/" in name for name in float_matmuls)

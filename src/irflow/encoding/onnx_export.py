@@ -19,10 +19,10 @@ batch at run time.
 ``BiasGelu``, the embeddings one ``EmbedLayerNormalization``. The optimizer matches the
 attention subgraph of "eager" attention only (the SDPA subgraph that transformers 5 exports by
 default fuses nothing), so this backend's graph is traced with eager attention; it is still
-float32. ``onnx-fused-int8`` quantises that graph's linear layers as ``onnx-int8`` does, except
-the projections inside the fused Attention nodes and the nodes its settings keep in float
-(docs/onnx.md). fp16 is not offered: ONNX Runtime's CPU provider has float16 kernels for few
-operators and casts around the rest, and this CPU has no float16 arithmetic (not measured).
+float32. ``onnx-fused-int8`` quantises that graph's linear layers as ``onnx-int8`` does, and the
+fused Attention nodes' query/key/value projection too (``QAttention``), except the nodes its
+settings keep in float (docs/onnx.md). fp16 is not offered: ONNX Runtime's CPU provider has
+float16 kernels for few operators and casts around the rest (not measured).
 
 Every fused graph is checked at export against the unfused one on probe texts; a model whose
 graph the BERT fusion rewrites to other numbers is refused (use ``onnx`` for it).
@@ -73,12 +73,17 @@ EXPORT_SETTINGS = {
     "onnx-fused": _FUSED,
     "onnx-fused-int8": _FUSED
     | {
-        # The fused Attention node keeps its query/key/value projection in float (only MatMul
-        # nodes are quantised), keep_float (node-name patterns) keeps more. Least cosine to
-        # torch on 384 SciFact documents: 0.9932 so, 0.9916 with the attention quantised too,
-        # 0.9883 with reduce_range (benchmarks/README.md).
+        # Chosen by nDCG@10 (benchmarks/onnx_quantization_choice.py, benchmarks/README.md):
+        # every linear layer int8, the fused Attention nodes' query/key/value projection too
+        # (QAttention). nDCG@10 minus torch's: SciFact -0.0019, NFCorpus -0.0004, ArguAna
+        # +0.0016, and 2.36x bare sentence-transformers on 1,000 SciFact documents; with that
+        # projection float (MatMul nodes only): +0.0028, -0.0018, -0.0023 and 1.84x.
+        # Keeping every FFN output projection float made the vectors closer (least cosine to
+        # torch on 384 SciFact documents 0.9971, against 0.9932) but not SciFact's nDCG@10
+        # (+0.0031), and ran 20% slower; reduce_range: least cosine 0.9883.
+        # keep_float: node-name patterns left float.
         "quantize_dynamic": {
-            "op_types": ["MatMul"],
+            "op_types": ["MatMul", "Attention"],
             "per_channel": True,
             "reduce_range": False,
             "weight_type": "QInt8",
