@@ -7,6 +7,7 @@
 
 from irflow.retrieval.bm25 import index_settings as bm25_index_settings
 from irflow.retrieval.index import build_settings
+from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 
 
 rule index:
@@ -36,7 +37,7 @@ rule index_bm25:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/filtered/corpus.parquet",
     output:
-        index=directory("results/indexes/{dataset}/{system}.bm25s"),
+        index=directory(bm25_index_folder("{dataset}", "{system}")),
         manifest="results/manifests/index_bm25/{dataset}/{system}.json",
     log:
         "results/logs/index_bm25/{dataset}/{system}.log",

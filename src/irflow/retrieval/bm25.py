@@ -83,6 +83,19 @@ DOC_IDS_FILE, ZERO_SCORING_FILE, SETTINGS_FILE = (
 )
 
 
+def index_footprint(folder: Path) -> dict:
+    """What a search of the saved index holds: its ``documents``, the bytes of its score matrix
+    (``matrix_bytes``, mapped) and of its vocabulary file (``vocabulary_bytes``, read whole)."""
+    folder = Path(folder)
+    record = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+    matrix = ("data.csc.index.npy", "indices.csc.index.npy")  # bm25s.BM25.save's names
+    return {
+        "documents": record["documents"],
+        "matrix_bytes": sum((folder / name).stat().st_size for name in matrix),
+        "vocabulary_bytes": (folder / "vocab.index.json").stat().st_size,
+    }
+
+
 def index_settings(spec: dict) -> dict:
     """The part of a bm25 retriever entry its index depends on."""
     return {key: spec[key] for key in INDEX_SETTINGS}

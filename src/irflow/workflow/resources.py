@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from irflow.core.errors import ConfigError
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
+from irflow.retrieval.bm25 import index_footprint
 from irflow.retrieval.exact_search import searched_in_shards, shard_bounds
 from irflow.retrieval.index import READ_BATCH_ROWS, list_count, train_sample_rows
 
@@ -188,16 +189,13 @@ def bm25_mb(corpus, attempt: int = 1) -> int:
 def bm25_search_mb(index, queries, top_k: int, attempt: int = 1) -> int:
     """``index``: the folder irflow.retrieval.bm25 saved (bm25s' files); ``queries``: the
     queries table searched, each giving at most ``top_k`` run rows."""
-    folder = _existing(index)
-    documents = json.loads((folder / "params.index.json").read_text())["num_docs"]
-    matrix = sum((folder / f"{name}.csc.index.npy").stat().st_size for name in ("data", "indices"))
-    vocabulary = (folder / "vocab.index.json").stat().st_size
+    footprint = index_footprint(_existing(index))
     run_rows = pq.read_metadata(_existing(queries)).num_rows * top_k
     peak = (
         BM25_SEARCH_BASE_MIB
-        + matrix / MIB
-        + BM25_SEARCH_PER_VOCABULARY_MIB * vocabulary / MIB
-        + BM25_SEARCH_ID_BYTES * documents / MIB
+        + footprint["matrix_bytes"] / MIB
+        + BM25_SEARCH_PER_VOCABULARY_MIB * footprint["vocabulary_bytes"] / MIB
+        + BM25_SEARCH_ID_BYTES * footprint["documents"] / MIB
         + BM25_SEARCH_MIB_PER_RUN_ROW * run_rows
     )
     return request_mb(peak, attempt)
