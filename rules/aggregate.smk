@@ -1,5 +1,6 @@
 # aggregate: per-query scores of every (dataset, system) -> one per-query table, the summary
-# (quality metrics only; cost stays in results/cost.parquet), and systems x datasets tables.
+# (quality metrics only; cost stays in results/cost.parquet), and systems x datasets tables
+# (the Average over the config's own datasets; derived datasets in tables of their own).
 
 
 rule aggregate:
@@ -17,5 +18,6 @@ rule aggregate:
     params:
         pairs=plan.pairs,
         report_metrics=config["report_metrics"],
+        layout=plan.table_layout,
     script:
         "../scripts/aggregate.py"

@@ -71,6 +71,7 @@ rule plots:
         metric=config["correlation"]["metric"],
         significance_metric=config["significance"]["metrics"][0],
         report_metrics=config["report_metrics"],
+        layout=plan.table_layout,
     script:
         "../scripts/plots.py"
 

@@ -5,7 +5,8 @@ from pathlib import Path
 from _common import setup_logging
 
 from irflow.core import contracts
-from irflow.evaluation.aggregate import build_summary, collect_per_query, write_tables
+from irflow.evaluation.aggregate import build_summary, collect_per_query
+from irflow.evaluation.tables import TableLayout, write_tables
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -13,4 +14,5 @@ per_query = collect_per_query([(d, s, Path(p)) for (d, s), p in zip(params.pairs
 contracts.write_frame(per_query, Path(out.per_query))
 summary = build_summary(per_query)
 contracts.write_frame(summary, Path(out.summary), contracts.SUMMARY)
-write_tables(summary, params.report_metrics, Path(out.markdown), Path(out.tables))
+layout = TableLayout(**params.layout)
+write_tables(summary, params.report_metrics, layout, Path(out.markdown), Path(out.tables))

@@ -15,7 +15,7 @@ from irflow.analyses.plots import (
     significance_matrices,
     significance_table,
 )
-from irflow.evaluation.aggregate import wide_table
+from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -55,9 +55,9 @@ matrix(
 quality = summary[summary["metric"] == params.metric][["dataset", "system", "value"]]
 latency_quality(cost.merge(quality, on=["dataset", "system"]), params.metric, Path(out.latency))
 
-tables = "".join(
-    f"<h3>{metric}</h3>" + wide_table(summary, metric).to_html(float_format="{:.4f}".format)
-    for metric in params.report_metrics
+layout = TableLayout(**params.layout)
+tables = html_tables(
+    {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
 )
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""aggregate: summary as trec_eval aggregates, BEIR-style wide tables, and DuckDB views."""
+"""aggregate: summary as trec_eval aggregates, and DuckDB views (the tables: test_tables.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from irflow.evaluation.aggregate import (
     build_database,
     build_summary,
     collect_per_query,
-    wide_table,
-    write_tables,
 )
 from irflow.evaluation.score import score_run
 from irflow.retrieval.runs import write_run
@@ -47,7 +45,7 @@ def scored(tmp_path):
     return scores
 
 
-def test_summary_and_wide_table(scored):
+def test_summary(scored):
     per_query = collect_per_query(scored)
     assert list(per_query.columns) == ["dataset", "system", "query_id", "metric", "value"]
     summary = build_summary(per_query)
@@ -55,12 +53,6 @@ def test_summary_and_wide_table(scored):
     assert set(summary["metric"]) == {"ndcg_cut_10", "recall_100"}  # no cost measurements
     row = summary.query("dataset == 'scifact' and system == 'bm25' and metric == 'ndcg_cut_10'")
     assert row["value"].item() == 0.75 and row["queries"].item() == 2
-    table = wide_table(summary, "ndcg_cut_10")
-    assert list(table.columns) == ["arguana", "scifact", "Average"]
-    assert table.index.tolist() == ["dense", "bm25"]  # best average first
-    assert table.loc["bm25", "Average"] == pytest.approx((0.125 + 0.75) / 2)
-    with pytest.raises(ValueError, match="report metric 'map' was not computed"):
-        wide_table(summary, "map")
 
 
 NOT_MEANS = ["gm_map", "gm_bpref", "num_q", "num_ret", "num_rel", "num_rel_ret", "map"]
@@ -113,10 +105,6 @@ def test_tables_and_database(scored, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     summary = build_summary(collect_per_query(scored))
     contracts.write_frame(summary, tmp_path / "results" / "summary.parquet", contracts.SUMMARY)
-    write_tables(summary, ["ndcg_cut_10"], tmp_path / "results.md", tmp_path / "tables")
-    assert "| dense | 0.5000 | 1.0000 | 0.7500 |" in (tmp_path / "results.md").read_text()
-    csv = pd.read_csv(tmp_path / "tables" / "ndcg_cut_10.csv", index_col=0)
-    assert csv.loc["dense", "Average"] == 0.75
 
     manifest = tmp_path / "results" / "manifests" / "m.json"
     manifest.parent.mkdir(parents=True)

@@ -19,6 +19,7 @@ from irflow.analyses.plots import (
     matrix,
     position_curves,
     psi_table,
+    row_minus_column,
     significance_matrices,
     significance_table,
 )
@@ -70,7 +71,7 @@ def test_every_figure_is_drawn(per_query, tmp_path):
             "family": "all pairs",
             "system_a": "bm25",
             "system_b": "dense",
-            "difference": [0.1, -0.05],
+            "b_minus_a": [0.1, -0.05],
             "significant": [True, False],
         }
     )
@@ -86,6 +87,29 @@ def test_every_figure_is_drawn(per_query, tmp_path):
     )
     latency_quality(points, "ndcg_cut_10", tmp_path / "latency.png")
     written(tmp_path / "latency.png")
+
+
+def test_significance_reads_which_way_it_goes():
+    """dense beats bm25 by 0.3 on average: the table's b − a is +0.3 for the pair
+    (bm25, dense), and the matrix's row − column is +0.3 in dense's row."""
+    bm25 = np.linspace(0.1, 0.5, 20)
+    spread = np.tile([0.01, -0.01], 10)
+    per_query = pd.DataFrame(
+        {
+            "dataset": "scifact",
+            "system": ["bm25"] * 20 + ["dense"] * 20,
+            "query_id": [f"q{i}" for i in range(20)] * 2,
+            "metric": "ndcg_cut_10",
+            "value": np.concatenate([bm25, bm25 + 0.3 + spread]),
+        }
+    )
+    comparisons = paired_comparisons(per_query, permutations=100).assign(family="all pairs")
+    html = significance_table(comparisons)
+    assert "<th>b − a</th>" in html and "<td>+0.3000</td>" in html
+    values, labels = row_minus_column(comparisons, ["bm25", "dense"])
+    assert values.loc["dense", "bm25"] == pytest.approx(0.3)
+    assert values.loc["bm25", "dense"] == pytest.approx(-0.3)
+    assert labels.loc["dense", "bm25"] == "+0.300*"
 
 
 def svg_text(path) -> str:

@@ -34,7 +34,7 @@ def test_identical_runs_are_not_significant():
     result = paired_comparisons(per_query_frame({"a": a, "b": a}), permutations=PERMUTATIONS)
     assert list(result.columns) == COLUMNS
     row = result.iloc[0]
-    assert row["difference"] == 0
+    assert row["b_minus_a"] == 0
     assert row["t_statistic"] == 0
     assert row["t_p_value"] == 1.0
     assert row["randomization_p_value"] == 1.0
@@ -43,24 +43,41 @@ def test_identical_runs_are_not_significant():
     assert not row["significant"]
 
 
-def test_clearly_better_system_is_significant_with_documented_sign():
+def test_a_win_by_system_b_reads_positive():
+    """b scores higher: b_minus_a, the t statistic and d_z are all positive (before, the
+    column was ``difference``, a − b, and a win read negative)."""
     a, b = noisy_pair(0.3)
     result = paired_comparisons(per_query_frame({"a": a, "b": b}), permutations=PERMUTATIONS)
     row = result.iloc[0]
     assert (row["system_a"], row["system_b"], row["queries"]) == ("a", "b", 50)
-    # difference is mean_a - mean_b: negative because b is better.
-    assert row["difference"] == pytest.approx(a.mean() - b.mean())
-    assert row["difference"] < 0 and row["effect_size"] < 0 and row["t_statistic"] < 0
+    assert row["b_minus_a"] == pytest.approx(b.mean() - a.mean())
+    assert row["b_minus_a"] > 0.25 and row["effect_size"] > 0 and row["t_statistic"] > 0
     assert row["randomization_p_holm"] < 0.05
     assert row["significant"]
-    diff = a - b
+    diff = b - a
     assert row["effect_size"] == pytest.approx(diff.mean() / diff.std(ddof=1))
+
+
+def test_a_win_over_the_baseline_reads_positive():
+    """Against a baseline, system_a is the baseline: a system that beats it shows a positive
+    b_minus_a, one that loses to it a negative one."""
+    base, better = noisy_pair(0.1)
+    worse = base - 0.1 + np.random.default_rng(3).normal(0, 0.02, len(base))
+    frame = per_query_frame({"base": base, "better": better, "worse": worse})
+    rows = paired_comparisons(frame, permutations=PERMUTATIONS, baseline="base")
+    rows = rows.set_index("system_b")
+    assert set(rows["system_a"]) == {"base"}
+    assert rows.loc["better", "b_minus_a"] == pytest.approx(better.mean() - base.mean())
+    assert rows.loc["better", "b_minus_a"] > 0 and rows.loc["better", "effect_size"] > 0
+    assert rows.loc["worse", "b_minus_a"] == pytest.approx(worse.mean() - base.mean())
+    assert rows.loc["worse", "b_minus_a"] < 0 and rows.loc["worse", "effect_size"] < 0
+    assert rows.loc["worse", "t_statistic"] < 0
 
 
 def test_t_test_matches_scipy():
     a, b = noisy_pair(0.02)
     row = paired_comparisons(per_query_frame({"a": a, "b": b}), permutations=PERMUTATIONS).iloc[0]
-    expected = stats.ttest_rel(a, b)
+    expected = stats.ttest_rel(b, a)
     assert row["t_statistic"] == pytest.approx(expected.statistic)
     assert row["t_p_value"] == pytest.approx(expected.pvalue)
 
@@ -98,7 +115,7 @@ def test_missing_query_counts_as_zero():
     row = result.loc[("a", "b")]
     assert row["queries"] == 3
     assert row["mean_b"] == pytest.approx(2 / 3)
-    assert row["difference"] == pytest.approx(1 / 3)
+    assert row["b_minus_a"] == pytest.approx(-1 / 3)
     assert result.loc[("a", "c"), "queries"] == 4
 
 
@@ -137,7 +154,7 @@ def test_baseline_mode_only_compares_against_baseline():
         ("c", "b"),
         ("c", "d"),
     ]
-    assert against_c.iloc[1]["difference"] == pytest.approx(c.mean() - b.mean())
+    assert against_c.iloc[1]["b_minus_a"] == pytest.approx(b.mean() - c.mean())
     with pytest.raises(ValueError, match="baseline system 'x'"):
         paired_comparisons(frame, baseline="x")
 
@@ -213,6 +230,6 @@ def test_one_system_or_one_query_gives_no_test():
     assert one_system.empty and list(one_system.columns) == COLUMNS
     one_query = paired_comparisons(per_query_frame({"a": [0.5], "b": [0.7]}), permutations=100)
     row = one_query.iloc[0]
-    assert row["queries"] == 1 and row["difference"] == pytest.approx(-0.2)
+    assert row["queries"] == 1 and row["b_minus_a"] == pytest.approx(0.2)
     assert np.isnan(row["randomization_p_holm"]) and np.isnan(row["randomization_p_floor"])
     assert row["randomization_p_holm_text"] == "–" and not row["significant"]

@@ -117,6 +117,24 @@ def matrix(
     save(figure, path)
 
 
+def row_minus_column(
+    comparisons: pd.DataFrame, systems: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One dataset's comparisons as a systems x systems matrix of row − column (each pair's
+    b_minus_a, negated in system_a's row), and its labels with a star where significant."""
+    values = pd.DataFrame(np.nan, index=systems, columns=systems)
+    labels = pd.DataFrame("", index=systems, columns=systems)
+    for row in comparisons.itertuples():
+        star = "*" if row.significant else ""
+        for first, second, difference in (
+            (row.system_b, row.system_a, row.b_minus_a),
+            (row.system_a, row.system_b, -row.b_minus_a),
+        ):
+            values.loc[first, second] = difference
+            labels.loc[first, second] = f"{difference:+.3f}{star}"
+    return values, labels
+
+
 def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) -> None:
     """Per dataset, the difference row − column; a star where it is significant."""
     rows = comparisons[(comparisons["metric"] == metric) & (comparisons["family"] == "all pairs")]
@@ -133,15 +151,9 @@ def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) ->
     figure, axes = plt.subplots(
         1, len(datasets), figsize=(size * len(datasets), size), squeeze=False
     )
-    limit = max(rows["difference"].abs().max(), 1e-9)
+    limit = max(rows["b_minus_a"].abs().max(), 1e-9)
     for axis, dataset in zip(axes[0], datasets):
-        values = pd.DataFrame(np.nan, index=systems, columns=systems)
-        labels = pd.DataFrame("", index=systems, columns=systems)
-        for row in rows[rows["dataset"] == dataset].itertuples():
-            star = "*" if row.significant else ""
-            for a, b, sign in ((row.system_a, row.system_b, 1), (row.system_b, row.system_a, -1)):
-                values.loc[a, b] = sign * row.difference
-                labels.loc[a, b] = f"{sign * row.difference:+.3f}{star}"
+        values, labels = row_minus_column(rows[rows["dataset"] == dataset], systems)
         image = _heatmap(axis, values, labels, -limit, limit, "RdBu")
         axis.set_title(dataset)
         axis.tick_params(axis="y", labelleft=axis is axes[0][0])
@@ -217,7 +229,8 @@ def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -
 
 
 def significance_table(comparisons: pd.DataFrame) -> str:
-    """HTML table of the comparisons, the randomization p as reported (with "≤" at the floor)."""
+    """HTML table of the comparisons: b − a (positive when system b scores higher), d_z, and the
+    randomization p as reported (with "≤" at the floor)."""
     if comparisons.empty:
         return "<p>Nothing to compare: no dataset has two systems.</p>"
     columns = {
@@ -226,7 +239,7 @@ def significance_table(comparisons: pd.DataFrame) -> str:
         "metric": "metric",
         "system_a": "system a",
         "system_b": "system b",
-        "difference": "a − b",
+        "b_minus_a": "b − a",
         "effect_size": "d_z",
         "randomization_p_holm_text": "randomization p (Holm)",
         "significant": "significant",

@@ -45,9 +45,10 @@ negatives      query_id, query, positive_id, positive, positive_score, negative_
                negatives, negative_scores, negative_ranks: hard-negative training triples
                (see irflow.derived.negatives)
 significance   family, dataset, metric, system_a, system_b, queries, mean_a, mean_b,
-               difference, t and randomization p-values raw and Holm-corrected, effect_size,
-               randomization_p_floor (1 / (permutations + 1)) and whether a p sits at it
-               (see irflow.evaluation.significance)
+               b_minus_a (mean_b - mean_a: positive when b wins; a is the baseline when there
+               is one), t_statistic and effect_size (d_z) of b - a, t and randomization
+               p-values raw and Holm-corrected, randomization_p_floor (2 / (permutations + 1))
+               and whether a p sits at it (see irflow.evaluation.significance)
 correlations   kind, left, right, metric, systems, spearman(_p), kendall(_p); kind is
                datasets, metrics, benchmarks, reference or buckets (see irflow.analyses.correlate)
 bootstrap      left, right, draw, sampled_queries, whole_datasets, every_query, spearman,
@@ -149,7 +150,7 @@ SIGNIFICANCE = pa.schema(
         for name in (
             "mean_a",
             "mean_b",
-            "difference",
+            "b_minus_a",
             "t_statistic",
             "t_p_value",
             "randomization_p_value",

@@ -47,43 +47,6 @@ def build_summary(per_query: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=contracts.SUMMARY.names)
 
 
-def wide_table(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Systems x datasets for one metric, with the average over datasets (BEIR's table 2)."""
-    selected = summary[summary["metric"] == metric]
-    if selected.empty:
-        known = ", ".join(sorted(summary["metric"].unique()))
-        raise ValueError(f"report metric {metric!r} was not computed; computed metrics: {known}")
-    table = selected.pivot(index="system", columns="dataset", values="value")
-    table = table[sorted(table.columns)]
-    table["Average"] = table.mean(axis=1)
-    return table.sort_values("Average", ascending=False)
-
-
-def markdown(tables: dict[str, pd.DataFrame]) -> str:
-    parts = ["# irflow results", ""]
-    for metric, table in tables.items():
-        header = ["system", *table.columns]
-        parts += [
-            f"## {metric}",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|",
-        ]
-        for system, row in table.iterrows():
-            cells = ["" if pd.isna(v) else f"{v:.4f}" for v in row]
-            parts.append("| " + " | ".join([system, *cells]) + " |")
-        parts.append("")
-    return "\n".join(parts)
-
-
-def write_tables(summary: pd.DataFrame, metrics: list[str], markdown_path: Path, csv_dir: Path):
-    tables = {metric: wide_table(summary, metric) for metric in metrics}
-    csv_dir.mkdir(parents=True, exist_ok=True)
-    for metric, table in tables.items():
-        table.to_csv(csv_dir / f"{metric}.csv", float_format="%.6f")
-    markdown_path.write_text(markdown(tables), encoding="utf-8")
-
-
 def _files(paths: list) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 

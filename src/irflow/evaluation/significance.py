@@ -6,8 +6,10 @@ One call is one kind of comparison (all pairs, or every system against a baselin
 p-values are Holm–Bonferroni adjusted within each family, i.e. one dataset and one metric,
 because that is the set of claims a reader of one results table makes at once.
 
-``difference`` is ``mean_a - mean_b``: negative when system_b scores higher. ``effect_size``
-is Cohen's d_z of the paired differences (a - b), so it has the same sign.
+``b_minus_a`` is ``mean_b - mean_a``: positive when system_b scores higher. Against a baseline,
+system_a is the baseline, so a system that beats it shows a positive ``b_minus_a``.
+``effect_size`` (Cohen's d_z) and ``t_statistic`` are of the paired differences b - a, so the
+three have the same sign.
 
 A randomization p-value cannot go below its floor: scipy counts the observed difference as one
 of the permutations, so a difference that no sampled permutation reaches gets
@@ -113,13 +115,13 @@ def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) 
     No difference at all is p = 1 (scipy's t-test gives NaN for zero variance); a single
     query that differs can't be tested and gives NaN.
     """
-    diff = a - b
+    diff = b - a
     n = len(diff)
     result = {
         "queries": n,
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
-        "difference": float(a.mean() - b.mean()),
+        "b_minus_a": float(b.mean() - a.mean()),
         "randomization_p_floor": randomization_floor(n, permutations),
     }
     if not diff.any():
@@ -133,9 +135,9 @@ def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) 
         return result | dict.fromkeys(
             ["t_statistic", "t_p_value", "randomization_p_value", "effect_size"], float("nan")
         )
-    t = stats.ttest_rel(a, b)
+    t = stats.ttest_rel(b, a)
     randomization = stats.permutation_test(
-        (a, b),
+        (b, a),
         _mean_difference,
         permutation_type="samples",
         vectorized=True,

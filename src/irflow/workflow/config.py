@@ -22,6 +22,7 @@ import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export
 import irflow.evaluation.score
+import irflow.evaluation.tables
 import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
 from irflow.core.config import expand_config, load_schema

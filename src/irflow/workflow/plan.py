@@ -20,6 +20,11 @@ from irflow.workflow.families import (
 GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
 
 
+def _bases(specs: dict[str, dict]) -> dict[str, str]:
+    """Each derived dataset's base, from its settings' ``dataset``."""
+    return {name: spec["dataset"] for name, spec in specs.items()}
+
+
 class WorkflowNames:
     """Every wildcard value of the workflow, from the validated ``config``."""
 
@@ -58,6 +63,9 @@ class WorkflowNames:
         # Models whose gradient saliency profile (PosIR §5.3) is computed.
         self.saliency_models = config["position_analysis"]["saliency"]["models"]
         self.dataset_specs = self._dataset_specs()
+        # Where the results tables show each dataset (irflow.evaluation.tables): the Average
+        # is over the benchmark's own datasets only.
+        self.table_layout = self._table_layout()
         # Datasets whose documents are embedded in several jobs (rules/embed.smk), and those
         # whose documents one embed job embeds with the queries.
         self.sharded_datasets = [d for d in self.datasets if self.embed_shards(d) > 1]
@@ -125,6 +133,27 @@ class WorkflowNames:
             | {name: datasets[base] for name, base in self.curated.items()}
             | {name: datasets[base] for name, base in self.expanded.items()}
         )
+
+    def _table_layout(self):
+        """Each dataset of the config with the group it counts in, and each dataset made from
+        another with that dataset and its kind, in words (irflow.evaluation.tables)."""
+        made_from = {
+            "positional variants": _bases(self.variants),
+            "generated benchmarks": _bases(self.generated),
+            "curated copies": self.curated,
+            "quality-controlled copies": _bases(self.quality_controlled),
+            "document-expanded copies": self.expanded,
+        }
+        return {
+            "benchmark": {
+                name: self.config["datasets"][name].get("group") for name in self.base_datasets
+            },
+            "derived": {
+                name: {"base": base, "kind": kind}
+                for kind, bases in made_from.items()
+                for name, base in sorted(bases.items())
+            },
+        }
 
     def embed_shards(self, dataset):
         return self.dataset_specs[dataset]["embed_shards"]

@@ -1,0 +1,232 @@
+"""tables: the systems x datasets tables of results.md, results/tables/ and the report.
+
+Each report metric gets one main table, whose Average ranks the systems, and tables beside it
+for what the Average leaves out.
+
+- **The Average is over the benchmark's own datasets**, the ``datasets`` of the config, each
+  once: BEIR's Table 2 ("In-domain and zero-shot performances on BEIR benchmark. All scores
+  denote nDCG@10."), whose last row, "Avg. Performance vs. BM25", averages over its zero-shot
+  datasets, one column each. Datasets made from them (positional variants, generated
+  benchmarks, curated, quality-controlled and document-expanded copies) are not the
+  benchmark's: a copy that a system does well on would otherwise lift that system's Average
+  and change the ranking. Each base dataset's derived datasets of one kind get a table of
+  their own, beside the base's column, named with it ("scifact: positional variants"),
+  without an Average.
+- **A group counts once.** Datasets whose ``group`` is set are one column of the main table,
+  the mean of its members, as BEIR does for CQADupStack: "We evaluate each StackExchange
+  subforum separately and report the overall mean scores for all tasks in BEIR." The members
+  are shown in a table of their own.
+- **No Average over fewer datasets.** A system without a score on a base dataset (or on a
+  member of a group) gets no Average (and no group value): a mean over other datasets is not
+  comparable. A note under the table names what it lacks.
+
+Which datasets are derived, and from which base, is data the workflow's plan passes
+(irflow.workflow.plan, ``table_layout``): names are never parsed.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from irflow.core.config import register_check
+
+AVERAGE = "Average"
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Which tables a dataset is shown in.
+
+    ``benchmark``: each of the benchmark's own datasets, with the group it counts in (None:
+    on its own). ``derived``: each dataset made from another, with that dataset (``base``) and
+    what kind of dataset it is (``kind``, words: "positional variants").
+    """
+
+    benchmark: dict[str, str | None]
+    derived: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def groups(self) -> dict[str, list[str]]:
+        """Each group's member datasets, in name order."""
+        members: dict[str, list[str]] = {}
+        for dataset, group in sorted(self.benchmark.items()):
+            if group is not None:
+                members.setdefault(group, []).append(dataset)
+        return members
+
+    def columns(self) -> list[str]:
+        """The main table's columns before the Average: ungrouped datasets and groups."""
+        single = [dataset for dataset, group in self.benchmark.items() if group is None]
+        return sorted(single + list(self.groups()))
+
+    def derived_sets(self) -> dict[tuple[str, str], list[str]]:
+        """The derived datasets by (base, kind), each list in name order: the bases in name
+        order, each one's kinds in the order ``derived`` first names them."""
+        sets: dict[tuple[str, str], list[str]] = {}
+        for name, made in self.derived.items():
+            sets.setdefault((made["base"], made["kind"]), []).append(name)
+        ordered = sorted(sets.items(), key=lambda item: item[0][0])
+        return {key: sorted(names) for key, names in ordered}
+
+
+@dataclass(frozen=True)
+class ResultTable:
+    """One table: ``title`` (the metric, for the main table), ``name`` (its CSV file's stem),
+    ``frame`` (systems x columns) and ``notes`` (what a reader must know, e.g. why an Average
+    is blank)."""
+
+    title: str
+    name: str
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def metric_values(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Systems x datasets of one metric's values."""
+    selected = summary[summary["metric"] == metric]
+    if selected.empty:
+        known = ", ".join(sorted(summary["metric"].unique()))
+        raise ValueError(f"report metric {metric!r} was not computed; computed metrics: {known}")
+    return selected.pivot(index="system", columns="dataset", values="value")
+
+
+def _complete_mean(values: pd.DataFrame) -> pd.Series:
+    """Each row's mean, or NaN where any value is missing: no mean over fewer columns."""
+    return values.mean(axis=1).where(values.notna().all(axis=1))
+
+
+def _missing(values: pd.DataFrame, system: str) -> list[str]:
+    return [column for column in values.columns if pd.isna(values.at[system, column])]
+
+
+def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> ResultTable:
+    """The main table: the benchmark's own datasets (a group as one column, its members'
+    mean) and their Average, best first; a system lacking one has none, and a note says why."""
+    own = values.reindex(columns=sorted(layout.benchmark))
+    table = pd.DataFrame(index=values.index)
+    groups = layout.groups()
+    for column in layout.columns():
+        table[column] = _complete_mean(own[groups[column]]) if column in groups else own[column]
+    table[AVERAGE] = _complete_mean(table)
+    table = table.sort_index().sort_values(AVERAGE, ascending=False, kind="stable")
+    notes = [
+        f"{group}: the mean of its {len(members)} datasets ({', '.join(members)}), counted "
+        f"once in the Average."
+        for group, members in groups.items()
+    ]
+    notes += [
+        f"{system}: no Average, as it has no {metric} on {', '.join(_missing(own, system))}."
+        for system in table.index[table[AVERAGE].isna()]
+    ]
+    if layout.derived:
+        notes.append(
+            f"The Average is over the {len(layout.columns())} datasets of the benchmark; "
+            "datasets made from them are in their own tables, not in the Average."
+        )
+    return ResultTable(metric, metric, table, notes)
+
+
+def _table_of(
+    values: pd.DataFrame, columns: list[str], order: pd.Index, title: str, name: str
+) -> ResultTable:
+    """``columns`` of ``values`` for the systems that have any of them, in ``order``."""
+    frame = values.reindex(columns=columns).dropna(how="all").rename_axis(columns=None)
+    return ResultTable(title, name, frame.reindex([s for s in order if s in frame.index]))
+
+
+def result_tables(summary: pd.DataFrame, metric: str, layout: TableLayout) -> list[ResultTable]:
+    """One metric's tables: the main table with its Average, then each group's members (with
+    the group's mean), then the derived datasets of each base and kind beside the base."""
+    values = metric_values(summary, metric)
+    unknown = sorted(set(values.columns) - set(layout.benchmark) - set(layout.derived))
+    if unknown:
+        raise ValueError(
+            f"datasets {', '.join(unknown)} are neither the benchmark's datasets nor derived "
+            "from one: the tables cannot place them"
+        )
+    main = benchmark_table(values, layout, metric)
+    tables = [main]
+    for group, members in layout.groups().items():
+        table = _table_of(values, members, main.frame.index, f"{group}: its datasets", group)
+        table.frame[group] = main.frame[group]
+        tables.append(table)
+    for (base, kind), names in layout.derived_sets().items():
+        title = f"{base}: {kind}"
+        tables.append(_table_of(values, [base, *names], main.frame.index, title, f"{base}.{kind}"))
+    return tables
+
+
+def _cell(value) -> str:
+    return "" if pd.isna(value) else f"{value:.4f}"
+
+
+def markdown(tables: dict[str, list[ResultTable]]) -> str:
+    """results.md: per metric, its main table, then the others under it, each with its
+    notes."""
+    parts = ["# irflow results", ""]
+    for metric_tables in tables.values():
+        for i, table in enumerate(metric_tables):
+            header = ["system", *table.frame.columns]
+            parts += [
+                f"{'##' if i == 0 else '###'} {table.title}",
+                "",
+                "| " + " | ".join(header) + " |",
+                "|" + "|".join(["---"] + ["---:"] * len(table.frame.columns)) + "|",
+            ]
+            for system, row in table.frame.iterrows():
+                parts.append("| " + " | ".join([system, *map(_cell, row)]) + " |")
+            parts += [""] + [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
+    return "\n".join(parts)
+
+
+def html_tables(tables: dict[str, list[ResultTable]]) -> str:
+    """The report's results table: the same tables and notes as results.md."""
+    parts = []
+    for metric_tables in tables.values():
+        for i, table in enumerate(metric_tables):
+            parts.append(
+                f"<h{3 if i == 0 else 4}>{html.escape(table.title)}</h{3 if i == 0 else 4}>"
+            )
+            parts.append(table.frame.to_html(float_format="{:.4f}".format, na_rep=""))
+            if table.notes:
+                items = "".join(f"<li>{html.escape(note)}</li>" for note in table.notes)
+                parts.append(f"<ul>{items}</ul>")
+    return "".join(parts)
+
+
+def csv_path(folder: Path, metric: str, table: ResultTable) -> Path:
+    """tables/<metric>.csv for the main table; tables/<metric>/<name>.csv for the others."""
+    if table.name == metric:
+        return folder / f"{metric}.csv"
+    return folder / metric / (re.sub(r"[^A-Za-z0-9._@-]+", "_", table.name) + ".csv")
+
+
+def write_tables(
+    summary: pd.DataFrame,
+    metrics: list[str],
+    layout: TableLayout,
+    markdown_path: Path,
+    csv_dir: Path,
+) -> None:
+    tables = {metric: result_tables(summary, metric, layout) for metric in metrics}
+    for metric, metric_tables in tables.items():
+        for table in metric_tables:
+            path = csv_path(csv_dir, metric, table)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            table.frame.to_csv(path, float_format="%.6f")
+    markdown_path.write_text(markdown(tables), encoding="utf-8")
+
+
+@register_check
+def _group_problems(config: dict) -> list[str]:
+    """A group is a column of the main table beside the datasets: its name must not be one."""
+    return [
+        f"config key 'datasets.{name}.group': {spec['group']!r} is the name of a dataset; a "
+        "group needs a name of its own"
+        for name, spec in sorted(config["datasets"].items())
+        if spec.get("group") in config["datasets"]
+    ]
