@@ -4,7 +4,10 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from conftest import REPO
+from test_aggregate import run_scripts
 
 from irflow.analyses.correlate import (
     BOOTSTRAP_COLUMNS,
@@ -22,6 +25,8 @@ from irflow.analyses.correlate import (
     unigram_counts,
     weighted_jaccard,
 )
+from irflow.core.errors import ConfigError
+from irflow.workflow.config import load_schema, validate_config
 
 SYSTEMS = ["bm25", "contriever", "dpr", "e5", "tas-b"]
 
@@ -320,6 +325,45 @@ def test_unigram_counts_arabic_and_stopwords():
     assert "في" not in counts and "the" not in counts
     assert counts["cat"] == 1 and counts["hat"] == 1
     assert sum(counts.values()) == 9
+
+
+def similarity_words(**correlation) -> str:
+    """``correlation.similarity_words`` as the unigrams rule reads it from the validated config."""
+    config = {"datasets": {"d": {"source": {"path": "."}}}, "correlation": correlation}
+    config["retrievers"] = {"bm25": {"type": "bm25"}}
+    validated = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+    return validated["correlation"]["similarity_words"]
+
+
+@pytest.mark.parametrize(
+    ("correlation", "expected"),
+    [({}, 0.5507), ({"similarity_words": "without_english_stopwords"}, 0.4525)],
+    ids=["beir_default", "without_english_stopwords"],
+)
+def test_scifact_nfcorpus_similarity(tmp_path, shared_datasets, correlation, expected):
+    """BEIR's appendix F sums "over all unique words": by default the unigrams job keeps every
+    word, and SciFact-NFCorpus is 0.5507; the named variant drops English stopwords (0.4525)."""
+    words = similarity_words(**correlation)
+    jobs = {}
+    for name in ("scifact", "nfcorpus"):
+        corpus = pd.read_json(shared_datasets / name / "corpus.jsonl.gz", lines=True, dtype=str)
+        corpus.rename(columns={"_id": "doc_id"}).to_parquet(tmp_path / f"{name}.parquet")
+        jobs[name] = {
+            "input": {"corpus": str(tmp_path / f"{name}.parquet")},
+            "output": [str(tmp_path / f"{name}-unigrams.parquet")],
+            "params": {"words": words},
+        }
+    counts = {}
+    for name, job in jobs.items():
+        run_scripts({"unigrams": job})
+        table = pq.read_table(job["output"][0]).to_pydict()
+        counts[name] = Counter(dict(zip(table["token"], table["count"])))
+    assert round(weighted_jaccard(counts["scifact"], counts["nfcorpus"]), 4) == expected
+
+
+def test_similarity_words_outside_the_variants_is_refused():
+    with pytest.raises(ConfigError, match="similarity_words"):
+        similarity_words(similarity_words="content_words")
 
 
 def test_corpus_similarity_is_symmetric_with_unit_diagonal():
