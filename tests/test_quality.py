@@ -22,6 +22,8 @@ from irflow.data.quality import (
     duplicated_ngram_char_fraction,
     failed_checks,
     has_letter,
+    is_special_character,
+    special_characters_per_word,
     stop_word_count,
     strip_symbols,
     top_ngram_char_fraction,
@@ -331,10 +333,13 @@ def test_one_split_into_word_ids_measures_as_each_filter_did_alone(shared_datase
     """The measures read one split of each document into word ids, computed once per distinct
     word; on real documents each equals its definition on the whole text, word by word:
     words without a letter, stop words, the language check's word count and
-    the n-gram fractions."""
+    the n-gram fractions; the special characters, counted by deleting them, are each character
+    that ``is_special_character`` names."""
     stop_words = frozenset(GOPHER_STOP_WORDS)
     for text in real_documents(shared_datasets, 400):
         doc, words = Document(text), text.split()
+        special = sum(1 for char in text if is_special_character(char))
+        assert special_characters_per_word(doc) == special / len(words)
         without = sum(1 for w in words if not has_letter(w)) / len(words)
         assert words_without_letter_fraction(doc) == without
         stops = sum(1 for w in words if strip_symbols(w).lower() in stop_words)
