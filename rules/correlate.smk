@@ -12,6 +12,8 @@ rule unigrams:
         "results/logs/unigrams/{dataset}.log",
     conda:
         "../envs/data.yaml"
+    params:
+        words=config["correlation"]["similarity_words"],
     script:
         "../scripts/unigrams.py"
 

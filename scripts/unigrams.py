@@ -3,9 +3,8 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _common import setup_logging
-from bm25s.stopwords import STOPWORDS_EN
 
-from irflow.analyses.correlate import unigram_counts
+from irflow.analyses.correlate import similarity_stopwords, unigram_counts
 from irflow.core import contracts
 
 setup_logging(snakemake)
@@ -17,6 +16,6 @@ texts = (
         batch.column("title").to_pylist(), batch.column("text").to_pylist()
     )
 )
-counts = unigram_counts(texts, frozenset(STOPWORDS_EN))
+counts = unigram_counts(texts, similarity_stopwords(snakemake.params.words))
 table = pa.table({"token": list(counts), "count": list(counts.values())})
 contracts.write_table(table, snakemake.output[0])

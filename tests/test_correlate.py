@@ -4,7 +4,10 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from conftest import REPO
+from test_aggregate import run_scripts
 
 from irflow.analyses.correlate import (
     BOOTSTRAP_COLUMNS,
@@ -18,10 +21,14 @@ from irflow.analyses.correlate import (
     corpus_similarity,
     load_reference,
     rank_correlation,
+    similarity_stopwords,
     summarize_bootstrap,
     unigram_counts,
     weighted_jaccard,
 )
+from irflow.core.contracts import document_texts
+from irflow.core.errors import ConfigError
+from irflow.workflow.config import load_schema, validate_config
 
 SYSTEMS = ["bm25", "contriever", "dpr", "e5", "tas-b"]
 
@@ -320,6 +327,52 @@ def test_unigram_counts_arabic_and_stopwords():
     assert "في" not in counts and "the" not in counts
     assert counts["cat"] == 1 and counts["hat"] == 1
     assert sum(counts.values()) == 9
+
+
+def similarity_words(**correlation) -> str:
+    """``correlation.similarity_words`` as the unigrams rule reads it from the validated config."""
+    config = {"datasets": {"d": {"source": {"path": "."}}}, "correlation": correlation}
+    config["retrievers"] = {"bm25": {"type": "bm25"}}
+    validated = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+    return validated["correlation"]["similarity_words"]
+
+
+def shared_texts(shared, name: str) -> pd.DataFrame:
+    corpus = pd.read_json(shared / name / "corpus.jsonl.gz", lines=True, dtype=str)
+    return corpus.rename(columns={"_id": "doc_id"})
+
+
+def test_scifact_nfcorpus_similarity_sums_over_all_unique_words(tmp_path, shared_datasets):
+    """BEIR's appendix F sums "over all unique words": by default the unigrams job (the rule's
+    script, with the rule's params) keeps every word, and SciFact-NFCorpus is 0.5507."""
+    counts = {}
+    for name in ("scifact", "nfcorpus"):
+        shared_texts(shared_datasets, name).to_parquet(tmp_path / f"{name}.parquet")
+        output = tmp_path / f"{name}-unigrams.parquet"
+        job = {
+            "input": {"corpus": str(tmp_path / f"{name}.parquet")},
+            "output": [str(output)],
+            "params": {"words": similarity_words()},
+        }
+        run_scripts({"unigrams": job})
+        table = pq.read_table(output).to_pydict()
+        counts[name] = Counter(dict(zip(table["token"], table["count"])))
+    assert round(weighted_jaccard(counts["scifact"], counts["nfcorpus"]), 4) == 0.5507
+
+
+def test_scifact_nfcorpus_similarity_without_english_stopwords(shared_datasets):
+    """irflow's named variant leaves out bm25s' English stopwords: 0.4525."""
+    stopwords = similarity_stopwords(similarity_words(similarity_words="without_english_stopwords"))
+    counts = {}
+    for name in ("scifact", "nfcorpus"):
+        corpus = shared_texts(shared_datasets, name)
+        counts[name] = unigram_counts(document_texts(corpus["title"], corpus["text"]), stopwords)
+    assert round(weighted_jaccard(counts["scifact"], counts["nfcorpus"]), 4) == 0.4525
+
+
+def test_similarity_words_outside_the_variants_is_refused():
+    with pytest.raises(ConfigError, match="similarity_words"):
+        similarity_words(similarity_words="content_words")
 
 
 def test_corpus_similarity_is_symmetric_with_unit_diagonal():

@@ -22,6 +22,8 @@ from irflow.data.quality import (
     duplicated_ngram_char_fraction,
     failed_checks,
     has_letter,
+    is_special_character,
+    special_characters_per_word,
     stop_word_count,
     strip_symbols,
     top_ngram_char_fraction,
@@ -94,7 +96,24 @@ def test_symbols_per_word_at_most_0_1():
     assert failures(two_hashes, "symbols_per_word") == {"symbols_per_word": 0.1}
     assert failures(two_hashes, "symbols_per_word", below="inclusive") == {}
     assert failures(three_hashes, "symbols_per_word") == {"symbols_per_word": 0.15}
-    assert failures(three_ellipses, "symbols_per_word") == {"symbols_per_word": 0.15}
+    # Gopher counts "..." as an ellipsis; Arctic's special characters count "…" but not the
+    # full stops of "...".
+    gopher = {"count": "gopher"}
+    assert failures(three_ellipses, "symbols_per_word", **gopher) == {"symbols_per_word": 0.15}
+    assert measured(three_ellipses, "symbols_per_word") == 0.05
+
+
+def test_symbols_per_word_counts_arctics_symbols_or_special_characters():
+    """Arctic-Embed counts "symbols or special characters" per word, Gopher only "the hash
+    symbol or the ellipsis": 11 symbols over 22 words is 0.5 for Arctic and 0.0 for Gopher."""
+    symbols = "The price rose 5% = $12 + tax & fees @ 3 * 2 ~ 40 | 50 < 60 > 20"
+    assert len(symbols.split()) == 22
+    assert failures(symbols, "symbols_per_word") == {"symbols_per_word": 0.5}
+    assert failures(symbols, "symbols_per_word", count="gopher") == {}
+    assert measured(symbols, "symbols_per_word", count="gopher") == 0.0
+    # The punctuation of prose, dashes, brackets and quotes are no special characters.
+    prose = "Cells divide (slowly), then—as “expected”—they stop; why? Growth ends: here it is!"
+    assert measured(prose, "symbols_per_word") == 0.0
 
 
 def test_lines_ending_in_an_ellipsis_at_most_0_3():
@@ -149,6 +168,20 @@ def test_at_least_one_stop_word():
     assert failures("Cells divide quickly", "stop_words", words=["cells"]) == {}
 
 
+def test_stop_word_rules_of_arctic_and_gopher():
+    """Arctic-Embed's example stop words are "'the', 'and', 'is'": "is" counts, and one stop
+    word passes. Gopher asks for two of "the, be, to, of, and, that, have, and with"."""
+    only_is = "Growth is rapid"
+    assert failures(only_is, "stop_words") == {}
+    assert failures(only_is, "stop_words", rule="gopher") == {"stop_words": 0.0}
+    one_the = "The cells divide"
+    assert failures(one_the, "stop_words", rule="gopher") == {"stop_words": 1.0}
+    assert failures("The cells divide and grow", "stop_words", rule="gopher") == {}
+    # An explicit min or list wins over the rule's.
+    assert failures(one_the, "stop_words", rule="gopher", min=1) == {}
+    assert failures(only_is, "stop_words", words=["the"]) == {"stop_words": 0.0}
+
+
 def test_bullet_lines_at_most_0_9():
     nine = lines(*["• item one here"] * 5, *["- item two here"] * 4, SENTENCE)
     ten = lines(*["* item"] * 10)
@@ -187,17 +220,36 @@ def test_language_identification_offline():
     assert failures(french, "language", expected="fr", min_words=0) == {}
 
 
-def test_short_texts_are_not_language_checked():
-    title = "Effect of vitamin D on bone density"  # py3langid: English 0.40
+def language_values(text: str, **spec) -> dict[str, float | None]:
+    """Each language check's measure of ``text``, by check name."""
+    checks = build_checks(quality_config(language=spec))
+    return {check.name: check.measure(Document(text)) for check in checks}
+
+
+def test_short_texts_are_checked_by_their_top_language():
+    # A German sentence of 15 words is caught under `expected: en`.
+    german = (
+        "Der Patient wurde nach der Operation drei Tage lang im Krankenhaus beobachtet und dann "
+        "entlassen."
+    )
+    assert len(german.split()) == 15
+    assert list(failures(german, "language")) == ["language_en_short"]
+    assert failures(german, "language")["language_en_short"] < 1e-5
+    assert failures(german, "language", expected="de") == {}
+    title = "Effect of vitamin D on bone density"  # py3langid: English 0.40, yet ranked first
     assert measured(title, "language", min_words=0) < 0.5
     assert failures(title, "language", min_words=0) != {}
-    assert measured(title, "language") is None  # 7 words, under the default 20
+    # 7 words, under the default 20: English ranks first, so it passes.
+    assert language_values(title) == {"language_en": None, "language_en_short": 1.0}
     assert failures(title, "language") == {}
     french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil. "
-    assert failures(french * 2, "language") != {}  # 24 words: checked
+    assert list(failures(french * 2, "language")) == ["language_en"]  # 24 words
     # Words of punctuation alone do not count towards min_words.
-    assert measured(" ".join(["cells"] * 19 + ["—"]), "language") is None
-    assert measured(" ".join(["cells"] * 20), "language") is not None
+    assert language_values(" ".join(["cells"] * 19 + ["—"]))["language_en"] is None
+    assert language_values(" ".join(["cells"] * 20))["language_en_short"] is None
+    assert language_values("— …")["language_en_short"] is None  # no word: not measured
+    # min_words 0 checks every text by its probability alone.
+    assert list(language_values(title, min_words=0)) == ["language_en"]
 
 
 def test_unicode_punctuation_is_stripped_from_words():
@@ -214,7 +266,7 @@ def test_unknown_language_names_the_key():
 
 
 def test_every_failure_is_reported_with_its_reason():
-    text = "an is at"  # 3 words of 2 letters, no stop word
+    text = "an at by"  # 3 words of 2 letters, no stop word
     checks = build_checks(quality_config(words={}, mean_word_length={}, stop_words={}))
     assert failed_checks(Document(text), checks) == [
         ("words", 3.0, "words 3 < 10"),
@@ -281,10 +333,13 @@ def test_one_split_into_word_ids_measures_as_each_filter_did_alone(shared_datase
     """The measures read one split of each document into word ids, computed once per distinct
     word; on real documents each equals its definition on the whole text, word by word:
     words without a letter, stop words, the language check's word count and
-    the n-gram fractions."""
+    the n-gram fractions; the special characters, counted by deleting them, are each character
+    that ``is_special_character`` names."""
     stop_words = frozenset(GOPHER_STOP_WORDS)
     for text in real_documents(shared_datasets, 400):
         doc, words = Document(text), text.split()
+        special = sum(1 for char in text if is_special_character(char))
+        assert special_characters_per_word(doc) == special / len(words)
         without = sum(1 for w in words if not has_letter(w)) / len(words)
         assert words_without_letter_fraction(doc) == without
         stops = sum(1 for w in words if strip_symbols(w).lower() in stop_words)

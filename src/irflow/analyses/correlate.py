@@ -307,7 +307,9 @@ def summarize_bootstrap(draws: pd.DataFrame) -> dict:
 
 
 def weighted_jaccard(counts_a: Counter, counts_b: Counter) -> float:
-    """BEIR (appendix F): sum of min over sum of max of the two unigram probabilities.
+    """BEIR (appendix F): sum of min over sum of max of the two unigram probabilities,
+    J(S, T) = sum_k min(S_k, T_k) / sum_k max(S_k, T_k), the sum "over all unique words" k of
+    the two datasets, S_k being word k's normalised frequency in S.
 
     Normalising first makes corpora of different sizes comparable. NaN if either is empty.
     """
@@ -340,6 +342,22 @@ def _token_pattern() -> re.Pattern:
             ranges.append(f"{chr(start)}-{chr(previous)}" if previous > start else chr(start))
             start = code
     return re.compile(r"[\w" + "".join(ranges) + "]+")
+
+
+def similarity_stopwords(words: str) -> frozenset[str]:
+    """The words that ``correlation.similarity_words`` leaves out of the unigram counts.
+
+    all_words (BEIR's, the default): none, since appendix F sums "over all unique words".
+    without_english_stopwords (irflow's variant): bm25s' English list, the one BM25 drops, so
+    that the similarity reads the content words (SciFact-NFCorpus 0.4525, against BEIR's 0.5507).
+    """
+    if words == "all_words":
+        return frozenset()
+    if words == "without_english_stopwords":
+        from bm25s.stopwords import STOPWORDS_EN
+
+        return frozenset(STOPWORDS_EN)
+    raise ValueError(f"unknown similarity_words {words!r}")
 
 
 def unigram_counts(texts: Iterable[str], stopwords: frozenset[str] = frozenset()) -> Counter:
