@@ -934,8 +934,10 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
 
 
 def test_qa_queries_are_split_into_dev_and_test_at_one_to_four(airbench_llm, tmp_path):
-    """AIR-Bench (Chen et al., 2024): QA datasets are split into dev and test at 1:4 (24.05's
-    wiki/en holds 345 dev and 1,382 test queries); a Long-Doc dataset is dev or test whole."""
+    """AIR-Bench (Chen et al., 2024) splits its QA datasets into dev and test at 1:4; its
+    repository's 24.05 task list (air_benchmark/tasks/v24_05/qa_tasks.py) holds "dev": 345 and
+    "test": 1382 queries for English Wikipedia (0.1998 dev). A Long-Doc dataset is dev or test
+    as a whole (docs/available_tasks.md: llama2 "dev", gemini "test")."""
     assert generate_config()["dev_share"] == 0.2, "AIR-Bench splits QA dev:test at 1:4"
     assert generate_config(chunk_tokens=200)["dev_share"] == 0
     assert generate_config(dev_share=0.5)["dev_share"] == 0.5
