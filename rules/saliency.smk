@@ -1,16 +1,47 @@
-# saliency: PosIR §5.3 gradient saliency of each configured model over the relevant documents
-# of one dataset's sampled queries -> a mean at each of `bins` relative positions of the whole
-# document (PosIR's linear interpolation by default; zero past the model's window). See
+# saliency_pairs: PosIR's (query, relevant document) pairs of the saliency dataset, selected
+# once with one named tokenizer (position_analysis.saliency.tokenizer), so that every model is
+# profiled on the same pairs. saliency: PosIR §5.3 gradient saliency of each configured model
+# over those pairs -> a mean at each of `bins` relative positions of the whole document
+# (PosIR's linear interpolation by default; zero past the model's window). See
 # irflow.analyses.saliency.
 
+from irflow.analyses.saliency import pairs_tokenizer
+from irflow.data.tokens import tokenizer_source
+
 SALIENCY = config["position_analysis"]["saliency"]
+SALIENCY_PAIRS = f"results/saliency/pairs/{SALIENCY['dataset']}.parquet"
+SALIENCY_TOKENIZER = pairs_tokenizer(config)
 
 
-rule saliency:
+rule saliency_pairs:
     input:
         queries=f"results/datasets/{SALIENCY['dataset']}/queries.parquet",
         corpus=f"results/datasets/{SALIENCY['dataset']}/corpus.parquet",
         qrels=f"results/datasets/{SALIENCY['dataset']}/qrels.parquet",
+    output:
+        pairs=SALIENCY_PAIRS,
+    log:
+        f"results/logs/saliency_pairs/{SALIENCY['dataset']}.log",
+    conda:
+        "../envs/positionalize.yaml"
+    params:
+        dataset=SALIENCY["dataset"],
+        tokenizer=(
+            tokenizer_source(SALIENCY_TOKENIZER, config["models"])
+            if SALIENCY_TOKENIZER and SALIENCY["select"] == "posir"
+            else None
+        ),
+        selection={
+            key: SALIENCY[key]
+            for key in ("select", "queries", "min_tokens", "centre", "seed")
+        },
+    script:
+        "../scripts/saliency_pairs.py"
+
+
+rule saliency:
+    input:
+        pairs=SALIENCY_PAIRS,
         model=plan.model_files,
     output:
         profile="results/saliency/{model}.parquet",
@@ -28,18 +59,7 @@ rule saliency:
         # one reruns the job; the script loads the model from the full spec in config.
         model_settings=lambda wc: plan.model_result_settings(wc.model),
         dataset=SALIENCY["dataset"],
-        analysis={
-            key: SALIENCY[key]
-            for key in (
-                "select",
-                "queries",
-                "min_tokens",
-                "centre",
-                "seed",
-                "bins",
-                "resample",
-            )
-        },
+        analysis={key: SALIENCY[key] for key in ("bins", "resample")},
     script:
         "../scripts/saliency.py"
 

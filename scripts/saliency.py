@@ -7,7 +7,7 @@ import pyarrow as pa
 import torch
 from _common import setup_logging
 
-from irflow.analyses.saliency import saliency_profile, sample_pairs
+from irflow.analyses.saliency import saliency_profile
 from irflow.core import contracts
 from irflow.encoding.models import Encoder
 
@@ -19,21 +19,8 @@ spec = snakemake.config["models"][snakemake.wildcards.model]
 analysis = params.analysis
 
 encoder = Encoder.load(spec)
-pairs = sample_pairs(
-    pd.read_parquet(inp.queries),
-    pd.read_parquet(inp.corpus),
-    pd.read_parquet(inp.qrels),
-    count=analysis["queries"],
-    seed=analysis["seed"],
-    select=analysis["select"],
-    tokenizer=encoder.model.tokenizer,
-    min_tokens=analysis["min_tokens"],
-    centre=tuple(analysis["centre"]),
-    dataset=params.dataset,
-)
-log.info("%s: %d pairs selected (%s)", params.dataset, len(pairs), analysis["select"])
-if analysis["queries"] is not None and len(pairs) < analysis["queries"]:
-    log.warning("%s: only %d pairs qualify; using all of them", params.dataset, len(pairs))
+# The pairs are the dataset's, selected once for every model (rule saliency_pairs).
+pairs = pd.read_parquet(inp.pairs)
 table = saliency_profile(
     encoder.model,
     list(zip(pairs["query"], pairs["document"])),
@@ -53,6 +40,7 @@ log.info(
 # Which pairs and which exact model made the profile, in the file's metadata.
 lineage = encoder.provenance | {
     "dataset": params.dataset,
+    "pairs_file": inp.pairs,
     "pairs": pairs[["query_id", "doc_id"]].to_dict("records"),
 }
 contracts.write_table(

@@ -20,7 +20,12 @@ from test_workflow import planned_inputs
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
-from irflow.derived.generate.dataset import content_checksum, generate_dataset, write_generated
+from irflow.derived.generate.dataset import (
+    content_checksum,
+    generate_dataset,
+    list_generated,
+    write_generated,
+)
 from irflow.derived.generate.estimate import estimate
 from irflow.derived.generate.generator import Generator, Item, prepare
 from irflow.derived.generate.prompts import ATTRIBUTES, load_prompts
@@ -91,6 +96,7 @@ def spec(**overrides) -> dict:
         "overlap": 50,
         "tokenizer": None,
         "negatives": [3, 5],
+        "dev_share": 0,
         "prompts": str(PROMPTS),
         "language": "English",
     } | overrides
@@ -468,7 +474,13 @@ def test_a_refused_key_stops_the_run_at_once(tmp_path):
 def test_chunked_documents_are_sampled_as_chunks(airbench_llm, tmp_path):
     corpus = corpus_frame(n=3, words=450)
     generated, _ = run(
-        airbench_llm, tmp_path / "cache", corpus, chunk_tokens=200, overlap=50, documents=2
+        airbench_llm,
+        tmp_path / "cache",
+        corpus,
+        chunk_tokens=200,
+        overlap=50,
+        chunk_unit="words",
+        documents=2,
     )
     chunk_ids = [f"d{i}#{n}" for i in range(3) for n in range(3)]
     assert generated.corpus["doc_id"].tolist()[:9] == chunk_ids
@@ -515,7 +527,7 @@ def test_the_config_names_every_generate_problem():
         "generate": {
             "gen": {"dataset": "nope", "negatives": [5, 3]},
             "scifact": {"dataset": "scifact", "chunk_tokens": 50, "overlap": 50},
-            "short": {"dataset": "scifact", "max_words": 10, "split": "dev"},
+            "short": {"dataset": "scifact", "max_words": 10, "split": "dev", "dev_share": 0},
         },
     }
     with pytest.raises(ConfigError) as error:
@@ -533,7 +545,7 @@ def test_the_config_names_every_generate_problem():
         validate_config(bad_key, schema)
     good = config | {"generate": {"gen": {"dataset": "scifact"}}, "llm": {"model": "m"}}
     filled = validate_config(good, schema)
-    assert filled["generate"]["gen"]["negatives"] == [3, 7]
+    assert list_generated(filled)["gen"]["negatives"] == [3, 7]
     assert filled["llm"]["cache_dir"] == "results/llm-cache"
 
 
@@ -752,7 +764,9 @@ def test_sampling_from_judged_positives_takes_only_them_and_their_chunks():
     assert sorted(i.doc_id for i in items) == ["d2", "d5", "d7"]
     assert stats["sample"]["not_positive"] == 6
     chunked, items, stats = prepare(
-        corpus, base | {"chunk_tokens": 40, "overlap": 20}, positives=positives
+        corpus,
+        base | {"chunk_tokens": 40, "overlap": 20, "chunk_unit": "words"},
+        positives=positives,
     )
     assert "source_doc_id" not in chunked.columns
     assert sorted(i.doc_id for i in items) == ["d2#0", "d2#1", "d5", "d7"]
@@ -855,3 +869,77 @@ def test_two_documents_of_the_same_text_ask_for_characters_once(airbench_llm, tm
     _, summary = run(airbench_llm, tmp_path / "cache", twins, documents=2)
     characters = [b for b in airbench_llm.bodies if '{"characters"' in last_user_message(b)]
     assert len(characters) == 1 and summary["duplicates"] >= 1
+
+
+# --- AIR-Bench's defaults by task (issue 38, item 7) ------------------------------------------
+
+
+def generate_config(**spec) -> dict:
+    """A validated config with one generate block ``gen`` over SciFact, and its resolved spec."""
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = {
+        "datasets": {"scifact": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "llm": {"model": "m"},
+        "generate": {"gen": {"dataset": "scifact"} | spec},
+    }
+    return list_generated(validate_config(config, schema))["gen"]
+
+
+def test_long_doc_generation_asks_for_no_hard_negatives(airbench_llm, tmp_path):
+    """AIR-Bench (Chen et al., 2024), Long-Doc: "we do not generate additional hard negatives";
+    its repository's sketch keeps hard negatives for QA only (``if task_type == 'QA': hn =
+    generate_hard_negative(q, d) else: hn = None``), and every 24.05 Long-Doc dataset lists 0.
+    QA keeps "3~7 hard negatives" (its README); a configured range wins (a named variant)."""
+    long_doc = generate_config(chunk_tokens=200)
+    assert long_doc["negatives"] == [0, 0], (
+        "AIR-Bench on Long-Doc: 'we do not generate additional hard negatives'"
+    )
+    assert generate_config()["negatives"] == [3, 7]
+    assert generate_config(chunk_tokens=200, negatives=[1, 2])["negatives"] == [1, 2]
+    corpus = corpus_frame(n=3, words=450)
+    chunked = {"chunk_tokens": 200, "chunk_unit": "words", "documents": 2, "negatives": None}
+    generated, summary = run(airbench_llm, tmp_path / "cache", corpus, **chunked)
+    asked = [last_user_message(body) for body in airbench_llm.bodies]
+    assert not [p for p in asked if '{"negatives"' in p], "a Long-Doc run asked for negatives"
+    assert summary["requests"] == 2 * 4 and len(generated.queries) == 2
+    assert generated.negatives.empty and (generated.qrels["relevance"] == 1).all()
+
+
+def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_path):
+    """AIR-Bench's repository (docs/data_generation.md): "we use the `SimpleNodeParser` from the
+    LlamaIndex to split the long document to fixed-size chunks (`chunk_size=200`,
+    `chunk_overlap=50`)": sizes in tokens (LlamaIndex's default tokenizer, tiktoken's
+    cl100k_base), not words."""
+    spec_ = generate_config(chunk_tokens=200)
+    assert spec_.get("tokenizer") == "Xenova/gpt-3.5-turbo", (
+        "AIR-Bench's chunk_size=200 counts tokens (LlamaIndex: tiktoken cl100k_base)"
+    )
+    assert spec_["chunk_unit"] == "tokens"
+    assert generate_config(chunk_tokens=200, chunk_unit="words")["tokenizer"] is None
+    assert generate_config()["tokenizer"] is None  # no chunks: lengths stay in words
+    # A corpus of words that are two word-piece tokens each: 200 tokens are 100 words.
+    from irflow.data.tokens import load_tokenizer
+
+    tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
+    assert len(tokenizer("retrievers", add_special_tokens=False)["input_ids"]) == 2
+    corpus = pd.DataFrame([{"doc_id": "d", "title": "T", "text": " ".join(["retrievers"] * 300)}])
+    in_tokens = {"chunk_tokens": 200, "overlap": 50, "documents": 1, "min_words": 0}
+    chunks, _, stats = prepare(corpus, spec(**in_tokens), tokenizer)
+    assert [len(t.split()) for t in chunks["text"]] == [100, 100, 100, 75]
+    with pytest.raises(ValueError, match="chunk_unit tokens needs the tokenizer"):
+        prepare(corpus, spec(**in_tokens), None)
+    words, _, _ = prepare(corpus, spec(**in_tokens, chunk_unit="words"), tokenizer)
+    assert [len(t.split()) for t in words["text"]] == [200, 150]
+
+
+def test_qa_queries_are_split_into_dev_and_test_at_one_to_four(airbench_llm, tmp_path):
+    """AIR-Bench (Chen et al., 2024) splits its QA datasets into dev and test at 1:4; its
+    repository's 24.05 task list (air_benchmark/tasks/v24_05/qa_tasks.py) holds "dev": 345 and
+    "test": 1382 queries for English Wikipedia (0.1998 dev). A Long-Doc dataset is dev or test
+    as a whole (docs/available_tasks.md: llama2 "dev", gemini "test")."""
+    assert generate_config()["dev_share"] == 0.2, "AIR-Bench splits QA dev:test at 1:4"
+    assert generate_config(chunk_tokens=200)["dev_share"] == 0
+    assert generate_config(dev_share=0.5)["dev_share"] == 0.5
+    generated, _ = run(airbench_llm, tmp_path / "cache", corpus_frame(), dev_share=None)
+    assert generated.stats["queries_by_split"] == {"dev": 1, "test": 3}  # 4 queries, 1:4

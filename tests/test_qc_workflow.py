@@ -78,7 +78,12 @@ def airbench_config(data: str, minilm: str, base_url: str) -> dict:
         "cost": {"latency_queries": 1},
         "llm": {"base_url": base_url, "model": "fake", "max_concurrency": 2},
         "generate": {
-            "scifact-gen": {"dataset": "scifact", "documents": GENERATED, "negatives": [2, 3]}
+            "scifact-gen": {
+                "dataset": "scifact",
+                "documents": GENERATED,
+                "negatives": [2, 3],
+                "dev_share": 0,  # one split: dev queries are tested in test_qc.py
+            }
         },
         "quality_control": {
             "rerankers": ["minilm-bi", "minilm-short-bi"],

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import TINY_CORPUS, minilm_spec
-from tiny_models import build_tiny_cross_encoder, tiny_bert_config
+from tiny_models import build_tiny_bi_encoder, build_tiny_bpe_bi_encoder, build_tiny_cross_encoder
 
 from irflow.analyses.saliency import (
     bin_profile,
@@ -44,38 +44,10 @@ def tiny_model(tmp_path_factory, minilm_path):
 def bpe_model(tmp_path_factory):
     """A two-layer random BERT that reads with a byte-level BPE (RoBERTa's kind of tokenizer,
     where a word's leading space is part of its token)."""
-    import torch
     from sentence_transformers import SentenceTransformer
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import BertModel, PreTrainedTokenizerFast
 
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    specials = ["<s>", "</s>", "<pad>", "<unk>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator([LONG_DOCUMENT, "passage: cats purr", "why do cats purr"], trainer)
-    backend.post_processor = processors.RobertaProcessing(
-        ("</s>", backend.token_to_id("</s>")), ("<s>", backend.token_to_id("<s>"))
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<s>",
-        eos_token="</s>",
-        cls_token="<s>",
-        sep_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-    )
-    folder = tmp_path_factory.mktemp("tiny-bpe")
-    torch.manual_seed(0)
-    BertModel(tiny_bert_config(backend.get_vocab_size())).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    texts = [LONG_DOCUMENT, "passage: cats purr", "why do cats purr"]
+    folder = build_tiny_bpe_bi_encoder(tmp_path_factory.mktemp("tiny-bpe"), texts)
     model = SentenceTransformer(str(folder), device="cpu")
     model.max_seq_length = 64
     return model
@@ -409,3 +381,90 @@ def test_minilm_profile_is_finite(minilm_path):
     assert np.isfinite(table["saliency"]).all() and table["saliency"].max() <= 1
     assert table["saliency"].min() > 0  # short documents: every bin holds a read token
     assert table["truncated_pairs"].iloc[0] == 0
+
+
+# --- the pairs, selected once for every model (issue 38, item 9) --------------------------------
+
+
+def span_dataset(folder) -> None:
+    """Four queries, each judging one document with its span in the middle: two documents of
+    words both tokenizers know (47 and 92 tokens by MiniLM's word piece, 42 and 82 by the tiny
+    BPE) and two of a word the BPE never saw (22 and 72 word pieces, 121 and 421 BPE tokens)."""
+    from conftest import write_beir
+
+    texts = {
+        "known40": " ".join(["cats purr and sleep in the warm sun"] * 5),
+        "known80": " ".join(["cats purr and sleep in the warm sun"] * 10),
+        "unseen20": " ".join(["zebra"] * 20),
+        "unseen70": " ".join(["zebra"] * 70),
+    }
+    corpus = [{"_id": doc_id, "title": "", "text": text} for doc_id, text in texts.items()]
+    queries = [{"_id": f"q-{doc_id}", "text": "why do cats purr"} for doc_id in texts]
+    middle = {doc_id: len(text) // 2 for doc_id, text in texts.items()}
+    qrels = [(f"q-{d}", d, 1, middle[d] - 3, middle[d] + 3) for d in texts]
+    write_beir(folder, corpus, queries, qrels)
+
+
+def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
+    """PosIR selects its pairs once, from the dataset's token counts, before loading any model
+    (gradient_saliency_analysis/qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <=
+    relative_pos <= 0.6:``, then ``model, tokenizer = load_model(model_name)``), so the models
+    it compares read the same pairs. Two models whose tokenizers count the documents apart (a
+    word piece and a tiny byte-level BPE) must get the same pairs."""
+    from conftest import REPO
+    from test_workflow import snakemake
+
+    from irflow.workflow.config import load_schema, validate_config
+
+    span_dataset(tmp_path / "data" / "spans")
+    wordpiece = build_tiny_bi_encoder(tmp_path / "wordpiece", minilm_path)
+    texts = [LONG_DOCUMENT, "why do cats purr"]
+    bpe = build_tiny_bpe_bi_encoder(tmp_path / "bpe", texts)
+    models = {"wordpiece": wordpiece, "bpe": bpe}
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "offline": True,
+        "datasets": {"spans": {"source": {"path": str(tmp_path / "data" / "spans")}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "models": {name: {"id": str(path), "max_seq_length": 64} for name, path in models.items()},
+        "position_analysis": {
+            "saliency": {"models": ["wordpiece", "bpe"], "dataset": "spans", "min_tokens": 60}
+        },
+    }
+    work = tmp_path / "work"
+    work.mkdir()
+    targets = [f"results/saliency/{name}.parquet" for name in models]
+    snakemake(work, config, "--cores", "1", *targets)
+    chosen = {
+        name: [pair["doc_id"] for pair in contracts.read_lineage(work / target)["pairs"]]
+        for name, target in zip(models, targets)
+    }
+    assert chosen["wordpiece"] == chosen["bpe"], f"each model got its own pairs: {chosen}"
+    # Counted once, by the first model's word piece (no tokenizer named): the BPE's own count
+    # would add unseen20 (121 tokens) for the BPE model alone.
+    assert chosen["bpe"] == ["known80", "unseen70"]
+    pairs = pd.read_parquet(work / "results" / "saliency" / "pairs" / "spans.parquet")
+    assert pairs["doc_id"].tolist() == chosen["bpe"]
+    from irflow.analyses.saliency import pairs_tokenizer
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    named = validate_config(config, schema)
+    assert pairs_tokenizer(named) == "wordpiece"
+    named["position_analysis"]["saliency"]["tokenizer"] = "bpe"
+    assert pairs_tokenizer(named) == "bpe"
+
+
+def test_posirs_own_token_counts_come_before_the_tokenizers():
+    """PosIR counts a document by its dataset's ``pos_token_length`` (the qrels' doc_tokens);
+    the named tokenizer counts only the documents without one."""
+    from test_positionalize import word_tokenizer
+
+    from irflow.analyses.saliency import document_tokens
+
+    pairs = pd.DataFrame(
+        {"document": ["a b c", "a b c d e"], "doc_tokens": pd.array([1024, None], dtype="Int64")}
+    )
+    counted = document_tokens(pairs, word_tokenizer())
+    assert counted[0] == 1024 and counted[1] == document_tokens(pairs[1:], word_tokenizer())[0]
+    assert counted[1] != 1024 and counted[1] >= 5
+    assert document_tokens(pairs[:1], None).tolist() == [1024]  # no tokenizer needed

@@ -55,6 +55,44 @@ def build_tiny_bi_encoder(folder: Path, tokenizer_source: Path) -> Path:
     return folder
 
 
+def build_tiny_bpe_bi_encoder(folder: Path, texts: list[str], vocab_size: int = 400) -> Path:
+    """A two-layer random BERT that reads with a byte-level BPE trained on ``texts`` (RoBERTa's
+    kind of tokenizer, where a word's leading space is part of its token), saved as a plain
+    transformers folder that sentence-transformers loads as a bi-encoder. Words the BPE never
+    saw split into many tokens."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import BertModel, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    specials = ["<s>", "</s>", "<pad>", "<unk>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer)
+    backend.post_processor = processors.RobertaProcessing(
+        ("</s>", backend.token_to_id("</s>")), ("<s>", backend.token_to_id("<s>"))
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(backend.get_vocab_size())).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 # A ColBERT's settings: query and document markers (BERT's unused tokens, as Stanford's
 # ColBERTv2 marks [Q] and [D]), the query width (the ColBERT paper's Nq, 32) and a document
 # length shorter than the tokenizer's 512, so that the checkpoint's lengths are not its.

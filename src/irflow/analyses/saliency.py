@@ -32,8 +32,15 @@ Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
   document token with a byte-level BPE, whose prompt alone ends in a space token that the
   document's first word absorbs. The input is checked to be that tokenization.
 - Pairs (``sample_pairs``): PosIR's selection by default, every query whose relevant document
-  has at least 1,024 tokens and whose span centre lies in [0.4, 0.6] of it (the model's own
-  tokenizer counts; PosIR takes its datasets' ``pos_token_length``); or ``random`` queries.
+  has at least 1,024 tokens and whose span centre lies in [0.4, 0.6] of it; or ``random``
+  queries. PosIR selects its pairs once, from its dataset's own token counts, before any model
+  is loaded (qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <= relative_pos <=
+  0.6:``, then ``model, tokenizer = load_model(model_name)``), so every model it profiles reads
+  the same pairs. irflow selects them once per dataset too, in a job of their own
+  (``saliency_pairs``, a Parquet every model's saliency job reads): lengths are the qrels'
+  ``doc_tokens`` (PosIR's ``pos_token_length``) where given, else the count of one named
+  tokenizer (``pairs_tokenizer``), never each model's own, which would give two models
+  different pairs.
 """
 
 from __future__ import annotations
@@ -219,6 +226,32 @@ def saliency_profile(
 SELECTIONS = ("posir", "random")
 
 
+def document_tokens(pairs: pd.DataFrame, tokenizer) -> np.ndarray:
+    """Each pair's document length in tokens: the qrels' ``doc_tokens`` (PosIR's own
+    ``pos_token_length``) where given, else ``tokenizer``'s count of the document as read."""
+    given = pairs.get("doc_tokens", pd.Series(np.nan, pairs.index)).astype(float)
+    missing = given.isna().to_numpy()
+    tokens = given.fillna(0).to_numpy(dtype=np.int64)
+    if missing.any():
+        if tokenizer is None:
+            raise ValueError("PosIR's selection needs a tokenizer where doc_tokens is not given")
+        texts = pairs.loc[missing, "document"].tolist()
+        tokens[missing] = [len(ids) for ids in encode(tokenizer, texts)["input_ids"]]
+    return tokens
+
+
+def pairs_tokenizer(config: dict) -> str | None:
+    """The tokenizer that counts the saliency dataset's documents for PosIR's selection, once
+    for every model: ``position_analysis.saliency.tokenizer``; when null, a variant's own (its
+    haystack lengths are that tokenizer's), else the first model listed. None when no model is
+    profiled."""
+    saliency = config["position_analysis"]["saliency"]
+    if saliency["tokenizer"] is not None or not saliency["models"]:
+        return saliency["tokenizer"]
+    variant = list_variants(config).get(saliency["dataset"])
+    return variant["tokenizer"] if variant is not None else saliency["models"][0]
+
+
 def sample_pairs(
     queries: pd.DataFrame,
     corpus: pd.DataFrame,
@@ -236,7 +269,8 @@ def sample_pairs(
     document (ties: the smallest doc_id), then chosen by ``select``:
 
     - ``posir``, PosIR's selection (§5.3): every query whose document has at least
-      ``min_tokens`` tokens by ``tokenizer`` and whose judgement's span has its centre within
+      ``min_tokens`` tokens (``document_tokens``: the qrels' ``doc_tokens``, else by
+      ``tokenizer``) and whose judgement's span has its centre within
       ``centre`` (inclusive) of the document's characters (``judged_positions``: the
       collection's length where the qrels give it); ``count``, when given, draws that many of
       them with ``seed``;
@@ -272,10 +306,7 @@ def sample_pairs(
         spans = best.dropna(subset=["span_start", "span_end"])
         # Spans count characters of the document's text (the contracts), not of the title.
         relpos = judged_positions(spans, judged.set_index("doc_id")["text"])
-        tokens = np.array(
-            [len(ids) for ids in encode(tokenizer, spans["document"].tolist())["input_ids"]],
-            dtype=int,
-        )
+        tokens = document_tokens(spans, tokenizer)
         long_enough, centred = tokens >= min_tokens, (relpos >= centre[0]) & (relpos <= centre[1])
         best = spans[long_enough & centred]
         if best.empty:

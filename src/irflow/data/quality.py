@@ -26,7 +26,7 @@ Arctic's is the default:
   the hash symbol or the ellipsis" (``hash_or_ellipsis_per_word``);
 - stop words (``stop_words.rule``): Arctic's example stop words are "'the', 'and', 'is'" (read
   as: at least one of Gopher's eight words or "is"); Gopher drops a document that does "not
-  contain at least two of the following English words: the, be, to, of, and, that, have, and
+  contain at least two of the following English words: the, be, to, of, and, that, have,
   with".
 (Arctic's words here are as issue 38 quotes them.) Where Arctic keeps a fraction "below" a
 bound (symbols, ellipsis lines, words without a letter, bullet, short and numeric lines) the

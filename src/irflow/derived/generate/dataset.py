@@ -18,11 +18,16 @@ Decisions:
 - The prompts and the attribute vocabularies live in a YAML file (``prompts``, by default
   config/prompts/airbench.yaml), checked on load: an unknown placeholder or a missing field is
   an error naming the file and the field.
-- Long documents are cut first (``chunk_tokens``, ``overlap``; AIR-Bench: 200 and 50), by a
-  Hugging Face ``tokenizer`` or, when none is named, by whitespace-separated words, in windows
-  as ``irflow.data.passages`` makes them. A document with more than one window is replaced by its
-  windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is kept as it is. The chunks
-  are the corpus that is sampled from and evaluated.
+- Long documents are cut first (``chunk_tokens``, ``overlap``; AIR-Bench: 200 and 50), a
+  Long-Doc dataset. AIR-Bench's repository (docs/data_generation.md): "we use the
+  `SimpleNodeParser` from the LlamaIndex to split the long document to fixed-size chunks
+  (`chunk_size=200`, `chunk_overlap=50`)", sizes LlamaIndex counts in tokens (tiktoken's
+  cl100k_base by default). So ``chunk_unit: tokens`` (the default) counts the ``tokenizer``'s
+  tokens, AIR-Bench's (``AIRBENCH_TOKENIZER``) when none is named; ``chunk_unit: words``, a
+  named variant, counts words. Windows are cut as ``irflow.data.passages`` cuts them
+  (LlamaIndex also keeps sentences whole; irflow does not). A document with more than one
+  window is replaced by its windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is
+  kept as it is. The chunks are the corpus that is sampled from and evaluated.
 - Lengths count the ``tokenizer``'s tokens when one is named, else words: runs of non-space
   characters, where each character of a script written without spaces (Chinese, Japanese, Thai,
   ...) is a word of its own. Chunking and ``min_words`` use the same count.
@@ -45,6 +50,10 @@ Decisions:
   each group gives its share, in the same hash order (a group too small gives all it has and
   the others make up for it). So widening a sample keeps every earlier document, and with the
   answer cache a widened run pays only for the new ones.
+- Long-Doc gets no hard negatives: AIR-Bench (Chen et al., 2024) on Long-Doc: "we do not
+  generate additional hard negatives" (its 24.05 Long-Doc datasets list 0 each); QA asks for
+  3 to 7 ("Let the LLM generate 3~7 hard negatives", its README). ``negatives`` set in the
+  config wins (a named variant).
 - Every random choice for a document (which character, which scenario, the query attributes,
   how many negatives between ``negatives[0]`` and ``negatives[1]``) comes from a generator
   seeded by the seed and the doc_id only, so a document's prompts never depend on the others.
@@ -61,6 +70,9 @@ Decisions:
   AIR-Bench labels them.
 - Splits: the queries are ordered by a hash of the seed and query_id, and the first
   ``round(dev_share * queries)`` are ``dev``, the others ``test`` (``generation.split``).
+  ``dev_share`` defaults to AIR-Bench's: its QA datasets are split into dev and test at 1:4
+  (0.2; 24.05's wiki/en holds 345 dev and 1,382 test queries); a Long-Doc dataset is dev or
+  test as a whole (0: all test).
   ``qrels/dev.parquet`` and ``qrels/test.parquet`` hold each split's judgements and
   ``qrels.parquet`` the one named by ``split`` (test by default), which the workflow scores.
   ``queries.parquet`` holds every query, as a BEIR folder does.
@@ -86,7 +98,7 @@ import pandas as pd
 from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, register_check
 from irflow.core.errors import ConfigError, InputError
-from irflow.derived.generate.generator import Generator, prepare
+from irflow.derived.generate.generator import Generator, prepare, with_task_defaults
 from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
 from irflow.derived.generate.sampling import assign_splits, word_overlap
 from irflow.derived.llm.client import LLMClient
@@ -113,7 +125,7 @@ def list_generated(config: dict) -> dict[str, dict]:
                 f"config key 'generate.{name}.dataset': {spec['dataset']!r} is not a key of "
                 f"'datasets'; allowed values: {known}"
             )
-        generated[name] = dict(spec)
+        generated[name] = with_task_defaults(spec)
     return generated
 
 
@@ -154,12 +166,13 @@ def generate_dataset(
 ) -> Generated:
     """The generated dataset from a source corpus (the contract's corpus table); see
     ``prepare`` for ``positives``."""
+    spec = with_task_defaults(spec)
     corpus, items, stats = prepare(corpus, spec, tokenizer, corpus_path, positives)
     generator = Generator(prompts, client, spec)
     made = generator.run(items)
     splits = assign_splits(
         [f"{QUERY_PREFIX}{item.doc_id}" for item in made],
-        spec.get("dev_share", 0.0),
+        spec["dev_share"],
         spec["seed"],
     )
 
@@ -307,6 +320,7 @@ def _generate_problems(config: dict) -> list[str]:
     taken = set(config["datasets"]) | set(list_variants(config)) | set(config.get("curate", {}))
     problems = derived_dataset_problems(config, "generate", taken)
     for name, spec in config["generate"].items():
+        spec = with_task_defaults(spec)
         low, high = spec["negatives"]
         if low > high:
             problems.append(

@@ -10,7 +10,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.derived.generate.dataset import NEGATIVE_PREFIX, QUERY_PREFIX, checked_splits
-from irflow.derived.generate.generator import Generator, Item, prepare
+from irflow.derived.generate.generator import Generator, Item, prepare, with_task_defaults
 from irflow.derived.generate.prompts import Prompts
 from irflow.derived.generate.sampling import WORDS, assign_splits
 from irflow.derived.llm.client import LLMClient
@@ -134,13 +134,14 @@ def estimate(
     ``quality_control`` adds the judge of each QC'd copy of the dataset, by name, over the
     queries of the splits it checks (see ``estimate_judge`` for its settings)."""
     counter = count_tokens or characters_over_four
+    spec = with_task_defaults(spec)
     _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
     dry_run = DryRun(counter, typical)
     made = Generator(prompts, client, spec, dry_run).run(items)
     ceilings = []
     if quality_control:
         ids = [f"{QUERY_PREFIX}{item.doc_id}" for item in made]
-        split_of = assign_splits(ids, spec.get("dev_share", 0.0), spec["seed"])
+        split_of = assign_splits(ids, spec["dev_share"], spec["seed"])
         for name, qc in sorted(quality_control.items()):
             splits = checked_splits(qc)
             checked = [item for item, i in zip(made, ids) if split_of[i] in splits]

@@ -25,6 +25,40 @@ from irflow.derived.llm.messages import Request
 if TYPE_CHECKING:
     from irflow.derived.generate.estimate import DryRun
 
+# The tokenizer AIR-Bench's chunks are counted in: its repository (docs/data_generation.md)
+# splits Long-Doc documents with LlamaIndex's ``SimpleNodeParser`` (``chunk_size=200``,
+# ``chunk_overlap=50``), which counts tiktoken's cl100k_base (gpt-3.5-turbo) tokens by default;
+# this Hugging Face copy of it gives the character offsets that cutting needs.
+AIRBENCH_TOKENIZER = "Xenova/gpt-3.5-turbo"
+# AIR-Bench's hard negatives per query (README: "generate 3~7 hard negatives"); none on Long-Doc.
+QA_NEGATIVES = [3, 7]
+# AIR-Bench's QA datasets hold dev and test queries at 1:4 (24.05's wiki/en: 345 and 1,382);
+# a Long-Doc dataset is dev or test as a whole.
+QA_DEV_SHARE = 0.2
+
+
+def long_doc(spec: dict) -> bool:
+    """Whether a generate spec builds a Long-Doc dataset (AIR-Bench's chunked corpora)."""
+    return bool(spec.get("chunk_tokens"))
+
+
+def with_task_defaults(spec: dict) -> dict:
+    """A generate spec with AIR-Bench's defaults of its task, where the config leaves them null:
+    hard negatives (3 to 7 for QA; none for Long-Doc: "we do not generate additional hard
+    negatives"), the dev share (1:4 for QA, 0 for Long-Doc) and, for chunks counted in tokens,
+    AIR-Bench's tokenizer. A value the config sets wins (a named variant)."""
+    chunked = long_doc(spec)
+    spec = dict(spec)
+    if spec.get("negatives") is None:
+        spec["negatives"] = [0, 0] if chunked else list(QA_NEGATIVES)
+    if spec.get("dev_share") is None:
+        spec["dev_share"] = 0.0 if chunked else QA_DEV_SHARE
+    spec.setdefault("chunk_unit", "tokens")
+    if chunked and spec["chunk_unit"] == "tokens" and not spec.get("tokenizer"):
+        spec["tokenizer"] = AIRBENCH_TOKENIZER
+    return spec
+
+
 # --- answer checks ----------------------------------------------------------------------------
 
 
@@ -196,7 +230,7 @@ class Generator:
         paper's Long-Doc queries are questions and claims); then the length, among the lengths
         the drawn type allows (a claim: "10 to 20" or "at least 20 words")."""
         options = self.prompts.attributes[attribute]
-        if attribute == "query_type" and self.spec.get("chunk_tokens"):
+        if attribute == "query_type" and long_doc(self.spec):
             options = [o for o in options if o.long_doc]
         elif attribute == "query_length":
             kind = item.values["query_type"]
@@ -221,9 +255,15 @@ def prepare(
     ``positives`` (the source dataset's judged-relevant doc_ids) is needed with
     ``sample_from: positives``."""
     stats: dict = {}
-    if spec.get("chunk_tokens"):
+    if long_doc(spec):
+        in_tokens = spec.get("chunk_unit", "tokens") == "tokens"
+        if in_tokens and tokenizer is None:
+            raise ValueError(
+                "chunk_unit tokens needs the tokenizer (AIR-Bench's chunks are 200 tokens); "
+                "pass it, or set chunk_unit: words"
+            )
         corpus, stats["chunking"] = chunk_corpus(
-            corpus, spec["chunk_tokens"], spec["overlap"], tokenizer
+            corpus, spec["chunk_tokens"], spec["overlap"], tokenizer if in_tokens else None
         )
         sources = corpus.pop("source_doc_id")
     else:
