@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from irflow.core import contracts
+from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import folder_md5
 from irflow.core.offline import env_offline
 from irflow.encoding.onnx_export import attach
@@ -23,7 +24,7 @@ RESULT_SETTINGS = (
     "query_prompt",
     "document_prompt",
     "max_seq_length",
-    "normalize",
+    "similarity",  # as configured; the one in effect (resolved on loading) keys parts and caches
     "dtype",
     "backend",  # torch, or ONNX Runtime on an exported graph (irflow.encoding.onnx_export)
 )
@@ -150,13 +151,36 @@ def attach_backend(model, spec: dict, provenance: dict, onnx: Path | None = None
         provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
 
 
+# The similarities irflow scores by: both are an inner product (faiss' METRIC_INNER_PRODUCT, the
+# bi-encoder reranker's dot product), of unit vectors for cosine and of the raw ones for dot.
+INNER_PRODUCT_SIMILARITIES = ("cosine", "dot")
+
+
+def resolve_similarity(model, spec: dict) -> str:
+    """The similarity a dense model's vectors are compared by: the ``models`` entry's
+    ``similarity`` when set, else the model's own, sentence-transformers'
+    ``similarity_fn_name`` (its config_sentence_transformers.json), which sentence-transformers
+    makes "cosine" for a model saved without one. Euclidean and Manhattan distances are refused:
+    the indexes search by inner product."""
+    similarity = spec["similarity"] or model.similarity_fn_name
+    if similarity not in INNER_PRODUCT_SIMILARITIES:
+        raise ConfigError(
+            f"model {spec['id']!r} scores by {similarity!r} (its similarity_fn_name), which "
+            "irflow's indexes cannot search: they rank by inner product. Set the config key "
+            "'models.<name>.similarity' to cosine or dot to score it so"
+        )
+    return similarity
+
+
 def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
     """The SentenceTransformer of a ``models`` entry with its max length, placed for its
-    backend (``placed_for_backend``), and its provenance."""
+    backend (``placed_for_backend``), scoring by its resolved similarity
+    (``resolve_similarity``), and its provenance, which records that similarity."""
     from sentence_transformers import SentenceTransformer
 
     model, provenance = load_sized(SentenceTransformer, placed_for_backend(spec))
     provenance["backend"] = spec["backend"]
+    provenance["similarity"] = model.similarity_fn_name = resolve_similarity(model, spec)
     return model, provenance
 
 
@@ -178,20 +202,23 @@ class Encoder:
         return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """float32 vectors, unit length in float32 when ``normalize``: a half-precision model
-        normalises in its own dtype (bfloat16 norms 0.998-1.004), so its output is normalised
-        again after the cast. float32 models take sentence-transformers' own path unchanged."""
+        """float32 vectors, unit length in float32 when the model scores by cosine (so that the
+        inner product every search takes is the cosine), as they come for dot: a
+        half-precision model normalises in its own dtype (bfloat16 norms 0.998-1.004), so its
+        output is normalised again after the cast. float32 models take sentence-transformers'
+        own path unchanged."""
         half_precision = self.provenance["dtype"] != "float32"
+        normalize = self.provenance["similarity"] == "cosine"
         vectors = self.model.encode(
             texts,
             prompt=prompt or None,
             batch_size=self.spec["batch_size"],
-            normalize_embeddings=self.spec["normalize"] and not half_precision,
+            normalize_embeddings=normalize and not half_precision,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
         vectors = vectors.astype(np.float32, copy=False)
-        if self.spec["normalize"] and half_precision:
+        if normalize and half_precision:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors
 
