@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import TINY_CORPUS, index_spec, minilm_spec
-from tiny_models import build_tiny_sentence_transformer
+import yaml
+from conftest import REPO, TINY_CORPUS, index_spec, minilm_spec
+from tiny_models import build_tiny_bi_encoder, build_tiny_sentence_transformer
 
 import irflow.encoding.embed
 from irflow.core import contracts
@@ -20,6 +21,7 @@ from irflow.evaluation.cost import CostModel
 from irflow.retrieval.index import index_file
 from irflow.retrieval.rerank import BiEncoderScorer
 from irflow.retrieval.retrieve import dense_search
+from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.families import family
 
 QUERIES = ["why do cats purr", "what is the sun"]
@@ -79,6 +81,7 @@ def test_a_dot_model_is_scored_by_dot_product_of_unnormalised_vectors(dot_model,
     assert np.abs(norms - 1).min() > 0.1, norms  # as the model gives them, not unit length
     # The provenance goes into the embed manifest (scripts/_common.py encode_sides).
     assert encoder.provenance["similarity"] == "dot"
+    assert encoder.provenance["similarity_from"] == "model"
     raw = encoder.model.encode(["Cats Cats purr and sleep in the sun."], normalize_embeddings=False)
     np.testing.assert_allclose(documents["d1"], raw[0], rtol=1e-5)
     for row in run.itertuples():
@@ -98,6 +101,7 @@ def test_a_dot_model_is_scored_by_dot_product_of_unnormalised_vectors(dot_model,
 def test_an_explicit_similarity_wins(dot_model, tables, tmp_path):
     encoder = Encoder.load(tiny_spec(dot_model, similarity="cosine"))
     assert encoder.provenance["similarity"] == "cosine"
+    assert encoder.provenance["similarity_from"] == "config"
     run, documents, queries = embed_and_search(encoder, tables, tmp_path)
     norms = np.linalg.norm(np.stack(list(documents.values())), axis=1)
     np.testing.assert_allclose(norms, 1, atol=1e-5)
@@ -106,12 +110,22 @@ def test_an_explicit_similarity_wins(dot_model, tables, tmp_path):
         assert row.score == pytest.approx(float(cosine), rel=1e-5)
 
 
-def test_a_model_saved_without_a_similarity_is_cosine(minilm_path):
+def test_a_model_saved_without_a_similarity_is_cosine(minilm_path, tmp_path, caplog):
     """all-MiniLM-L6-v2's config_sentence_transformers.json (sentence-transformers 2.0.0) names
-    none; sentence-transformers then makes it cosine, and so does irflow."""
+    none; sentence-transformers then makes it cosine, and so does irflow. Its Normalize module
+    makes its vectors unit length anyway; a model without one is warned about."""
     saved = json.loads((minilm_path / "config_sentence_transformers.json").read_text())
     assert "similarity_fn_name" not in saved
-    assert Encoder.load(minilm_spec(minilm_path)).provenance["similarity"] == "cosine"
+    minilm = Encoder.load(minilm_spec(minilm_path)).provenance
+    assert (minilm["similarity"], minilm["similarity_from"]) == (
+        "cosine",
+        "sentence-transformers' default",
+    )
+    assert "names no similarity_fn_name" not in caplog.text
+    plain = build_tiny_bi_encoder(tmp_path / "plain", minilm_path)  # no Normalize module
+    assert Encoder.load(tiny_spec(plain)).provenance["similarity"] == "cosine"
+    assert "names no similarity_fn_name" in caplog.text
+    assert "similarity: dot" in caplog.text
 
 
 def test_a_distance_similarity_is_refused_unless_set(tmp_path, minilm_path):
@@ -164,3 +178,30 @@ def test_the_similarity_keys_parts_shards_and_the_cost_table(
     }
     cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key], family).table(["d"])
     assert cost["similarity"].tolist() == ["dot"]
+
+
+# Dot-product models whose published copies name no similarity_fn_name (docs/retrievers.md):
+# a shipped config that names one must set it, or it would be scored by cosine.
+UNNAMED_DOT_MODELS = (
+    "msmarco-distilbert-base-tas-b",
+    "msmarco-roberta-base-ance-firstp",
+    "contriever",
+)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_score_dot_product_models_by_dot_product(path):
+    models = (yaml.safe_load(path.read_text()) or {}).get("models") or {}
+    for name, spec in models.items():
+        if any(model in spec["id"] for model in UNNAMED_DOT_MODELS):
+            assert spec.get("similarity") == "dot", f"{path.name}: models.{name}"
+
+
+def test_normalize_is_refused_with_its_key_named(tmp_path):
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "models": {"m": {"id": "org/bi-encoder", "normalize": False}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    with pytest.raises(ConfigError, match="normalize"):
+        validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
