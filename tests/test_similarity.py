@@ -164,7 +164,7 @@ def test_the_similarity_keys_parts_shards_and_the_cost_table(
         facts | dot.provenance | {"shard": 1},
     ]
     manifest = whole_file_facts(shards)
-    assert manifest["similarity"] == "dot"
+    assert (manifest["similarity"], manifest["similarity_from"]) == ("dot", "model")
     config = {
         "models": {"m": {"long_documents": {"strategy": "truncate"}}},
         "indexes": {"flat": {"type": "flat", "shard_rows": None}},

@@ -333,6 +333,7 @@ SHARED_FACTS = (
     "files_md5",
     "dtype",
     "similarity",
+    "similarity_from",
     "max_seq_length",
     "backend",
     # A ColBERT's lengths that applied (irflow.retrieval.late_interaction.applied_lengths).

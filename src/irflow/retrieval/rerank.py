@@ -64,6 +64,7 @@ MODEL_PROVENANCE = (
     "device",
     "dtype",
     "similarity",
+    "similarity_from",
     "max_seq_length",
     "backend",
     "export_key",
