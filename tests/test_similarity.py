@@ -15,6 +15,7 @@ from tiny_models import build_tiny_bi_encoder, build_tiny_sentence_transformer
 import irflow.encoding.embed
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.manifest import Manifest
 from irflow.encoding.embed import embed_file, read_embeddings, whole_file_facts
 from irflow.encoding.models import Encoder
 from irflow.evaluation.cost import CostModel
@@ -205,3 +206,41 @@ def test_normalize_is_refused_with_its_key_named(tmp_path):
     }
     with pytest.raises(ConfigError, match="normalize"):
         validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+
+
+class Named(dict):
+    """A Snakemake namedlist stand-in: items as attributes too."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_embed_manifest_records_the_similarity(dot_model, tables, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    from _common import encode_sides
+
+    corpus, queries = tables
+    encoder = Encoder.load(tiny_spec(dot_model))
+    out = Named(
+        manifest=tmp_path / "corpus.json",
+        embeddings=tmp_path / "corpus.parquet",
+        query_manifest=tmp_path / "queries.json",
+        query_embeddings=tmp_path / "queries.parquet",
+    )
+    snakemake = Named(
+        input=Named(texts=corpus, query_texts=queries),
+        output=out,
+        params=Named(side="corpus", latency_queries=0),
+        config={"models": {"m": encoder.spec}},
+        wildcards=Named(model="m"),
+    )
+
+    def embed_side(side, prefix, texts, target):
+        return embed_file(encoder, texts, side, target)
+
+    encode_sides(
+        snakemake, Manifest(out.manifest), "embeddings", encoder.provenance, embed_side, None
+    )
+    for manifest in (out.manifest, out.query_manifest):
+        record = json.loads(manifest.read_text())
+        assert (record["similarity"], record["similarity_from"]) == ("dot", "model")
+        assert record["settings"]["similarity"] is None  # the config's: the model's own
