@@ -160,6 +160,25 @@ def _measurer(
         yield measure
 
 
+def deciding_rules(rules: dict) -> dict:
+    """The ``filter`` block without the settings of filters that are off: what decides the
+    filtered corpus. A job's params are this, so a new or changed setting of a filter that is
+    off reruns no filter job, nor the embeddings and runs after it."""
+    quality = rules.get("quality") or {}
+    enabled = {
+        name: spec
+        for name, spec in quality.items()
+        if isinstance(spec, dict) and spec.get("enabled")
+    }
+    if enabled:
+        enabled["below"] = quality.get("below", "strict")
+    near_duplicates = rules.get("near_duplicates") or {}
+    return rules | {
+        "quality": enabled,
+        "near_duplicates": near_duplicates if near_duplicates.get("enabled") else {},
+    }
+
+
 def filter_corpus(
     corpus_path: Path, judged: set[str], rules: dict, out_path: Path, workers: int = 1
 ) -> tuple[pa.Table, pa.Table, dict]:
