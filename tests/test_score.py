@@ -12,7 +12,7 @@ from bm25_index import bm25_run
 from conftest import schema_defaults
 
 from irflow.data.ingest import ingest
-from irflow.evaluation.score import parse_measures, score_run
+from irflow.evaluation.score import metric_names, parse_measures, score_run
 
 ALL = [
     "ndcg_cut.1,3,5,10,100,1000",
@@ -155,7 +155,10 @@ def test_exponential_gain_ndcg_by_hand():
         [("q", "c", 0.9), ("q", "a", 0.5), ("q", "b", 0.5)], ["query_id", "doc_id", "score"]
     )
     grades = {"a": 2, "b": 1, "c": 0, "d": 3, "e": 1}  # d and e are never retrieved
-    qrels = frame([("q", doc, g) for doc, g in grades.items()], ["query_id", "doc_id", "relevance"])
+    qrels = frame(
+        [("q", doc, g) for doc, g in grades.items()] + [("p", "a", 2)],  # p: no results
+        ["query_id", "doc_id", "relevance"],
+    )
     got = values(score_run(run, qrels, ["ndcg_cut.1,3,10", "ndcg_exp_cut.1,3,10"]))
     log2 = math.log2
     # Ranked c (0), b (1), a (2); ideal d (3), a (2), b (1), e (1).
@@ -175,6 +178,8 @@ def test_exponential_gain_ndcg_by_hand():
         assert got[("q", metric)] == pytest.approx(value, abs=1e-12), metric
     assert got[("q", "ndcg_exp_cut_3")] == pytest.approx(0.226868, abs=1e-6)
     assert got[("q", "ndcg_cut_3")] == pytest.approx(0.342498, abs=1e-6)
+    assert got[("p", "ndcg_exp_cut_10")] == 0.0  # as trec_eval -c counts a query without results
+    assert metric_names(["ndcg_exp_cut.3,10"]) == ["ndcg_exp_cut_10", "ndcg_exp_cut_3"]
 
 
 def test_exponential_gain_ndcg_equals_trec_evals_on_binary_judgements():
