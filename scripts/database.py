@@ -10,5 +10,7 @@ from irflow.workflow.experiment import write_record
 
 setup_logging(snakemake)
 inp, out, experiment = snakemake.input, snakemake.output, snakemake.params.experiment
-build_database(Path(out.database), {name: list(inp[name]) for name in inp.keys()}, experiment)
+# The record first: the database's views check it (irflow.evaluation.aggregate).
 write_record(experiment, snakemake.config, Path(out.experiment))
+files = {name: list(inp[name]) for name in inp.keys()}
+build_database(Path(out.database), files, experiment, record=Path(out.experiment))

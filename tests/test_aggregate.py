@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -20,6 +23,7 @@ from irflow.evaluation.aggregate import (
 )
 from irflow.evaluation.score import score_run
 from irflow.retrieval.runs import write_run
+from irflow.workflow.experiment import write_record
 
 LAYOUT = {
     ("scifact", "bm25"): [0.5, 1.0],
@@ -142,6 +146,55 @@ def test_tables_and_database(scored, tmp_path, monkeypatch):
             "SELECT dataset, system, lineage->>'first_stage', (lineage->>'k')::INT FROM lineage"
         ).fetchall()
         assert lineage == [("scifact", "bm25+ce@10", "bm25", 10)]
+
+
+def _experiment_in(folder: Path, ndcg: float, fingerprint: str) -> Path:
+    """A results folder of one score file, with its experiment record and the database the
+    database rule builds there (scripts/database.py), both made from inside ``folder``."""
+    per_query = pd.DataFrame({"query_id": ["q1"], "metric": ["ndcg_cut_10"], "value": [ndcg]})
+    contracts.write_frame(
+        per_query, folder / "results" / "scores" / "mydata" / "bm25.parquet", contracts.PER_QUERY
+    )
+    experiment = {"config_files": [str(folder / "config.yaml")], "fingerprint": fingerprint}
+    record = Path("results/experiment.json")
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        write_record(experiment, {}, record)
+        files = {"per_query": ["results/scores/mydata/bm25.parquet"]}
+        build_database(Path("results/irflow.duckdb"), files, experiment, record=record)
+    finally:
+        os.chdir(previous)
+    return folder / "results" / "irflow.duckdb"
+
+
+def test_a_database_opened_from_another_folder_shows_its_own_experiment(tmp_path, monkeypatch):
+    """Issue 38: a newcomer opened work-mydata/results/irflow.duckdb from the quickstart's
+    folder and got the quickstart's rows, since the views' paths were relative to the folder
+    DuckDB was started in."""
+    quickstart, mine = tmp_path / "quickstart", tmp_path / "work-mydata"
+    _experiment_in(quickstart, 0.25, "quickstart-fingerprint")
+    database = _experiment_in(mine, 0.75, "mydata-fingerprint")
+    monkeypatch.chdir(quickstart)
+    with duckdb.connect(str(database), read_only=True) as db:
+        assert db.execute("SELECT dataset, value FROM per_query").fetchall() == [("mydata", 0.75)]
+
+
+def test_a_database_refuses_once_its_folder_holds_another_experiment(tmp_path):
+    """Copied elsewhere, the database still reads the files where they were made: once that
+    folder holds another experiment, its views raise an error rather than show it; once the
+    files are gone, DuckDB's error names the missing one."""
+    database = _experiment_in(tmp_path / "first", 0.25, "first-fingerprint")
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(database, copy)
+    _experiment_in(tmp_path / "first", 0.5, "second-fingerprint")
+    with duckdb.connect(str(copy), read_only=True) as db:
+        with pytest.raises(duckdb.InvalidInputException, match="now records another experiment"):
+            db.execute("SELECT value FROM per_query").fetchall()
+    shutil.rmtree(tmp_path / "first")
+    with duckdb.connect(str(copy), read_only=True) as db:
+        with pytest.raises(duckdb.IOException, match=str(tmp_path / "first")):
+            db.execute("SELECT value FROM per_query").fetchall()
 
 
 # Runs workflow scripts, in one process, each with the parts of the snakemake object it reads

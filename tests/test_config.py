@@ -185,9 +185,9 @@ def test_metrics_named_anywhere_must_be_computed(change, message):
 
 def test_every_default_metric_name_is_computed_by_default():
     config = validate_config(MINIMAL, SCHEMA)
-    assert {"ndcg_cut_10", "recall_100", "map", "hole_10", "recall_cap_1000"} <= set(
-        metric_names(config["metrics"])
-    )
+    computed = set(metric_names(config["metrics"]))
+    assert {"ndcg_cut_10", "recall_100", "map", "hole_10", "recall_cap_1000"} <= computed
+    assert set(config["report_metrics"]) <= computed
 
 
 def test_environment_variables_expand_in_paths(monkeypatch):

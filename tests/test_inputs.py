@@ -203,3 +203,21 @@ def test_the_order_of_a_configs_keys_changes_no_params(monkeypatch, minilm_path)
         plans = Plan(as_written, REPO), Plan(reordered, REPO)
         for model in as_written["models"]:
             assert len({repr(plan.model_result_settings(model)) for plan in plans}) == 1
+
+
+def test_a_filter_that_is_off_decides_no_params():
+    """Issue 38's upgrade: a new setting of the quality filters (Arctic's symbol count) reran
+    every filter job, and every embedding and run after it, although the filter was off.
+    The filter's params are what decides the corpus: a filter that is off has no settings."""
+    wildcards = SimpleNamespace(dataset="d")
+    off = plan_of(filter={"quality": {"symbols_per_word": {"max": 0.2}}})
+    changed_while_off = plan_of(
+        filter={"quality": {"symbols_per_word": {"max": 0.5, "count": "gopher"}}}
+    )
+    assert off.filter_rules(wildcards) == changed_while_off.filter_rules(wildcards)
+    assert off.filter_rules(wildcards)["quality"] == {}
+    on = plan_of(filter={"quality": {"symbols_per_word": {"enabled": True, "max": 0.5}}})
+    assert on.filter_rules(wildcards)["quality"] == {
+        "below": "strict",
+        "symbols_per_word": {"enabled": True, "max": 0.5, "count": "arctic"},
+    }

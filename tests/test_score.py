@@ -8,8 +8,11 @@ import random
 import pandas as pd
 import pytest
 import pytrec_eval
+from bm25_index import bm25_run
+from conftest import schema_defaults
 
-from irflow.evaluation.score import parse_measures, score_run
+from irflow.data.ingest import ingest
+from irflow.evaluation.score import metric_names, parse_measures, score_run
 
 ALL = [
     "ndcg_cut.1,3,5,10,100,1000",
@@ -126,3 +129,78 @@ def test_irflow_measures_by_hand():
 def test_unknown_measure_is_named():
     with pytest.raises(ValueError, match="unknown measure 'ndgc_cut'"):
         parse_measures(["ndgc_cut.10"])
+
+
+def test_capped_recall_is_beirs_and_recall_is_trec_evals():
+    """BEIR's R_cap@k divides by min(k, relevant) ("⋆ shows the capped Recall@100", BEIR's
+    Table 9); trec_eval's recall by every relevant document. The issue's case: 500 relevant
+    documents and a perfect top 100."""
+    relevant = [f"r{i:03d}" for i in range(500)]
+    run = frame(
+        [("q", doc, 500.0 - i) for i, doc in enumerate(relevant[:100])],
+        ["query_id", "doc_id", "score"],
+    )
+    qrels = frame([("q", doc, 1) for doc in relevant], ["query_id", "doc_id", "relevance"])
+    got = values(score_run(run, qrels, ["recall.100", "recall_cap.100"]))
+    assert got[("q", "recall_cap_100")] == 1.0
+    assert got[("q", "recall_100")] == 0.2
+
+
+def test_exponential_gain_ndcg_by_hand():
+    """nDCG@k = DCG@k / IDCG@k, DCG@k = sum over ranks i <= k of gain_i / log2(i + 1), the
+    ideal over every judged relevant document, retrieved or not. trec_eval's gain is the
+    grade; Burges et al.'s is 2^grade - 1. b and a tie: trec_eval ranks b (doc id descending)
+    second, a third."""
+    run = frame(
+        [("q", "c", 0.9), ("q", "a", 0.5), ("q", "b", 0.5)], ["query_id", "doc_id", "score"]
+    )
+    grades = {"a": 2, "b": 1, "c": 0, "d": 3, "e": 1}  # d and e are never retrieved
+    qrels = frame(
+        [("q", doc, g) for doc, g in grades.items()] + [("p", "a", 2)],  # p: no results
+        ["query_id", "doc_id", "relevance"],
+    )
+    got = values(score_run(run, qrels, ["ndcg_cut.1,3,10", "ndcg_exp_cut.1,3,10"]))
+    log2 = math.log2
+    # Ranked c (0), b (1), a (2); ideal d (3), a (2), b (1), e (1).
+    linear_dcg = 1 / log2(3) + 2 / log2(4)
+    linear_ideal_3 = 3 / log2(2) + 2 / log2(3) + 1 / log2(4)
+    exp_dcg = 1 / log2(3) + 3 / log2(4)
+    exp_ideal_3 = 7 / log2(2) + 3 / log2(3) + 1 / log2(4)
+    expected = {
+        "ndcg_cut_1": 0.0,
+        "ndcg_cut_3": linear_dcg / linear_ideal_3,
+        "ndcg_cut_10": linear_dcg / (linear_ideal_3 + 1 / log2(5)),
+        "ndcg_exp_cut_1": 0.0,
+        "ndcg_exp_cut_3": exp_dcg / exp_ideal_3,
+        "ndcg_exp_cut_10": exp_dcg / (exp_ideal_3 + 1 / log2(5)),
+    }
+    for metric, value in expected.items():
+        assert got[("q", metric)] == pytest.approx(value, abs=1e-12), metric
+    assert got[("q", "ndcg_exp_cut_3")] == pytest.approx(0.226868, abs=1e-6)
+    assert got[("q", "ndcg_cut_3")] == pytest.approx(0.342498, abs=1e-6)
+    assert got[("p", "ndcg_exp_cut_10")] == 0.0  # as trec_eval -c counts a query without results
+    assert metric_names(["ndcg_exp_cut.3,10"]) == ["ndcg_exp_cut_10", "ndcg_exp_cut_3"]
+
+
+def test_exponential_gain_ndcg_equals_trec_evals_on_binary_judgements():
+    """With grades 0 and 1 only, 2^grade - 1 is the grade: both nDCGs agree."""
+    run, qrels = random_case(1)
+    qrels["relevance"] = qrels["relevance"].clip(upper=1)
+    got = values(score_run(run, qrels, ["ndcg_cut.5,10", "ndcg_exp_cut.5,10"]))
+    for query in set(qrels["query_id"]):
+        for k in (5, 10):
+            assert got[(query, f"ndcg_exp_cut_{k}")] == got[(query, f"ndcg_cut_{k}")]
+
+
+def test_nfcorpus_bm25_ndcg_10_by_both_gains(shared_datasets, tmp_path):
+    """NFCorpus is graded (1 and 2): BM25's nDCG@10 is 0.3177 with trec_eval's gain and
+    0.3192 with the exponential one (issue 38)."""
+    folder = shared_datasets / "nfcorpus"
+    ingest(
+        folder / "corpus.jsonl.gz", folder / "queries.jsonl", folder / "qrels/test.tsv", tmp_path
+    )
+    bm25 = schema_defaults({"type": "bm25"})
+    run, _ = bm25_run(tmp_path / "corpus.parquet", tmp_path / "queries.parquet", bm25, 10, False)
+    qrels = pd.read_parquet(tmp_path / "qrels.parquet")
+    means = score_run(run, qrels, ["ndcg_cut.10", "ndcg_exp_cut.10"]).groupby("metric")["value"]
+    assert means.mean().round(4).to_dict() == {"ndcg_cut_10": 0.3177, "ndcg_exp_cut_10": 0.3192}

@@ -8,6 +8,8 @@ import pytest
 from conftest import REPO
 
 from irflow.core.errors import ConfigError
+from irflow.evaluation.aggregate import build_summary
+from irflow.evaluation.score import score_run
 from irflow.evaluation.tables import TableLayout, result_tables, write_tables
 from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
@@ -209,3 +211,32 @@ def test_a_group_named_as_a_dataset_is_refused():
     }
     with pytest.raises(ConfigError, match="config key 'datasets.a.group': 'b' is the name of"):
         validate_config(config, SCHEMA)
+
+
+def test_the_default_report_shows_beirs_capped_recall(tmp_path):
+    """The default config's results.md shows BEIR's capped Recall@100 ("⋆ shows the capped
+    Recall@100", BEIR's Table 9) under its own name: one query with 500 relevant documents
+    and a perfect top 100 reads 1.0, not trec_eval's uncapped 0.2 (recall_100, still
+    computed)."""
+    config = validate_config(
+        {"datasets": {"d1": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}},
+        SCHEMA,
+    )
+    relevant = [f"r{i:03d}" for i in range(500)]
+    run = pd.DataFrame(
+        [("q", doc, 500.0 - i) for i, doc in enumerate(relevant[:100])],
+        columns=["query_id", "doc_id", "score"],
+    )
+    qrels = pd.DataFrame(
+        [("q", doc, 1) for doc in relevant], columns=["query_id", "doc_id", "relevance"]
+    )
+    per_query = score_run(run, qrels, config["metrics"]).assign(dataset="d1", system="bm25")
+    summary = build_summary(per_query)
+    layout = TableLayout(benchmark={"d1": None}, derived={})
+    write_tables(summary, config["report_metrics"], layout, tmp_path / "results.md", tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    table = "## recall_cap_100\n\n| system | d1 | Average |\n|---|---:|---:|\n"
+    assert f"{table}| bm25 | 1.0000 | 1.0000 |" in text
+    assert "## recall_100" not in text
+    recall = summary.set_index("metric")["value"]
+    assert (recall["recall_cap_100"], recall["recall_100"]) == (1.0, 0.2)

@@ -21,18 +21,21 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasketch import LeanMinHash
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.data.dedup import NearDuplicateFinder
 from irflow.data.quality import Document, build_checks, check_order, failed_checks
+
+if TYPE_CHECKING:  # a dry run imports this module (deciding_rules): datasketch is the job's
+    from datasketch import LeanMinHash
 
 BATCH_ROWS = 50_000
 
@@ -110,7 +113,7 @@ def _texts_at(corpus_path: Path, positions: set[int]) -> dict[int, str]:
 # measuring them, few enough that the workers share a batch evenly.
 CHUNK_ROWS = 500
 # What is measured of a document: the quality checks it fails and its MinHash signature.
-Measured = tuple[list[Failure], LeanMinHash | None]
+Measured = tuple[list[Failure], "LeanMinHash | None"]
 _worker: list = []  # a worker process's (checks, finder)
 
 
@@ -158,6 +161,25 @@ def _measurer(
             return (measured for part in pool.map(_measure, chunks) for measured in part)
 
         yield measure
+
+
+def deciding_rules(rules: dict) -> dict:
+    """The ``filter`` block without the settings of filters that are off: what decides the
+    filtered corpus. A job's params are this, so a new or changed setting of a filter that is
+    off reruns no filter job, nor the embeddings and runs after it."""
+    quality = rules.get("quality") or {}
+    enabled = {
+        name: spec
+        for name, spec in quality.items()
+        if isinstance(spec, dict) and spec.get("enabled")
+    }
+    if enabled:
+        enabled["below"] = quality.get("below", "strict")
+    near_duplicates = rules.get("near_duplicates") or {}
+    return rules | {
+        "quality": enabled,
+        "near_duplicates": near_duplicates if near_duplicates.get("enabled") else {},
+    }
 
 
 def filter_corpus(

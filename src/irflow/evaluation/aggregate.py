@@ -1,8 +1,18 @@
-"""aggregate: per-query scores -> summary, BEIR-style tables and one DuckDB database.
+"""aggregate: per-query scores -> the summary, and one DuckDB database over every result.
 
 The database holds views, not copies: it stays small and always shows the Parquet files the
-workflow wrote. Paths in the views are relative to the workflow's working directory, so open
-the database from there (``duckdb results/irflow.duckdb``).
+workflow wrote. The views name those files by their absolute paths, so the database shows its
+own experiment's files from whatever folder it is opened in (DuckDB resolves a relative path
+against the folder of the process that reads it, not of the database: with relative paths, a
+database opened from another experiment's folder showed that experiment's rows). The tables of
+results.md are irflow.evaluation.tables.
+
+A moved or copied results folder keeps reading the files where they were made. Each view
+therefore checks, as it is read, that the experiment record there (results/experiment.json,
+irflow.workflow.experiment) is still the one the database was built with, and otherwise raises
+an error that says so; where the files are gone, DuckDB's error names the missing file. Either
+way it never shows another experiment's data. ``snakemake --forcerun database`` rebuilds it
+where the folder now lies.
 """
 
 from __future__ import annotations
@@ -47,8 +57,31 @@ def build_summary(per_query: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=contracts.SUMMARY.names)
 
 
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _files(paths: list) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(_sql_string(str(Path(p).absolute())) for p in paths) + "]"
+
+
+def experiment_guard(record: Path, fingerprint: str) -> str:
+    """A WHERE clause that passes while ``record`` holds the experiment of ``fingerprint``, and
+    raises an error naming both otherwise (read once per query: the record is a small file)."""
+    record = Path(record).absolute()
+    stale = (
+        f"the views of this database read the files of the experiment in {record.parent}/ "
+        f"(fingerprint {fingerprint}), but {record} now records another experiment "
+        "(fingerprint ' || coalesce(recorded, 'none') || '). Open the database of the "
+        "experiment you mean, or rebuild this one from its folder (snakemake --forcerun "
+        "database with that folder's config)."
+    )
+    return (
+        f"(SELECT CASE WHEN recorded = {_sql_string(fingerprint)} THEN true "
+        f"ELSE error({_sql_string(stale)}) END "
+        f"FROM (SELECT max(content::JSON->>'fingerprint') AS recorded "
+        f"FROM read_text({_sql_string(str(record))})))"
+    )
 
 
 # Views over per-dataset files: path pattern with capture groups, and the keys they capture.
@@ -65,7 +98,7 @@ PATTERNS = {
 }
 
 
-def _view(name: str, paths: list) -> str:
+def _view(name: str, paths: list, guard: str) -> str:
     if name == "manifests":
         source = f"SELECT filename AS path, content::JSON AS record FROM read_text({_files(paths)})"
     elif name in PATTERNS:
@@ -79,21 +112,31 @@ def _view(name: str, paths: list) -> str:
         )
     else:
         source = f"SELECT * FROM read_parquet({_files(paths)}, union_by_name = true)"
-    return f"CREATE OR REPLACE VIEW {name} AS {source}"
+    return f"CREATE OR REPLACE VIEW {name} AS {source} WHERE {guard}"
 
 
-def build_database(db_path: Path, files: dict[str, list], experiment: dict | None = None) -> None:
+def build_database(
+    db_path: Path,
+    files: dict[str, list],
+    experiment: dict | None = None,
+    *,
+    record: Path | None = None,
+) -> None:
     """(Re)create the DuckDB file with one view per name in ``files`` (a contract's files, a
     table's file, or the JSON manifests), ``lineage``, how each run was made, and the
     ``experiment`` table: the config files and fingerprint of the results
-    (irflow.workflow.experiment)."""
+    (irflow.workflow.experiment). With ``record``, the file that records ``experiment``, every
+    view checks that it still does (``experiment_guard``)."""
+    if record is not None and experiment is None:
+        raise ValueError(f"a database checked against {record} needs the experiment it records")
+    guard = "true" if record is None else experiment_guard(record, experiment["fingerprint"])
     # Named by the process: another build of the same results (a rerun beside a run still
     # going) must not delete or open this one's.
     with atomic_path(db_path) as tmp:
-        _build(tmp, files, experiment)
+        _build(tmp, files, experiment, guard)
 
 
-def _build(path: Path, files: dict[str, list], experiment: dict | None) -> None:
+def _build(path: Path, files: dict[str, list], experiment: dict | None, guard: str) -> None:
     with duckdb.connect(str(path)) as db:
         if experiment is not None:
             db.execute(
@@ -103,7 +146,7 @@ def _build(path: Path, files: dict[str, list], experiment: dict | None) -> None:
             )
         for name, paths in files.items():
             if paths:  # DuckDB cannot read no files (e.g. passages when no model has any)
-                db.execute(_view(name, paths))
+                db.execute(_view(name, paths, guard))
         if "runs" in files:
             pattern, _ = PATTERNS["runs"]
             db.execute(
@@ -112,5 +155,5 @@ def _build(path: Path, files: dict[str, list], experiment: dict | None) -> None:
                 f"regexp_extract(file_name, '{pattern}', 2) AS system, "
                 "decode(value)::JSON AS lineage "
                 f"FROM parquet_kv_metadata({_files(files['runs'])}) "
-                f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}'"
+                f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}' AND {guard}"
             )

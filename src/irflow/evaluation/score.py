@@ -1,11 +1,21 @@
 """score: a run and its qrels -> per-query metric values, named as trec_eval names them.
 
-pytrec_eval computes every measure it knows. irflow adds four that trec_eval lacks, computed
+pytrec_eval computes every measure it knows. irflow adds five that trec_eval lacks, computed
 on the same trec_eval ordering (score descending, then doc id descending):
 
 - ``recip_rank_cut_k``: reciprocal rank of the first relevant document within the top k
   (MRR@k), computed by pytrec_eval on the run cut to its top k;
-- ``recall_cap_k``: relevant documents in the top k / min(k, relevant documents) (BEIR, app. G);
+- ``recall_cap_k``: BEIR's capped recall, relevant documents in the top k / min(k, relevant
+  documents). BEIR's Table 9: "Scores denote Recall@100. ⋆ shows the capped Recall@100";
+  BEIR's own code (``beir.retrieval.custom_metrics.recall_cap``, "R_cap@k") divides by
+  ``denominator = min(len(query_relevant_docs), k)``. A query with 500 relevant documents and
+  a perfect top 100 has 1.0, where trec_eval's ``recall_100`` has 0.2;
+- ``ndcg_exp_cut_k``: nDCG@k with the exponential gain 2^grade − 1 (Burges et al., 2005,
+  "Learning to rank using gradient descent"), computed by trec_eval's own ``ndcg_cut``
+  (pytrec_eval) on qrels whose grades are mapped to those gains, as ``m_ndcg_cut.c`` says to:
+  "Gain values are the relevance values in the qrels file. For now, if you want different
+  gains, change the qrels file appropriately." ``ndcg_cut_k``, the default, keeps trec_eval's
+  gain, the grade itself, as BEIR and MTEB report it;
 - ``judged_k``: share of the top k that carries a judgement for that query (denominator k);
 - ``hole_k``: share of the top k that no query of the split judged (BEIR's Hole@k).
 
@@ -30,7 +40,7 @@ import pytrec_eval
 from irflow.core.config import register_check
 from irflow.retrieval.runs import trec_order
 
-IRFLOW_MEASURES = ("recip_rank_cut", "recall_cap", "judged", "hole")
+IRFLOW_MEASURES = ("recip_rank_cut", "recall_cap", "ndcg_exp_cut", "judged", "hole")
 RELEVANCE_LEVEL = 1
 MIN_GEO_MEAN = 1e-5  # trec_eval's floor for a query's value in a geometric mean
 
@@ -66,6 +76,16 @@ def run_dict(run: pd.DataFrame) -> dict[str, dict[str, float]]:
     for query_id, doc_id, score in run[["query_id", "doc_id", "score"]].itertuples(index=False):
         nested[query_id][doc_id] = float(score)
     return dict(nested)
+
+
+def exponential_gains(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Qrels whose positive grades are their exponential gains, 2^grade − 1 (1 → 1, 2 → 3,
+    3 → 7): trec_eval's nDCG, which takes the grade as the gain, then gives Burges et al.'s
+    nDCG. Grades of 0 and below keep their value: trec_eval counts no gain for them."""
+    return {
+        query_id: {doc: 2**grade - 1 if grade > 0 else grade for doc, grade in docs.items()}
+        for query_id, docs in qrels.items()
+    }
 
 
 def _pytrec(qrels: dict, run: dict, measures: set[str]) -> dict[str, dict[str, float]]:
@@ -107,6 +127,15 @@ def score_run(run: pd.DataFrame, qrels: pd.DataFrame, measure_specs: list[str]) 
         cut = run_dict(ranked[ranked["rank"] <= k])
         for query_id, values in _pytrec(qrels_nested, cut, {"recip_rank"}).items():
             per_query[query_id][f"recip_rank_cut_{k}"] = values["recip_rank"]
+    if "ndcg_exp_cut" in extra:
+        cutoffs = ",".join(map(str, extra["ndcg_exp_cut"]))
+        exponential = _pytrec(
+            exponential_gains(qrels_nested), run_dict(ranked), {f"ndcg_cut.{cutoffs}"}
+        )
+        for query_id, values in exponential.items():
+            per_query[query_id].update(
+                {f"ndcg_exp_cut_{k}": values[f"ndcg_cut_{k}"] for k in extra["ndcg_exp_cut"]}
+            )
     for query_id, values in _irflow_measures(ranked, qrels_nested, extra).items():
         per_query[query_id].update(values)
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from irflow.data.download import dataset_files, dataset_layout
+from irflow.data.filter import deciding_rules
 from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
@@ -171,10 +172,11 @@ class DatasetInputs(WorkflowNames):
         return inputs
 
     def filter_rules(self, wildcards):
-        """A curated dataset's own filter block, or the top-level one."""
+        """A curated dataset's own filter block, or the top-level one, without the settings of
+        the filters that are off (irflow.data.filter.deciding_rules)."""
         if wildcards.dataset in self.curated:
-            return self.config["curate"][wildcards.dataset]["filter"]
-        return self.config["filter"]
+            return deciding_rules(self.config["curate"][wildcards.dataset]["filter"])
+        return deciding_rules(self.config["filter"])
 
     def expand_inputs(self, wildcards):
         """The base dataset's tables, and the local files of the query model and of the
