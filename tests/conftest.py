@@ -128,7 +128,7 @@ def minilm_spec(path: Path, **settings) -> dict:
         "query_prompt": "",
         "document_prompt": "",
         "max_seq_length": None,
-        "normalize": True,
+        "similarity": None,
         "batch_size": 8,
         "chunk_size": 2,
         "dtype": "float32",

@@ -29,7 +29,12 @@ MANIFESTS = {
     ("index_bm25", "d", "bm25"): {"index_bytes": 100, "index_seconds": 2.0},
     ("retrieve", "d", "dense"): {"latency": {"q1": 0.002, "q2": 0.002}},
     ("embed", "d", "m", "queries"): {"latency": {"q1": 0.010, "q2": 0.020}},
-    ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 4.0, "device": "cpu"},
+    ("embed", "d", "m", "corpus"): {
+        "rows": 1000,
+        "encode_seconds": 4.0,
+        "device": "cpu",
+        "similarity": "cosine",
+    },
     ("index", "d", "m", "flat"): {"index_bytes": 1536000, "build_seconds": 0.5},
     ("rerank", "d", "bm25+ce@10"): {
         "first_stage": "bm25",

@@ -245,7 +245,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
     }
     manifests = {
-        ("embed", "d", "m", "corpus"): result | {"device": "cpu"},
+        ("embed", "d", "m", "corpus"): result | {"device": "cpu", "similarity": "cosine"},
         ("embed", "d", "m", "queries"): {"latency": {"q1": 0.01}},
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
         ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},

@@ -58,7 +58,7 @@ def onnx_encoder(onnx_graph):
     [
         {},
         # Prompts, a shorter window and no normalisation are sentence-transformers' own.
-        {"query_prompt": "query: ", "max_seq_length": 16, "normalize": False},
+        {"query_prompt": "query: ", "max_seq_length": 16, "similarity": "dot"},
     ],
 )
 def test_onnx_vectors_equal_torch_vectors(onnx_graph, minilm_path, settings):
@@ -69,7 +69,7 @@ def test_onnx_vectors_equal_torch_vectors(onnx_graph, minilm_path, settings):
     expected = torch_encoder.encode(TEXTS, prompt)
     got = onnx_encoder.encode(TEXTS, prompt)
     np.testing.assert_allclose(got, expected, atol=2e-6)
-    # MiniLM's own Normalize module runs after the graph, whatever ``normalize`` says.
+    # MiniLM's own Normalize module runs after the graph, whatever ``similarity`` says.
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-6)
     assert onnx_encoder.model.max_seq_length == torch_encoder.model.max_seq_length
     # The prompt and the window change the vectors under both backends alike.

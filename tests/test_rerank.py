@@ -305,7 +305,7 @@ COUNTS = (
 
 
 @pytest.mark.parametrize(
-    "change", [{"document_prompt": "passage: "}, {"normalize": False}, {"max_seq_length": 8}]
+    "change", [{"document_prompt": "passage: "}, {"similarity": "dot"}, {"max_seq_length": 8}]
 )
 def test_vector_cache_is_keyed_by_the_settings_that_change_vectors(
     encoder, minilm_path, tmp_path, change
@@ -360,7 +360,7 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
         minilm_path,
         query_prompt="query: ",
         document_prompt="passage: ",
-        normalize=False,
+        similarity="dot",
         max_seq_length=64,  # keeps the test short; both sides read the same window
         batch_size=32,
     )

@@ -55,6 +55,20 @@ def build_tiny_bi_encoder(folder: Path, tokenizer_source: Path) -> Path:
     return folder
 
 
+def build_tiny_sentence_transformer(
+    folder: Path, tokenizer_source: Path, similarity_fn_name: str
+) -> Path:
+    """``build_tiny_bi_encoder``'s model (mean pooling, no Normalize module) saved as a
+    sentence-transformers model whose config_sentence_transformers.json names
+    ``similarity_fn_name``, as a model trained with that similarity is published."""
+    from sentence_transformers import SentenceTransformer
+
+    bert = build_tiny_bi_encoder(folder.with_name(folder.name + "-bert"), tokenizer_source)
+    model = SentenceTransformer(str(bert), device="cpu", similarity_fn_name=similarity_fn_name)
+    model.save(str(folder))
+    return folder
+
+
 def build_tiny_bpe_bi_encoder(folder: Path, texts: list[str], vocab_size: int = 400) -> Path:
     """A two-layer random BERT that reads with a byte-level BPE trained on ``texts`` (RoBERTa's
     kind of tokenizer, where a word's leading space is part of its token), saved as a plain

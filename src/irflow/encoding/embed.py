@@ -182,8 +182,13 @@ class ReusedVectors:
 
 def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     # The dtype the model runs in, not the configured one: "auto" is float16 on a GPU and
-    # float32 elsewhere, and the two must never share parts.
-    settings = result_settings(spec) | {"dtype": provenance["dtype"]}
+    # float32 elsewhere, and the two must never share parts. Likewise the similarity in effect
+    # of a dense model (the model's own when the config sets none): cosine parts hold unit
+    # vectors, dot parts not. Sparse and ColBERT models have none.
+    settings = result_settings(spec) | {
+        "dtype": provenance["dtype"],
+        "similarity": provenance.get("similarity"),
+    }
     identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
@@ -327,6 +332,8 @@ SHARED_FACTS = (
     "revision",
     "files_md5",
     "dtype",
+    "similarity",
+    "similarity_from",
     "max_seq_length",
     "backend",
     # A ColBERT's lengths that applied (irflow.retrieval.late_interaction.applied_lengths).

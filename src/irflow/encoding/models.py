@@ -4,6 +4,8 @@ passages, queries) encodes."""
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -12,9 +14,12 @@ import numpy as np
 import pyarrow as pa
 
 from irflow.core import contracts
+from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import folder_md5
 from irflow.core.offline import env_offline
 from irflow.encoding.onnx_export import attach
+
+log = logging.getLogger(__name__)
 
 # Settings that change the vectors; batch size and device do not (beyond float noise).
 RESULT_SETTINGS = (
@@ -23,7 +28,7 @@ RESULT_SETTINGS = (
     "query_prompt",
     "document_prompt",
     "max_seq_length",
-    "normalize",
+    "similarity",  # as configured; the one in effect (resolved on loading) keys parts and caches
     "dtype",
     "backend",  # torch, or ONNX Runtime on an exported graph (irflow.encoding.onnx_export)
 )
@@ -150,14 +155,74 @@ def attach_backend(model, spec: dict, provenance: dict, onnx: Path | None = None
         provenance["export_key"] = attach(model, onnx, spec, provenance, threads)
 
 
+# The similarities irflow scores by: both are an inner product (faiss' METRIC_INNER_PRODUCT, the
+# bi-encoder reranker's dot product), of unit vectors for cosine and of the raw ones for dot.
+INNER_PRODUCT_SIMILARITIES = ("cosine", "dot")
+# Where a model's similarity came from, for the manifest.
+FROM_CONFIG, FROM_MODEL, FROM_DEFAULT = "config", "model", "sentence-transformers' default"
+
+
+def saved_similarity(path: str | Path) -> str | None:
+    """The ``similarity_fn_name`` a sentence-transformers model was saved with (its
+    config_sentence_transformers.json); None for a model saved without one (sentence-transformers
+    before 3.0, such as msmarco-distilbert-base-tas-b as published and the tests' copy of
+    all-MiniLM-L6-v2) or a plain transformers folder."""
+    config = Path(path) / "config_sentence_transformers.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("similarity_fn_name")
+
+
+def resolve_similarity(spec: dict, saved: str | None, unit_vectors: bool) -> tuple[str, str]:
+    """(similarity, where it came from) of a dense model: the ``models`` entry's ``similarity``
+    when set, else the model's own (``saved``), else cosine, which sentence-transformers makes
+    it for a model saved without one. Euclidean and Manhattan distances are refused: the indexes
+    search by inner product. A model that names none and whose vectors are not unit length
+    anyway (no Normalize module, ``unit_vectors``) gets a warning: cosine and dot rank its
+    documents differently, and the published copies of dot-product models such as TAS-B name
+    none."""
+    if spec["similarity"]:
+        similarity, source = spec["similarity"], FROM_CONFIG
+    elif saved:
+        similarity, source = saved, FROM_MODEL
+    else:
+        similarity, source = "cosine", FROM_DEFAULT
+    if similarity not in INNER_PRODUCT_SIMILARITIES:
+        raise ConfigError(
+            f"model {spec['id']!r} scores by {similarity!r} (its similarity_fn_name), which "
+            "irflow's indexes cannot search: they rank by inner product. Set the config key "
+            "'models.<name>.similarity' to cosine or dot to score it so"
+        )
+    if source == FROM_DEFAULT and not unit_vectors:
+        log.warning(
+            "model %r names no similarity_fn_name: scored by cosine, sentence-transformers' "
+            "default. If it was trained with dot product (TAS-B, ANCE, Contriever), set "
+            "'models.<name>.similarity: dot'",
+            spec["id"],
+        )
+    return similarity, source
+
+
 def load_sentence_transformer(spec: dict) -> tuple[object, dict]:
     """The SentenceTransformer of a ``models`` entry with its max length, placed for its
-    backend (``placed_for_backend``), and its provenance."""
+    backend (``placed_for_backend``), scoring by its resolved similarity
+    (``resolve_similarity``), and its provenance, which records that similarity and where it
+    came from."""
     from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
 
-    model, provenance = load_sized(SentenceTransformer, placed_for_backend(spec))
+    saved = {}
+
+    def read_then_load(path: str, **options) -> SentenceTransformer:
+        saved["similarity"] = saved_similarity(path)
+        return SentenceTransformer(path, **options)
+
+    model, provenance = load_sized(read_then_load, placed_for_backend(spec))
     provenance["backend"] = spec["backend"]
-    return model, provenance
+    unit_vectors = isinstance(model[-1], Normalize)
+    similarity, source = resolve_similarity(spec, saved["similarity"], unit_vectors)
+    model.similarity_fn_name = similarity
+    return model, provenance | {"similarity": similarity, "similarity_from": source}
 
 
 @dataclass
@@ -178,20 +243,23 @@ class Encoder:
         return cls(model, spec, provenance["device"], provenance)
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """float32 vectors, unit length in float32 when ``normalize``: a half-precision model
-        normalises in its own dtype (bfloat16 norms 0.998-1.004), so its output is normalised
-        again after the cast. float32 models take sentence-transformers' own path unchanged."""
+        """float32 vectors, unit length in float32 when the model scores by cosine (so that the
+        inner product every search takes is the cosine), as they come for dot: a
+        half-precision model normalises in its own dtype (bfloat16 norms 0.998-1.004), so its
+        output is normalised again after the cast. float32 models take sentence-transformers'
+        own path unchanged."""
         half_precision = self.provenance["dtype"] != "float32"
+        normalize = self.provenance["similarity"] == "cosine"
         vectors = self.model.encode(
             texts,
             prompt=prompt or None,
             batch_size=self.spec["batch_size"],
-            normalize_embeddings=self.spec["normalize"] and not half_precision,
+            normalize_embeddings=normalize and not half_precision,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
         vectors = vectors.astype(np.float32, copy=False)
-        if self.spec["normalize"] and half_precision:
+        if normalize and half_precision:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors
 

@@ -1,6 +1,7 @@
 """cost: what each system costs, BEIR's table 3 measured: index size and build time, encoding
-throughput, per-query latency (median and p95) on the device that ran it, and for an
-approximate index (HNSW, IVF, IVF-PQ, Voyager) its recall@top_k against exact search on the
+throughput, a dense model's similarity (cosine or dot, as its embed manifest records),
+per-query latency (median and p95) on the device that ran it, and for an approximate index
+(HNSW, IVF, IVF-PQ, Voyager) its recall@top_k against exact search on the
 sample of queries its retrieve job measured it on.
 
 Encoding throughput is the corpus rows over the encoding seconds of all of them: a resumed
@@ -98,6 +99,7 @@ class CostModel:
             "index_bytes",
             "index_build_seconds",
             "encode_docs_per_second",
+            "similarity",
             "nnz_per_document",
             "tokens_per_document",
             "recall_against_exact",

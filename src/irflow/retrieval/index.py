@@ -1,7 +1,10 @@
 """index: document embeddings -> a faiss index, built from the embeddings file in batches, and
 the search settings that make it return full runs.
 
-faiss row i is row i of the embeddings Parquet; retrieval maps rows back to doc ids.
+faiss row i is row i of the embeddings Parquet; retrieval maps rows back to doc ids. Every
+type ranks by inner product, which is the model's own similarity either way
+(``irflow.encoding.models.resolve_similarity``): the embed job stores unit vectors for a cosine
+model and the model's vectors as they come for a dot-product one.
 
 Types: ``flat`` (exact inner product), ``hnsw`` (graph), ``ivf`` (inverted lists of full
 vectors) and ``ivfpq`` (inverted lists of product-quantised codes, for corpora whose vectors do

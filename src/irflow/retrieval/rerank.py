@@ -8,10 +8,11 @@ Models load inside the scorers, so importing this module (as the workflow does) 
 import torch.
 
 A bi-encoder scores as dense retrieval does: the dot product of the query's vector with a
-document's, both encoded by ``irflow.encoding.models.Encoder`` with the model's prompts and
-normalisation. A document's vector does not depend on the query, so every distinct candidate
-text of the job is encoded once, in chunks, before any query is scored, and each chunk is
-written to a ``VectorCache`` on disk: a rerun, another reranking job or a QC vote with the same
+document's, both encoded by ``irflow.encoding.models.Encoder`` with the model's prompts, and
+of unit length when its similarity (the config's, else the model's own) is cosine. A
+document's vector does not depend on the query, so every distinct candidate text of the job is
+encoded once, in chunks, before any query is scored, and each chunk is written to a
+``VectorCache`` on disk: a rerun, another reranking job or a QC vote with the same
 model settings reads it instead of encoding again. Where the workflow embedded the dataset with
 the same model anyway (for a dense retriever), the vectors come from those files, and the model
 is loaded only if some text is missing from them. A query timed for latency then takes its
@@ -62,6 +63,8 @@ MODEL_PROVENANCE = (
     "files_md5",
     "device",
     "dtype",
+    "similarity",
+    "similarity_from",
     "max_seq_length",
     "backend",
     "export_key",
@@ -158,11 +161,12 @@ class VectorCache:
     """Document vectors of one model's result settings, by the md5 of the document's text.
 
     One folder per model key under ``root``: the settings that change vectors, with the dtype
-    the model runs in and its exact revision or file hash, as ``irflow.encoding.embed.cache_key``
-    keys its parts (that key also hashes an input file, which a cache shared by jobs must not). The
-    folder holds Parquet parts in the ``embeddings`` contract, a text's digest as the id. A part
-    appears atomically and is never rewritten, so jobs read and add at the same time; two jobs
-    that encode one text at once both add it, and either vector serves.
+    the model runs in, the similarity in effect and its exact revision or file hash, as
+    ``irflow.encoding.embed.cache_key`` keys its parts (that key also hashes an input file,
+    which a cache shared by jobs must not). The folder holds Parquet parts in the ``embeddings``
+    contract, a text's digest as the id. A part appears atomically and is never rewritten, so
+    jobs read and add at the same time; two jobs that encode one text at once both add it, and
+    either vector serves.
     """
 
     def __init__(self, root: Path, encoder: Encoder | OnDemandEncoder):
@@ -173,7 +177,7 @@ class VectorCache:
         """Named on first use: the key needs the loaded model's dtype and files."""
         provenance = self.encoder.provenance
         settings = {key: self.encoder.spec[key] for key in RESULT_SETTINGS}
-        settings |= {"dtype": provenance["dtype"]}
+        settings |= {"dtype": provenance["dtype"], "similarity": provenance["similarity"]}
         identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
         folder = self.root / value_md5([settings, identity])
         folder.mkdir(parents=True, exist_ok=True)

@@ -79,6 +79,9 @@ class Dense(RetrieverFamily):
                 corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
             ),
             "device": corpus["device"],
+            # How its vectors were compared (the model's own unless the config set one); None
+            # in a manifest from before irflow recorded it.
+            "similarity": corpus.get("similarity"),
         } | recall_fields(cost.manifest("retrieve", dataset, system).get("recall") or {})
 
 
