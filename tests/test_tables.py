@@ -147,7 +147,7 @@ def test_a_dataset_the_layout_does_not_place_is_refused():
     summary = summary_of({("d1", "A"): 0.5, ("stray", "A"): 0.9})
     with pytest.raises(ValueError, match="datasets stray are neither"):
         result_tables(summary, METRIC, TableLayout(benchmark={"d1": None}))
-    with pytest.raises(ValueError, match="report metric 'map' was not computed"):
+    with pytest.raises(ValueError, match="metric 'map' was not computed"):
         result_tables(summary, "map", TableLayout(benchmark={"d1": None}))
 
 

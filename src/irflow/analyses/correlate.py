@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from irflow.evaluation.tables import metric_values
+
 BOOTSTRAP_COLUMNS = [
     "draw",
     "sampled_queries",
@@ -71,15 +73,6 @@ def rank_correlation(a: pd.Series, b: pd.Series) -> dict:
     return result
 
 
-def _scores(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Systems x datasets for one metric."""
-    selected = summary[summary["metric"] == metric]
-    if selected.empty:
-        known = ", ".join(sorted(summary["metric"].unique()))
-        raise ValueError(f"metric {metric!r} was not computed; computed metrics: {known}")
-    return selected.pivot(index="system", columns="dataset", values="value")
-
-
 def _group_mean(table: pd.DataFrame, columns: list[str]) -> pd.Series:
     """Mean over ``columns``; NaN (so left out) for a system missing any of them."""
     return table[columns].mean(axis=1, skipna=False)
@@ -98,7 +91,7 @@ def _pairwise(table: pd.DataFrame) -> pd.DataFrame:
 
 def between_datasets(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Do the datasets agree on which systems are better (BEIR's question)?"""
-    return _pairwise(_scores(summary, metric))
+    return _pairwise(metric_values(summary, metric))
 
 
 def between_metrics(summary: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
@@ -147,7 +140,7 @@ def against_reference(summary: pd.DataFrame, reference: pd.DataFrame, metric: st
     A benchmark is a dataset name. The ``(mean)`` row compares means over the benchmarks
     both sides have.
     """
-    ours = _scores(summary, metric)
+    ours = metric_values(summary, metric)
     theirs = reference.pivot(index="system", columns="benchmark", values="score")
     common = sorted(set(ours.columns) & set(theirs.columns))
     if not common:
@@ -170,7 +163,7 @@ def between_benchmarks(
 
     Every ordered pair of two groups, like between_datasets.
     """
-    table = _scores(summary, metric)
+    table = metric_values(summary, metric)
     for name, datasets in groups.items():
         missing = sorted(set(datasets) - set(table.columns))
         if missing or not datasets:
@@ -194,7 +187,7 @@ def between_buckets(
     rows = []
     for (dataset, bucket, metric), group in psi.groupby(["dataset", "bucket", "metric"]):
         buckets = group.set_index("system")["mean_ndcg"]
-        scores = _scores(summary, metric)
+        scores = metric_values(summary, metric)
         for reference in references.get(dataset, []):
             if reference not in scores.columns:
                 raise ValueError(f"reference {reference!r} of {dataset!r} has no {metric} scores")

@@ -90,7 +90,7 @@ def metric_values(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     selected = summary[summary["metric"] == metric]
     if selected.empty:
         known = ", ".join(sorted(summary["metric"].unique()))
-        raise ValueError(f"report metric {metric!r} was not computed; computed metrics: {known}")
+        raise ValueError(f"metric {metric!r} was not computed; computed metrics: {known}")
     return selected.pivot(index="system", columns="dataset", values="value")
 
 
