@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,33 @@ def _require(path: Path, what: str) -> Path:
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
     return _require(SHARED_DATASETS, "the shared BEIR datasets")
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A real file system of 1 MiB (tmpfs, mounted as root), to fill up."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must be able to mount a tmpfs: {mounted.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Path, leave: int) -> None:
+    """Fill the file system of ``folder`` until ``leave`` bytes are free."""
+    stats = os.statvfs(folder)
+    (folder / "filler").write_bytes(b"x" * max(stats.f_bavail * stats.f_frsize - leave, 0))
 
 
 @pytest.fixture(scope="session")

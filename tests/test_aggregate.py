@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 import pytest
 import pytrec_eval
-from conftest import REPO
+from conftest import REPO, fill
 
 from irflow.core import contracts
 from irflow.evaluation.aggregate import (
@@ -195,6 +195,29 @@ def test_a_database_refuses_once_its_folder_holds_another_experiment(tmp_path):
     with duckdb.connect(str(copy), read_only=True) as db:
         with pytest.raises(duckdb.IOException, match=str(tmp_path / "first")):
             db.execute("SELECT value FROM per_query").fetchall()
+
+
+@pytest.mark.parametrize("free_bytes", [16_384, 65_536, 262_144])
+def test_a_full_disk_keeps_the_old_database_and_leaves_nothing(small_disk, tmp_path, free_bytes):
+    """Issue 39: with 64 KiB free, DuckDB's checkpoint on close failed without raising, and an
+    empty database (no view, no table) replaced the old one, for every later run to accept."""
+    database = small_disk / "irflow.duckdb"
+    scores = []
+    for dataset in range(40):
+        path = tmp_path / "scores" / f"d{dataset}" / "bm25.parquet"
+        per_query = pd.DataFrame({"query_id": ["q"], "metric": ["m"], "value": [1.0]})
+        contracts.write_frame(per_query, path, contracts.PER_QUERY)
+        scores.append(str(path))
+    experiment = {"config_files": [], "fingerprint": "f"}
+    build_database(database, {"per_query": scores[:1]}, experiment)
+    fill(small_disk, free_bytes)
+    views = ["per_query", "summary", "runs", "corpus", "queries", "qrels"]
+    with pytest.raises((duckdb.Error, OSError), match="No space left|not written whole"):
+        build_database(database, {view: scores for view in views}, experiment)
+    assert sorted(path.name for path in small_disk.iterdir()) == ["filler", "irflow.duckdb"]
+    with duckdb.connect(str(database), read_only=True) as db:
+        assert db.execute("SELECT count(*) FROM per_query").fetchone() == (1,)
+        assert db.execute("SELECT fingerprint FROM experiment").fetchone() == ("f",)
 
 
 # Runs workflow scripts, in one process, each with the parts of the snakemake object it reads

@@ -133,10 +133,37 @@ def build_database(
     # Named by the process: another build of the same results (a rerun beside a run still
     # going) must not delete or open this one's.
     with atomic_path(db_path) as tmp:
-        _build(tmp, files, experiment, guard)
+        try:
+            views = _build(tmp, files, experiment, guard)
+            check_database(tmp, views, has_experiment=experiment is not None)
+        finally:
+            # DuckDB's write-ahead log, left beside a database whose checkpoint failed.
+            tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
 
 
-def _build(path: Path, files: dict[str, list], experiment: dict | None, guard: str) -> None:
+def check_database(path: Path, views: list[str], *, has_experiment: bool) -> None:
+    """Raise unless the database at ``path`` holds ``views`` (and the experiment table), each
+    answering a query: it replaces the old database only then. DuckDB's own checkpoint on close
+    fails without raising on a full disk, which left a database of no view that the workflow
+    took for done."""
+    with duckdb.connect(str(path), read_only=True) as db:
+        found = {row[0] for row in db.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        tables = {row[0] for row in db.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        missing = sorted(set(views) - found) + (
+            ["experiment"] if has_experiment and "experiment" not in tables else []
+        )
+        if missing:
+            raise OSError(
+                f"{path}: the database was not written whole (missing {', '.join(missing)}); "
+                "is the disk full? The previous database is kept."
+            )
+        for view in views:
+            db.execute(f"SELECT 1 FROM {view} LIMIT 1").fetchall()
+
+
+def _build(path: Path, files: dict[str, list], experiment: dict | None, guard: str) -> list[str]:
+    """Write the database; the names of its views."""
+    views = [name for name, paths in files.items() if paths]
     with duckdb.connect(str(path)) as db:
         if experiment is not None:
             db.execute(
@@ -157,3 +184,7 @@ def _build(path: Path, files: dict[str, list], experiment: dict | None, guard: s
                 f"FROM parquet_kv_metadata({_files(files['runs'])}) "
                 f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}' AND {guard}"
             )
+            views.append("lineage")
+        # Raises where the disk is full: the checkpoint DuckDB makes on close does not.
+        db.execute("CHECKPOINT")
+    return views
