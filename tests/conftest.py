@@ -29,8 +29,6 @@ MINILM_BATCH = 8
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
-# Where BEIR's official zips live; offline, the tests read the copies in SHARED_DATASETS.
-BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 # The figures of `snakemake --report`, each written as results/plots/<name>.png and .svg.
 REPORT_PLOTS = {
     "quality",
@@ -68,13 +66,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def official_scifact_config(shared_datasets: Path) -> dict:
-    """SciFact from its official BEIR URL, read offline from the shared copy, and BM25: the
-    dataset and BM25 of config/quickstart.yaml, whose jobs tests/test_first_run.py reuses."""
-    source = {"url": f"{BEIR_URL}/scifact.zip", "md5": "5f7d1de60b170fc8027bb7898e2efca1"}
+    """SciFact by its BEIR name (the official zip), read offline from the shared copy, and BM25:
+    the dataset and BM25 of config/quickstart.yaml, whose jobs tests/test_first_run.py reuses."""
     return {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": source}},
+        "datasets": {"scifact": {"source": {"beir": "scifact"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
 

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import BEIR_URL, CORES, MINILM_BATCH, REPO, REPORT_PLOTS, scifact_subset
+from conftest import CORES, MINILM_BATCH, REPO, REPORT_PLOTS, scifact_subset
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.core import contracts
@@ -48,11 +48,11 @@ LATENCY_QUERIES = 20
 
 
 def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
-    """Official sources, as in config/config.yaml; offline, so only data_dir is read."""
+    """BEIR datasets by name, as in config/config.yaml; offline, so only data_dir is read."""
     datasets = {
-        "scifact": {"source": {"url": f"{BEIR_URL}/scifact.zip"}},
-        "nfcorpus": {"source": {"url": f"{BEIR_URL}/nfcorpus.zip"}},
-        "arguana": {"source": {"url": f"{BEIR_URL}/arguana.zip"}, "remove_self_matches": True},
+        "scifact": {"source": {"beir": "scifact"}},
+        "nfcorpus": {"source": {"beir": "nfcorpus"}},
+        "arguana": {"source": {"beir": "arguana"}},
     }
     datasets |= {name: {"source": {"path": str(data_dir / name)}} for name in PARTIAL}
     return {
