@@ -28,6 +28,8 @@ if WORKERS > 1:
 MINILM_BATCH = 8
 
 REPO = Path(__file__).resolve().parents[1]
+# irflow's own numbers on the local BEIR copies, as docs/validation.md shows them.
+MEASURED = REPO / "docs" / "measured" / "agreement.yaml"
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 # The figures of `snakemake --report`, each written as results/plots/<name>.png and .svg.
 REPORT_PLOTS = {
@@ -225,3 +227,11 @@ TINY_QRELS = [("q1", "d1", 1), ("q2", "d3", 2), ("q2", "d1", 0)]
 @pytest.fixture
 def tiny_beir(tmp_path) -> Path:
     return write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+
+
+def measured(dataset: str, system: str, metric: str) -> float:
+    """irflow's number for ``system`` (BM25 or all-MiniLM-L6-v2) on ``dataset``, to the fourth
+    decimal, from docs/measured/agreement.yaml (the numbers docs/validation.md shows)."""
+    import yaml
+
+    return yaml.safe_load(MEASURED.read_text(encoding="utf-8"))["measured"][dataset][system][metric]
