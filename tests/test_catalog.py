@@ -17,7 +17,7 @@ from test_download import beir_members, md5_of, zip_bytes
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.catalog import catalog_entry, dataset_names
 from irflow.data.download import dataset_files, locate_dataset
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, load_config, load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The rows of BEIR's README dataset table (beir-cellar/beir), CQADupStack one row.
@@ -214,3 +214,15 @@ def test_the_datasets_page_is_generated_from_the_catalog():
         "docs/datasets.md differs from the catalog: run "
         "`.venv/bin/python docs/hooks/dataset_catalog.py`"
     )
+
+
+def test_every_shipped_config_validates(tmp_path, monkeypatch):
+    """config/*.yaml and config/reproduce/*.yaml, with their models' folders set."""
+    for variable in ("IRFLOW_MINILM", "IRFLOW_STATIC_MODEL"):
+        monkeypatch.setenv(variable, str(tmp_path))
+    paths = sorted(REPO.glob("config/*.yaml")) + sorted(REPO.glob("config/reproduce/*.yaml"))
+    checked = [p.name for p in paths if p.name != "config.schema.yaml"]
+    for path in paths:
+        if path.name != "config.schema.yaml":
+            load_config(path, REPO / "config" / "config.schema.yaml")
+    assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)

@@ -110,7 +110,12 @@ def compare(
                     "source": source_text(entry["source"]),
                 }
             )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    comparison = pd.DataFrame(rows, columns=COLUMNS)
+    # Each number's reproductions first, then the variants, in the file's order.
+    order = ["dataset", "system", "metric", "reproduction"]
+    return comparison.sort_values(
+        order, ascending=[True, True, True, False], kind="stable"
+    ).reset_index(drop=True)
 
 
 def _system_text(system: dict) -> str:
