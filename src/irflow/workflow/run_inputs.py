@@ -21,6 +21,7 @@ DATASET_TABLES = {
 # The tables the workflow writes once after the runs, by their view (results/<view>.parquet).
 SUMMARY_VIEWS = [
     "summary",
+    "published",
     "cost",
     "significance",
     "correlations",
