@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from loopback_http import serving
 from test_download import beir_members, md5_of, zip_bytes
 
@@ -62,6 +63,7 @@ def test_every_beir_dataset_has_a_name_and_a_source_or_how_to_obtain_it():
         )
         assert len(source["md5"]) == 32 and int(source["md5"], 16) >= 0
     assert catalog_entry("beir", "msmarco")["split"] == "dev"
+    assert configured({"beir": ["msmarco"]})["datasets"]["msmarco"]["split"] == "dev"
     assert catalog_entry("beir", "cqadupstack-tex")["source"]["folder"] == "cqadupstack/tex"
 
 
@@ -226,3 +228,33 @@ def test_every_shipped_config_validates(tmp_path, monkeypatch):
         if path.name != "config.schema.yaml":
             load_config(path, REPO / "config" / "config.schema.yaml")
     assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)
+
+
+def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_path):
+    """MS MARCO is scored on dev, as BEIR does, in the same run as a dataset scored on test:
+    each dataset's qrels are those of its own split."""
+    for name in ("marco", "fact"):
+        write_beir(tmp_path / "data" / name, TINY_CORPUS, TINY_QUERIES, TINY_QRELS[:1], "dev")
+        write_beir(tmp_path / "data" / name, TINY_CORPUS, TINY_QUERIES, TINY_QRELS[1:], "test")
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "datasets": {
+            "marco": {"source": {"path": str(tmp_path / "data" / "marco")}, "split": "dev"},
+            "fact": {"source": {"path": str(tmp_path / "data" / "fact")}},
+        },
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = [f"results/datasets/{name}/qrels.parquet" for name in ("marco", "fact")]
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+        + ["--cores", "1", *targets],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    marco, fact = (pd.read_parquet(tmp_path / target) for target in targets)
+    assert marco["query_id"].tolist() == ["q1"]
+    assert sorted(fact["query_id"]) == ["q2", "q2"]

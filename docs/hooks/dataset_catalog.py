@@ -32,7 +32,8 @@ datasets:
 
 irflow fetches the official zip and checks its MD5 sum, as for a `url` source. The catalog
 also sets what the benchmark does for the dataset, unless the dataset's block says otherwise:
-`remove_self_matches` (a hit whose id is the query's is dropped) and `group` (CQADupStack's 12
+`split` (the qrels scored: MS MARCO's dev), `remove_self_matches` (a hit whose id is the
+query's is dropped) and `group` (CQADupStack's 12
 subforums count as one dataset, the mean of their members, as in BEIR's Table 2). A dataset
 that `data_dir` holds, in a folder of its name, is read from there and nothing is fetched.
 

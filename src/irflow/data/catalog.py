@@ -115,11 +115,14 @@ def resolve_catalog(config: dict) -> dict:
         else:
             expanded[key] = block
     data_dir, mirrors = config.get("data_dir"), config.get("catalog_mirrors") or {}
+    split = config.get("split", "test")
     for dataset, block in expanded.items():
         source = block.get("source") if isinstance(block, dict) else None
         if isinstance(source, dict) and len(source) == 1 and next(iter(source)) in BENCHMARKS:
             benchmark, name = next(iter(source.items()))
             block = _catalog_block(benchmark, name, dataset, block, data_dir)
+            if catalog_entry(benchmark, name)["split"] != split:
+                block = {"split": catalog_entry(benchmark, name)["split"]} | block
             if benchmark in mirrors and "url" in block["source"]:
                 official = catalog(benchmark)["url_prefix"]
                 url = block["source"]["url"].replace(official, mirrors[benchmark].rstrip("/"))
