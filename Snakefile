@@ -10,6 +10,7 @@ from snakemake.utils import min_version
 from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment
+from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
 
@@ -69,6 +70,13 @@ include: "rules/correlate.smk"
 include: "rules/report.smk"
 include: "rules/position.smk"
 include: "rules/saliency.smk"
+
+
+# Each job's settings are one more input of it, so that a changed setting reruns it even
+# without Snakemake's records in .snakemake/ (irflow.workflow.stamps).
+for _rule in workflow.rules:
+    if _rule.params:
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule)})
 
 
 rule all:

@@ -14,6 +14,7 @@ from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
 from irflow.workflow.plan import WorkflowNames
+from irflow.workflow.stamps import STAMPS, check_dataset_files
 
 # The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
 # folder, so that replacing those does not rebuild what only the tokenizer decides).
@@ -63,15 +64,20 @@ class DatasetInputs(WorkflowNames):
 
     def local_files(self, wildcards):
         """The dataset's files when they are on disk, so that editing them reruns its
-        downstream."""
+        downstream, and the record of their status (irflow.workflow.stamps), so that an
+        edit that keeps their modification times does too."""
         config = self.config
-        source = config["datasets"][wildcards.dataset]["source"]
-        candidates = [Path(config["data_dir"]) / wildcards.dataset] if config["data_dir"] else []
-        candidates.append(Path(config["download_dir"]) / wildcards.dataset)
+        dataset = wildcards.dataset
+        source = config["datasets"][dataset]["source"]
+        candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
+        candidates.append(Path(config["download_dir"]) / dataset)
         candidates += [Path(source["path"])] if "path" in source else []
         for folder in candidates:
             if dataset_layout(folder, config["split"]):
-                return [str(p) for p in dataset_files(folder, config["split"])]
+                record = STAMPS / "download" / f"{dataset}.files.json"
+                source_json = Path(f"results/datasets/{dataset}/source.json")
+                check_dataset_files(folder, config["split"], source_json, record)
+                return [str(p) for p in dataset_files(folder, config["split"])] + [str(record)]
         return [source["path"]] if "path" in source else []
 
     def prompts_file(self, spec):
