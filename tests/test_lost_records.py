@@ -28,9 +28,9 @@ SCORES = "results/scores/sub/bm25.parquet"
 
 def snakemake(workdir, config: dict, *arguments: str) -> str:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
+    command = [*SNAKEMAKE, "--directory", str(workdir), "--cores", CORES]
     done = subprocess.run(
-        [*command, "--cores", CORES, *arguments],
+        [*command, *arguments, "--configfile", str(workdir / "config.yaml")],
         capture_output=True,
         text=True,
         env=os.environ | {"HF_HUB_OFFLINE": "1"},
