@@ -65,11 +65,17 @@ def recorded_settings_md5(manifest: Path) -> str | None:
 
 def update_stamp(path: Path, text: str, manifest: Path | None) -> None:
     """``path`` holds ``text``, rewritten only when its content differs; touched (so newer
-    than the job's outputs) when the job's ``manifest`` records other settings."""
+    than the job's outputs) when the job's ``manifest`` records other settings.
+
+    A new stamp is dated 1970, so that on its own it reruns nothing: outputs made before the
+    stamps existed (by an older irflow) are taken to be of the current settings, as
+    Snakemake's params trigger had checked them, unless their manifest says otherwise."""
     current = path.read_text(encoding="utf-8") if path.is_file() else None
     if current != text:
         atomic.write_text(path, text)
-    elif manifest is not None and recorded_settings_md5(manifest) not in (None, text_md5(text)):
+        if current is None:
+            os.utime(path, (0, 0))
+    if manifest is not None and recorded_settings_md5(manifest) not in (None, text_md5(text)):
         os.utime(path)
 
 
@@ -114,4 +120,3 @@ def check_dataset_files(folder: Path, split: str, source: Path, record: Path) ->
     if dataset_fingerprint(folder, split)["checksum"] == recorded:
         since = source.stat()
         os.utime(record, ns=(since.st_atime_ns, since.st_mtime_ns))
-
