@@ -9,6 +9,7 @@ BM25, run once for both tests (in file order); each Snakemake call takes a few s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -99,6 +100,11 @@ def test_a_changed_setting_reruns_its_jobs_after_snakemakes_records_are_deleted(
     assert ran(snakemake(workdir, config | {"top_k": 2}, SCORES)) == {"retrieve_bm25", "score"}
     assert pd.read_parquet(workdir / RUN).groupby("query_id").size().max() == 2
     assert ndcg10(workdir) < full
+    # The run's manifest carries the settings it was made with: planning compares the two.
+    stamp = workdir / "results/settings/retrieve_bm25/sub/bm25.json"
+    assert json.loads(stamp.read_text())["settings"]["top_k"] == 2
+    made = json.loads((workdir / "results/manifests/retrieve/sub/bm25.json").read_text())
+    assert made["settings_md5"] == hashlib.md5(stamp.read_bytes()).hexdigest()
 
     # A BM25 setting, the records gone again: the index is rebuilt with it, then searched.
     shutil.rmtree(workdir / ".snakemake")
