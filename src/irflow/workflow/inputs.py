@@ -7,6 +7,7 @@ import functools
 import re
 from pathlib import Path
 
+from irflow.core.config import scored_split
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
 from irflow.data.tokens import tokenizer_source
@@ -72,12 +73,13 @@ class DatasetInputs(WorkflowNames):
         candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
         candidates.append(Path(config["download_dir"]) / dataset)
         candidates += [Path(source["path"])] if "path" in source else []
+        split = scored_split(config, dataset)
         for folder in candidates:
-            if dataset_layout(folder, config["split"]):
+            if dataset_layout(folder, split):
                 record = STAMPS / "download" / f"{dataset}.files.json"
                 source_json = Path(f"results/datasets/{dataset}/source.json")
-                check_dataset_files(folder, config["split"], source_json, record)
-                return [str(p) for p in dataset_files(folder, config["split"])] + [str(record)]
+                check_dataset_files(folder, split, source_json, record)
+                return [str(p) for p in dataset_files(folder, split)] + [str(record)]
         return [source["path"]] if "path" in source else []
 
     def prompts_file(self, spec):
