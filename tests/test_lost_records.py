@@ -22,7 +22,7 @@ import pytest
 import yaml
 from conftest import CORES, REPO, scifact_subset
 
-pytestmark = pytest.mark.e2e  # nine Snakemake calls: about 60 s of CPU on this machine
+pytestmark = pytest.mark.e2e  # five Snakemake calls, about 60 s of CPU on this machine
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 RUN = "results/runs/sub/bm25.parquet"
