@@ -79,8 +79,9 @@ include: "rules/position.smk"
 include: "rules/saliency.smk"
 
 
-# Each job's settings are one more input of it, so that a changed setting reruns it even
-# without Snakemake's records in .snakemake/ (irflow.workflow.stamps).
+# Each job's settings are kept beside the results by an input function that names no file, so
+# that a changed setting reruns the job even without Snakemake's records in .snakemake/
+# (irflow.workflow.stamps).
 for _rule in workflow.rules:
     if _rule.params:
         _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule)})

@@ -9,7 +9,7 @@ from irflow.core import contracts
 from irflow.core.errors import UserError
 from irflow.core.manifest import Manifest
 from irflow.core.offline import go_offline
-from irflow.workflow.stamps import STAMP_INPUT, text_md5
+from irflow.workflow.stamps import stamp_path, text_md5
 
 log = logging.getLogger("irflow")
 
@@ -50,9 +50,9 @@ def start_job(snakemake, stage: str) -> Manifest:
     facts = {"stage": stage, **dict(snakemake.wildcards.items())}
     if hasattr(snakemake.input, "source"):
         facts["dataset_checksum"] = json.loads(Path(snakemake.input.source).read_text())["checksum"]
-    if hasattr(snakemake.input, STAMP_INPUT):
-        stamp = Path(getattr(snakemake.input, STAMP_INPUT)).read_text(encoding="utf-8")
-        facts["settings_md5"] = text_md5(stamp)
+    stamp = stamp_path(snakemake.rule, snakemake.wildcards)
+    if stamp.is_file():
+        facts["settings_md5"] = text_md5(stamp.read_text(encoding="utf-8"))
     return Manifest(snakemake.output.manifest, **facts)
 
 

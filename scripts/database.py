@@ -7,11 +7,10 @@ from _common import setup_logging
 
 from irflow.evaluation.aggregate import build_database
 from irflow.workflow.experiment import write_record
-from irflow.workflow.stamps import STAMP_INPUT
 
 setup_logging(snakemake)
 inp, out, experiment = snakemake.input, snakemake.output, snakemake.params.experiment
 # The record first: the database's views check it (irflow.evaluation.aggregate).
 write_record(experiment, snakemake.config, Path(out.experiment))
-files = {name: list(inp[name]) for name in inp.keys() if name != STAMP_INPUT}
+files = {name: list(inp[name]) for name in inp.keys()}
 build_database(Path(out.database), files, experiment, record=Path(out.experiment))

@@ -65,8 +65,9 @@ class DatasetInputs(WorkflowNames):
 
     def local_files(self, wildcards):
         """The dataset's files when they are on disk, so that editing them reruns its
-        downstream, and the record of their status (irflow.workflow.stamps), so that an
-        edit that keeps their modification times does too."""
+        downstream; checked against their checksum when their status changed
+        (irflow.workflow.stamps), so that an edit that keeps their modification times does
+        too."""
         config = self.config
         dataset = wildcards.dataset
         source = config["datasets"][dataset]["source"]
@@ -79,7 +80,7 @@ class DatasetInputs(WorkflowNames):
                 record = STAMPS / "download" / f"{dataset}.files.json"
                 source_json = Path(f"results/datasets/{dataset}/source.json")
                 check_dataset_files(folder, split, source_json, record)
-                return [str(p) for p in dataset_files(folder, split)] + [str(record)]
+                return [str(p) for p in dataset_files(folder, split)]
         return [source["path"]] if "path" in source else []
 
     def prompts_file(self, spec):

@@ -1,21 +1,22 @@
-"""Settings stamps: the settings of each job as a file among its inputs, so that a changed
+"""Settings stamps: the settings of each job kept beside the results, so that a changed
 setting reruns the job, and everything downstream of it, by modification times alone.
 
 Snakemake reruns a job whose params changed only while its records in ``.snakemake/metadata``
 last; with them deleted or damaged, a changed ``query_prompt`` or ``top_k`` left the old runs
-in place. So every rule with params gets one more input, ``settings`` (the Snakefile adds it
-to each such rule): ``results/settings/<rule>/<wildcard values>.json``, the job's params as
-the rule gives them to its script, written while the graph is planned and only when its
-content differs. An unchanged config leaves every stamp as it is (a dry run plans nothing);
-a changed setting leaves a stamp newer than the job's outputs.
+in place. So every rule with params gets an input function that names no file (the Snakefile
+adds it to each such rule). While the graph is planned it writes the job's stamp,
+``results/settings/<rule>/<wildcard values>.json``, the job's params as the rule gives them to
+its script, only when its content differs; and when it differs, it dates the job's outputs
+1970, older than any input, so that Snakemake makes them again. An unchanged config leaves
+every stamp and output as it is (a dry run plans nothing).
 
 The job records its stamp's md5 in its manifest (``settings_md5``, scripts/_common.start_job),
 and planning compares the two: an output whose manifest records other settings than the
-stamp's (results copied from another experiment, say) reruns its job too.
+stamp's (results copied from another experiment, say) is made again too.
 
-The files of a dataset on disk are checked the same way (``check_dataset_files``), so that an
-edit that keeps a file's modification time (``touch -r``, ``cp -p``) still reruns its
-download job and everything after it.
+The files of a dataset on disk are checked too (``check_dataset_files``), so that an edit
+that keeps a file's modification time (``touch -r``, ``cp -p``) still reruns its download job
+and everything after it.
 """
 
 from __future__ import annotations
@@ -63,32 +64,45 @@ def recorded_settings_md5(manifest: Path) -> str | None:
         return None
 
 
-def update_stamp(path: Path, text: str, manifest: Path | None) -> None:
-    """``path`` holds ``text``, rewritten only when its content differs; touched (so newer
-    than the job's outputs) when the job's ``manifest`` records other settings.
+def update_stamp(path: Path, text: str, manifest: Path | None) -> bool:
+    """``path`` holds ``text``, rewritten only when its content differs. Whether the job's
+    outputs are of other settings: the stamp held others, or the job's ``manifest`` records
+    others.
 
-    A new stamp is dated 1970, so that on its own it reruns nothing: outputs made before the
-    stamps existed (by an older irflow) are taken to be of the current settings, as
-    Snakemake's params trigger had checked them, unless their manifest says otherwise."""
+    A new stamp changes nothing: outputs made before the stamps existed (by an older irflow)
+    are taken to be of the current settings, as Snakemake's params trigger had checked them,
+    unless their manifest says otherwise."""
     current = path.read_text(encoding="utf-8") if path.is_file() else None
     if current != text:
         atomic.write_text(path, text)
-        if current is None:
-            os.utime(path, (0, 0))
-    if manifest is not None and recorded_settings_md5(manifest) not in (None, text_md5(text)):
-        os.utime(path)
+    recorded = recorded_settings_md5(manifest) if manifest is not None else None
+    return (current is not None and current != text) or recorded not in (None, text_md5(text))
+
+
+def make_again(outputs: list[Path]) -> None:
+    """Date ``outputs`` 1970, older than any input, so that Snakemake reruns their job (and
+    everything after it) by modification times alone. Nothing is deleted: a dry run may
+    decide this, and an output is replaced only by its job's new one."""
+    for output in outputs:
+        # A directory output's time is that of the timestamp file Snakemake keeps in it.
+        for dated in (output, output / ".snakemake_timestamp"):
+            if dated.exists():
+                os.utime(dated, (0, 0))
 
 
 def settings_stamp(rule):
-    """The input function of a rule's stamp: writes the job's stamp, when its settings
-    changed, and names it."""
+    """An input function of ``rule`` that names no file: it writes the job's stamp and, when
+    the job's outputs are of other settings, dates them 1970. (A stamp among the inputs would
+    change every job's input files, and Snakemake would rerun the whole graph once.)"""
     manifest = dict(rule.output.items()).get("manifest")
 
-    def stamp(wildcards) -> str:
+    def stamp(wildcards) -> list:
         path = stamp_path(rule.name, wildcards)
         produced = Path(manifest.apply_wildcards(wildcards)) if manifest else None
-        update_stamp(path, settings_text(job_settings(rule.params, wildcards)), produced)
-        return str(path)
+        text = settings_text(job_settings(rule.params, wildcards))
+        if update_stamp(path, text, produced):
+            make_again([Path(output.apply_wildcards(wildcards)) for output in rule.output])
+        return []
 
     return stamp
 
@@ -102,13 +116,13 @@ def file_status(path: Path) -> list[int]:
 
 
 def check_dataset_files(folder: Path, split: str, source: Path, record: Path) -> None:
-    """Keep ``record`` newer than the dataset's ``source`` (source.json) while the dataset's
-    files differ from the checksum ``source`` records, so that their download job reruns.
+    """Date the dataset's ``source`` (source.json, its download job's output) 1970 when the
+    dataset's files differ from the checksum it records, so that the download job and
+    everything after it rerun.
 
     ``record`` holds each file's status (``file_status``) when last checked; the files are
     hashed only when one's status changed since, so an unchanged dataset costs a ``stat`` per
-    file. Hashed and unchanged, the record takes ``source``'s modification time (it reruns
-    nothing); without a ``source`` yet, the download job runs anyway and nothing is hashed.
+    file. Without a ``source`` yet, the download job runs anyway and nothing is hashed.
     """
     status = {str(path): file_status(path) for path in dataset_files(folder, split)}
     if record.is_file() and json.loads(record.read_text())["status"] == status:
@@ -117,6 +131,5 @@ def check_dataset_files(folder: Path, split: str, source: Path, record: Path) ->
     if not source.is_file():
         return
     recorded = json.loads(source.read_text())["checksum"]
-    if dataset_fingerprint(folder, split)["checksum"] == recorded:
-        since = source.stat()
-        os.utime(record, ns=(since.st_atime_ns, since.st_mtime_ns))
+    if dataset_fingerprint(folder, split)["checksum"] != recorded:
+        make_again([source])
