@@ -12,6 +12,7 @@ from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment
 from irflow.workflow.interrupted import clear_after_dead_runs
+from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
 
@@ -76,6 +77,14 @@ include: "rules/correlate.smk"
 include: "rules/report.smk"
 include: "rules/position.smk"
 include: "rules/saliency.smk"
+
+
+# Each job's settings are kept beside the results by an input function that names no file, so
+# that a changed setting reruns the job even without Snakemake's records in .snakemake/
+# (irflow.workflow.stamps).
+for _rule in workflow.rules:
+    if _rule.params:
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule)})
 
 
 rule all:
