@@ -341,7 +341,9 @@ def reading(path: str | Path) -> Iterator[None]:
     except DamagedFileError:
         raise
     except (OSError, pa.ArrowException) as error:
-        if isinstance(error, OSError) and error.errno is not None:
+        # pyarrow reports what it cannot decode as ArrowInvalid or a bare OSError; a missing
+        # file or a refused permission comes as a subclass of OSError, or with an errno.
+        if isinstance(error, OSError) and (type(error) is not OSError or error.errno):
             raise
         raise DamagedFileError(path, str(error)) from error
 

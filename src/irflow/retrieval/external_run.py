@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from irflow.core import contracts
-from irflow.core.errors import DownloadError, DamagedFileError, InputError
+from irflow.core.errors import DamagedFileError, DownloadError, InputError
 from irflow.core.fingerprint import file_md5
 from irflow.core.redaction import public_url
 from irflow.data.download_cache import cached_file_name
