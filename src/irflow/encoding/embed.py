@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from irflow.core import atomic, contracts
@@ -79,9 +78,11 @@ def _write_digests(
     """Stream the ``contracts.DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to
     ``path``."""
     to_texts, _ = SIDES[side]
-    source = pq.ParquetFile(texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES)
+    source = contracts.ParquetFile(
+        texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES
+    )
     end = source.metadata.num_rows if end is None else end
-    with pq.ParquetWriter(path, contracts.DIGESTS) as writer:
+    with contracts.parquet_writer(path, contracts.DIGESTS) as writer:
         for start, batch in batches_between(source, first, end, EMBEDDING_BATCH_ROWS):
             ids, texts = to_texts(batch)
             columns = [
@@ -121,7 +122,7 @@ class Reuse:
         """The known vectors of rows [first, end) of ``input_path`` whose id and text are
         unchanged, written in row order to ``work_dir``."""
         out = work_dir / "reused.parquet"
-        dim = pq.read_schema(self.embeddings_path).field("vector").type.list_size
+        dim = contracts.read_schema(self.embeddings_path).field("vector").type.list_size
         with _spilling_duckdb(work_dir) as (db, scratch):
             _write_digests(input_path, self.side, scratch / "rows.parquet", first, end)
             _write_digests(self.texts_path, self.side, scratch / "known.parquet")
@@ -149,7 +150,7 @@ def _write_result(relation: duckdb.DuckDBPyRelation, path: Path) -> None:
     """Stream a DuckDB query's result, a record batch at a time, into a Parquet file."""
     with (
         relation.to_arrow_reader(EMBEDDING_BATCH_ROWS) as result,
-        pq.ParquetWriter(path, result.schema) as writer,
+        contracts.parquet_writer(path, result.schema) as writer,
     ):
         for batch in result:
             writer.write_batch(batch)
@@ -209,7 +210,7 @@ def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
 
 
 def batches_between(
-    source: pq.ParquetFile, first: int, end: int, chunk_size: int
+    source: contracts.ParquetFile, first: int, end: int, chunk_size: int
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
     that hold them."""
@@ -228,7 +229,7 @@ def batches_between(
 
 
 def shard_range(
-    source: pq.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
+    source: contracts.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
 ) -> tuple[int, int]:
     """[first, end) of ``shard`` over the table; refuses an empty table or an empty shard."""
     if source.metadata.num_rows == 0:
@@ -244,7 +245,7 @@ def shard_range(
 
 
 def encode_missing(
-    source: pq.ParquetFile,
+    source: contracts.ParquetFile,
     first: int,
     end: int,
     parts: Path,
@@ -290,7 +291,7 @@ def embed_file(
     """
     to_texts, prompt_key = SIDES[side]
     prompt = encoder.spec[prompt_key]
-    source = pq.ParquetFile(input_path)
+    source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
     parts = out_path.with_name(out_path.name + ".parts")
     prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
@@ -362,7 +363,7 @@ def check_shards(
     shard_paths: list[Path], manifests: list[dict], texts_path: Path, verb: str
 ) -> None:
     """Refuse shards made with different settings or that do not add up to the table."""
-    expected_rows = pq.ParquetFile(texts_path).metadata.num_rows
+    expected_rows = contracts.ParquetFile(texts_path).metadata.num_rows
     for path, facts in zip(shard_paths, manifests):
         for key in SHARED_FACTS:
             if facts.get(key) != manifests[0].get(key):
@@ -453,7 +454,7 @@ def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str,
 def query_seconds(
     encode_one: Callable[[str], object], queries_path: Path, count: int
 ) -> dict[str, float]:
-    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
+    queries = contracts.read_table(queries_path).slice(0, count).to_pydict()
     seconds = time_each(encode_one, queries["text"])
     return dict(zip(queries["query_id"], seconds))
 
@@ -528,15 +529,15 @@ def concatenate(
     totals are in their manifests). An id that occurs twice is refused:
     the vectors are looked up by id.
     """
-    schema = pq.read_schema(part_paths[0]).remove_metadata()
+    schema = contracts.read_schema(part_paths[0]).remove_metadata()
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
-        metadata = pq.read_schema(part).metadata or {}
+        metadata = contracts.read_schema(part).metadata or {}
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
     start = 0
     with atomic_path(out_path) as tmp:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with contracts.parquet_writer(tmp, schema) as writer:
             for part in part_paths:
                 for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
                     writer.write_batch(same_text.apply(batch, start) if same_text else batch)
@@ -563,6 +564,6 @@ def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[
     The filter is applied while the file is scanned, so only the selected rows are held.
     """
     selection = None if ids is None else pc.field("id").isin(pa.array(list(ids), pa.string()))
-    table = pq.read_table(path, filters=selection)
+    table = contracts.read_table(path, filters=selection)
     matrix = contracts.vector_matrix(table.column("vector").combine_chunks())
     return table.column("id").to_pylist(), np.ascontiguousarray(matrix, dtype=np.float32)

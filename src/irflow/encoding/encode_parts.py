@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.encoding.embed import (
@@ -106,7 +105,7 @@ def encode_file(
     Returns the rows, how many this call encoded and how many were resumed, and the encoding
     seconds of all of them, resumed ones included, as ``irflow.encoding.embed.embed_file`` does."""
     to_texts, _ = SIDES[side]
-    source = pq.ParquetFile(input_path)
+    source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "encode")
     parts = out_path.with_name(out_path.name + ".parts")
     prepare_parts(parts, cache_key(model.spec, model.provenance, input_path))
