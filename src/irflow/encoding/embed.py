@@ -7,7 +7,10 @@ job resumed with another ``chunk_size`` encodes exactly the rows no part holds y
 sit in ``<output>.parts/`` with the cache key that produced them; a different key (a new model
 revision, prompt, max length, resolved dtype, backend or input) discards them rather than
 mixing results. Each part records the seconds its encoding took, so the throughput of a resumed
-job counts every row against the time spent on it.
+job counts every row against the time spent on it. One job at a time holds the folder
+(``owned_parts``): a second job on the same output (the rerun beside a job whose Snakemake was
+killed) waits for it, rather than gathering the parts it wrote after the first removed the rest.
+The file written must hold exactly the input's ids, in order, and a job's counts are its rows.
 
 A dataset derived from another (a position-controlled variant, a curated copy, a benchmark
 generated over its corpus) shares most of its texts with it. Given the other dataset's texts
@@ -30,6 +33,7 @@ disk beyond ``DUCKDB_MEMORY_LIMIT``, so a job's memory does not grow with the co
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import shutil
@@ -46,7 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from irflow.core import atomic, contracts
+from irflow.core import atomic, contracts, locks
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
@@ -67,6 +71,8 @@ REUSED_ROWS_KEY = b"irflow.reused_rows"
 EMBEDDING_BATCH_ROWS = 65536
 # Memory DuckDB may hold while it matches texts and vectors; beyond it, it spills to disk.
 DUCKDB_MEMORY_LIMIT = "512MB"
+# The id column of each side's table; an encoded file names its rows in column "id".
+ID_COLUMNS = {"corpus": "doc_id", "passages": "passage_id", "queries": "query_id"}
 
 
 def _digest(text: str) -> bytes:
@@ -193,6 +199,17 @@ def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
 
+@contextmanager
+def owned_parts(parts: Path, key: str) -> Iterator[Path]:
+    """``parts``, held by this job alone (``irflow.core.locks``: a live holder makes it wait)
+    and holding only parts made with ``key``; removed once the block succeeds. Only its holder
+    discards or removes parts, so no job loses parts that another is gathering."""
+    with locks.holding(parts):
+        prepare_parts(parts, key)
+        yield parts
+        shutil.rmtree(parts)
+
+
 def prepare_parts(parts: Path, key: str) -> None:
     key_file = parts / "key.json"
     if parts.exists() and (not key_file.exists() or json.loads(key_file.read_text()) != key):
@@ -209,10 +226,10 @@ def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
 
 
 def batches_between(
-    source: pq.ParquetFile, first: int, end: int, chunk_size: int
+    source: pq.ParquetFile, first: int, end: int, chunk_size: int, columns: list[str] | None = None
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
-    that hold them."""
+    that hold them (and only ``columns``, when given)."""
     groups, group_start, start = [], 0, None
     for group in range(source.metadata.num_row_groups):
         group_end = group_start + source.metadata.row_group(group).num_rows
@@ -220,7 +237,7 @@ def batches_between(
             groups.append(group)
             start = group_start if start is None else start
         group_start = group_end
-    for batch in source.iter_batches(chunk_size, row_groups=groups):
+    for batch in source.iter_batches(chunk_size, row_groups=groups, columns=columns):
         lo, hi = max(start, first), min(start + batch.num_rows, end)
         if lo < hi:
             yield lo, batch.slice(lo - start, hi - lo)
@@ -292,29 +309,30 @@ def embed_file(
     prompt = encoder.spec[prompt_key]
     source = pq.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
-    parts = out_path.with_name(out_path.name + ".parts")
-    prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
-    reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
+    key = cache_key(encoder.spec, encoder.provenance, input_path)
+    with owned_parts(out_path.with_name(out_path.name + ".parts"), key) as parts:
+        reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
-    def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
-        known = reused.take(start, end) if reused is not None else None
-        _encode_part(encoder, *to_texts(rows), prompt, part, known)
+        def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+            known = reused.take(start, end) if reused is not None else None
+            _encode_part(encoder, *to_texts(rows), prompt, part, known)
 
-    chunk_size = encoder.spec["chunk_size"]
-    encoded_rows = encode_missing(
-        source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
-    )
-    total_rows = end - first
+        chunk_size = encoder.spec["chunk_size"]
+        encoded_rows = encode_missing(
+            source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
+        )
+        part_paths = [path for _, _, path in finished_parts(parts)]
+        # A shard's copies of a text may be in another shard: the gather unifies them.
+        same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
+        if same_text and same_text.copies:
+            log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
+        encode_seconds, reused_rows = concatenate(
+            part_paths, out_path, (input_path, side, first, end), same_text
+        )
+    total_rows = pq.read_metadata(out_path).num_rows
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
-    part_paths = [path for _, _, path in finished_parts(parts)]
-    # A shard's copies of a text may be in another shard: the gather unifies them.
-    same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
-    if same_text and same_text.copies:
-        log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
-    encode_seconds, reused_rows = concatenate(part_paths, out_path, input_path, same_text)
-    shutil.rmtree(parts)
     return {
         "rows": total_rows,
         "rows_encoded": encoded_rows,
@@ -354,16 +372,24 @@ def gather(
     the devices the shards ran on."""
     check_shards(shard_paths, manifests, texts_path, "embedded")
     same_text = SameTextSameVector(texts_path, side, out_path.parent)
-    concatenate(shard_paths, out_path, texts_path, same_text)
+    concatenate(shard_paths, out_path, (texts_path, side, 0, None), same_text)
     return whole_file_facts(manifests)
 
 
 def check_shards(
     shard_paths: list[Path], manifests: list[dict], texts_path: Path, verb: str
 ) -> None:
-    """Refuse shards made with different settings or that do not add up to the table."""
+    """Refuse shards made with different settings, whose files do not hold the rows their
+    manifests count, or that do not add up to the table."""
     expected_rows = pq.ParquetFile(texts_path).metadata.num_rows
     for path, facts in zip(shard_paths, manifests):
+        written = pq.read_metadata(path).num_rows
+        if written != facts["rows"]:
+            raise InputError(
+                path,
+                f"holds {written} rows, its manifest counts {facts['rows']}: "
+                f"rerun shard {facts['shard']}",
+            )
         for key in SHARED_FACTS:
             if facts.get(key) != manifests[0].get(key):
                 raise InputError(
@@ -518,16 +544,18 @@ class SameTextSameVector:
 def concatenate(
     part_paths: list[Path],
     out_path: Path,
-    input_path: Path,
+    rows: tuple[Path, str, int, int | None],
     same_text: SameTextSameVector | None = None,
 ) -> tuple[float, int]:
     """Stream the parts, in order and a record batch at a time, into one Parquet file that
-    appears atomically; with ``same_text``, copies of a text get one vector.
+    appears atomically; with ``same_text``, copies of a text get one vector. ``rows`` (input
+    table, side, first row, end row or None for its last) are the rows the file must hold.
 
     Returns the encode seconds and reused rows the parts recorded (none for shards, whose
     totals are in their manifests). An id that occurs twice is refused:
-    the vectors are looked up by id.
+    the vectors are looked up by id. So is a file whose ids are not those of ``rows``.
     """
+    input_path = rows[0]
     schema = pq.read_schema(part_paths[0]).remove_metadata()
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
@@ -554,7 +582,38 @@ def concatenate(
                 f"{repeated} id(s) occur more than once, e.g. {example!r}; "
                 "embeddings are looked up by id",
             )
+        _check_ids(tmp, out_path, *rows)
     return encode_seconds, reused_rows
+
+
+def _check_ids(
+    written: Path, out_path: Path, input_path: Path, side: str, first: int, end: int | None
+) -> None:
+    """Refuse ``written`` (to become ``out_path``) unless its ids are those of rows
+    [first, end) of ``input_path``, in order."""
+    source = pq.ParquetFile(input_path)
+    end = source.metadata.num_rows if end is None else end
+    expected = (
+        batch.column(0)
+        for _, batch in batches_between(
+            source, first, end, EMBEDDING_BATCH_ROWS, [ID_COLUMNS[side]]
+        )
+    )
+    found = (
+        batch.column(0)
+        for batch in pq.ParquetFile(written).iter_batches(EMBEDDING_BATCH_ROWS, columns=["id"])
+    )
+    ids_in = (id_ for column in found for id_ in column.to_pylist())
+    ids_expected = (id_ for column in expected for id_ in column.to_pylist())
+    for row, (got, wanted) in enumerate(itertools.zip_longest(ids_in, ids_expected)):
+        if got != wanted:
+            rows = pq.read_metadata(written).num_rows
+            raise InputError(
+                out_path,
+                f"holds {rows} rows, but rows {first} to {end} of {input_path} are "
+                f"{end - first}; its row {row} is {got!r}, the input's {wanted!r}: "
+                "embed it again",
+            )
 
 
 def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[str], np.ndarray]:
