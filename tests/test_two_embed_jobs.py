@@ -105,11 +105,11 @@ def test_two_live_jobs_on_one_output_write_every_row_once(encoder, tmp_path):
     counted = (first_facts["rows"], second_facts["rows"], written.num_rows)
     assert counted == (DOCUMENTS, DOCUMENTS, DOCUMENTS)
     assert written.column("id").to_pylist() == [f"d{i:03d}" for i in range(DOCUMENTS)]
-    # The second job waited for the first, then encoded every row itself: the first had
-    # written the file and removed its parts.
+    # The second job waited for the first, then started from the result the first kept: it
+    # encoded nothing again.
     assert f"waiting for {parts}: it is being written by host" in second_log
     assert f"pid {os.getpid()}" in second_log
-    assert second_facts["rows_encoded"] == DOCUMENTS
+    assert (second_facts["rows_encoded"], second_facts["rows_resumed"]) == (0, DOCUMENTS)
     assert not parts.exists() and not list(tmp_path.rglob("*.lock"))
 
 

@@ -1,16 +1,13 @@
 """embed: texts -> sentence-transformers embeddings, streamed and resumable.
 
-The input is encoded in chunks; each chunk is written as its own Parquet part as soon as it
-is done, so memory stays bounded and a killed job resumes from the last finished chunk. A part
-is named by the rows it holds (``part-<start>-<end>.parquet``), not by its chunk number, so a
-job resumed with another ``chunk_size`` encodes exactly the rows no part holds yet. The parts
-sit in ``<output>.parts/`` with the cache key that produced them; a different key (a new model
-revision, prompt, max length, resolved dtype, backend or input) discards them rather than
-mixing results. Each part records the seconds its encoding took, so the throughput of a resumed
-job counts every row against the time spent on it. One job at a time holds the folder
-(``owned_parts``): a second job on the same output (the rerun beside a job whose Snakemake was
-killed) waits for it, rather than gathering the parts it wrote after the first removed the rest.
-The file written must hold exactly the input's ids, in order, and a job's counts are its rows.
+The input is encoded in chunks, each written as its own Parquet part as soon as it is done,
+held by one job at a time and resumed after a kill (``irflow.encoding.parts``). The cache key of
+the parts is the model revision, prompt, max length, resolved dtype, backend and the input's
+bytes: a different key discards them rather than mixing results. Each part records the seconds
+its encoding took, so the throughput of a resumed job counts every row against the time spent
+on it; the output records their sum, so a job that starts from it (its last result, kept for
+an input written again unchanged) does too. The file written must hold exactly the input's
+ids, in order, and a job's counts are its rows.
 
 A dataset derived from another (a position-controlled variant, a curated copy, a benchmark
 generated over its corpus) shares most of its texts with it. Given the other dataset's texts
@@ -34,9 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import logging
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -48,14 +43,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
-from irflow.core import atomic, contracts, locks
+from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
 from irflow.core.timing import time_each
 from irflow.encoding.models import SIDES, Encoder, result_settings
+from irflow.encoding.parts import batches_between, encode_missing, finished_parts, owned_parts
 
 if TYPE_CHECKING:
     import duckdb
@@ -199,49 +194,9 @@ def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
 
-@contextmanager
-def owned_parts(parts: Path, key: str) -> Iterator[Path]:
-    """``parts``, held by this job alone (``irflow.core.locks``: a live holder makes it wait)
-    and holding only parts made with ``key``; removed once the block succeeds. Only its holder
-    discards or removes parts, so no job loses parts that another is gathering."""
-    with locks.holding(parts):
-        prepare_parts(parts, key)
-        yield parts
-        shutil.rmtree(parts)
-
-
-def prepare_parts(parts: Path, key: str) -> None:
-    key_file = parts / "key.json"
-    if parts.exists() and (not key_file.exists() or json.loads(key_file.read_text()) != key):
-        log.info("discarding partial embeddings in %s: made with other settings", parts)
-        shutil.rmtree(parts)
-    parts.mkdir(parents=True, exist_ok=True)
-    # Atomically: a key torn by a kill would make every later resume fail to read it.
-    atomic.write_text(key_file, json.dumps(key))
-
-
 def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
     """[first, end) of shard ``shard`` (from 0) of ``shards`` over ``total_rows`` rows."""
     return shard * total_rows // shards, (shard + 1) * total_rows // shards
-
-
-def batches_between(
-    source: pq.ParquetFile, first: int, end: int, chunk_size: int, columns: list[str] | None = None
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
-    that hold them (and only ``columns``, when given)."""
-    groups, group_start, start = [], 0, None
-    for group in range(source.metadata.num_row_groups):
-        group_end = group_start + source.metadata.row_group(group).num_rows
-        if group_end > first and group_start < end:
-            groups.append(group)
-            start = group_start if start is None else start
-        group_start = group_end
-    for batch in source.iter_batches(chunk_size, row_groups=groups, columns=columns):
-        lo, hi = max(start, first), min(start + batch.num_rows, end)
-        if lo < hi:
-            yield lo, batch.slice(lo - start, hi - lo)
-        start += batch.num_rows
 
 
 def shard_range(
@@ -258,34 +213,6 @@ def shard_range(
             f"{source.metadata.num_rows} rows; use at most that many embed_shards",
         )
     return first, end
-
-
-def encode_missing(
-    source: pq.ParquetFile,
-    first: int,
-    end: int,
-    parts: Path,
-    chunk_size: int,
-    desc: str,
-    *,
-    encode_part: Callable[[pa.RecordBatch, int, int, Path], None],
-) -> int:
-    """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
-    no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded."""
-    finished = [(part_start, part_end) for part_start, part_end, _ in finished_parts(parts)]
-    encoded_rows = 0
-    for start, batch in tqdm(
-        batches_between(source, first, end, chunk_size),
-        total=-(-(end - first) // chunk_size),
-        desc=desc,
-        disable=None,
-    ):
-        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
-            rows = batch.slice(missing_start - start, missing_end - missing_start)
-            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            encode_part(rows, missing_start, missing_end, part)
-            encoded_rows += rows.num_rows
-    return encoded_rows
 
 
 def embed_file(
@@ -310,7 +237,8 @@ def embed_file(
     source = pq.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
     key = cache_key(encoder.spec, encoder.provenance, input_path)
-    with owned_parts(out_path.with_name(out_path.name + ".parts"), key) as parts:
+    # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
+    with owned_parts(out_path, key, first, keep_result=shard[1] == 1) as parts:
         reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
         def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
@@ -413,29 +341,6 @@ def whole_file_facts(manifests: list[dict]) -> dict:
     summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS + counted}
     devices = sorted({facts["device"] for facts in manifests})
     return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
-
-
-def finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
-    """(first row, end row, path) of each finished part, in row order."""
-    found = []
-    for path in parts.glob("part-*.parquet"):
-        start, end = path.stem.split("-")[1:]
-        found.append((int(start), int(end), path))
-    return sorted(found)
-
-
-def _missing_ranges(start: int, end: int, finished: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The row ranges within [start, end) that no finished (start, end) range holds."""
-    missing, cursor = [], start
-    for done_start, done_end in finished:
-        if done_end <= cursor or done_start >= end:
-            continue
-        if done_start > cursor:
-            missing.append((cursor, done_start))
-        cursor = max(cursor, done_end)
-    if cursor < end:
-        missing.append((cursor, end))
-    return missing
 
 
 def _encode_part(
@@ -556,12 +461,13 @@ def concatenate(
     the vectors are looked up by id. So is a file whose ids are not those of ``rows``.
     """
     input_path = rows[0]
-    schema = pq.read_schema(part_paths[0]).remove_metadata()
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
         metadata = pq.read_schema(part).metadata or {}
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
+    totals = {ENCODE_SECONDS_KEY: repr(encode_seconds), REUSED_ROWS_KEY: str(reused_rows)}
+    schema = pq.read_schema(part_paths[0]).with_metadata(totals)
     start = 0
     with atomic_path(out_path) as tmp:
         with pq.ParquetWriter(tmp, schema) as writer:

@@ -30,14 +30,12 @@ from irflow.encoding.embed import (
     cache_key,
     check_shards,
     concatenate,
-    encode_missing,
-    finished_parts,
-    owned_parts,
     query_seconds,
     shard_range,
     whole_file_facts,
 )
 from irflow.encoding.models import SIDES, load_sized
+from irflow.encoding.parts import encode_missing, finished_parts, owned_parts
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +106,8 @@ def encode_file(
     source = pq.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "encode")
     key = cache_key(model.spec, model.provenance, input_path)
-    with owned_parts(out_path.with_name(out_path.name + ".parts"), key) as parts:
+    # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
+    with owned_parts(out_path, key, first, keep_result=shard[1] == 1) as parts:
 
         def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
             _encode_part(model, *to_texts(rows), side, part)
