@@ -3,6 +3,7 @@
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
 import re
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -10,8 +11,14 @@ from snakemake.utils import min_version
 from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment
+from irflow.workflow.interrupted import clear_after_dead_runs
 
 min_version("9.0")
+
+# A killed run's stale lock and its jobs' temporary files go before Snakemake locks this run.
+if workflow.is_main_process:
+    for message in clear_after_dead_runs(Path(".snakemake"), Path("results")):
+        print(message, file=sys.stderr)
 
 
 report: "report/workflow.rst"

@@ -16,8 +16,8 @@ Two stages, since a full corpus takes minutes per candidate on two shared cores:
   corpus and queries with irflow's ``embed_file`` (batch 64, chunks of 4,096 as the workflow
   embeds), search them exactly (``dense_search`` on a sharded flat search, top 1,000, ArguAna
   without self-matches) and score the run with irflow's ``score_run`` (pytrec_eval); nDCG@10
-  is printed beside torch's published value (config/reference/published_ndcg10.csv, which
-  irflow's torch path reproduces: docs/validation.md) and the difference.
+  is printed beside torch's published value (MTEB's, from config/reference/published.yaml,
+  which irflow's torch path reproduces: docs/validation.md) and the difference.
 
 Run from the repository root, e.g.::
 
@@ -29,7 +29,6 @@ Run from the repository root, e.g.::
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import tempfile
@@ -54,6 +53,7 @@ from irflow.data.ingest import ingest
 from irflow.encoding.embed import embed_file
 from irflow.encoding.models import Encoder
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.evaluation.published import load_published
 from irflow.evaluation.score import score_run
 from irflow.retrieval.retrieve import dense_search
 
@@ -84,8 +84,8 @@ CANDIDATES = {
     "qattention, float: layer 0": {"op_types": ["MatMul", "Attention"], "keep_float": [layer(0)]},
 }
 REMOVE_SELF_MATCHES = {"arguana"}  # as config/onnx.yaml and BEIR's ArguAna evaluation
-PUBLISHED = Path("config/reference/published_ndcg10.csv")
-MODEL_NAME = "all-MiniLM-L6-v2"
+PUBLISHED = Path("config/reference/published.yaml")
+HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 BASELINE = "sentence-transformers"
 
 
@@ -163,12 +163,12 @@ def ndcg_at_10(encoder: Encoder, tables: Path, remove_self_matches: bool, work: 
 
 
 def published() -> dict[str, float]:
-    with PUBLISHED.open() as table:
-        return {
-            row["benchmark"]: float(row["score"])
-            for row in csv.DictReader(table)
-            if row["system"] == MODEL_NAME
-        }
+    """MTEB's nDCG@10 of the model, by dataset (the first listed where two sources give one)."""
+    values: dict[str, float] = {}
+    for entry in load_published(PUBLISHED):
+        if entry["system"].get("model") == HUB_ID and entry["metric"] == "ndcg_cut_10":
+            values.setdefault(entry["dataset"], entry["value"])
+    return values
 
 
 def evaluate(model: str, data_dir: Path, datasets: list[str], names: list[str]) -> dict:

@@ -2,6 +2,7 @@
 # `plan.datasets`, `plan.rerank_inputs`, ... (irflow.workflow.plan, inputs, run_inputs).
 # Every wildcard value comes from the validated config.
 
+from irflow.core.config import scored_split
 from irflow.workflow.inputs import one_of, tokenizer_files
 from irflow.workflow.run_inputs import Plan
 

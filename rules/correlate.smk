@@ -26,11 +26,7 @@ rule correlate:
             "results/datasets/{dataset}/unigrams.parquet",
             dataset=plan.correlated_datasets,
         ),
-        reference=(
-            [config["correlation"]["reference"]]
-            if config["correlation"]["reference"]
-            else []
-        ),
+        reference=plan.correlation_reference,
         psi=["results/psi.parquet"] if plan.position_datasets else [],
     output:
         correlations="results/correlations.parquet",

@@ -19,7 +19,9 @@ rule negatives:
         "../envs/data.yaml"
     params:
         settings=lambda wildcards: config["negatives"][wildcards.export],
-        scored_split=config["split"],
+        scored_split=lambda wildcards: scored_split(
+            config, config["negatives"][wildcards.export]["dataset"]
+        ),
         curated_copies=lambda wildcards: sorted(
             name
             for name, base in plan.curated.items()

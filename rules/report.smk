@@ -12,6 +12,7 @@ rule plots:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
         similarity="results/corpus_similarity.parquet",
+        published="results/published.parquet",
     output:
         quality=report(
             "results/plots/quality.png",

@@ -36,7 +36,12 @@ if settings["benchmarks"]:
         )
     )
 if inp.reference:
-    reference = against_reference(summary, load_reference(inp.reference[0]), metric)
+    scores = (
+        reference_scores(pd.read_parquet(inp.reference[0]), metric)
+        if settings["reference"] == "published"
+        else load_reference(inp.reference[0])
+    )
+    reference = against_reference(summary, scores, metric)
     tables.append(
         reference.rename(columns={"benchmark": "right"}).assign(
             left="irflow", kind="reference", metric=metric

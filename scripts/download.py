@@ -5,6 +5,7 @@ from pathlib import Path
 
 from _common import setup_logging
 
+from irflow.core.config import scored_split
 from irflow.data.download import (
     IR_DATASETS_RECORD,
     dataset_files,
@@ -15,20 +16,21 @@ from irflow.data.download import (
 
 setup_logging(snakemake)
 config, dataset = snakemake.config, snakemake.wildcards.dataset
+split = scored_split(config, dataset)
 folder = locate_dataset(
     dataset,
     snakemake.params.source,
-    split=config["split"],
+    split=split,
     data_dir=Path(config["data_dir"]) if config["data_dir"] else None,
     cache_dir=Path(config["download_dir"]),
     offline=config["offline"],
 )
-fingerprint = dataset_fingerprint(folder, config["split"])
-corpus, queries, qrels = (str(p) for p in dataset_files(folder, config["split"]))
+fingerprint = dataset_fingerprint(folder, split)
+corpus, queries, qrels = (str(p) for p in dataset_files(folder, split))
 record = {
     "dataset": dataset,
-    "split": config["split"],
-    "layout": dataset_layout(folder, config["split"]),
+    "split": split,
+    "layout": dataset_layout(folder, split),
     "corpus": corpus,
     "queries": queries,
     "qrels": qrels,

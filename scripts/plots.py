@@ -15,6 +15,7 @@ from irflow.analyses.plots import (
     significance_matrices,
     significance_table,
 )
+from irflow.evaluation import published
 from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 
 setup_logging(snakemake)
@@ -58,7 +59,7 @@ latency_quality(cost.merge(quality, on=["dataset", "system"]), params.metric, Pa
 layout = TableLayout(**params.layout)
 tables = html_tables(
     {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
-)
+) + published.html(pd.read_parquet(inp.published))
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")
 Path(out.significance_table).write_text(significance_table(comparisons), encoding="utf-8")

@@ -89,11 +89,11 @@ def test_errors_name_the_key(change, message):
     [
         (
             {"datasets": {"x": {}}},
-            "config key 'datasets.x.source' is missing; write {url: 'https://public.ukp."
-            "informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip', md5: "
-            "5f7d1de60b170fc8027bb7898e2efca1} or {huggingface: BeIR/scifact} or {path: "
-            "data/scifact} or {ir_datasets: beir/scifact} (Where the dataset comes from when "
-            "data_dir holds no folder of its name",
+            "config key 'datasets.x.source' is missing; write {url: 'https://example.org/"
+            "datasets/mine.zip', md5: 0123456789abcdef0123456789abcdef} or {huggingface: "
+            "BeIR/scifact} or {path: data/scifact} or {ir_datasets: beir/scifact} (Where the "
+            "dataset comes from when data_dir holds no folder of its name: a benchmark's dataset "
+            "by name",
         ),
         (
             {"datasets": {"x": {"source": "scifact"}}},

@@ -8,7 +8,6 @@ fake endpoint on 127.0.0.1 through irflow.derived.llm."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +26,7 @@ from irflow.derived.expand import (
 )
 from irflow.derived.llm.client import LLMClient, LLMError
 from irflow.retrieval.rerank import CrossEncoderScorer
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import load_config, load_schema, validate_config
 
 SPEC = {
     "revision": None,
@@ -394,11 +393,8 @@ def test_llm_expansion_has_a_dry_run_estimate_that_sends_nothing(fake_llm, tmp_p
 
 
 def test_beir_table2_config_is_beirs_setup():
-    """config/beir_table2.yaml runs BEIR's Table 2 systems as BEIR §4 sets them up."""
-    import yaml
-
-    schema = load_schema("config/config.schema.yaml")
-    config = validate_config(yaml.safe_load(Path("config/beir_table2.yaml").read_text()), schema)
+    """config/reproduce/beir-table2.yaml runs BEIR's Table 2 systems as BEIR §4 sets them up."""
+    config = load_config("config/reproduce/beir-table2.yaml", "config/config.schema.yaml")
     # docT5query: 40 queries per document, top-k sampling with k = 10, by the MS MARCO T5.
     for name in config["datasets"]:
         model = config["expand"][f"{name}-doct5query"]["model"]

@@ -18,6 +18,7 @@ from test_positionalize import word_tokenizer
 from irflow.analyses.position import length_bucket, relative_position, span_positions
 from irflow.core import contracts
 from irflow.core.errors import InputError
+from irflow.data.catalog import catalog_entry
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.ingest import ingest
 from irflow.evaluation.score import score_run
@@ -591,8 +592,9 @@ def test_an_ir_datasets_file_of_another_md5_stops_the_download(tmp_path):
     )
     assert result.returncode == 1
     actual = hashlib.md5(archive.read_bytes()).hexdigest()
+    official_md5 = catalog_entry("beir", "scifact")["source"]["md5"]
     assert (
-        f"DownloadError: {archive}: md5 {actual}, not the 5f7d1de60b170fc8027bb7898e2efca1 "
+        f"DownloadError: {archive}: md5 {actual}, not the {official_md5} "
         "ir_datasets publishes for it"
     ) in result.stderr
     assert not (tmp_path / "cache" / "irds").exists()
@@ -617,9 +619,10 @@ def test_an_ir_datasets_dataset_missing_offline_names_the_file_to_place(tmp_path
         check=False,
     )
     assert result.returncode == 1
+    # ir_datasets fetches BEIR's own zip: the one irflow's catalog names.
+    official = catalog_entry("beir", "scifact")["source"]
     assert (
         f"DownloadError: ir_datasets dataset 'beir/scifact' is not available offline: place "
-        f"{home}/beir/scifact/source.zip (from https://public.ukp.informatik.tu-darmstadt.de/"
-        "thakur/BEIR/datasets/scifact.zip, md5 5f7d1de60b170fc8027bb7898e2efca1)"
+        f"{home}/beir/scifact/source.zip (from {official['url']}, md5 {official['md5']})"
     ) in result.stderr
     assert list((tmp_path / "cache").iterdir()) == []  # nothing half-written in the cache

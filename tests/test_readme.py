@@ -51,12 +51,17 @@ def quickstart_arguments() -> list[str]:
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def run_in_copy(project: Path, command: list[str]) -> str:
-    """Run ``command`` in a copy of the project made of links, as a user would run it from the
-    repository's root, without touching the repository's own results/."""
+def link_project(project: Path) -> None:
+    """Make ``project`` a copy of the project made of links (its results/ its own)."""
     for name in PROJECT:
         if not (project / name).exists():
             (project / name).symlink_to(REPO / name)
+
+
+def run_in_copy(project: Path, command: list[str]) -> str:
+    """Run ``command`` in a copy of the project made of links, as a user would run it from the
+    repository's root, without touching the repository's own results/."""
+    link_project(project)
     result = subprocess.run(
         command,
         cwd=project,

@@ -86,6 +86,12 @@ def validate_config(config: dict, schema: dict) -> dict:
     return config
 
 
+def scored_split(config: dict, dataset: str) -> str:
+    """The qrels split scored for a dataset of the config: its own ``split`` (MS MARCO's dev,
+    as BEIR scores it), else the top-level one (a dataset made from another included)."""
+    return config["datasets"].get(dataset, {}).get("split") or config["split"]
+
+
 def reranked_name(first_stage: str, reranker: str, k: int) -> str:
     return f"{first_stage}+{reranker}@{k}"
 

@@ -142,6 +142,23 @@ SUMMARY = pa.schema(
 )
 # The analysis tables that may have no row (one system: no pair to test or rank), typed all
 # the same, so that their DuckDB views have the columns' types and not "NULL".
+# Each (dataset, system, metric) beside a published value (irflow.evaluation.published).
+PUBLISHED = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("system", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("published", pa.float64()),
+        ("delta", pa.float64()),
+        ("tolerance", pa.float64()),
+        ("within", pa.bool_()),
+        ("reproduction", pa.bool_()),
+        ("published_system", pa.string()),
+        ("differs", pa.string()),
+        ("source", pa.string()),
+    ]
+)
 SIGNIFICANCE = pa.schema(
     [(name, pa.string()) for name in ("dataset", "metric", "system_a", "system_b")]
     + [("queries", pa.int64())]

@@ -198,10 +198,17 @@ def _dataset_root(folder: Path, split: str, origin: str) -> Path:
     raise DownloadError(f"{origin} is not a dataset folder: {_missing_files(folder, split)}")
 
 
-def _unpack_into_cache(zip_path: Path, target: Path, split: str, key: dict) -> Path:
+def _unpack_into_cache(
+    zip_path: Path, target: Path, split: str, key: dict, folder: str | None = None
+) -> Path:
+    """The dataset in ``zip_path`` (in its ``folder``, for a zip of several) into the cache."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         extracted = safe_extract_zip(zip_path, staging / "zip")
+        if folder is not None:
+            extracted = extracted / folder
+            if not extracted.is_dir():
+                raise DownloadError(f"{zip_path} has no folder {folder}")
         return _install(_dataset_root(extracted, split, str(zip_path)), target, key)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -411,7 +418,9 @@ def _download_zip(
 def _source_key(source: dict) -> dict:
     """What identifies the content of a fetched ``source``: the cache key of its folder."""
     if "url" in source:
-        return {"url": source["url"], "md5": source.get("md5")}
+        # The folder only where one is given, so that a whole zip's cache key stays as it was.
+        folder = {"folder": source["folder"]} if source.get("folder") else {}
+        return {"url": source["url"], "md5": source.get("md5")} | folder
     if "huggingface" in source:
         return {"huggingface": source["huggingface"], "revision": source.get("revision")}
     if "ir_datasets" in source:
@@ -537,4 +546,4 @@ def locate_dataset(
         except DownloadError as exc:
             hint = _without_network(name, data_dir, split, zip_path)
             raise DownloadError(f"{exc}; {hint}") from exc
-    return _unpack_into_cache(zip_path, target, split, key)
+    return _unpack_into_cache(zip_path, target, split, key, source.get("folder"))

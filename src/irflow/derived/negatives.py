@@ -68,7 +68,7 @@ import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
-from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.core.config import missing_key, register_check, scored_split, system_kinds
 from irflow.core.errors import InputError
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.download import dataset_files
@@ -466,7 +466,10 @@ def _curation_problems(config: dict) -> list[str]:
         if spec["system"] not in systems:
             path = f"negatives.{name}.system"
             problems.append(missing_key(path, spec["system"], "systems", systems))
-        elif spec["split"] != config["split"] and systems[spec["system"]] != "bm25":
+        elif (
+            spec["split"] != scored_split(config, spec["dataset"])
+            and systems[spec["system"]] != "bm25"
+        ):
             # The workflow's runs are of the scored split; another split is retrieved in the
             # negatives job, which runs BM25 only.
             problems.append(

@@ -211,14 +211,18 @@ def write_tables(
     layout: TableLayout,
     markdown_path: Path,
     csv_dir: Path,
+    *,
+    appendix: str = "",
 ) -> None:
+    """results.md (with ``appendix`` after the tables) and the tables' CSV files."""
     tables = {metric: result_tables(summary, metric, layout) for metric in metrics}
     for metric, metric_tables in tables.items():
         for table in metric_tables:
             path = csv_path(csv_dir, metric, table)
             path.parent.mkdir(parents=True, exist_ok=True)
             table.frame.to_csv(path, float_format="%.6f")
-    markdown_path.write_text(markdown(tables), encoding="utf-8")
+    text = markdown(tables) + (f"\n{appendix}" if appendix else "")
+    markdown_path.write_text(text, encoding="utf-8")
 
 
 @register_check

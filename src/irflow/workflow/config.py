@@ -25,12 +25,19 @@ import irflow.evaluation.score
 import irflow.evaluation.tables
 import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
-from irflow.core.config import expand_config, load_schema
+from irflow.core.config import load_schema
+from irflow.data.catalog import resolve_catalog
 from irflow.workflow.families import built_in, with_installed
 
 built_in()  # imports every family module: each registers its checks
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
+
+
+def expand_config(config: dict) -> dict:
+    """irflow.core.config.expand_config (environment variables and ``~``), then the datasets
+    named from a benchmark's catalog (irflow.data.catalog) as ordinary dataset blocks."""
+    return resolve_catalog(core.expand_config(config))
 
 
 def validate_config(config: dict, schema: dict) -> dict:
@@ -55,4 +62,5 @@ def sorted_keys(value):
 
 def load_config(path: str | Path, schema_path: str | Path) -> dict:
     with open(path, encoding="utf-8") as handle:
-        return validate_config(yaml.safe_load(handle) or {}, load_schema(schema_path))
+        config = expand_config(yaml.safe_load(handle) or {})
+    return validate_config(config, load_schema(schema_path))

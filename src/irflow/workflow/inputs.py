@@ -7,6 +7,7 @@ import functools
 import re
 from pathlib import Path
 
+from irflow.core.config import scored_split
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
 from irflow.data.tokens import tokenizer_source
@@ -69,9 +70,10 @@ class DatasetInputs(WorkflowNames):
         candidates = [Path(config["data_dir"]) / wildcards.dataset] if config["data_dir"] else []
         candidates.append(Path(config["download_dir"]) / wildcards.dataset)
         candidates += [Path(source["path"])] if "path" in source else []
+        split = scored_split(config, wildcards.dataset)
         for folder in candidates:
-            if dataset_layout(folder, config["split"]):
-                return [str(p) for p in dataset_files(folder, config["split"])]
+            if dataset_layout(folder, split):
+                return [str(p) for p in dataset_files(folder, split)]
         return [source["path"]] if "path" in source else []
 
     def prompts_file(self, spec):

@@ -11,6 +11,7 @@ from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.workflow.families import (
     families,
+    family,
     models_by_encoder,
     systems_by_rule,
     systems_with_step,
@@ -117,6 +118,21 @@ class WorkflowNames:
             }
         )
         self.pairs = [(d, s) for d in self.datasets for s in self.systems]
+        # The published scores the system ordering is compared with: the published values set
+        # beside this run's (results/published.parquet), or a CSV of the user's.
+        reference = config["correlation"]["reference"]
+        self.correlation_reference = (
+            []
+            if reference is None
+            else ["results/published.parquet"]
+            if reference == "published"
+            else [reference]
+        )
+        # Which published system each first-stage retriever is (irflow.evaluation.published).
+        self.published_identities = {
+            name: family(spec["type"]).published_as(spec, config)
+            for name, spec in sorted(self.retrievers.items())
+        }
         # Where each kind of system files its run's manifest: results/manifests/<stage>/.
         self.run_stage = {"fusion": "fuse", "rerank": "rerank"} | {
             kind: found.run_stage for kind, found in families().items()

@@ -4,6 +4,7 @@ rules/common.smk builds one from the validated config."""
 
 from types import SimpleNamespace
 
+from irflow.core.config import scored_split
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.external_run import is_url, run_location
 from irflow.workflow.families import family
@@ -21,6 +22,7 @@ DATASET_TABLES = {
 # The tables the workflow writes once after the runs, by their view (results/<view>.parquet).
 SUMMARY_VIEWS = [
     "summary",
+    "published",
     "cost",
     "significance",
     "correlations",
@@ -192,7 +194,7 @@ class Plan(DatasetInputs):
         if spec["system"] in self.bm25_systems:
             # It retrieves another split, or scores the positives the run did not retrieve.
             inputs["bm25_index"] = bm25_index_folder(spec["dataset"], spec["system"])
-        if spec["split"] != self.config["split"]:
+        if spec["split"] != scored_split(self.config, spec["dataset"]):
             return inputs | {"queries": f"{base}/queries.parquet"}
         inputs |= {
             "run": f"results/runs/{spec['dataset']}/{spec['system']}.parquet",
@@ -216,7 +218,7 @@ class Plan(DatasetInputs):
         """What the negatives job retrieves another split with (None for the scored
         split)."""
         spec = self.config["negatives"][wildcards.export]
-        if spec["split"] == self.config["split"]:
+        if spec["split"] == scored_split(self.config, spec["dataset"]):
             return None
         return self.split_retrieval(spec["dataset"], spec["system"], spec["top_k"])
 

@@ -47,6 +47,15 @@ class RetrieverFamily:
             if model not in config["models"]
         ]
 
+    def published_as(self, spec: dict, config: dict) -> dict:
+        """Which published system this retriever is (irflow.evaluation.published): its family
+        and the Hugging Face id of its model (``hub_id`` where ``id`` is a local folder)."""
+        identity = {"family": self.type}
+        for model in self.models(spec):
+            entry = config["models"][model]
+            identity["model"] = entry.get("hub_id") or entry["id"]
+        return identity
+
     def search_settings(self, spec: dict, config: dict) -> dict:
         """Settings beyond the entry that determine its run (the retrieve job's params)."""
         return {}

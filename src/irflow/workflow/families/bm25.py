@@ -21,6 +21,11 @@ class Bm25(RetrieverFamily):
     steps = ("index_bm25", "search")
     search_rule = "retrieve_bm25"
 
+    def published_as(self, spec: dict, config: dict) -> dict:
+        """BM25 by its scoring and text settings: a published BM25 names those it used."""
+        settings = ("method", "k1", "b", "stemmer", "stopwords", "fields")
+        return {"family": self.type} | {key: spec[key] for key in settings}
+
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
         return resources.bm25_search_mb(inputs.index, inputs.queries, settings["top_k"], attempt)
 

@@ -1,0 +1,166 @@
+"""catalog: benchmark datasets by name, so that a config says ``source: {beir: scifact}`` and
+never writes a URL or an MD5 sum.
+
+The catalog files (``irflow/data/catalogs/<benchmark>.yaml``) hold each dataset's official zip
+and MD5 sum, the split the benchmark scores, the ``remove_self_matches`` it applies and the ids
+of its mirrors (ir_datasets, Hugging Face), each with where it was read. A config names one
+dataset (``source: {beir: <name>}``) or a whole benchmark (``datasets: {beir: all}``, or a list
+of names); ``resolve_catalog`` turns both into ordinary dataset blocks before the config is
+validated, so that every later stage sees a zip URL and its MD5 sum.
+
+CQADupStack is 12 datasets, one per subforum (``cqadupstack-android``, ...), each a folder of
+one zip, in the group ``cqadupstack``: the results tables count the group once, as the mean of
+its members, as BEIR's Table 2 does. The four datasets BEIR cannot redistribute (BioASQ,
+Signal-1M, TREC-NEWS, Robust04) are read from ``data_dir``; a config naming one that is not
+there gets how to obtain it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from irflow.core.errors import ConfigError
+
+BENCHMARKS = ("beir",)
+# A catalog dataset's block keys that the user's own block overrides.
+DATASET_DEFAULTS = ("remove_self_matches", "group")
+
+
+@functools.cache
+def catalog(benchmark: str) -> dict:
+    """The catalog of ``benchmark``, as its YAML file holds it."""
+    text = resources.files("irflow.data").joinpath("catalogs", f"{benchmark}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def dataset_names(benchmark: str) -> list[str]:
+    """Every dataset of ``benchmark`` in catalog order, CQADupStack as its 12 subforums."""
+    names = []
+    for name, entry in catalog(benchmark)["datasets"].items():
+        names += [f"{name}-{member}" for member in entry.get("members", [])] or [name]
+    return names
+
+
+def catalog_entry(benchmark: str, name: str) -> dict:
+    """What the catalog says of dataset ``name`` (a CQADupStack member: ``cqadupstack-<forum>``):
+    ``title``, ``split``, ``source`` (``url``, ``md5`` and ``folder``, or None where the dataset
+    must be obtained), ``obtain``, ``remove_self_matches``, ``group`` and ``mirrors``."""
+    book = catalog(benchmark)
+    base, member = _base_and_member(benchmark, name)
+    entry = book["datasets"][base]
+    source = None
+    if "zip" in entry:
+        source = {"url": f"{book['url_prefix']}/{entry['zip']}", "md5": entry["md5"]}
+        if member:
+            source["folder"] = f"{base}/{member}"
+    mirrors = dict(entry.get("mirrors", {}))
+    if member:
+        mirrors = {"ir_datasets": f"beir/{base}/{member}", "mteb": f"mteb/{base}-{member}"}
+    return {
+        "title": f"{entry['title']} {member}" if member else entry["title"],
+        "split": entry.get("split", "test"),
+        "source": source,
+        "obtain": entry.get("obtain"),
+        "remove_self_matches": entry.get("remove_self_matches", False),
+        "group": base if member else None,
+        "mirrors": mirrors,
+    }
+
+
+def _base_and_member(benchmark: str, name: str) -> tuple[str, str]:
+    """The catalog entry of dataset ``name`` and its member ('' for a dataset of its own)."""
+    datasets = catalog(benchmark)["datasets"]
+    members = datasets.get(name, {}).get("members")
+    if name in datasets and not members:
+        return name, ""
+    if members:
+        raise ConfigError(
+            f"{benchmark}'s {name} is {len(members)} datasets, one per subforum "
+            f"({name}-{members[0]}, ...): name one, or list {name!r} under 'datasets.{benchmark}' "
+            "for all of them"
+        )
+    base, _, member = name.partition("-")
+    if member in datasets.get(base, {}).get("members", []):
+        return base, member
+    raise _unknown(benchmark, name)
+
+
+def _unknown(benchmark: str, name: str) -> ConfigError:
+    known = dataset_names(benchmark) + ["cqadupstack"]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(
+        f"{benchmark} has no dataset {name!r}{hint} Its datasets: {', '.join(known)}"
+    )
+
+
+def resolve_catalog(config: dict) -> dict:
+    """``config`` with each benchmark named under ``datasets`` expanded into dataset blocks, and
+    each ``source: {<benchmark>: <name>}`` replaced by the catalog's zip URL and MD5 sum (with
+    the catalog's ``remove_self_matches`` and ``group`` unless the block sets them). Shapes it
+    does not know are left to the schema to report."""
+    datasets = config.get("datasets")
+    if not isinstance(datasets, dict):
+        return config
+    expanded: dict = {}
+    for key, block in datasets.items():
+        if key in BENCHMARKS and isinstance(block, str | list):
+            for name in _benchmark_selection(key, block):
+                expanded.setdefault(name, {"source": {key: name}})
+        else:
+            expanded[key] = block
+    data_dir, mirrors = config.get("data_dir"), config.get("catalog_mirrors") or {}
+    split = config.get("split", "test")
+    for dataset, block in expanded.items():
+        source = block.get("source") if isinstance(block, dict) else None
+        if isinstance(source, dict) and len(source) == 1 and next(iter(source)) in BENCHMARKS:
+            benchmark, name = next(iter(source.items()))
+            block = _catalog_block(benchmark, name, dataset, block, data_dir)
+            if catalog_entry(benchmark, name)["split"] != split:
+                block = {"split": catalog_entry(benchmark, name)["split"]} | block
+            if benchmark in mirrors and "url" in block["source"]:
+                official = catalog(benchmark)["url_prefix"]
+                url = block["source"]["url"].replace(official, mirrors[benchmark].rstrip("/"))
+                block["source"] = block["source"] | {"url": url}
+            expanded[dataset] = block
+    return config | {"datasets": expanded}
+
+
+def _benchmark_selection(benchmark: str, selection: str | list) -> list[str]:
+    """The dataset names ``datasets: {<benchmark>: all | [names]}`` stands for; ``cqadupstack``
+    stands for its 12 subforums."""
+    if selection == "all":
+        return dataset_names(benchmark)
+    if isinstance(selection, str):
+        raise ConfigError(
+            f"config key 'datasets.{benchmark}': {selection!r} is neither 'all' nor a list of "
+            f"{benchmark} dataset names"
+        )
+    names = []
+    for name in selection:
+        members = catalog(benchmark)["datasets"].get(name, {}).get("members")
+        names += [f"{name}-{member}" for member in members] if members else [name]
+    return names
+
+
+def _catalog_block(benchmark: str, name: str, dataset: str, block: dict, data_dir) -> dict:
+    try:
+        entry = catalog_entry(benchmark, name)
+    except ConfigError as error:
+        raise ConfigError(f"config key 'datasets.{dataset}.source.{benchmark}': {error}") from None
+    defaults = {key: entry[key] for key in DATASET_DEFAULTS if entry[key]}
+    if entry["source"] is None:
+        placed = Path(data_dir).expanduser() / dataset if data_dir else None
+        if placed is None or not placed.is_dir():
+            where = f"at {placed}" if placed else f"in a folder {dataset}/ of data_dir"
+            raise ConfigError(
+                f"config key 'datasets.{dataset}.source.{benchmark}': {entry['title']} is not "
+                f"distributed with {benchmark}; {entry['obtain']}: {where}"
+            )
+        return defaults | block | {"source": {"path": str(placed)}}
+    return defaults | block | {"source": entry["source"]}
