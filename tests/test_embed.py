@@ -17,11 +17,11 @@ from irflow.encoding.embed import (
     Reuse,
     embed_file,
     gather,
-    prepare_parts,
     read_embeddings,
     shard_rows,
 )
 from irflow.encoding.models import Encoder, resolve_dtype
+from irflow.encoding.parts import prepare_parts
 from irflow.evaluation.cost import CostModel
 from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.families import family
@@ -588,3 +588,22 @@ def test_a_kill_while_the_resume_key_is_written_keeps_the_parts_resumable(tmp_pa
     monkeypatch.undo()
     prepare_parts(parts, "settings")  # and the next one resumes
     assert sorted(path.name for path in parts.iterdir()) == ["key.json", "part-000000.parquet"]
+
+
+def test_a_table_written_again_unchanged_is_not_encoded_again(encoder, tmp_path):
+    """Issue 39 item 9: an edit of the qrels reruns ingest and filter, which write the same corpus
+    again, and Snakemake deletes the embeddings before their job reruns. The job starts from its
+    last result, kept beside the output, and encodes nothing; a changed corpus is encoded."""
+    corpus = write_corpus(tmp_path / "corpus.parquet", TEN_DOCUMENTS)
+    out = tmp_path / "emb.parquet"
+    first = embed_file(encoder, corpus, "corpus", out)
+    vectors = read_embeddings(out)[1]
+    out.unlink()  # as Snakemake does before a job reruns
+    write_corpus(corpus, TEN_DOCUMENTS)  # the same table, written again
+    again = embed_file(encoder, corpus, "corpus", out)
+    assert (again["rows_encoded"], again["rows_resumed"]) == (0, 10)
+    assert again["encode_seconds"] == first["encode_seconds"]  # the throughput stays
+    np.testing.assert_array_equal(read_embeddings(out)[1], vectors)
+    out.unlink()
+    write_corpus(corpus, [*TEN_DOCUMENTS[:9], TEN_DOCUMENTS[9] | {"text": "Another text."}])
+    assert embed_file(encoder, corpus, "corpus", out)["rows_encoded"] == 10

@@ -51,8 +51,8 @@ from irflow.derived.llm.client import LLMClient
 from irflow.derived.llm.messages import Request
 from irflow.derived.llm.prompts import fence
 from irflow.derived.positionalize import list_variants
-from irflow.encoding.embed import encode_missing, finished_parts, prepare_parts
 from irflow.encoding.models import pick_device, resolve_model, titled_texts
+from irflow.encoding.parts import encode_missing, finished_parts, prepare_parts
 
 log = logging.getLogger(__name__)
 

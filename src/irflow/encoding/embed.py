@@ -1,13 +1,13 @@
 """embed: texts -> sentence-transformers embeddings, streamed and resumable.
 
-The input is encoded in chunks; each chunk is written as its own Parquet part as soon as it
-is done, so memory stays bounded and a killed job resumes from the last finished chunk. A part
-is named by the rows it holds (``part-<start>-<end>.parquet``), not by its chunk number, so a
-job resumed with another ``chunk_size`` encodes exactly the rows no part holds yet. The parts
-sit in ``<output>.parts/`` with the cache key that produced them; a different key (a new model
-revision, prompt, max length, resolved dtype, backend or input) discards them rather than
-mixing results. Each part records the seconds its encoding took, so the throughput of a resumed
-job counts every row against the time spent on it.
+The input is encoded in chunks, each written as its own Parquet part as soon as it is done,
+held by one job at a time and resumed after a kill (``irflow.encoding.parts``). The cache key of
+the parts is the model revision, prompt, max length, resolved dtype, backend and the input's
+bytes: a different key discards them rather than mixing results. Each part records the seconds
+its encoding took, so the throughput of a resumed job counts every row against the time spent
+on it; the output records their sum, so a job that starts from it (its last result, kept for
+an input written again unchanged) does too. The file written must hold exactly the input's
+ids, in order, and a job's counts are its rows.
 
 A dataset derived from another (a position-controlled variant, a curated copy, a benchmark
 generated over its corpus) shares most of its texts with it. Given the other dataset's texts
@@ -30,9 +30,8 @@ disk beyond ``DUCKDB_MEMORY_LIMIT``, so a job's memory does not grow with the co
 from __future__ import annotations
 
 import hashlib
-import json
+import itertools
 import logging
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -43,14 +42,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm import tqdm
 
-from irflow.core import atomic, contracts
+from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
 from irflow.core.timing import time_each
 from irflow.encoding.models import SIDES, Encoder, result_settings
+from irflow.encoding.parts import batches_between, encode_missing, finished_parts, owned_parts
 
 if TYPE_CHECKING:
     import duckdb
@@ -66,6 +65,8 @@ REUSED_ROWS_KEY = b"irflow.reused_rows"
 EMBEDDING_BATCH_ROWS = 65536
 # Memory DuckDB may hold while it matches texts and vectors; beyond it, it spills to disk.
 DUCKDB_MEMORY_LIMIT = "512MB"
+# The id column of each side's table; an encoded file names its rows in column "id".
+ID_COLUMNS = {"corpus": "doc_id", "passages": "passage_id", "queries": "query_id"}
 
 
 def _digest(text: str) -> bytes:
@@ -194,38 +195,9 @@ def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
     return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
 
 
-def prepare_parts(parts: Path, key: str) -> None:
-    key_file = parts / "key.json"
-    if parts.exists() and (not key_file.exists() or json.loads(key_file.read_text()) != key):
-        log.info("discarding partial embeddings in %s: made with other settings", parts)
-        shutil.rmtree(parts)
-    parts.mkdir(parents=True, exist_ok=True)
-    # Atomically: a key torn by a kill would make every later resume fail to read it.
-    atomic.write_text(key_file, json.dumps(key))
-
-
 def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
     """[first, end) of shard ``shard`` (from 0) of ``shards`` over ``total_rows`` rows."""
     return shard * total_rows // shards, (shard + 1) * total_rows // shards
-
-
-def batches_between(
-    source: contracts.ParquetFile, first: int, end: int, chunk_size: int
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
-    that hold them."""
-    groups, group_start, start = [], 0, None
-    for group in range(source.metadata.num_row_groups):
-        group_end = group_start + source.metadata.row_group(group).num_rows
-        if group_end > first and group_start < end:
-            groups.append(group)
-            start = group_start if start is None else start
-        group_start = group_end
-    for batch in source.iter_batches(chunk_size, row_groups=groups):
-        lo, hi = max(start, first), min(start + batch.num_rows, end)
-        if lo < hi:
-            yield lo, batch.slice(lo - start, hi - lo)
-        start += batch.num_rows
 
 
 def shard_range(
@@ -242,34 +214,6 @@ def shard_range(
             f"{source.metadata.num_rows} rows; use at most that many embed_shards",
         )
     return first, end
-
-
-def encode_missing(
-    source: contracts.ParquetFile,
-    first: int,
-    end: int,
-    parts: Path,
-    chunk_size: int,
-    desc: str,
-    *,
-    encode_part: Callable[[pa.RecordBatch, int, int, Path], None],
-) -> int:
-    """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
-    no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded."""
-    finished = [(part_start, part_end) for part_start, part_end, _ in finished_parts(parts)]
-    encoded_rows = 0
-    for start, batch in tqdm(
-        batches_between(source, first, end, chunk_size),
-        total=-(-(end - first) // chunk_size),
-        desc=desc,
-        disable=None,
-    ):
-        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
-            rows = batch.slice(missing_start - start, missing_end - missing_start)
-            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            encode_part(rows, missing_start, missing_end, part)
-            encoded_rows += rows.num_rows
-    return encoded_rows
 
 
 def embed_file(
@@ -293,29 +237,31 @@ def embed_file(
     prompt = encoder.spec[prompt_key]
     source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
-    parts = out_path.with_name(out_path.name + ".parts")
-    prepare_parts(parts, cache_key(encoder.spec, encoder.provenance, input_path))
-    reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
+    key = cache_key(encoder.spec, encoder.provenance, input_path)
+    # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
+    with owned_parts(out_path, key, first, keep_result=shard[1] == 1) as parts:
+        reused = reuse.match(input_path, first, end, parts) if reuse is not None else None
 
-    def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
-        known = reused.take(start, end) if reused is not None else None
-        _encode_part(encoder, *to_texts(rows), prompt, part, known)
+        def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+            known = reused.take(start, end) if reused is not None else None
+            _encode_part(encoder, *to_texts(rows), prompt, part, known)
 
-    chunk_size = encoder.spec["chunk_size"]
-    encoded_rows = encode_missing(
-        source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
-    )
-    total_rows = end - first
+        chunk_size = encoder.spec["chunk_size"]
+        encoded_rows = encode_missing(
+            source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
+        )
+        part_paths = [path for _, _, path in finished_parts(parts)]
+        # A shard's copies of a text may be in another shard: the gather unifies them.
+        same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
+        if same_text and same_text.copies:
+            log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
+        encode_seconds, reused_rows = concatenate(
+            part_paths, out_path, (input_path, side, first, end), same_text
+        )
+    total_rows = contracts.read_metadata(out_path).num_rows
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
-    part_paths = [path for _, _, path in finished_parts(parts)]
-    # A shard's copies of a text may be in another shard: the gather unifies them.
-    same_text = SameTextSameVector(input_path, side, parts) if shard[1] == 1 else None
-    if same_text and same_text.copies:
-        log.info("%d rows repeat an earlier row's text and take its vector", same_text.copies)
-    encode_seconds, reused_rows = concatenate(part_paths, out_path, input_path, same_text)
-    shutil.rmtree(parts)
     return {
         "rows": total_rows,
         "rows_encoded": encoded_rows,
@@ -355,16 +301,24 @@ def gather(
     the devices the shards ran on."""
     check_shards(shard_paths, manifests, texts_path, "embedded")
     same_text = SameTextSameVector(texts_path, side, out_path.parent)
-    concatenate(shard_paths, out_path, texts_path, same_text)
+    concatenate(shard_paths, out_path, (texts_path, side, 0, None), same_text)
     return whole_file_facts(manifests)
 
 
 def check_shards(
     shard_paths: list[Path], manifests: list[dict], texts_path: Path, verb: str
 ) -> None:
-    """Refuse shards made with different settings or that do not add up to the table."""
+    """Refuse shards made with different settings, whose files do not hold the rows their
+    manifests count, or that do not add up to the table."""
     expected_rows = contracts.ParquetFile(texts_path).metadata.num_rows
     for path, facts in zip(shard_paths, manifests):
+        written = contracts.read_metadata(path).num_rows
+        if written != facts["rows"]:
+            raise InputError(
+                path,
+                f"holds {written} rows, its manifest counts {facts['rows']}: "
+                f"rerun shard {facts['shard']}",
+            )
         for key in SHARED_FACTS:
             if facts.get(key) != manifests[0].get(key):
                 raise InputError(
@@ -388,29 +342,6 @@ def whole_file_facts(manifests: list[dict]) -> dict:
     summed = {key: sum(facts[key] for facts in manifests) for key in SUMMED_FACTS + counted}
     devices = sorted({facts["device"] for facts in manifests})
     return shared | summed | {"shards": len(manifests), "device": ",".join(devices)}
-
-
-def finished_parts(parts: Path) -> list[tuple[int, int, Path]]:
-    """(first row, end row, path) of each finished part, in row order."""
-    found = []
-    for path in parts.glob("part-*.parquet"):
-        start, end = path.stem.split("-")[1:]
-        found.append((int(start), int(end), path))
-    return sorted(found)
-
-
-def _missing_ranges(start: int, end: int, finished: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The row ranges within [start, end) that no finished (start, end) range holds."""
-    missing, cursor = [], start
-    for done_start, done_end in finished:
-        if done_end <= cursor or done_start >= end:
-            continue
-        if done_start > cursor:
-            missing.append((cursor, done_start))
-        cursor = max(cursor, done_end)
-    if cursor < end:
-        missing.append((cursor, end))
-    return missing
 
 
 def _encode_part(
@@ -519,22 +450,25 @@ class SameTextSameVector:
 def concatenate(
     part_paths: list[Path],
     out_path: Path,
-    input_path: Path,
+    rows: tuple[Path, str, int, int | None],
     same_text: SameTextSameVector | None = None,
 ) -> tuple[float, int]:
     """Stream the parts, in order and a record batch at a time, into one Parquet file that
-    appears atomically; with ``same_text``, copies of a text get one vector.
+    appears atomically; with ``same_text``, copies of a text get one vector. ``rows`` (input
+    table, side, first row, end row or None for its last) are the rows the file must hold.
 
     Returns the encode seconds and reused rows the parts recorded (none for shards, whose
     totals are in their manifests). An id that occurs twice is refused:
-    the vectors are looked up by id.
+    the vectors are looked up by id. So is a file whose ids are not those of ``rows``.
     """
-    schema = contracts.read_schema(part_paths[0]).remove_metadata()
+    input_path = rows[0]
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
         metadata = contracts.read_schema(part).metadata or {}
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
+    totals = {ENCODE_SECONDS_KEY: repr(encode_seconds), REUSED_ROWS_KEY: str(reused_rows)}
+    schema = contracts.read_schema(part_paths[0]).with_metadata(totals)
     start = 0
     with atomic_path(out_path) as tmp:
         with contracts.parquet_writer(tmp, schema) as writer:
@@ -555,7 +489,40 @@ def concatenate(
                 f"{repeated} id(s) occur more than once, e.g. {example!r}; "
                 "embeddings are looked up by id",
             )
+        _check_ids(tmp, out_path, *rows)
     return encode_seconds, reused_rows
+
+
+def _check_ids(
+    written: Path, out_path: Path, input_path: Path, side: str, first: int, end: int | None
+) -> None:
+    """Refuse ``written`` (to become ``out_path``) unless its ids are those of rows
+    [first, end) of ``input_path``, in order."""
+    source = contracts.ParquetFile(input_path)
+    end = source.metadata.num_rows if end is None else end
+    expected = (
+        batch.column(0)
+        for _, batch in batches_between(
+            source, first, end, EMBEDDING_BATCH_ROWS, [ID_COLUMNS[side]]
+        )
+    )
+    found = (
+        batch.column(0)
+        for batch in contracts.ParquetFile(written).iter_batches(
+            EMBEDDING_BATCH_ROWS, columns=["id"]
+        )
+    )
+    ids_in = (id_ for column in found for id_ in column.to_pylist())
+    ids_expected = (id_ for column in expected for id_ in column.to_pylist())
+    for row, (got, wanted) in enumerate(itertools.zip_longest(ids_in, ids_expected)):
+        if got != wanted:
+            rows = contracts.read_metadata(written).num_rows
+            raise InputError(
+                out_path,
+                f"holds {rows} rows, but rows {first} to {end} of {input_path} are "
+                f"{end - first}; its row {row} is {got!r}, the input's {wanted!r}: "
+                "embed it again",
+            )
 
 
 def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[str], np.ndarray]:

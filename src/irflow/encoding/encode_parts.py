@@ -16,7 +16,6 @@ fixed-size vectors). A variant's documents are encoded again.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +29,12 @@ from irflow.encoding.embed import (
     cache_key,
     check_shards,
     concatenate,
-    encode_missing,
-    finished_parts,
-    prepare_parts,
     query_seconds,
     shard_range,
     whole_file_facts,
 )
 from irflow.encoding.models import SIDES, load_sized
+from irflow.encoding.parts import encode_missing, finished_parts, owned_parts
 
 log = logging.getLogger(__name__)
 
@@ -107,29 +104,29 @@ def encode_file(
     to_texts, _ = SIDES[side]
     source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "encode")
-    parts = out_path.with_name(out_path.name + ".parts")
-    prepare_parts(parts, cache_key(model.spec, model.provenance, input_path))
+    key = cache_key(model.spec, model.provenance, input_path)
+    # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
+    with owned_parts(out_path, key, first, keep_result=shard[1] == 1) as parts:
 
-    def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
-        _encode_part(model, *to_texts(rows), side, part)
+        def encode_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
+            _encode_part(model, *to_texts(rows), side, part)
 
-    encoded_rows = encode_missing(
-        source,
-        first,
-        end,
-        parts,
-        model.spec["chunk_size"],
-        f"encode {side}",
-        encode_part=encode_part,
-    )
-    total_rows = end - first
+        encoded_rows = encode_missing(
+            source,
+            first,
+            end,
+            parts,
+            model.spec["chunk_size"],
+            f"encode {side}",
+            encode_part=encode_part,
+        )
+        part_paths = [path for _, _, path in finished_parts(parts)]
+        encode_seconds, _ = concatenate(part_paths, out_path, (input_path, side, first, end))
+    total_rows = contracts.read_metadata(out_path).num_rows
     if total_rows > encoded_rows:
         log.info(
             "resumed: %d of %d rows were already encoded", total_rows - encoded_rows, total_rows
         )
-    part_paths = [path for _, _, path in finished_parts(parts)]
-    encode_seconds, _ = concatenate(part_paths, out_path, input_path)
-    shutil.rmtree(parts)
     return {
         "rows": total_rows,
         "rows_encoded": encoded_rows,
@@ -145,7 +142,7 @@ def gather(
     """Join the shards' files, in shard order, into ``out_path``; refuses shards made with
     different settings or that do not add up to the table. Returns the whole file's facts."""
     check_shards(shard_paths, manifests, texts_path, "encoded")
-    concatenate(shard_paths, out_path, texts_path)
+    concatenate(shard_paths, out_path, (texts_path, "corpus", 0, None))
     return whole_file_facts(manifests)
 
 
