@@ -2,16 +2,19 @@
 #         -> cost, aggregate -> significance, correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
+import os
 import re
 import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
+from irflow.core.errors import COMMAND_VARIABLE
 from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
-from irflow.workflow.experiment import check_experiment, experiment
+from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
+from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
 
@@ -40,6 +43,11 @@ config.update(_validated)
 # results/ holds one experiment: a run of other config files is refused before any job starts.
 EXPERIMENT = experiment(config, workflow.configfiles)
 check_experiment(EXPERIMENT)
+# What a damaged file's error tells the user to run (kept from the run that submitted a job).
+os.environ.setdefault(
+    COMMAND_VARIABLE,
+    snakemake_command(workflow.overwrite_configfiles, workflow.main_snakefile),
+)
 
 
 include: "rules/common.smk"
@@ -78,6 +86,14 @@ include: "rules/position.smk"
 include: "rules/saliency.smk"
 
 
+# Each job's settings are kept beside the results by an input function that names no file, so
+# that a changed setting reruns the job even without Snakemake's records in .snakemake/
+# (irflow.workflow.stamps).
+for _rule in workflow.rules:
+    if _rule.params:
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule)})
+
+
 rule all:
     default_target: True
     input:
@@ -89,3 +105,7 @@ rule all:
         rules.saliency_plot.output if plan.saliency_models else [],
         rules.label_audit_summary.output if plan.audited else [],
         rules.quality_control_summary.output if plan.quality_controlled else [],
+        # The files the database's views read when queried, so that one deleted is made again:
+        # Snakemake remakes a missing file only for a job that has to run, and the database's
+        # job, its output there, does not.
+        unpack(plan.database_inputs),

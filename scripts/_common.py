@@ -9,6 +9,7 @@ from irflow.core import contracts
 from irflow.core.errors import UserError
 from irflow.core.manifest import Manifest
 from irflow.core.offline import go_offline
+from irflow.workflow.stamps import stamp_path, text_md5
 
 log = logging.getLogger("irflow")
 
@@ -43,11 +44,15 @@ def setup_logging(snakemake) -> None:
 
 def start_job(snakemake, stage: str) -> Manifest:
     """Set up logging and open the job's manifest with its wildcards and, when the rule reads
-    the dataset's source.json, the dataset checksum."""
+    the dataset's source.json, the dataset checksum; and the md5 of its settings stamp, which
+    planning compares with the stamp (irflow.workflow.stamps)."""
     setup_logging(snakemake)
     facts = {"stage": stage, **dict(snakemake.wildcards.items())}
     if hasattr(snakemake.input, "source"):
         facts["dataset_checksum"] = json.loads(Path(snakemake.input.source).read_text())["checksum"]
+    stamp = stamp_path(snakemake.rule, snakemake.wildcards)
+    if stamp.is_file():
+        facts["settings_md5"] = text_md5(stamp.read_text(encoding="utf-8"))
     return Manifest(snakemake.output.manifest, **facts)
 
 

@@ -3,7 +3,6 @@
 from collections import Counter
 
 import pandas as pd
-import pyarrow.parquet as pq
 from _common import setup_logging
 
 from irflow.analyses.correlate import (
@@ -21,10 +20,10 @@ from irflow.core import contracts
 
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
-everything = pd.read_parquet(inp.summary)
+everything = contracts.read_frame(inp.summary)
 # Position-controlled variants are compared by length bucket below, not as datasets.
 summary = everything[everything["dataset"].isin(snakemake.params.datasets)]
-per_query = pd.read_parquet(inp.per_query)
+per_query = contracts.read_frame(inp.per_query)
 metric = settings["metric"]
 
 tables = [between_datasets(summary, metric).assign(kind="datasets", metric=metric)]
@@ -37,7 +36,7 @@ if settings["benchmarks"]:
     )
 if inp.reference:
     scores = (
-        reference_scores(pd.read_parquet(inp.reference[0]), metric)
+        reference_scores(contracts.read_frame(inp.reference[0]), metric)
         if settings["reference"] == "published"
         else load_reference(inp.reference[0])
     )
@@ -48,7 +47,9 @@ if inp.reference:
         )
     )
 if inp.psi:
-    buckets = between_buckets(pd.read_parquet(inp.psi[0]), everything, snakemake.params.buckets)
+    buckets = between_buckets(
+        contracts.read_frame(inp.psi[0]), everything, snakemake.params.buckets
+    )
     tables.append(buckets.assign(kind="buckets"))
 correlations = pd.concat(tables, ignore_index=True)
 contracts.write_frame(correlations, out.correlations, contracts.CORRELATIONS)
@@ -68,7 +69,7 @@ if settings["bootstrap"] is not None:
 contracts.write_frame(draws, out.bootstrap, contracts.BOOTSTRAP)
 
 counts = {
-    dataset: Counter(dict(zip(*pq.read_table(path).to_pydict().values())))
+    dataset: Counter(dict(zip(*contracts.read_table(path).to_pydict().values())))
     for dataset, path in zip(snakemake.params.datasets, inp.unigrams)
 }
 similarity = corpus_similarity(counts).rename_axis(index="left", columns="right")

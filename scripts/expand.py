@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import torch
 from _common import start_job, write_dataset_record, write_dataset_tables
 
+from irflow.core import contracts
 from irflow.core.fingerprint import value_md5
 from irflow.derived.expand import SAMPLING, LLMQueryWriter, QueryGenerator, expand_corpus
 from irflow.derived.llm.client import LLMClient
@@ -33,7 +33,7 @@ if "filter" in spec:
         k: v for k, v in settings["filter_model"].items() if k not in ignored
     } | {k: v for k, v in scorer.provenance.items() if k in IDENTITY}
     manifest.add(filter_model=scorer.provenance)
-corpus = pd.read_parquet(inp.corpus)
+corpus = contracts.read_frame(inp.corpus)
 # Finished batches of a killed seq2seq expansion (not an output: Snakemake keeps it).
 parts_dir = Path(out.corpus).with_name(Path(out.corpus).name + ".parts")
 if "model" in spec:
@@ -56,7 +56,7 @@ else:
 if scorer is not None:
     made_of += [drop_share, record["filter_model"]]
 tables = SimpleNamespace(
-    corpus=corpus, queries=pd.read_parquet(inp.queries), qrels=pd.read_parquet(inp.qrels)
+    corpus=corpus, queries=contracts.read_frame(inp.queries), qrels=contracts.read_frame(inp.qrels)
 )
 write_dataset_tables(tables, out)
 shutil.rmtree(parts_dir, ignore_errors=True)

@@ -3,9 +3,9 @@
 import json
 from pathlib import Path
 
-import pandas as pd
 from _common import start_job, write_dataset_record
 
+from irflow.core import contracts
 from irflow.derived.generate.dataset import (
     content_checksum,
     generate_dataset,
@@ -33,7 +33,7 @@ if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_wor
 with LLMClient(snakemake.config["llm"]) as client:
     try:
         generated = generate_dataset(
-            pd.read_parquet(inp.corpus),
+            contracts.read_frame(inp.corpus),
             spec,
             prompts,
             client,

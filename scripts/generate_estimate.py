@@ -3,9 +3,9 @@
 import json
 from pathlib import Path
 
-import pandas as pd
 from _common import setup_logging
 
+from irflow.core import contracts
 from irflow.derived.generate.dataset import judged_positives
 from irflow.derived.generate.estimate import estimate
 from irflow.derived.generate.prompts import load_prompts
@@ -34,7 +34,7 @@ with LLMClient(snakemake.config["llm"]) as client:
             for name, qc in params.quality_control.items()
         }
     result = estimate(
-        pd.read_parquet(inp.corpus),
+        contracts.read_frame(inp.corpus),
         spec,
         load_prompts(inp.prompts),
         client,

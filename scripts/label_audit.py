@@ -3,7 +3,6 @@
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from _common import start_job
 
 from irflow.core import contracts
@@ -27,12 +26,12 @@ inp, out, params = snakemake.input, snakemake.output, snakemake.params
 audit, dataset = params.audit, snakemake.wildcards.dataset
 runs = {system: read_run(path) for system, path in zip(params.systems, inp.runs)}
 pool = pool_runs(list(runs.values()), audit["depth"])
-qrels = pd.read_parquet(inp.qrels)
+qrels = contracts.read_frame(inp.qrels)
 ranks = read_votes(dict(zip(params.rerankers, inp.votes)))
-queries = pq.read_table(inp.queries).to_pandas()
+queries = contracts.read_table(inp.queries).to_pandas()
 query_texts = dict(zip(queries["query_id"], queries["text"]))
 # Only the pooled documents' texts are held.
-corpus = pq.read_table(inp.corpus)
+corpus = contracts.read_table(inp.corpus)
 wanted = pa.array(pool["doc_id"].unique(), pa.string())
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=wanted)).to_pandas()
 documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))

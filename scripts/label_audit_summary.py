@@ -11,7 +11,7 @@ from irflow.derived.label_audit import SUMMARY_COLUMNS, summary_table_html
 
 setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output
-frames = [pd.read_parquet(path) for path in inp.summaries]
+frames = [contracts.read_frame(path) for path in inp.summaries]
 summary = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SUMMARY_COLUMNS)
 contracts.write_frame(summary[SUMMARY_COLUMNS], out.summary)
 Path(out.table).parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from _common import setup_logging
 
 from irflow.analyses.correlate import MIN_SYSTEMS
@@ -15,19 +14,20 @@ from irflow.analyses.plots import (
     significance_matrices,
     significance_table,
 )
+from irflow.core import contracts
 from irflow.evaluation import published
 from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
-per_query = pd.read_parquet(inp.per_query)
-summary = pd.read_parquet(inp.summary)
-cost = pd.read_parquet(inp.cost)
+per_query = contracts.read_frame(inp.per_query)
+summary = contracts.read_frame(inp.summary)
+cost = contracts.read_frame(inp.cost)
 
 bar_charts(per_query, params.metric, Path(out.quality))
-comparisons = pd.read_parquet(inp.significance)
+comparisons = contracts.read_frame(inp.significance)
 significance_matrices(comparisons, params.significance_metric, Path(out.significance))
-correlations = pd.read_parquet(inp.correlations)
+correlations = contracts.read_frame(inp.correlations)
 systems = per_query["system"].nunique()
 for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.correlation_metrics)):
     pairs = correlations[correlations["kind"] == kind]
@@ -38,7 +38,7 @@ for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.corre
         Path(path),
         empty=f"a rank correlation needs {MIN_SYSTEMS} systems; this run has {systems}",
     )
-draws = pd.read_parquet(inp.bootstrap)
+draws = contracts.read_frame(inp.bootstrap)
 full = np.nan  # the two groups' correlation on every query, from the benchmarks rows
 if not draws.empty:
     groups = correlations[correlations["kind"] == "benchmarks"].set_index(["left", "right"])
@@ -46,7 +46,7 @@ if not draws.empty:
     # A benchmark against a subsample of itself: the table has no row of it with itself.
     full = 1.0 if left == right else groups.loc[(left, right), "spearman"]
 bootstrap_histogram(draws, Path(out.bootstrap), full=full)
-similarity = pd.read_parquet(inp.similarity).pivot(
+similarity = contracts.read_frame(inp.similarity).pivot(
     index="left", columns="right", values="similarity"
 )
 matrix(
@@ -59,7 +59,7 @@ latency_quality(cost.merge(quality, on=["dataset", "system"]), params.metric, Pa
 layout = TableLayout(**params.layout)
 tables = html_tables(
     {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
-) + published.html(pd.read_parquet(inp.published))
+) + published.html(contracts.read_frame(inp.published))
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")
 Path(out.significance_table).write_text(significance_table(comparisons), encoding="utf-8")

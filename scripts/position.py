@@ -21,16 +21,16 @@ for dataset, qrels_path, corpus_path in zip(params.datasets, inp.qrels, inp.corp
     key = (source["id"], source["revision"])
     if key not in tokenizers:
         tokenizers[key] = load_tokenizer(source)
-    qrels = pd.read_parquet(qrels_path)
+    qrels = contracts.read_frame(qrels_path)
     relevant = qrels.loc[qrels["relevance"] > 0, "doc_id"].unique().tolist()
-    documents = pd.read_parquet(
+    documents = contracts.read_frame(
         corpus_path, columns=["doc_id", "text"], filters=[("doc_id", "in", relevant)]
     )
     positions = span_positions(qrels, documents, tokenizers[key])
     if analysis["position"] == "target" and group["position"] is not None:
         positions["relpos"] = group["position"]
     for system in params.systems:
-        per_query = pd.read_parquet(next(score_files))
+        per_query = contracts.read_frame(next(score_files))
         per_query = per_query[per_query["metric"] == analysis["metric"]]
         # Every scored query: one that no span places still counts in the overall score.
         rows.append(

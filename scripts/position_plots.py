@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-import pandas as pd
 from _common import setup_logging
 
 from irflow.analyses.plots import position_curves, psi_table
+from irflow.core import contracts
 
 setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output
-position_curves(pd.read_parquet(inp.bins), Path(out.curves))
+position_curves(contracts.read_frame(inp.bins), Path(out.curves))
 Path(out.psi_table).parent.mkdir(parents=True, exist_ok=True)
-Path(out.psi_table).write_text(psi_table(pd.read_parquet(inp.psi)), encoding="utf-8")
+Path(out.psi_table).write_text(psi_table(contracts.read_frame(inp.psi)), encoding="utf-8")

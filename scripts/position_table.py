@@ -9,15 +9,14 @@ overall PSI, the buckets pooled.
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from irflow.analyses.position import OVERALL, length_bucket
+from irflow.core import contracts
 from irflow.derived.positionalize import parse_variant
 
 results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
-psi = pd.read_parquet(results / "psi.parquet")
+psi = contracts.read_frame(results / "psi.parquet")
 metric = psi["metric"].iloc[0]
-summary = pd.read_parquet(results / "summary.parquet")
+summary = contracts.read_frame(results / "summary.parquet")
 summary = summary[(summary["metric"] == metric) & summary["dataset"].str.contains("@L")]
 parsed = summary["dataset"].map(parse_variant)
 summary = summary.assign(

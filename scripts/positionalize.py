@@ -3,9 +3,9 @@
 import json
 from pathlib import Path
 
-import pandas as pd
 from _common import start_job, write_dataset_record, write_dataset_tables
 
+from irflow.core import contracts
 from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
 from irflow.derived.positionalize import Positionalizer, Screen, variant_checksum
 
@@ -29,7 +29,7 @@ if "screen" in spec:
     scorer = load_scorer(spec["screen"]["spec"], snakemake.config["models"], {})
     screen = Screen(scorer, spec["screen"]["margin"])
 maker = Positionalizer(
-    *(pd.read_parquet(inp[name]) for name in ("corpus", "queries", "qrels")),
+    *(contracts.read_frame(inp[name]) for name in ("corpus", "queries", "qrels")),
     tokenizer,
     spec["fillers"],
     spec["seed"],

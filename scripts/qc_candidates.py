@@ -5,7 +5,6 @@ import logging
 from pathlib import Path
 
 import faiss
-import pyarrow.parquet as pq
 import torch
 from _common import start_job
 
@@ -30,7 +29,7 @@ if retriever["type"] == "dense":
     model = snakemake.config["models"][retriever["model"]]
     encoder = Encoder.load(model, Path(inp.onnx) if inp.get("onnx") else None)
     manifest.add(model=encoder.provenance)
-queries, qrels = pq.read_table(inp.queries), pq.read_table(inp.qrels)
+queries, qrels = contracts.read_table(inp.queries), contracts.read_table(inp.qrels)
 run = retrieve_judged(queries, qrels, retrieval, files, encoder)
 contracts.write_table(run, out.run, contracts.RUN)
 judged = len(

@@ -5,7 +5,6 @@ irflow.derived.qc."""
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from _common import bi_encoder_vectors, start_job
 
 from irflow.core import contracts
@@ -23,11 +22,11 @@ pools = candidate_pools(
     [read_run(path) for path in inp.runs], [read_run(path) for path in split_runs], params.depth
 )
 # Only the pooled documents' texts are held.
-corpus = pq.read_table(inp.corpus)
+corpus = contracts.read_table(inp.corpus)
 wanted = pa.array(pd.unique(pd.concat([pool["doc_id"] for pool in pools])), pa.string())
 corpus = corpus.filter(pc.is_in(corpus.column("doc_id"), value_set=wanted)).to_pydict()
 documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
-queries = pq.read_table(inp.queries).to_pydict()
+queries = contracts.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
 scorer = load_scorer(

@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import pandas as pd
 from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow.core import contracts
@@ -32,10 +31,10 @@ with LLMClient(snakemake.config["llm"]) as client:
     try:
         controlled = quality_control(
             snakemake.wildcards.dataset,
-            pd.read_parquet(inp.corpus),
-            pd.read_parquet(inp.queries),
-            {split: pd.read_parquet(inp[f"qrels_{split}"]) for split in checked_splits(spec)},
-            pd.read_parquet(inp.negatives),
+            contracts.read_frame(inp.corpus),
+            contracts.read_frame(inp.queries),
+            {split: contracts.read_frame(inp[f"qrels_{split}"]) for split in checked_splits(spec)},
+            contracts.read_frame(inp.negatives),
             ranks,
             judge=judge,
             settings=settings,

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from _common import bi_encoder_vectors, start_job
 
 from irflow.core import contracts
@@ -19,9 +18,9 @@ spec, k = settings["reranker"], settings["k"]
 first_stage = read_run(inp.run)
 candidates = pa.array(top_candidates(first_stage, k)["doc_id"].unique())
 # Only the candidates' rows are kept, batch by batch, as the corpus file is scanned.
-corpus = pq.read_table(inp.corpus, filters=pc.field("doc_id").isin(candidates)).to_pydict()
+corpus = contracts.read_table(inp.corpus, filters=pc.field("doc_id").isin(candidates)).to_pydict()
 documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
-queries = pq.read_table(inp.queries).to_pydict()
+queries = contracts.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
 scorer = load_scorer(

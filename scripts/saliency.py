@@ -2,7 +2,6 @@
 
 import logging
 
-import pandas as pd
 import pyarrow as pa
 import torch
 from _common import setup_logging
@@ -20,7 +19,7 @@ analysis = params.analysis
 
 encoder = Encoder.load(spec)
 # The pairs are the dataset's, selected once for every model (rule saliency_pairs).
-pairs = pd.read_parquet(inp.pairs)
+pairs = contracts.read_frame(inp.pairs)
 table = saliency_profile(
     encoder.model,
     list(zip(pairs["query"], pairs["document"])),

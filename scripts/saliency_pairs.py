@@ -2,7 +2,6 @@
 
 import logging
 
-import pandas as pd
 import pyarrow as pa
 from _common import setup_logging
 
@@ -21,9 +20,9 @@ if params.tokenizer:  # PosIR's selection counts the documents' tokens with this
     tokenizer = load_tokenizer(params.tokenizer)
     tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}
 pairs = sample_pairs(
-    pd.read_parquet(inp.queries),
-    pd.read_parquet(inp.corpus),
-    pd.read_parquet(inp.qrels),
+    contracts.read_frame(inp.queries),
+    contracts.read_frame(inp.corpus),
+    contracts.read_frame(inp.qrels),
     count=selection["queries"],
     seed=selection["seed"],
     select=selection["select"],

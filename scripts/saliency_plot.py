@@ -7,7 +7,8 @@ from _common import setup_logging
 
 from irflow.analyses.plots import save
 from irflow.analyses.saliency import saliency_figure
+from irflow.core import contracts
 
 setup_logging(snakemake)
-profiles = pd.concat([pd.read_parquet(path) for path in snakemake.input.profiles])
+profiles = pd.concat([contracts.read_frame(path) for path in snakemake.input.profiles])
 save(saliency_figure(profiles), Path(snakemake.output.figure))

@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 from _common import start_job
 
 from irflow.core import contracts
@@ -11,7 +10,7 @@ from irflow.retrieval.runs import read_run
 
 manifest = start_job(snakemake, "score")
 inp, measures = snakemake.input, snakemake.params.measures
-per_query = score_run(read_run(inp.run), pd.read_parquet(inp.qrels), measures)
+per_query = score_run(read_run(inp.run), contracts.read_frame(inp.qrels), measures)
 contracts.write_frame(per_query, Path(snakemake.output.scores), contracts.PER_QUERY)
 manifest.add(
     measures=measures,

@@ -8,7 +8,7 @@ from irflow.evaluation.significance import paired_comparisons
 
 setup_logging(snakemake)
 settings = snakemake.params.settings
-per_query = pd.read_parquet(snakemake.input.per_query)
+per_query = contracts.read_frame(snakemake.input.per_query)
 per_query = per_query[per_query["metric"].isin(settings["metrics"])]
 options = {
     "permutations": settings["permutations"],

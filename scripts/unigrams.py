@@ -1,14 +1,13 @@
 """Snakemake script for rule unigrams: a corpus's unigram counts for corpus similarity."""
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from _common import setup_logging
 
 from irflow.analyses.correlate import similarity_stopwords, unigram_counts
 from irflow.core import contracts
 
 setup_logging(snakemake)
-corpus = pq.ParquetFile(snakemake.input.corpus)
+corpus = contracts.ParquetFile(snakemake.input.corpus)
 texts = (
     text
     for batch in corpus.iter_batches(50_000, columns=["title", "text"])

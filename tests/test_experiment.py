@@ -13,9 +13,14 @@ import pytest
 import yaml
 from conftest import REPO
 
-from irflow.core.errors import ConfigError
+from irflow.core.errors import COMMAND_VARIABLE, ConfigError, rebuild_command
 from irflow.evaluation.aggregate import build_database
-from irflow.workflow.experiment import check_experiment, experiment, write_record
+from irflow.workflow.experiment import (
+    check_experiment,
+    experiment,
+    snakemake_command,
+    write_record,
+)
 
 CONFIG = {"datasets": {"d": {"source": {"path": "d"}}}, "retrievers": {"bm25": {"type": "bm25"}}}
 
@@ -66,3 +71,25 @@ def test_a_report_of_another_config_is_refused_before_the_workflow_runs(tmp_path
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert f"pass --configfile {first}" in output and "Missing metadata" not in output
+
+
+def test_the_rebuild_command_is_the_run_s_own(tmp_path, monkeypatch):
+    """Where the README runs it (the checkout, its config named relative to it) the command
+    is as short as the README's; from another working directory it names the Snakefile and
+    that directory, and the config files whole."""
+    config = tmp_path / "config" / "quickstart.yaml"
+    monkeypatch.chdir(tmp_path)
+    here = snakemake_command([config], str(tmp_path / "Snakefile"))
+    assert here == "snakemake --cores all --configfile config/quickstart.yaml"
+    monkeypatch.setenv(COMMAND_VARIABLE, here)
+    assert rebuild_command(tmp_path / "results/runs/d/bm25.parquet") == (
+        f"{here} --forcerun=results/runs/d/bm25.parquet"
+    )
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert snakemake_command([config], str(tmp_path / "Snakefile")) == (
+        f"snakemake --cores all --snakefile {tmp_path / 'Snakefile'} --directory {elsewhere} "
+        f"--configfile {config}"
+    )
+    assert snakemake_command([], str(tmp_path / "Snakefile")).endswith(f"--directory {elsewhere}")

@@ -550,7 +550,7 @@ def test_an_index_is_saved_whole_or_not_at_all(tables, tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bm25.pq, "write_table", interrupted)
+    monkeypatch.setattr(bm25.contracts, "write_file", interrupted)
     with pytest.raises(KeyboardInterrupt):
         bm25.BM25Retriever(BM25 | {"k1": 1.2}).index(tables[0]).save(folder)
     # The saved index is untouched and nothing half-written is left beside it.

@@ -68,13 +68,16 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from irflow.core.atomic import atomic_path
+from irflow.core.errors import DamagedFileError
 
 
 def document_text(title: str | None, text: str) -> str:
@@ -334,6 +337,83 @@ def vector_array(matrix: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(matrix.reshape(-1), matrix.shape[1])
 
 
+# Every Parquet file irflow writes carries a CRC-32 of each page, and every read checks them: a
+# flipped bit in a data page otherwise decodes as a different value, read without a word (a
+# bit flipped in a run moved SciFact's Recall@100 from 0.9127 to 0.9079). The footer has no
+# checksum, but a damaged footer does not decode. Only here does irflow call pyarrow's or
+# pandas' Parquet reader and writer (tests/test_contracts.py checks): a file is read through
+# read_table, read_frame, ParquetFile, stream_batches, read_metadata or read_schema, and
+# written through write_table, write_rows, write_frame, write_file or parquet_writer.
+WRITE_CHECKSUMS = {"write_page_checksum": True}
+VERIFY_CHECKSUMS = {"page_checksum_verification": True}
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Report a file that does not read back whole (not Parquet, truncated, a page that fails
+    its checksum) as a DamagedFileError naming it; an error of the system (a missing file, no
+    permission) is raised as it is."""
+    try:
+        yield
+    except DamagedFileError:
+        raise
+    except (OSError, pa.ArrowException) as error:
+        # pyarrow reports what it cannot decode as ArrowInvalid or a bare OSError; a missing
+        # file or a refused permission comes as a subclass of OSError, or with an errno.
+        if isinstance(error, OSError) and (type(error) is not OSError or error.errno):
+            raise
+        raise DamagedFileError(path, str(error)) from error
+
+
+class ParquetFile(pq.ParquetFile):
+    """A Parquet file to read in parts: pyarrow's ParquetFile (``options`` are its own), that
+    verifies page checksums and names the file when it is damaged."""
+
+    def __init__(self, path: str | Path, **options):
+        self.path = path
+        with reading(path):
+            super().__init__(path, **options, **VERIFY_CHECKSUMS)
+
+    def read(self, *args, **kwargs) -> pa.Table:
+        with reading(self.path):
+            return super().read(*args, **kwargs)
+
+    def read_row_group(self, *args, **kwargs) -> pa.Table:
+        with reading(self.path):
+            return super().read_row_group(*args, **kwargs)
+
+    def read_row_groups(self, *args, **kwargs) -> pa.Table:
+        with reading(self.path):
+            return super().read_row_groups(*args, **kwargs)
+
+    def iter_batches(self, *args, **kwargs) -> Iterator[pa.RecordBatch]:
+        with reading(self.path):
+            yield from super().iter_batches(*args, **kwargs)
+
+
+def read_table(path: str | Path, columns: list[str] | None = None, **options) -> pa.Table:
+    """A Parquet file as one table (``options``: pq.read_table's, e.g. ``filters``)."""
+    with reading(path):
+        return pq.read_table(path, columns=columns, **options, **VERIFY_CHECKSUMS)
+
+
+def read_frame(path: str | Path, columns: list[str] | None = None, **options) -> pd.DataFrame:
+    """A Parquet file as a pandas DataFrame, as pd.read_parquet reads it."""
+    with reading(path):
+        return pd.read_parquet(path, columns=columns, **options, **VERIFY_CHECKSUMS)
+
+
+def read_metadata(path: str | Path) -> pq.FileMetaData:
+    """A Parquet file's footer: rows, row groups, sizes."""
+    with reading(path):
+        return pq.read_metadata(path)
+
+
+def read_schema(path: str | Path) -> pa.Schema:
+    with reading(path):
+        return pq.read_schema(path)
+
+
 # Bytes read from a Parquet file at a time by ``stream_batches``.
 STREAM_BUFFER_BYTES = 1 << 22
 
@@ -344,8 +424,20 @@ def stream_batches(
     """A Parquet file's record batches, read through a small buffer: memory stays at a batch,
     where pyarrow's default pre-buffering reads whole column chunks ahead (1 GB more for a
     million 256-dimension vectors)."""
-    source = pq.ParquetFile(path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
+    source = ParquetFile(path, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
     yield from source.iter_batches(batch_rows, columns=columns)
+
+
+def parquet_writer(where: str | Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of ``schema`` tables to ``where`` (a temporary path: see atomic_path), with
+    page checksums."""
+    return pq.ParquetWriter(where, schema, **WRITE_CHECKSUMS)
+
+
+def write_file(table: pa.Table, where: str | Path) -> None:
+    """Write ``table`` to ``where`` as it is, with page checksums: a file in a folder that is
+    itself written atomically, or a temporary path."""
+    pq.write_table(table, where, **WRITE_CHECKSUMS)
 
 
 def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = None) -> None:
@@ -360,14 +452,14 @@ def write_table(table: pa.Table, path: str | Path, schema: pa.Schema | None = No
         if metadata:
             table = table.replace_schema_metadata(metadata)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+        write_file(table, tmp)
 
 
 def write_rows(rows: Iterable[dict], schema: pa.Schema, path: str | Path, batch_rows: int) -> int:
     """Stream rows into a Parquet file in batches of ``batch_rows``, atomically as
     ``write_table``; returns the number of rows."""
     count = 0
-    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+    with atomic_path(path) as tmp, parquet_writer(tmp, schema) as writer:
         rows = iter(rows)
         while batch := list(itertools.islice(rows, batch_rows)):
             writer.write_table(pa.Table.from_pylist(batch, schema))
@@ -389,5 +481,5 @@ def with_lineage(table: pa.Table, lineage: dict) -> pa.Table:
 
 
 def read_lineage(path: str | Path) -> dict:
-    metadata = pq.read_schema(path).metadata or {}
+    metadata = read_schema(path).metadata or {}
     return json.loads(metadata.get(LINEAGE_KEY, b"{}"))

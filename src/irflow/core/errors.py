@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 
@@ -38,3 +40,31 @@ class DownloadError(UserError, RuntimeError):
 
 class ConfigError(UserError, ValueError):
     """The workflow configuration is invalid; the message names the key."""
+
+
+# The Snakemake command line of the running workflow, less its targets (set by the Snakefile):
+# the command a DamagedFileError gives reruns the experiment the damaged file belongs to.
+COMMAND_VARIABLE = "IRFLOW_SNAKEMAKE_COMMAND"
+
+
+def rebuild_command(path: str | Path) -> str:
+    """The command that remakes ``path`` and every result made from it: Snakemake's
+    ``--forcerun`` reruns the job that writes the file, then every job downstream of it."""
+    path = Path(path)
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())  # as the rule names it
+    command = os.environ.get(COMMAND_VARIABLE) or "snakemake --cores all"
+    # "=": --forcerun takes every word after it, and the file alone must be forced.
+    return f"{command} --forcerun={shlex.quote(str(path))}"
+
+
+class DamagedFileError(UserError, OSError):
+    """A file that irflow wrote cannot be read back whole (truncated, overwritten, a flipped
+    bit): names it and the command that rebuilds it with what was made from it."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path, self.problem = str(path), problem
+        super().__init__(
+            f"{self.path} is damaged ({problem}). Rebuild it and every result made from it "
+            f"with: {rebuild_command(path)}"
+        )

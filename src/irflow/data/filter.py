@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -245,7 +244,7 @@ def filter_corpus(
                 keep[row["position"]] = action == "flag"
 
     offset = 0
-    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
+    with atomic_path(out_path) as tmp, contracts.parquet_writer(tmp, contracts.CORPUS) as writer:
         for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
             mask = pa.array(keep[offset : offset + batch.num_rows], pa.bool_())
             writer.write_batch(batch.filter(mask))
@@ -282,8 +281,8 @@ def _counts(keep: list[bool], audit: list[dict], clusters: pa.Table, order: list
 
 def queries_to_score(queries_path: Path, qrels_path: Path) -> pa.Table:
     """Queries with at least one judgement in the split, as BEIR evaluates them."""
-    queries = pq.read_table(queries_path)
-    judged = pq.read_table(qrels_path, columns=["query_id"]).column("query_id").unique()
+    queries = contracts.read_table(queries_path)
+    judged = contracts.read_table(qrels_path, columns=["query_id"]).column("query_id").unique()
     return queries.filter(pc.is_in(queries.column("query_id"), value_set=judged))
 
 
@@ -299,7 +298,7 @@ def run_filter(
     out_clusters: Path | None = None,
     workers: int = 1,
 ) -> dict:
-    judged = set(pq.read_table(qrels, columns=["doc_id"]).column("doc_id").to_pylist())
+    judged = set(contracts.read_table(qrels, columns=["doc_id"]).column("doc_id").to_pylist())
     audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus, workers)
     contracts.write_table(audit, out_audit, contracts.AUDIT)
     if out_clusters is not None:
@@ -329,10 +328,10 @@ def run_filter_as_base(
     words, and can make an empty or short document pass), so the copy would rank another
     corpus than its base and BM25 + docT5query would not be comparable to BM25. The audit and
     clusters are the base's: its decisions, which the filter summary then counts alike."""
-    kept = pq.read_table(base_corpus, columns=["doc_id"]).column("doc_id").combine_chunks()
+    kept = contracts.read_table(base_corpus, columns=["doc_id"]).column("doc_id").combine_chunks()
     documents_out = 0
     with atomic_path(out_corpus) as tmp:
-        with pq.ParquetWriter(tmp, contracts.CORPUS) as writer:
+        with contracts.parquet_writer(tmp, contracts.CORPUS) as writer:
             for batch in contracts.stream_batches(corpus, BATCH_ROWS):
                 batch = batch.filter(pc.is_in(batch.column("doc_id"), value_set=kept))
                 writer.write_batch(batch)
@@ -343,13 +342,13 @@ def run_filter_as_base(
                 f"{len(kept) - documents_out} of the {len(kept)} documents kept in "
                 f"{base_corpus} are missing from this expanded copy; expand it again from its base",
             )
-    documents_in = pq.ParquetFile(corpus).metadata.num_rows
+    documents_in = contracts.ParquetFile(corpus).metadata.num_rows
     copy_tables([base_audit], [out_audit])
-    audit = pq.read_table(out_audit).to_pylist()
+    audit = contracts.read_table(out_audit).to_pylist()
     clusters = contracts.CLUSTERS.empty_table()
     if out_clusters is not None:
         copy_tables([base_clusters], [out_clusters])
-        clusters = pq.read_table(out_clusters)
+        clusters = contracts.read_table(out_clusters)
     order = list(dict.fromkeys(row["filter"] for row in audit))
     scored = queries_to_score(queries, qrels)
     contracts.write_table(scored, out_queries, contracts.QUERIES)
@@ -381,12 +380,12 @@ def summarize_filters(datasets: dict[str, dict[str, Path]]) -> pa.Table:
     ``clusters`` files."""
     rows = []
     for dataset, paths in datasets.items():
-        audit = pq.read_table(paths["audit"]).to_pylist()
-        clusters = pq.read_table(paths["clusters"], columns=["cluster"]).column("cluster")
+        audit = contracts.read_table(paths["audit"]).to_pylist()
+        clusters = contracts.read_table(paths["clusters"], columns=["cluster"]).column("cluster")
         shared = {
             "dataset": dataset,
-            "documents_in": pq.ParquetFile(paths["corpus"]).metadata.num_rows,
-            "documents_out": pq.ParquetFile(paths["filtered"]).metadata.num_rows,
+            "documents_in": contracts.ParquetFile(paths["corpus"]).metadata.num_rows,
+            "documents_out": contracts.ParquetFile(paths["filtered"]).metadata.num_rows,
             "clusters": len(pc.unique(clusters)),
         }
         tallies: dict[str, dict[str, int]] = {}

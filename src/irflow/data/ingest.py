@@ -56,10 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
-from irflow.core.errors import InputError
+from irflow.core.errors import DamagedFileError, InputError
 
 log = logging.getLogger(__name__)
 ROWS_PER_BATCH = 50_000
@@ -153,7 +152,7 @@ def read_parquet_rows(path: Path, columns: dict[str, bool]) -> Iterator[tuple[in
     column is absent from the dicts.
     """
     try:
-        table = pq.ParquetFile(path)
+        table = contracts.ParquetFile(path)
         present = set(table.schema_arrow.names)
         for name, required in columns.items():
             if required and name not in present:
@@ -165,6 +164,8 @@ def read_parquet_rows(path: Path, columns: dict[str, bool]) -> Iterator[tuple[in
             for record in batch.to_pylist():
                 yield row, record
                 row += 1
+    except DamagedFileError as error:  # the user's own file: to fix, not to rebuild
+        raise InputError(path, f"cannot be read as Parquet: {error.problem}") from None
     except (OSError, pa.ArrowException) as error:
         raise InputError(path, f"cannot be read as Parquet: {error}") from None
 

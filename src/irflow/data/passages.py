@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.data.tokens import encode
@@ -126,7 +125,7 @@ def split_corpus(
             yield from passages
 
     passages = contracts.write_rows(rows(), contracts.PASSAGES, out_path, ROWS_PER_BATCH)
-    documents = pq.ParquetFile(corpus_path).metadata.num_rows
+    documents = contracts.ParquetFile(corpus_path).metadata.num_rows
     if over:
         log.warning(
             "%d of %d passages are longer than the model's %d-token window with title, prompt "

@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, missing_key, register_check
@@ -129,7 +128,7 @@ class QueryGenerator:
         settings = {key: value for key, value in self.spec.items() if key != "device"}
         identity = {k: v for k, v in self.provenance.items() if k in ("revision", "files_md5")}
         prepare_parts(parts, value_md5([SAMPLING, settings, identity, file_md5(corpus_path)]))
-        source = pq.ParquetFile(corpus_path)
+        source = contracts.ParquetFile(corpus_path)
 
         def write_part(rows: pa.RecordBatch, start: int, end: int, part: Path) -> None:
             queries = self.generate(titled_texts(rows, "doc_id")[1], start)
@@ -148,7 +147,7 @@ class QueryGenerator:
         return [
             queries
             for _, _, path in finished_parts(parts)
-            for queries in pq.read_table(path).column("queries").to_pylist()
+            for queries in contracts.read_table(path).column("queries").to_pylist()
         ]
 
 

@@ -64,7 +64,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -286,7 +285,7 @@ class PositiveScores:
         )
         doc_ids = {doc_id for _, doc_id in pairs}
         if "passages" in self.stored:
-            passages = pq.read_table(
+            passages = contracts.read_table(
                 self.stored["passages"],
                 columns=["passage_id", "doc_id"],
                 filters=pc.field("doc_id").isin(pa.array(sorted(doc_ids), pa.string())),
@@ -421,9 +420,9 @@ def run_negatives(
     ``vectors`` a dense retriever's stored ``queries``, ``documents`` (and ``passages``)
     files, ``bm25_index`` a BM25 retriever's index (irflow.retrieval.bm25): with them the
     positives the run did not retrieve are scored directly."""
-    query_table = pq.read_table(queries)
+    query_table = contracts.read_table(queries)
     if run is not None:
-        run_table, qrels_table = pq.read_table(run), pq.read_table(qrels)
+        run_table, qrels_table = contracts.read_table(run), contracts.read_table(qrels)
     else:
         record = json.loads(Path(source).read_text())
         qrels_table = split_qrels(record, settings["split"], query_table)
@@ -433,7 +432,7 @@ def run_negatives(
         run_table = retrieve_judged(query_table, qrels_table, retrieval, {"bm25_index": bm25_index})
         retriever = retrieval["retriever"]
     ids = candidate_ids(run_table, qrels_table, settings)
-    documents = _texts(pq.read_table(corpus), "doc_id", ids, document=True)
+    documents = _texts(contracts.read_table(corpus), "doc_id", ids, document=True)
     stored = {"bm25_index": bm25_index} if bm25_index else vectors
     scorer = PositiveScores.of(retriever, query_table, stored)
     triples, counts = mine(run_table, qrels_table, documents, settings, scorer)

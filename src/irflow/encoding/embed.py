@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -80,9 +79,11 @@ def _write_digests(
     """Stream the ``contracts.DIGESTS`` of rows [first, end) (default: all) of ``texts_path`` to
     ``path``."""
     to_texts, _ = SIDES[side]
-    source = pq.ParquetFile(texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES)
+    source = contracts.ParquetFile(
+        texts_path, pre_buffer=False, buffer_size=contracts.STREAM_BUFFER_BYTES
+    )
     end = source.metadata.num_rows if end is None else end
-    with pq.ParquetWriter(path, contracts.DIGESTS) as writer:
+    with contracts.parquet_writer(path, contracts.DIGESTS) as writer:
         for start, batch in batches_between(source, first, end, EMBEDDING_BATCH_ROWS):
             ids, texts = to_texts(batch)
             columns = [
@@ -122,7 +123,7 @@ class Reuse:
         """The known vectors of rows [first, end) of ``input_path`` whose id and text are
         unchanged, written in row order to ``work_dir``."""
         out = work_dir / "reused.parquet"
-        dim = pq.read_schema(self.embeddings_path).field("vector").type.list_size
+        dim = contracts.read_schema(self.embeddings_path).field("vector").type.list_size
         with _spilling_duckdb(work_dir) as (db, scratch):
             _write_digests(input_path, self.side, scratch / "rows.parquet", first, end)
             _write_digests(self.texts_path, self.side, scratch / "known.parquet")
@@ -150,7 +151,7 @@ def _write_result(relation: duckdb.DuckDBPyRelation, path: Path) -> None:
     """Stream a DuckDB query's result, a record batch at a time, into a Parquet file."""
     with (
         relation.to_arrow_reader(EMBEDDING_BATCH_ROWS) as result,
-        pq.ParquetWriter(path, result.schema) as writer,
+        contracts.parquet_writer(path, result.schema) as writer,
     ):
         for batch in result:
             writer.write_batch(batch)
@@ -200,7 +201,7 @@ def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:
 
 
 def shard_range(
-    source: pq.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
+    source: contracts.ParquetFile, input_path: Path, side: str, shard: tuple[int, int], verb: str
 ) -> tuple[int, int]:
     """[first, end) of ``shard`` over the table; refuses an empty table or an empty shard."""
     if source.metadata.num_rows == 0:
@@ -234,7 +235,7 @@ def embed_file(
     """
     to_texts, prompt_key = SIDES[side]
     prompt = encoder.spec[prompt_key]
-    source = pq.ParquetFile(input_path)
+    source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
     key = cache_key(encoder.spec, encoder.provenance, input_path)
     # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
@@ -257,7 +258,7 @@ def embed_file(
         encode_seconds, reused_rows = concatenate(
             part_paths, out_path, (input_path, side, first, end), same_text
         )
-    total_rows = pq.read_metadata(out_path).num_rows
+    total_rows = contracts.read_metadata(out_path).num_rows
     resumed_rows = total_rows - encoded_rows
     if resumed_rows:
         log.info("resumed: %d of %d rows were already embedded", resumed_rows, total_rows)
@@ -309,9 +310,9 @@ def check_shards(
 ) -> None:
     """Refuse shards made with different settings, whose files do not hold the rows their
     manifests count, or that do not add up to the table."""
-    expected_rows = pq.ParquetFile(texts_path).metadata.num_rows
+    expected_rows = contracts.ParquetFile(texts_path).metadata.num_rows
     for path, facts in zip(shard_paths, manifests):
-        written = pq.read_metadata(path).num_rows
+        written = contracts.read_metadata(path).num_rows
         if written != facts["rows"]:
             raise InputError(
                 path,
@@ -384,7 +385,7 @@ def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str,
 def query_seconds(
     encode_one: Callable[[str], object], queries_path: Path, count: int
 ) -> dict[str, float]:
-    queries = pq.read_table(queries_path).slice(0, count).to_pydict()
+    queries = contracts.read_table(queries_path).slice(0, count).to_pydict()
     seconds = time_each(encode_one, queries["text"])
     return dict(zip(queries["query_id"], seconds))
 
@@ -463,14 +464,14 @@ def concatenate(
     input_path = rows[0]
     encode_seconds, reused_rows = 0.0, 0
     for part in part_paths:
-        metadata = pq.read_schema(part).metadata or {}
+        metadata = contracts.read_schema(part).metadata or {}
         encode_seconds += float(metadata.get(ENCODE_SECONDS_KEY, 0))
         reused_rows += int(metadata.get(REUSED_ROWS_KEY, 0))
     totals = {ENCODE_SECONDS_KEY: repr(encode_seconds), REUSED_ROWS_KEY: str(reused_rows)}
-    schema = pq.read_schema(part_paths[0]).with_metadata(totals)
+    schema = contracts.read_schema(part_paths[0]).with_metadata(totals)
     start = 0
     with atomic_path(out_path) as tmp:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with contracts.parquet_writer(tmp, schema) as writer:
             for part in part_paths:
                 for batch in contracts.stream_batches(part, EMBEDDING_BATCH_ROWS):
                     writer.write_batch(same_text.apply(batch, start) if same_text else batch)
@@ -497,7 +498,7 @@ def _check_ids(
 ) -> None:
     """Refuse ``written`` (to become ``out_path``) unless its ids are those of rows
     [first, end) of ``input_path``, in order."""
-    source = pq.ParquetFile(input_path)
+    source = contracts.ParquetFile(input_path)
     end = source.metadata.num_rows if end is None else end
     expected = (
         batch.column(0)
@@ -507,13 +508,15 @@ def _check_ids(
     )
     found = (
         batch.column(0)
-        for batch in pq.ParquetFile(written).iter_batches(EMBEDDING_BATCH_ROWS, columns=["id"])
+        for batch in contracts.ParquetFile(written).iter_batches(
+            EMBEDDING_BATCH_ROWS, columns=["id"]
+        )
     )
     ids_in = (id_ for column in found for id_ in column.to_pylist())
     ids_expected = (id_ for column in expected for id_ in column.to_pylist())
     for row, (got, wanted) in enumerate(itertools.zip_longest(ids_in, ids_expected)):
         if got != wanted:
-            rows = pq.read_metadata(written).num_rows
+            rows = contracts.read_metadata(written).num_rows
             raise InputError(
                 out_path,
                 f"holds {rows} rows, but rows {first} to {end} of {input_path} are "
@@ -528,6 +531,6 @@ def read_embeddings(path: Path, ids: Iterable[str] | None = None) -> tuple[list[
     The filter is applied while the file is scanned, so only the selected rows are held.
     """
     selection = None if ids is None else pc.field("id").isin(pa.array(list(ids), pa.string()))
-    table = pq.read_table(path, filters=selection)
+    table = contracts.read_table(path, filters=selection)
     matrix = contracts.vector_matrix(table.column("vector").combine_chunks())
     return table.column("id").to_pylist(), np.ascontiguousarray(matrix, dtype=np.float32)

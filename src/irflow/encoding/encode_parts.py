@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.encoding.embed import (
@@ -103,7 +102,7 @@ def encode_file(
     Returns the rows, how many this call encoded and how many were resumed, and the encoding
     seconds of all of them, resumed ones included, as ``irflow.encoding.embed.embed_file`` does."""
     to_texts, _ = SIDES[side]
-    source = pq.ParquetFile(input_path)
+    source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "encode")
     key = cache_key(model.spec, model.provenance, input_path)
     # A shard's file is temporary (deleted once gathered): keeping it would double its disk.
@@ -123,7 +122,7 @@ def encode_file(
         )
         part_paths = [path for _, _, path in finished_parts(parts)]
         encode_seconds, _ = concatenate(part_paths, out_path, (input_path, side, first, end))
-    total_rows = pq.read_metadata(out_path).num_rows
+    total_rows = contracts.read_metadata(out_path).num_rows
     if total_rows > encoded_rows:
         log.info(
             "resumed: %d of %d rows were already encoded", total_rows - encoded_rows, total_rows

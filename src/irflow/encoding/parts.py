@@ -26,10 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from irflow.core import atomic, locks
+from irflow.core import atomic, contracts, locks
 from irflow.core.atomic import atomic_path
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def _resume_from_last(last: Path, parts: Path, key: str, first: int) -> None:
     result, key_file = last / "result.parquet", last / "key.json"
     if not (result.exists() and key_file.exists() and json.loads(key_file.read_text()) == key):
         return
-    rows = pq.read_metadata(result).num_rows
+    rows = contracts.read_metadata(result).num_rows
     part = parts / f"part-{first:012d}-{first + rows:012d}.parquet"
     if not part.exists():
         os.link(result, part)
@@ -93,7 +92,11 @@ def prepare_parts(parts: Path, key: str) -> None:
 
 
 def batches_between(
-    source: pq.ParquetFile, first: int, end: int, chunk_size: int, columns: list[str] | None = None
+    source: contracts.ParquetFile,
+    first: int,
+    end: int,
+    chunk_size: int,
+    columns: list[str] | None = None,
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first row, batch) over rows [first, end) of ``source``, reading only the row groups
     that hold them (and only ``columns``, when given)."""
@@ -112,7 +115,7 @@ def batches_between(
 
 
 def encode_missing(
-    source: pq.ParquetFile,
+    source: contracts.ParquetFile,
     first: int,
     end: int,
     parts: Path,

@@ -30,7 +30,7 @@ from irflow.core.atomic import atomic_path
 def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
     """All per-query values in one table; ``scores`` lists (dataset, system, Parquet path)."""
     frames = [
-        pd.read_parquet(path).assign(dataset=dataset, system=system)
+        contracts.read_frame(path).assign(dataset=dataset, system=system)
         for dataset, system, path in scores
     ]
     return pd.concat(frames, ignore_index=True)[

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -153,7 +152,7 @@ class BM25Retriever:
             self._score_postings(terms, counts, lengths, distinct, frequencies)
         self.model.vocab_dict = self.tokenizer.get_vocab_dict()
         # One Arrow array: ids become strings only for the rows a run keeps.
-        doc_ids = pq.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
+        doc_ids = contracts.read_table(corpus_path, columns=["doc_id"]).column("doc_id")
         self.doc_ids = doc_ids.combine_chunks()
         return self
 
@@ -249,7 +248,7 @@ class BM25Retriever:
         with atomic_path(folder) as tmp:
             self.model.save(tmp, show_progress=False)
             np.save(tmp / ZERO_SCORING_FILE, self.zero_scoring_terms)
-            pq.write_table(pa.table({"doc_id": self.doc_ids}), tmp / DOC_IDS_FILE)
+            contracts.write_file(pa.table({"doc_id": self.doc_ids}), tmp / DOC_IDS_FILE)
             record = {"settings": index_settings(self.spec), "documents": len(self.doc_ids)}
             (tmp / SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
             return sum(file.stat().st_size for file in tmp.iterdir())
@@ -280,7 +279,7 @@ class BM25Retriever:
         else:
             retriever.tokenizer.word_to_id = vocabulary
         retriever.zero_scoring_terms = np.load(folder / ZERO_SCORING_FILE)
-        doc_ids = pq.read_table(folder / DOC_IDS_FILE).column("doc_id")
+        doc_ids = contracts.read_table(folder / DOC_IDS_FILE).column("doc_id")
         retriever.doc_ids = doc_ids.combine_chunks()
         return retriever
 

@@ -17,7 +17,6 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.retrieval.retrieve import search_texts
@@ -74,7 +73,7 @@ def custom_search(
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
     """``retriever``'s run of the queries over the corpus, and its timing (as bm25_search's)."""
-    corpus = pq.read_table(corpus_path, columns=contracts.CORPUS.names)
+    corpus = contracts.read_table(corpus_path, columns=contracts.CORPUS.names)
     started = time.perf_counter()
     retriever.index(corpus)
     index_seconds = time.perf_counter() - started

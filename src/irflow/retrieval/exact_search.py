@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
+from irflow.core import contracts
 from irflow.retrieval.index import READ_BATCH_ROWS, Searcher, load_index, vector_batches
 
 # faiss/utils/distances.cpp, kDbParallelMinVectors: "Database-parallel KNN: parallelizes over
@@ -89,8 +89,8 @@ class ExactSearcher:
 
     def __init__(self, embeddings_path: Path, shard_rows: int = READ_BATCH_ROWS):
         self.embeddings_path = embeddings_path
-        self.size = pq.ParquetFile(embeddings_path).metadata.num_rows
-        self.dim = pq.read_schema(embeddings_path).field("vector").type.list_size
+        self.size = contracts.ParquetFile(embeddings_path).metadata.num_rows
+        self.dim = contracts.read_schema(embeddings_path).field("vector").type.list_size
         self.bounds = shard_bounds(self.size, shard_rows)
 
     def can_widen(self, k: int, widen: int = 0) -> bool:

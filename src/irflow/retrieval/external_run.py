@@ -55,9 +55,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from irflow.core.errors import DownloadError, InputError
+from irflow.core import contracts
+from irflow.core.errors import DamagedFileError, DownloadError, InputError
 from irflow.core.fingerprint import file_md5
 from irflow.core.redaction import public_url
 from irflow.data.download_cache import cached_file_name
@@ -240,7 +240,9 @@ def read_parquet_run(path: Path, accepted: dict) -> Iterator[pa.Table]:
     ``PARQUET_BATCH_ROWS`` at a time; ``accepted["ids_cast_to_string"]``: which id columns
     held integers, read as their decimal strings."""
     try:
-        file = pq.ParquetFile(path)
+        file = contracts.ParquetFile(path)
+    except DamagedFileError as error:  # the user's own file: to fix, not to rebuild
+        raise InputError(path, f"cannot be read as Parquet: {error.problem}") from None
     except (OSError, pa.ArrowException) as error:
         raise InputError(path, f"cannot be read as Parquet: {error}") from None
     schema = file.schema_arrow
@@ -276,10 +278,12 @@ def read_parquet_run(path: Path, accepted: dict) -> Iterator[pa.Table]:
         first_row += batch.num_rows
 
 
-def _parquet_batches(file: pq.ParquetFile, path: Path) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(file: contracts.ParquetFile, path: Path) -> Iterator[pa.RecordBatch]:
     columns = ["query_id", "doc_id", "score"]
     try:
         yield from file.iter_batches(PARQUET_BATCH_ROWS, columns=columns)
+    except DamagedFileError as error:  # the user's own file: to fix, not to rebuild
+        raise InputError(path, f"cannot be read as Parquet: {error.problem}") from None
     except (OSError, pa.ArrowException) as error:
         raise InputError(path, f"cannot be read as Parquet: {error}") from None
 
@@ -392,7 +396,7 @@ def _absent(run: pa.Table, known: pa.Array, column: str) -> np.ndarray:
 
 
 def _ids(path: Path, column: str) -> pa.Array:
-    return pq.read_table(path, columns=[column]).column(column).combine_chunks()
+    return contracts.read_table(path, columns=[column]).column(column).combine_chunks()
 
 
 def import_run(

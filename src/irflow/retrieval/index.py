@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -158,7 +157,7 @@ def train_sample(embeddings_path: Path, spec: dict, rows: int, nlist: int) -> np
 
 def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
     """The index and what its build chose: lists asked for and made, training rows."""
-    metadata = pq.ParquetFile(embeddings_path).metadata
+    metadata = contracts.ParquetFile(embeddings_path).metadata
     rows = metadata.num_rows
     if rows == 0:
         raise InputError(embeddings_path, "no embeddings to index")
@@ -170,7 +169,7 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
             f"{training_rows(spec, rows)} (of {rows} rows). Use type flat or ivf for a corpus "
             "this small, or fewer pq_bits",
         )
-    dim = pq.read_schema(embeddings_path).field("vector").type.list_size
+    dim = contracts.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
     facts = {"documents": rows}
     if spec["type"] in IVF_TYPES:

@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
@@ -95,7 +94,7 @@ class TokenEncoder(SideEncoder):
         """The manifest's count of the texts of ``shard`` that are cut to their side's length
         (all of them, resumed ones too), logged."""
         to_texts, _ = SIDES[side]
-        source = pq.ParquetFile(input_path)
+        source = contracts.ParquetFile(input_path)
         first, end = shard_rows(source.metadata.num_rows, *shard)
         truncated = sum(
             self.truncated(to_texts(rows)[1], side)
@@ -194,7 +193,7 @@ class TokenVectors:
 
     @classmethod
     def read(cls, path: Path) -> TokenVectors:
-        table = pq.read_table(path)
+        table = contracts.read_table(path)
         vectors = table.column("vectors").combine_chunks()
         offsets = vectors.offsets.to_numpy().astype(np.int64)
         dim = vectors.type.value_type.list_size

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 from irflow.core.timing import time_each
@@ -55,7 +54,7 @@ def dense_search(
     searcher = open_searcher(index_path, doc_embeddings, index_spec)
     rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
     # Each index row's document as an integer code into the distinct doc ids.
-    row_docs = pq.read_table(rows_source, columns=[column]).column(column)
+    row_docs = contracts.read_table(rows_source, columns=[column]).column(column)
     row_docs = row_docs.combine_chunks().dictionary_encode()
     row_codes, doc_ids = row_docs.indices.to_numpy(), row_docs.dictionary
     query_ids, queries = read_embeddings(query_embeddings)
@@ -280,7 +279,7 @@ def search_texts(
     """The run of a retriever that searches query texts (BM25, a user's own retriever,
     irflow.retrieval.custom): ``retriever.search(texts, depth)`` gives per query the rows of
     ``doc_ids`` it found and their scores; the first ``latency_queries`` are timed one by one."""
-    queries = pq.read_table(queries_path)
+    queries = contracts.read_table(queries_path)
     query_ids = queries.column("query_id").combine_chunks()
     texts = queries.column("text").to_pylist()
     depth = top_k + remove_self_matches
@@ -314,7 +313,7 @@ def retrieve_judged(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "queries.parquet"
         if retriever["type"] == "bm25":
-            pq.write_table(judged, path)
+            contracts.write_file(judged, path)
             run, _ = bm25_search(files["bm25_index"], path, retriever, top_k, remove_self)
         elif retriever["type"] == "dense":
             vectors = encoder.encode(
@@ -327,7 +326,7 @@ def retrieve_judged(
                 },
                 schema=contracts.embeddings_schema(vectors.shape[1]),
             )
-            pq.write_table(table, path)
+            contracts.write_file(table, path)
             run, _ = dense_search(
                 files.get("index"),
                 retrieval["index"],

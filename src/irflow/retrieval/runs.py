@@ -182,7 +182,7 @@ def check_unique(run: pd.DataFrame, path: str | Path) -> None:
 
 def read_run(path: str | Path) -> pd.DataFrame:
     """A run file (``run`` contract), refused if it repeats a (query, doc)."""
-    run = pd.read_parquet(path)
+    run = contracts.read_frame(path)
     check_unique(run, path)
     return run
 

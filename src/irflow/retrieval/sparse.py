@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from irflow.core import contracts
@@ -74,7 +73,7 @@ def sparse_table(ids: list[str], matrix: sp.csr_matrix) -> pa.Table:
 def read_sparse(path: Path, vocabulary: int | None = None) -> tuple[pa.Array, sp.csr_matrix]:
     """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file; ``vocabulary`` columns (default:
     the largest term id + 1)."""
-    table = pq.read_table(path)
+    table = contracts.read_table(path)
     indices = table.column("indices").combine_chunks()
     values = table.column("values").combine_chunks()
     offsets = indices.offsets.to_numpy().astype(np.int64)

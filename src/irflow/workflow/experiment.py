@@ -11,6 +11,8 @@ and running again is the same experiment, continued.
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 from irflow.core.errors import ConfigError
@@ -55,3 +57,21 @@ def write_record(current: dict, config: dict, record: Path = RECORD) -> None:
     recorded = current | {"config": public_urls_of(config)}
     text = json.dumps(recorded, indent=2, sort_keys=True, default=str)
     record.write_text(text + "\n", encoding="utf-8")
+
+
+def snakemake_command(config_files: list, snakefile: str) -> str:
+    """The command line that runs this experiment again, less its targets: the Snakemake the
+    user ran (``.venv/bin/snakemake`` for the README's), ``--cores all``, and the config files
+    the run named; with the Snakefile and the working directory where the Snakefile is not in
+    it. A damaged file's error (irflow.core.errors.rebuild_command) adds the file."""
+    program = sys.argv[0] if Path(sys.argv[0]).name == "snakemake" else "snakemake"
+    words = [program, "--cores", "all"]
+    here = Path.cwd()
+    paths = [Path(path).absolute() for path in config_files]
+    if Path(snakefile).resolve().parent != here.resolve():
+        words += ["--snakefile", str(Path(snakefile).resolve()), "--directory", str(here)]
+    else:  # run where it was started: its own files, as the README names them
+        paths = [path.relative_to(here) if path.is_relative_to(here) else path for path in paths]
+    if paths:
+        words += ["--configfile", *(str(path) for path in paths)]
+    return shlex.join(words)

@@ -15,6 +15,7 @@ from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
 from irflow.workflow.plan import WorkflowNames
+from irflow.workflow.stamps import STAMPS, check_dataset_files
 
 # The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
 # folder, so that replacing those does not rebuild what only the tokenizer decides).
@@ -64,15 +65,21 @@ class DatasetInputs(WorkflowNames):
 
     def local_files(self, wildcards):
         """The dataset's files when they are on disk, so that editing them reruns its
-        downstream."""
+        downstream; checked against their checksum when their status changed
+        (irflow.workflow.stamps), so that an edit that keeps their modification times does
+        too."""
         config = self.config
-        source = config["datasets"][wildcards.dataset]["source"]
-        candidates = [Path(config["data_dir"]) / wildcards.dataset] if config["data_dir"] else []
-        candidates.append(Path(config["download_dir"]) / wildcards.dataset)
+        dataset = wildcards.dataset
+        source = config["datasets"][dataset]["source"]
+        candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
+        candidates.append(Path(config["download_dir"]) / dataset)
         candidates += [Path(source["path"])] if "path" in source else []
-        split = scored_split(config, wildcards.dataset)
+        split = scored_split(config, dataset)
         for folder in candidates:
             if dataset_layout(folder, split):
+                record = STAMPS / "download" / f"{dataset}.files.json"
+                source_json = Path(f"results/datasets/{dataset}/source.json")
+                check_dataset_files(folder, split, source_json, record)
                 return [str(p) for p in dataset_files(folder, split)]
         return [source["path"]] if "path" in source else []
 

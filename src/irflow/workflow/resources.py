@@ -27,8 +27,7 @@ import math
 import os
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
+from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
 from irflow.retrieval.bm25 import index_footprint
@@ -161,13 +160,13 @@ def _existing(path) -> Path:
 
 def text_mb(path) -> float:
     """Uncompressed size of a table's columns, from its Parquet metadata, in MB."""
-    metadata = pq.read_metadata(_existing(path))
+    metadata = contracts.read_metadata(_existing(path))
     return sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)) / 1e6
 
 
 def vector_shape(path) -> tuple[int, int]:
     """(rows, dimension) of an embeddings file, from its Parquet metadata and schema."""
-    file = pq.ParquetFile(_existing(path))
+    file = contracts.ParquetFile(_existing(path))
     return file.metadata.num_rows, file.schema_arrow.field("vector").type.list_size
 
 
@@ -190,7 +189,7 @@ def bm25_search_mb(index, queries, top_k: int, attempt: int = 1) -> int:
     """``index``: the folder irflow.retrieval.bm25 saved (bm25s' files); ``queries``: the
     queries table searched, each giving at most ``top_k`` run rows."""
     footprint = index_footprint(_existing(index))
-    run_rows = pq.read_metadata(_existing(queries)).num_rows * top_k
+    run_rows = contracts.read_metadata(_existing(queries)).num_rows * top_k
     peak = (
         BM25_SEARCH_BASE_MIB
         + footprint["matrix_bytes"] / MIB
@@ -288,15 +287,15 @@ def sharded_search_peak_mib(shape: tuple[int, int], queries: int, spec: dict) ->
 
 
 def score_mb(run, attempt: int = 1) -> int:
-    rows = pq.read_metadata(_existing(run)).num_rows
+    rows = contracts.read_metadata(_existing(run)).num_rows
     return request_mb(SCORE_BASE_MIB + SCORE_MIB_PER_RUN_ROW * rows, attempt)
 
 
 def external_run_peak_mib(corpus, queries, top_k: int) -> float:
     """The modelled peak of importing a run of ``top_k`` rows a query for the judged
     ``queries`` over ``corpus``, whatever the run file's size."""
-    documents = pq.read_metadata(_existing(corpus)).num_rows
-    kept = top_k * pq.read_metadata(_existing(queries)).num_rows
+    documents = contracts.read_metadata(_existing(corpus)).num_rows
+    kept = top_k * contracts.read_metadata(_existing(queries)).num_rows
     return (
         EXTERNAL_RUN_BASE_MIB
         + EXTERNAL_RUN_MIB_PER_KEPT_ROW * kept
@@ -314,7 +313,7 @@ def vector_search_mb(documents, attempt: int = 1, index: dict | None = None) -> 
     vectors_mb = text_mb(documents)
     peak = VECTOR_SEARCH_BASE_MIB + VECTOR_SEARCH_MIB_PER_MB * vectors_mb
     if index and index["type"] == "voyager":
-        dim = pq.read_schema(documents).field("vectors").type.value_type.list_size
+        dim = contracts.read_schema(documents).field("vectors").type.value_type.list_size
         peak += vectors_mb * (1 + (2 * index["M"] + 1) / dim)
     return request_mb(peak, attempt)
 
@@ -341,8 +340,8 @@ def rerank_mb(corpus, queries, settings: dict, attempt: int = 1) -> int:
     mean per document."""
     from irflow.retrieval.late_interaction import MAX_HELD_TOKEN_BYTES
 
-    documents = pq.read_metadata(_existing(corpus)).num_rows
-    candidates = pq.read_metadata(_existing(queries)).num_rows * settings["k"]
+    documents = contracts.read_metadata(_existing(corpus)).num_rows
+    candidates = contracts.read_metadata(_existing(queries)).num_rows * settings["k"]
     share = min(1.0, candidates / max(documents, 1))
     peak = EMBED_MIB + RERANK_MIB_PER_TEXT_MB * text_mb(corpus) * share
     if settings["reranker"]["type"] == "late-interaction":

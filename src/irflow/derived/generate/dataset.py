@@ -150,7 +150,7 @@ class Generated:
 
 def judged_positives(qrels_path: str | Path) -> set[str]:
     """The doc_ids a qrels table judges relevant (relevance >= 1): ``sample_from: positives``."""
-    qrels = pd.read_parquet(qrels_path, columns=["doc_id", "relevance"])
+    qrels = contracts.read_frame(qrels_path, columns=["doc_id", "relevance"])
     return set(qrels.loc[qrels["relevance"] >= 1, "doc_id"])
 
 
@@ -303,11 +303,10 @@ def write_generated(
 def content_checksum(paths: list[Path]) -> str:
     """MD5 over the written tables' contents: a generated dataset is what the model wrote, so
     its checksum is of its content, not of the settings."""
-    import pyarrow.parquet as pq
 
     digest = hashlib.md5()
     for path in paths:
-        table = pq.read_table(path)
+        table = contracts.read_table(path)
         for batch in table.to_batches():
             for column in batch.columns:
                 digest.update(repr(column.to_pylist()).encode())

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from irflow.core import contracts
 
@@ -52,7 +51,7 @@ class AnswerCache:
     @staticmethod
     def _read(path: Path, filters=None) -> pa.Table | None:
         try:
-            return pq.read_table(path, filters=filters)
+            return contracts.read_table(path, filters=filters)
         except (pa.ArrowInvalid, OSError) as error:
             log.warning("skipping unreadable cache file %s: %s", path, error)
             return None

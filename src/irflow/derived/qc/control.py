@@ -388,7 +388,7 @@ def read_votes(paths: dict[str, str | Path]) -> dict[str, pd.DataFrame]:
     """Each reranker's ranking, by name, from the votes files."""
     frames = {}
     for name, path in paths.items():
-        frame = pd.read_parquet(path, columns=["query_id", "doc_id", "rank"])
+        frame = contracts.read_frame(path, columns=["query_id", "doc_id", "rank"])
         if frame.duplicated(["query_id", "doc_id"]).any():
             row = frame[frame.duplicated(["query_id", "doc_id"])].iloc[0]
             raise InputError(path, f"({row['query_id']}, {row['doc_id']}) is ranked twice")

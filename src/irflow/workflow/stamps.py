@@ -1,0 +1,135 @@
+"""Settings stamps: the settings of each job kept beside the results, so that a changed
+setting reruns the job, and everything downstream of it, by modification times alone.
+
+Snakemake reruns a job whose params changed only while its records in ``.snakemake/metadata``
+last; with them deleted or damaged, a changed ``query_prompt`` or ``top_k`` left the old runs
+in place. So every rule with params gets an input function that names no file (the Snakefile
+adds it to each such rule). While the graph is planned it writes the job's stamp,
+``results/settings/<rule>/<wildcard values>.json``, the job's params as the rule gives them to
+its script, only when its content differs; and when it differs, it dates the job's outputs
+1970, older than any input, so that Snakemake makes them again. An unchanged config leaves
+every stamp and output as it is (a dry run plans nothing).
+
+The job records its stamp's md5 in its manifest (``settings_md5``, scripts/_common.start_job),
+and planning compares the two: an output whose manifest records other settings than the
+stamp's (results copied from another experiment, say) is made again too.
+
+The files of a dataset on disk are checked too (``check_dataset_files``), so that an edit
+that keeps a file's modification time (``touch -r``, ``cp -p``) still reruns its download job
+and everything after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from irflow.core import atomic
+from irflow.data.download import dataset_files, dataset_fingerprint
+
+STAMP_INPUT = "settings"
+STAMPS = Path("results/settings")
+
+
+def stamp_path(rule_name: str, wildcards) -> Path:
+    """``results/settings/<rule>/<value>/.../<value>.json``, a job's wildcard values in the
+    order of its outputs' (``<rule>.json`` for a rule without wildcards)."""
+    parts = [rule_name, *(str(value) for _, value in wildcards.items())]
+    return STAMPS.joinpath(*parts[:-1], f"{parts[-1]}.json")
+
+
+def job_settings(params, wildcards) -> dict:
+    """A job's params: each function of the rule's params called on the job's wildcards, as
+    Snakemake calls it. A string's wildcards are left unfilled: the stamp's path holds their
+    values."""
+    return {name: value(wildcards) if callable(value) else value for name, value in params.items()}
+
+
+def settings_text(settings: dict) -> str:
+    return json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def text_md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def recorded_settings_md5(manifest: Path) -> str | None:
+    """The ``settings_md5`` a job's manifest records; None when it records none (written
+    before stamps existed) or cannot be read (the job then reruns for its missing output)."""
+    try:
+        return json.loads(manifest.read_text()).get("settings_md5")
+    except (OSError, ValueError):
+        return None
+
+
+def update_stamp(path: Path, text: str, manifest: Path | None) -> bool:
+    """``path`` holds ``text``, rewritten only when its content differs. Whether the job's
+    outputs are of other settings: the stamp held others, or the job's ``manifest`` records
+    others.
+
+    A new stamp changes nothing: outputs made before the stamps existed (by an older irflow)
+    are taken to be of the current settings, as Snakemake's params trigger had checked them,
+    unless their manifest says otherwise."""
+    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    if current != text:
+        atomic.write_text(path, text)
+    recorded = recorded_settings_md5(manifest) if manifest is not None else None
+    return (current is not None and current != text) or recorded not in (None, text_md5(text))
+
+
+def make_again(outputs: list[Path]) -> None:
+    """Date ``outputs`` 1970, older than any input, so that Snakemake reruns their job (and
+    everything after it) by modification times alone. Nothing is deleted: a dry run may
+    decide this, and an output is replaced only by its job's new one."""
+    for output in outputs:
+        # A directory output's time is that of the timestamp file Snakemake keeps in it.
+        for dated in (output, output / ".snakemake_timestamp"):
+            if dated.exists():
+                os.utime(dated, (0, 0))
+
+
+def settings_stamp(rule):
+    """An input function of ``rule`` that names no file: it writes the job's stamp and, when
+    the job's outputs are of other settings, dates them 1970. (A stamp among the inputs would
+    change every job's input files, and Snakemake would rerun the whole graph once.)"""
+    manifest = dict(rule.output.items()).get("manifest")
+
+    def stamp(wildcards) -> list:
+        path = stamp_path(rule.name, wildcards)
+        produced = Path(manifest.apply_wildcards(wildcards)) if manifest else None
+        text = settings_text(job_settings(rule.params, wildcards))
+        if update_stamp(path, text, produced):
+            make_again([Path(output.apply_wildcards(wildcards)) for output in rule.output])
+        return []
+
+    return stamp
+
+
+def file_status(path: Path) -> list[int]:
+    """What changes whenever a file's content does: its size, modification and change times
+    and inode. A user can set the modification time back, not the change time, which the
+    kernel sets on every write (and on setting the modification time)."""
+    status = path.stat()
+    return [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+
+
+def check_dataset_files(folder: Path, split: str, source: Path, record: Path) -> None:
+    """Date the dataset's ``source`` (source.json, its download job's output) 1970 when the
+    dataset's files differ from the checksum it records, so that the download job and
+    everything after it rerun.
+
+    ``record`` holds each file's status (``file_status``) when last checked; the files are
+    hashed only when one's status changed since, so an unchanged dataset costs a ``stat`` per
+    file. Without a ``source`` yet, the download job runs anyway and nothing is hashed.
+    """
+    status = {str(path): file_status(path) for path in dataset_files(folder, split)}
+    if record.is_file() and json.loads(record.read_text())["status"] == status:
+        return
+    atomic.write_text(record, json.dumps({"status": status}, indent=2) + "\n")
+    if not source.is_file():
+        return
+    recorded = json.loads(source.read_text())["checksum"]
+    if dataset_fingerprint(folder, split)["checksum"] != recorded:
+        make_again([source])

@@ -1,0 +1,116 @@
+"""Without Snakemake's records: a changed setting still reruns what it decides, and a dataset
+file edited with its modification time kept still reruns its ingest (issue 39, items 3 and 4).
+
+Snakemake's params trigger lives in .snakemake/metadata; deleted, only modification times were
+left, and a changed top_k or BM25 setting reran nothing but the database ("Nothing to be done"
+for a target run, the old numbers kept). The graph is a 200-document SciFact subset searched by
+BM25, run once for both tests (in file order); each Snakemake call takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import CORES, REPO, scifact_subset
+
+pytestmark = pytest.mark.e2e  # five Snakemake calls, about 60 s of CPU on this machine
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+RUN = "results/runs/sub/bm25.parquet"
+SCORES = "results/scores/sub/bm25.parquet"
+
+
+def snakemake(workdir, config: dict, *arguments: str) -> str:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [*SNAKEMAKE, "--directory", str(workdir), "--cores", CORES]
+    done = subprocess.run(
+        [*command, *arguments, "--configfile", str(workdir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def ran(output: str) -> set[str]:
+    """The rules of the jobs a Snakemake call ran (or, dry, would run)."""
+    return set(re.findall(r"^(?:local)?rule (\w+):$", output, re.MULTILINE))
+
+
+def ndcg10(workdir) -> float:
+    scores = pd.read_parquet(workdir / SCORES)
+    return round(scores.loc[scores["metric"] == "ndcg_cut_10", "value"].mean(), 4)
+
+
+def config_of(folder, **settings) -> dict:
+    return {
+        "offline": True,
+        "datasets": {"sub": {"source": {"path": str(folder)}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    } | settings
+
+
+@pytest.fixture(scope="module")
+def workdir(shared_datasets, tmp_path_factory):
+    """One run of the graph, for the tests below in turn: SciFact's first 20 test queries over
+    200 documents, in BEIR layout, searched by BM25 and scored."""
+    workdir = tmp_path_factory.mktemp("lost_records")
+    subset = scifact_subset(shared_datasets / "scifact", workdir / "sub")
+    first = snakemake(workdir, config_of(subset), SCORES)
+    assert {"download", "ingest", "filter", "index_bm25", "retrieve_bm25", "score"} <= ran(first)
+    return workdir
+
+
+def test_a_dataset_file_edited_with_its_time_kept_reruns_its_ingest(workdir):
+    config = config_of(workdir / "sub")
+    corpus = workdir / "sub" / "corpus.jsonl"
+    documents = [json.loads(line) for line in corpus.read_text().splitlines()]
+    documents[0]["text"] = "edited"
+    kept = corpus.stat()
+    corpus.write_text("".join(json.dumps(document) + "\n" for document in documents))
+    os.utime(corpus, ns=(kept.st_atime_ns, kept.st_mtime_ns))  # as touch -r or cp -p leave it
+    # main: "Nothing to be done", the old corpus kept.
+    rerun = ran(snakemake(workdir, config, SCORES))
+    assert {"download", "ingest", "filter", "index_bm25", "retrieve_bm25", "score"} <= rerun
+    ingested = pd.read_parquet(workdir / "results/datasets/sub/corpus.parquet")
+    assert ingested.set_index("doc_id").loc[documents[0]["_id"], "text"] == "edited"
+
+
+def test_a_changed_setting_reruns_its_jobs_after_snakemakes_records_are_deleted(workdir):
+    config = config_of(workdir / "sub")
+    # An unchanged config plans nothing without the records: no stamp was rewritten, and the
+    # dataset's files, checked once after their edit, are neither hashed nor rerun again.
+    shutil.rmtree(workdir / ".snakemake")
+    assert "Nothing to be done" in snakemake(workdir, config, SCORES, "--dry-run")
+    assert pd.read_parquet(workdir / RUN).groupby("query_id").size().max() > 2
+    full = ndcg10(workdir)
+
+    # top_k 1000 -> 2 with the records gone: main said "Nothing to be done", kept up to 142
+    # hits a query and the old nDCG@10.
+    shutil.rmtree(workdir / ".snakemake")
+    assert ran(snakemake(workdir, config | {"top_k": 2}, SCORES)) == {"retrieve_bm25", "score"}
+    assert pd.read_parquet(workdir / RUN).groupby("query_id").size().max() == 2
+    assert ndcg10(workdir) < full
+    # The run's manifest carries the settings it was made with: planning compares the two.
+    stamp = workdir / "results/settings/retrieve_bm25/sub/bm25.json"
+    assert json.loads(stamp.read_text())["settings"]["top_k"] == 2
+    made = json.loads((workdir / "results/manifests/retrieve/sub/bm25.json").read_text())
+    assert made["settings_md5"] == hashlib.md5(stamp.read_bytes()).hexdigest()
+
+    # A BM25 setting, the records gone again: the index is rebuilt with it, then searched.
+    shutil.rmtree(workdir / ".snakemake")
+    k1 = config | {"top_k": 2, "retrievers": {"bm25": {"type": "bm25", "k1": 0.1, "b": 0.0}}}
+    assert ran(snakemake(workdir, k1, SCORES)) == {"index_bm25", "retrieve_bm25", "score"}
+    built = json.loads((workdir / "results/manifests/index_bm25/sub/bm25.json").read_text())
+    assert (built["settings"]["k1"], built["settings"]["b"]) == (0.1, 0.0)
