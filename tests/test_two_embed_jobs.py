@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from conftest import minilm_spec
 from irflow.core import contracts
 from irflow.core.errors import InputError
 from irflow.core.locks import lock_file
+from irflow.core.processes import HOST
 from irflow.encoding.embed import embed_file, gather
 from irflow.encoding.models import Encoder
 
@@ -107,8 +107,7 @@ def test_two_live_jobs_on_one_output_write_every_row_once(encoder, tmp_path):
     assert written.column("id").to_pylist() == [f"d{i:03d}" for i in range(DOCUMENTS)]
     # The second job waited for the first, then started from the result the first kept: it
     # encoded nothing again.
-    assert f"waiting for {parts}: it is being written by host" in second_log
-    assert f"pid {os.getpid()}" in second_log
+    assert f"waiting for {parts}: it is being written by process {os.getpid()} on" in second_log
     assert (second_facts["rows_encoded"], second_facts["rows_resumed"]) == (0, DOCUMENTS)
     assert not parts.exists() and not list(tmp_path.rglob("*.lock"))
 
@@ -119,7 +118,7 @@ def test_a_killed_holder_does_not_hold_up_the_next_job(encoder, tmp_path):
     parts = out.with_name(out.name + ".parts")
     ready = tmp_path / "holding"
     holder = started(HOLDER, parts, ready, ready=ready)
-    assert lock_file(parts).read_text().startswith(f"host {socket.gethostname()}, pid {holder.pid}")
+    assert lock_file(parts).read_text().startswith(f"process {holder.pid} on {HOST}, since")
     holder.kill()  # SIGKILL: the kernel drops its lock, the lock file stays
     holder.wait()
     facts = embed_file(encoder, corpus, "corpus", out)

@@ -6,7 +6,7 @@ Snakemake alone, a cluster job whose submitting process died), and the rerun aft
 finished pieces (``irflow.encoding.embed``'s parts) holds that folder with an OS lock on a file
 beside it (``flock``): the kernel drops it when the process ends, however it ends, so a killed
 job's pieces stay resumable by the next one, while a live holder makes the next one wait.
-The file names its holder (host, process id, start time), for the message of whoever waits.
+The file names its holder (``irflow.core.processes.Owner``), for the message of whoever waits.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from irflow.core.processes import Owner
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def holding(folder: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path, folder) as handle:
         handle.truncate(0)
-        handle.write(f"host {socket.gethostname()}, pid {os.getpid()}, since {time.ctime()}\n")
+        handle.write(f"{Owner.this_process()}, since {time.ctime()}\n")
         handle.flush()
         yield
         # Unlinked while still held: whoever waits on this file finds it gone and starts over.
