@@ -150,10 +150,15 @@ def test_the_shipped_configs_write_no_beir_url_or_md5():
     assert strays == []
 
 
-def test_a_catalog_dataset_downloads_from_the_catalogs_path_and_is_checked_by_its_md5(tmp_path):
+def test_a_catalog_dataset_downloads_from_the_catalogs_path_and_is_checked_by_its_md5(
+    tmp_path, monkeypatch
+):
     """A loopback mirror serves a small zip at the catalog's own path: the download asks for
     that path, checks the catalog's MD5 sum (which the small zip fails), and with the small
     zip's MD5 sum unpacks the subforum's folder of the zip."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    for variable in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE"):  # no offline mode from elsewhere
+        monkeypatch.delenv(variable, raising=False)
     archive = zip_bytes(beir_members("cqadupstack/gis/") | beir_members("cqadupstack/tex/"))
     with serving() as server:
         server.files["/thakur/BEIR/datasets/cqadupstack.zip"] = archive
