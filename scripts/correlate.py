@@ -17,6 +17,7 @@ from irflow.analyses.correlate import (
     load_reference,
 )
 from irflow.core import contracts
+from irflow.evaluation.published import reference_scores
 
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
