@@ -91,7 +91,7 @@ include: "rules/saliency.smk"
 # (irflow.workflow.stamps).
 for _rule in workflow.rules:
     if _rule.params:
-        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule)})
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
 
 
 rule all:

@@ -114,3 +114,16 @@ def test_a_changed_setting_reruns_its_jobs_after_snakemakes_records_are_deleted(
     assert ran(snakemake(workdir, k1, SCORES)) == {"index_bm25", "retrieve_bm25", "score"}
     built = json.loads((workdir / "results/manifests/index_bm25/sub/bm25.json").read_text())
     assert (built["settings"]["k1"], built["settings"]["b"]) == (0.1, 0.0)
+
+
+def test_a_dry_run_of_a_changed_setting_changes_nothing(workdir):
+    """A dry run explores: one of a changed setting leaves every file as it was, so the config
+    as it was still plans nothing (before, the dry run dated the run 1970)."""
+    config = config_of(workdir / "sub") | {
+        "top_k": 2,
+        "retrievers": {"bm25": {"type": "bm25", "k1": 0.1, "b": 0.0}},
+    }
+    snakemake(workdir, config, SCORES)  # as the test above left it, with the records
+    changed = config | {"top_k": 3}
+    assert ran(snakemake(workdir, changed, SCORES, "--dry-run")) == {"retrieve_bm25", "score"}
+    assert "Nothing to be done" in snakemake(workdir, config, SCORES, "--dry-run")

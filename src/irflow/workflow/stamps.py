@@ -81,8 +81,8 @@ def update_stamp(path: Path, text: str, manifest: Path | None) -> bool:
 
 def make_again(outputs: list[Path]) -> None:
     """Date ``outputs`` 1970, older than any input, so that Snakemake reruns their job (and
-    everything after it) by modification times alone. Nothing is deleted: a dry run may
-    decide this, and an output is replaced only by its job's new one."""
+    everything after it) by modification times alone. Nothing is deleted: an output is
+    replaced only by its job's new one."""
     for output in outputs:
         # A directory output's time is that of the timestamp file Snakemake keeps in it.
         for dated in (output, output / ".snakemake_timestamp"):
@@ -90,13 +90,17 @@ def make_again(outputs: list[Path]) -> None:
                 os.utime(dated, (0, 0))
 
 
-def settings_stamp(rule):
+def settings_stamp(rule, dry_run):
     """An input function of ``rule`` that names no file: it writes the job's stamp and, when
     the job's outputs are of other settings, dates them 1970. (A stamp among the inputs would
-    change every job's input files, and Snakemake would rerun the whole graph once.)"""
+    change every job's input files, and Snakemake would rerun the whole graph once.) It does
+    nothing while ``dry_run()``: a dry run of a changed config changes no file, so a later
+    run of the config as it was reruns nothing."""
     manifest = dict(rule.output.items()).get("manifest")
 
     def stamp(wildcards) -> list:
+        if dry_run():
+            return []
         path = stamp_path(rule.name, wildcards)
         produced = Path(manifest.apply_wildcards(wildcards)) if manifest else None
         text = settings_text(job_settings(rule.params, wildcards))
