@@ -10,6 +10,7 @@
 
 from irflow.derived.generate.dataset import SPLITS
 from irflow.derived.llm.client import answer_settings
+from irflow.workflow.families import family
 
 
 include: "qc_common.smk"
@@ -30,7 +31,7 @@ rule qc_candidates:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        gpu=lambda wc: int(plan.retrievers[qc_spec(wc)["retriever"]]["type"] == "dense"),
+        gpu=lambda wc: int(family(plan.retrievers[qc_spec(wc)["retriever"]]["type"]).gpu),
     params:
         retrieval=qc_candidates_retrieval,
     script:

@@ -105,10 +105,10 @@ def test_every_job_files_one_manifest():
 
 def test_another_split_is_retrieved_from_the_index_and_the_model():
     plan = dense(top_k=100)
-    assert plan.split_retrieval_files("d", "bm25") == {"bm25_index": "results/indexes/d/bm25.bm25s"}
+    assert plan.split_retrieval_files("d", "bm25") == {"index": "results/indexes/d/bm25.bm25s"}
     files = plan.split_retrieval_files("d", "mini")
     assert files["index"] == "results/indexes/d/m/flat.faiss"
-    assert files["rows"] == "results/embeddings/d/m/corpus.parquet"
+    assert files["corpus"] == "results/embeddings/d/m/corpus.parquet"
     assert (files["model"], files["onnx"]) == ([], [])  # a Hugging Face id, torch
     retrieval = plan.split_retrieval("d", "mini", 30)
     assert (retrieval["top_k"], retrieval["retriever"]["model"]) == (30, "m")
@@ -157,7 +157,7 @@ def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors(
     assert plan.negatives_inputs(train) == {
         "source": "results/datasets/d/source.json",
         "corpus": "results/datasets/d/filtered/corpus.parquet",
-        "bm25_index": "results/indexes/d/bm25.bm25s",  # the retrieve job's index, loaded
+        "search_index": "results/indexes/d/bm25.bm25s",  # the retrieve job's index, loaded
         "queries": "results/datasets/d/queries.parquet",
     }
     # Every BM25 job of the dataset reads the one index, the retrieve job too.
@@ -165,6 +165,7 @@ def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors(
         "results/indexes/d/bm25.bm25s"
     )
     assert plan.negatives_retrieval(train)["retriever"] == plan.retrievers["bm25"]
+    assert plan.negatives_env(train) == plan.negatives_env(scored) == "../envs/data.yaml"
     assert plan.database_inputs(None)["negatives"] == [
         "results/negatives/scored.parquet",
         "results/negatives/train.parquet",

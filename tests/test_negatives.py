@@ -19,7 +19,9 @@ from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.ingest import ingest
-from irflow.derived.negatives import mine, run_negatives, score_cap
+from irflow.derived.negatives import Teacher, mine, run_negatives, score_cap
+from irflow.retrieval.retrieve import bm25_searcher
+from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import load_schema, validate_config
 
 SETTINGS = {
@@ -191,14 +193,10 @@ def write_inputs(tmp_path):
 
 
 def export(paths, settings, tmp_path):
+    teacher = Teacher(pq.read_table(paths["run"]), pq.read_table(paths["qrels"]))
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
     return run_negatives(
-        paths["queries"],
-        paths["corpus"],
-        settings,
-        tmp_path / "n.parquet",
-        tmp_path / "n.jsonl",
-        run=paths["run"],
-        qrels=paths["qrels"],
+        pq.read_table(paths["queries"]), paths["corpus"], settings, teacher, outputs
     )
 
 
@@ -327,17 +325,19 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
     assert validate_config(base | {"negatives": {"n": spec}}, schema)["negatives"]
     with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
         validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
-    # Another split than the scored one is retrieved in the job, with BM25 only.
-    dense = {
-        "models": {"m": {"id": "x"}},
-        "retrievers": {"bm25": {"type": "bm25"}, "dense": {"type": "dense", "model": "m"}},
-    }
-    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 'dense' is a dense system"):
-        validate_config(
-            base | dense | {"negatives": {"n": {"dataset": "d", "system": "dense"}}}, schema
-        )
-    spec = {"dataset": "d", "system": "dense", "split": "test"}
+    # Another split than the scored one is retrieved in the job, by the system's searcher: a
+    # dense retriever has one, a learned sparse one (whose runs read stored vectors) none.
+    models = {"models": {"m": {"id": "x"}}}
+    dense = models | {"retrievers": {"dense": {"type": "dense", "model": "m"}}}
+    spec = {"dataset": "d", "system": "dense"}
     assert validate_config(base | dense | {"negatives": {"n": spec}}, schema)["negatives"]
+    sparse = models | {"retrievers": {"s": {"type": "sparse", "model": "m"}}}
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 's' is a sparse system"):
+        validate_config(
+            base | sparse | {"negatives": {"n": {"dataset": "d", "system": "s"}}}, schema
+        )
+    spec = {"dataset": "d", "system": "s", "split": "test"}
+    assert validate_config(base | sparse | {"negatives": {"n": spec}}, schema)["negatives"]
 
 
 def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, tiny_beir):
@@ -354,18 +354,17 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     record = {"layout": "beir", "qrels": str(tiny_beir / "qrels" / "test.tsv")}
     source.write_text(json.dumps(record))
     bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
-    retrieval = {"retriever": bm25, "top_k": 10, "remove_self_matches": False}
     index, _ = indexed(tmp_path / "corpus.parquet", bm25)
     settings = SETTINGS | {"split": "train"}
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    searcher = bm25_searcher(index, bm25)
+
+    def teacher(split: str) -> Teacher:
+        return Teacher.searching(queries, source, split, searcher, SearchRequest(10, False))
+
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
     counts = run_negatives(
-        tmp_path / "queries.parquet",
-        tmp_path / "corpus.parquet",
-        settings,
-        tmp_path / "n.parquet",
-        tmp_path / "n.jsonl",
-        source=source,
-        retrieval=retrieval,
-        bm25_index=index,
+        queries, tmp_path / "corpus.parquet", settings, teacher("train"), outputs
     )
     rows = pq.read_table(tmp_path / "n.parquet").to_pylist()
     assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
@@ -374,16 +373,7 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     assert sorted(rows[0]["negative_ids"]) == ["d1", "d3"]
     assert rows[0]["negative_scores"] == sorted(rows[0]["negative_scores"], reverse=True)
     with pytest.raises(DownloadError, match="qrels/dev.tsv"):
-        run_negatives(
-            tmp_path / "queries.parquet",
-            tmp_path / "corpus.parquet",
-            settings | {"split": "dev"},
-            tmp_path / "n.parquet",
-            tmp_path / "n.jsonl",
-            source=source,
-            retrieval=retrieval,
-            bm25_index=index,
-        )
+        teacher("dev")
 
 
 def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path, tiny_beir):
@@ -399,15 +389,15 @@ def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path,
     assert list(full.index) == ["d3", "d1"]  # d1 is second: outside a top 1
 
     def export(method: dict, **settings) -> tuple[list[dict], dict]:
+        queries = pq.read_table(tmp_path / "queries.parquet")
+        searcher = bm25_searcher(indexed(tmp_path / "corpus.parquet", bm25)[0], bm25)
+        teacher = Teacher.searching(queries, source, "train", searcher, SearchRequest(1, False))
         counts = run_negatives(
-            tmp_path / "queries.parquet",
+            queries,
             tmp_path / "corpus.parquet",
             SETTINGS | {"split": "train", "top_k": 1} | method | settings,
-            tmp_path / "n.parquet",
-            tmp_path / "n.jsonl",
-            source=source,
-            retrieval={"retriever": bm25, "top_k": 1, "remove_self_matches": False},
-            bm25_index=indexed(tmp_path / "corpus.parquet", bm25)[0],
+            teacher,
+            (tmp_path / "n.parquet", tmp_path / "n.jsonl"),
         )
         return pq.read_table(tmp_path / "n.parquet").to_pylist(), counts
 

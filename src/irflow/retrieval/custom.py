@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 
 from irflow.core import contracts
-from irflow.retrieval.retrieve import search_texts
+from irflow.retrieval.retrieve import TextSearcher
+from irflow.retrieval.runs import SearchRequest
 
 
 class Retriever(Protocol):
@@ -73,12 +74,17 @@ def custom_search(
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
     """``retriever``'s run of the queries over the corpus, and its timing (as bm25_search's)."""
+    request = SearchRequest(top_k, remove_self_matches, latency_queries)
+    searcher = custom_searcher(retriever, corpus_path)
+    return searcher.search(contracts.read_table(queries_path), request)
+
+
+def custom_searcher(retriever: Retriever, corpus_path: Path) -> TextSearcher:
+    """``retriever``, given the corpus, as a searcher of query texts; its searches' timing
+    records how long ``index`` took."""
     corpus = contracts.read_table(corpus_path, columns=contracts.CORPUS.names)
     started = time.perf_counter()
     retriever.index(corpus)
     index_seconds = time.perf_counter() - started
     doc_ids = corpus.column("doc_id").combine_chunks()
-    run, timing = search_texts(
-        retriever, doc_ids, queries_path, top_k, remove_self_matches, latency_queries
-    )
-    return run, timing | {"index_seconds": index_seconds}
+    return TextSearcher(retriever, doc_ids, facts={"index_seconds": index_seconds})

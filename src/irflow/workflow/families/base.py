@@ -9,8 +9,13 @@ stays in irflow.retrieval and irflow.encoding; a family calls it.
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
+from irflow.core import contracts
 from irflow.core.config import missing_key, torch_problems
 from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.retrieval.runs import QuerySearcher, SearchRequest
 from irflow.workflow import resources
 
 
@@ -66,9 +71,47 @@ class RetrieverFamily:
         texts as Python strings and its own index of them, as BM25 does."""
         return resources.bm25_mb(inputs.corpus, attempt)
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
-        """The run and timing of one retrieve job (scripts/retrieve.py)."""
-        raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        """Its retrieve job's inputs (``plan``: irflow.workflow.run_inputs.Plan): the files its
+        searcher opens and the ``queries`` it searches. By default the filtered corpus and
+        queries, which a retriever of query texts reads."""
+        base = f"results/datasets/{wildcards.dataset}"
+        return {
+            "source": f"{base}/source.json",
+            "corpus": f"{base}/filtered/corpus.parquet",
+            "queries": f"{base}/filtered/queries.parquet",
+        }
+
+    def split_search_inputs(self, plan, dataset: str, system: str) -> dict[str, str]:
+        """What its searcher reads to search the query texts of a split the retrieve jobs do
+        not run (a negatives or qc_candidates job): its retrieve job's files, less the
+        queries."""
+        wildcards = SimpleNamespace(dataset=dataset, system=system)
+        inputs = self.search_inputs(plan, wildcards)
+        return {name: path for name, path in inputs.items() if name not in ("source", "queries")}
+
+    def open_searcher(
+        self, files: dict[str, Path], settings: dict, threads: int, *, models: dict | None = None
+    ) -> QuerySearcher | None:
+        """Its searcher (irflow.retrieval.runs.QuerySearcher), from ``files`` (its retrieve
+        job's inputs, or ``split_search_inputs``) and ``settings`` (the retrieve job's, or a
+        split's ``retrieval``); ``models``, the config's, give a model that encodes query
+        texts. None for a family that searches nothing here (its runs are imported)."""
+        return None
+
+    def search(self, files: dict[str, Path], settings: dict, threads: int) -> tuple:
+        """The run and timing of one retrieve job (scripts/retrieve.py): its searcher's search
+        of the job's ``queries``."""
+        searcher = self.open_searcher(files, settings, threads)
+        if searcher is None:
+            raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
+        queries = contracts.read_table(files["queries"])
+        return searcher.search(queries, SearchRequest.of(settings))
+
+    @property
+    def searches(self) -> bool:
+        """Whether it opens a searcher, which searches any split's query texts."""
+        return type(self).open_searcher is not RetrieverFamily.open_searcher
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """Per-query seconds of its first stage, as its search job measured them."""

@@ -5,9 +5,8 @@ point (type: the entry point's name). Its runs are made by the generic rule retr
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
-from irflow.retrieval.custom import custom_search, load_class, protocol_problem
+from irflow.retrieval.custom import custom_searcher, load_class, protocol_problem
 from irflow.workflow.families.base import RetrieverFamily
 
 
@@ -38,17 +37,9 @@ class PythonClass(RetrieverFamily):
             )
         return [f"config key '{key}': {problem}"] if problem else []
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
+    def open_searcher(self, files, settings, threads, *, models=None):
         spec = settings["retriever"]
-        retriever = self.retriever_class(spec)(**spec["settings"])
-        return custom_search(
-            retriever,
-            Path(inputs.corpus),
-            Path(inputs.queries),
-            settings["top_k"],
-            settings["remove_self_matches"],
-            settings["latency_queries"],
-        )
+        return custom_searcher(self.retriever_class(spec)(**spec["settings"]), files["corpus"])
 
 
 class EntryPoint(PythonClass):
