@@ -3,10 +3,13 @@ JSONL that sentence-transformers reads."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from bm25_index import bm25_run, indexed
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
@@ -530,3 +533,102 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
     assert manifest["candidates_near_duplicate"] == 1  # "copy", for q1
     assert len(manifest["warnings"]) == 2
     assert "'test'" in manifest["warnings"][0] and "tiny-curated" in manifest["warnings"][1]
+
+
+def scifact_train_slice(shared: Path, folder: Path, queries: int, documents: int) -> Path:
+    """SciFact's first ``queries`` train queries (qrels/train.tsv) and their positives, its
+    first 5 test queries (the scored split) and theirs, and other documents up to
+    ``documents``: a BEIR folder with both splits."""
+    splits = {
+        split: [
+            line.split("\t")
+            for line in (shared / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]
+        ]
+        for split in ("train", "test")
+    }
+    for split, count in (("train", queries), ("test", 5)):
+        asked = list(dict.fromkeys(row[0] for row in splits[split]))[:count]
+        splits[split] = [tuple(row) for row in splits[split] if row[0] in asked]
+    relevant = {row[1] for rows in splits.values() for row in rows}
+    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in lines]
+    kept = [doc for doc in corpus if doc["_id"] in relevant]
+    kept += [doc for doc in corpus if doc["_id"] not in relevant][: documents - len(kept)]
+    asked = {row[0] for rows in splits.values() for row in rows}
+    all_queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
+    chosen = [q for q in all_queries if q["_id"] in asked]
+    for split, rows in splits.items():
+        write_beir(folder, kept, chosen, rows, split=split)
+    return folder
+
+
+@pytest.mark.e2e
+def test_a_dense_teacher_mines_scifacts_train_split_through_the_workflow(
+    shared_datasets, minilm_path, tmp_path
+):
+    """all-MiniLM-L6-v2 mines SciFact's train split (not the scored test split) in the
+    negatives job: its searcher encodes the train queries and searches the workflow's index.
+    No negative is a positive of its query, and the negatives are the dense ranking's: a direct
+    search (the model's own encoding of the queries against the stored document vectors)
+    ranks them in the same order with the same scores, each the best ranked candidate that is
+    no positive and scores at most 0.95 of the positive (the default cap)."""
+    from sentence_transformers import SentenceTransformer
+
+    from irflow.encoding.embed import read_embeddings
+
+    data = scifact_train_slice(shared_datasets / "scifact", tmp_path / "scifact", 20, 150)
+    export = {"dataset": "sf", "system": "mini", "top_k": 30, "num_negatives": 5}
+    config = {
+        "offline": True,
+        "datasets": {"sf": {"source": {"path": str(data)}}},
+        "models": {"mini": {"id": str(minilm_path)}},
+        "retrievers": {"mini": {"type": "dense", "model": "mini"}},
+        "negatives": {"sf-train": export | {"near_duplicate_jaccard": None}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+        + ["--cores", CORES, "results/negatives/sf-train.parquet"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results/negatives/sf-train.parquet").to_pylist()
+    train = {}
+    for line in (data / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        query_id, doc_id, relevance = line.split("\t")
+        if int(relevance) >= 1:
+            train.setdefault(query_id, set()).add(doc_id)
+    assert {row["query_id"] for row in rows} <= set(train) and len(rows) >= 15
+    assert sum(len(row["negative_ids"]) for row in rows) >= 50
+    for row in rows:
+        assert row["positive_id"] in train[row["query_id"]]
+        assert not set(row["negative_ids"]) & train[row["query_id"]]
+    # The direct search: the stored document vectors (the index's rows), the queries encoded
+    # by sentence-transformers itself.
+    doc_ids, documents = read_embeddings(tmp_path / "results/embeddings/sf/mini/corpus.parquet")
+    texts = {
+        q["_id"]: q["text"]
+        for q in map(json.loads, (data / "queries.jsonl").read_text().splitlines())
+    }
+    model = SentenceTransformer(str(minilm_path), device="cpu")
+    asked = sorted(train)
+    scores = dict(zip(asked, model.encode([texts[q] for q in asked]) @ documents.T))
+    for row in rows:
+        query = scores[row["query_id"]]
+        positive = query[doc_ids.index(row["positive_id"])]
+        assert row["positive_score"] == pytest.approx(positive, abs=1e-4)
+        cap = positive - abs(positive) * 0.05
+        top = [doc_ids[i] for i in np.argsort(-query)[:30]]
+        allowed = [
+            doc
+            for doc in top
+            if doc not in train[row["query_id"]] and query[doc_ids.index(doc)] <= cap
+        ]
+        assert row["negative_ids"] == allowed[:5]
+        expected = [query[doc_ids.index(doc)] for doc in row["negative_ids"]]
+        assert row["negative_scores"] == pytest.approx(expected, abs=1e-4)
+        assert row["negative_ranks"] == [top.index(doc) + 1 for doc in row["negative_ids"]]
