@@ -2,8 +2,8 @@
 
 Training triples come from a training split: each export names its ``split`` (``train`` by
 default). When that is the split the workflow scores, the system's run is mined; otherwise this
-stage retrieves the split's judged queries itself with the (BM25) system, on the same filtered
-corpus. Mining the scored split turns evaluation queries into training data, so it is logged as
+stage retrieves the split's judged queries itself with the system's searcher (a retriever whose
+family opens one: BM25, dense, a user's own class), on the same filtered corpus. Mining the scored split turns evaluation queries into training data, so it is logged as
 a warning.
 
 For every judged query, the candidates are the run's top ``top_k`` documents, in rank order:
@@ -33,8 +33,9 @@ and only then are the ``num_negatives`` best-ranked survivors kept, so a triple 
 only when the candidates ran out.
 
 A positive the run did not retrieve (outside its depth) is not dropped: a BM25 or dense teacher
-scores it directly (``PositiveScores``: bm25s over the same corpus and variant, or the inner
-product of the stored vectors, a document's best passage for passage models), so its cap and
+scores it directly (``PositiveScores`` on the scored split, the searcher's ``score_pairs`` on
+another: bm25s over the same corpus and variant, or the inner product of the vectors, a
+document's best passage for passage models), so its cap and
 its margin are known. (With the teacher that made the run every candidate scores at least as
 much, so under ``relative_to_positive`` it keeps no negative and is counted in
 ``triples_without_negatives``; under ``absolute`` and ``none`` it makes its triple.) Other
