@@ -26,6 +26,7 @@ from irflow.derived.negatives import Teacher, mine, run_negatives, score_cap
 from irflow.retrieval.retrieve import bm25_searcher
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.families import family
 
 SETTINGS = {
     "split": "test",
@@ -377,6 +378,39 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     assert rows[0]["negative_scores"] == sorted(rows[0]["negative_scores"], reverse=True)
     with pytest.raises(DownloadError, match="qrels/dev.tsv"):
         teacher("dev")
+
+
+def test_a_users_own_retriever_mines_another_split_with_its_familys_searcher(tmp_path, tiny_beir):
+    """A retriever class of the user's (type python) has a searcher like any family's: the
+    config takes it for the train split, and it mines the train queries it searches itself
+    (a document scores the distinct query words it holds)."""
+    write_beir(tiny_beir, TINY_CORPUS, TINY_QUERIES, [("q2", "d4", 1)], split="train")
+    ingest(*(tiny_beir / n for n in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")), tmp_path)
+    source = tmp_path / "source.json"
+    source.write_text(json.dumps({"layout": "beir", "qrels": str(tiny_beir / "qrels/test.tsv")}))
+    overlap = {"type": "python", "class": "term_overlap_retriever:TermOverlap"}
+    config = validate_config(
+        BASE
+        | {"retrievers": {"overlap": overlap}}
+        | {"negatives": {"n": {"dataset": "d", "system": "overlap"}}},
+        SCHEMA,
+    )
+    retrieval = {"retriever": config["retrievers"]["overlap"], "top_k": 10}
+    retrieval["remove_self_matches"] = False
+    files = {"corpus": tmp_path / "corpus.parquet"}
+    searcher = family("python").open_searcher(files, retrieval, 1)
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    request = SearchRequest.of(retrieval)
+    teacher = Teacher.searching(queries, source, "train", searcher, request)
+    settings = SETTINGS | {"split": "train", "false_negative_filter": {"method": "none"}}
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
+    counts = run_negatives(queries, tmp_path / "corpus.parquet", settings, teacher, outputs)
+    rows = pq.read_table(outputs[0]).to_pylist()
+    # "what is the sun": d3 holds 3 of its words (is, the, sun), d1 2, d2 1; d4, the
+    # positive, 1.
+    assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
+    assert rows[0]["negative_ids"] == ["d3", "d1", "d2"]
+    assert rows[0]["negative_scores"] == [3.0, 2.0, 1.0] and counts["split"] == "train"
 
 
 def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path, tiny_beir):
