@@ -31,7 +31,9 @@ rule qc_candidates:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        gpu=lambda wc: int(family(plan.retrievers[qc_spec(wc)["retriever"]]["type"]).gpu),
+        gpu=lambda wc: int(
+            family(plan.retrievers[qc_spec(wc)["retriever"]]["type"]).gpu
+        ),
     params:
         retrieval=qc_candidates_retrieval,
     script:
