@@ -330,13 +330,13 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
         validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
     # Another split than the scored one is retrieved in the job, by the system's searcher: a
-    # dense retriever has one, a learned sparse one (whose runs read stored vectors) none.
+    # dense retriever has one, a run imported from outside none.
     models = {"models": {"m": {"id": "x"}}}
     dense = models | {"retrievers": {"dense": {"type": "dense", "model": "m"}}}
     spec = {"dataset": "d", "system": "dense"}
     assert validate_config(base | dense | {"negatives": {"n": spec}}, schema)["negatives"]
-    sparse = models | {"retrievers": {"s": {"type": "sparse", "model": "m"}}}
-    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 's' is a sparse system"):
+    sparse = {"retrievers": {"s": {"type": "run", "path": "r.trec"}}}
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 's' is a run system"):
         validate_config(
             base | sparse | {"negatives": {"n": {"dataset": "d", "system": "s"}}}, schema
         )

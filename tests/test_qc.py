@@ -956,9 +956,10 @@ def test_the_checked_splits_must_hold_the_scored_one():
     }
     with pytest.raises(ConfigError, match=r"'quality_control.generated.gen-qc.splits': \['dev'\] "):
         validate_config(config, schema)
-    # A split other than the scored one is retrieved by the QC retriever itself: BM25 or dense.
+    # A split other than the scored one is retrieved by the QC retriever's searcher: a run
+    # imported from outside has none.
     sparse = config | {
-        "retrievers": {"bm25": {"type": "bm25"}, "s": {"type": "sparse", "model": "m"}}
+        "retrievers": {"bm25": {"type": "bm25"}, "s": {"type": "run", "path": "r.trec"}}
     }
     sparse["quality_control"] = {
         "rerankers": ["bi"],
@@ -966,7 +967,7 @@ def test_the_checked_splits_must_hold_the_scored_one():
     }
     with pytest.raises(
         ConfigError,
-        match=r"'quality_control.generated.gen-qc.retriever': 's' is a sparse retriever, which "
+        match=r"'quality_control.generated.gen-qc.retriever': 's' is a run retriever, which "
         r"cannot retrieve the queries of split\(s\) \['dev'\]",
     ):
         validate_config(sparse, schema)

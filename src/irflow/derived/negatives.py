@@ -3,7 +3,7 @@
 Training triples come from a training split: each export names its ``split`` (``train`` by
 default). When that is the split the workflow scores, the system's run is mined; otherwise this
 stage retrieves the split's judged queries itself with the system's searcher (a retriever whose
-family opens one: BM25, dense, a user's own class), on the same filtered corpus. Mining the
+family opens one: any but an imported run), on the same filtered corpus. Mining the
 scored split turns evaluation queries into training data, so it is logged as a warning.
 
 For every judged query, the candidates are the run's top ``top_k`` documents, in rank order:

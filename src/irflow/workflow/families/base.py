@@ -9,6 +9,7 @@ stays in irflow.retrieval and irflow.encoding; a family calls it.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -145,6 +146,16 @@ class EncodedVectors(RetrieverFamily):
         """What an encode job's manifest records beyond irflow.encoding.encode_parts' facts."""
         return {}
 
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.vector_search_inputs(wildcards)
+
+    def open_searcher(self, files, settings, threads, *, models=None):
+        """A searcher of query texts: its model encodes them as its encode job encodes the
+        scored split's queries, and its ``search`` reads them as it reads those."""
+        return EncodedQueries(
+            self, files, settings, threads, models[settings["retriever"]["model"]]
+        )
+
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
         index = settings["retriever"].get("index")
         return resources.vector_search_mb(inputs.corpus, attempt, index)
@@ -169,3 +180,32 @@ class EncodedVectors(RetrieverFamily):
             "tokens_per_document": retrieve.get("tokens_per_document"),
             "device": corpus["device"],
         } | recall_fields(retrieve.get("recall") or {})
+
+
+class EncodedQueries:
+    """The searcher of an ``EncodedVectors`` family, whose search reads encoded query files:
+    the family's model (``model``, its ``models`` entry) encodes a query table's texts into such
+    a file, which ``family.search`` searches with its ``files`` (the documents' vectors)."""
+
+    def __init__(self, family: EncodedVectors, files: dict, settings: dict, threads: int, model):
+        self.family, self.files, self.settings, self.threads = family, files, settings, threads
+        self.model_spec, self.encoder = model, None
+
+    def search(self, queries, request: SearchRequest) -> tuple:
+        if self.encoder is None:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self.encoder = self.family.load_encoder(self.model_spec)
+        texts = queries.column("text").to_pylist()
+        ids = queries.column("query_id").to_pylist()
+        table = self.encoder.table(ids, self.encoder.encode(texts, "queries"))
+        settings = self.settings | {
+            "top_k": request.top_k,
+            "remove_self_matches": request.remove_self_matches,
+            "latency_queries": request.latency_queries,
+        }
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "queries.parquet"
+            contracts.write_file(table, path)
+            return self.family.search(self.files | {"queries": path}, settings, self.threads)
