@@ -73,7 +73,7 @@ def official_scifact_config(shared_datasets: Path) -> dict:
     return {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": {"beir": "scifact"}}},
+        "datasets": {"scifact": {"source": {"type": "beir", "name": "scifact"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
 
@@ -81,7 +81,9 @@ def official_scifact_config(shared_datasets: Path) -> dict:
 def _validated(**config) -> dict:
     from irflow.workflow.config import load_schema, validate_config
 
-    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
+    } | config
     config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
     return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
 

@@ -17,7 +17,7 @@ from irflow.workflow.config import expand_config, load_config, load_schema, vali
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 MINIMAL = {
-    "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+    "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}},
     "retrievers": {"bm25": {"type": "bm25"}},
 }
 
@@ -54,7 +54,11 @@ def test_defaults_are_filled_in():
     [
         ({"top_k": 0}, "config key 'top_k': 0 is less than the minimum of 1"),
         (
-            {"datasets": {"x": {"source": {"url": "http://h/x.zip", "md5": "nothex"}}}},
+            {
+                "datasets": {
+                    "x": {"source": {"type": "url", "url": "http://h/x.zip", "md5": "nothex"}}
+                }
+            },
             "config key 'datasets.x.source.md5'",
         ),
         (
@@ -89,15 +93,15 @@ def test_errors_name_the_key(change, message):
     [
         (
             {"datasets": {"x": {}}},
-            "config key 'datasets.x.source' is missing; write {url: 'https://example.org/"
-            "datasets/mine.zip', md5: 0123456789abcdef0123456789abcdef} or {huggingface: "
-            "BeIR/scifact} or {path: data/scifact} or {ir_datasets: beir/scifact} (Where the "
-            "dataset comes from when data_dir holds no folder of its name: a benchmark's dataset "
-            "by name",
+            "config key 'datasets.x.source' is missing; write {type: beir, name: scifact} or "
+            "{type: url, url: 'https://example.org/datasets/mine.zip', md5: "
+            "0123456789abcdef0123456789abcdef} or {type: huggingface, repo: BeIR/scifact} or "
+            "{type: path, path: data/scifact} or {type: ir_datasets, id: beir/scifact} (Where "
+            "the dataset comes from when data_dir holds no folder of its name; its `type` says",
         ),
         (
             {"datasets": {"x": {"source": "scifact"}}},
-            "config key 'datasets.x.source': scifact is none of the accepted forms: {url: ",
+            "config key 'datasets.x.source': scifact is none of the accepted forms: {type: beir, ",
         ),
         (
             {"retrievers": {"b": {"type": "BM25"}}},
@@ -140,7 +144,7 @@ def test_command_line_text_is_read_as_the_value_the_schema_takes():
 
 def test_snakemake_command_line_booleans_are_accepted(tmp_path):
     write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    config = {"datasets": {"tiny": {"source": {"path": "tiny"}}}} | {
+    config = {"datasets": {"tiny": {"source": {"type": "path", "path": "tiny"}}}} | {
         "retrievers": {"bm25": {"type": "bm25"}}
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -272,7 +276,9 @@ def test_offline_config_is_valid(monkeypatch, tmp_path):
 ESCAPE = "../../../../elsewhere/x"
 # Every config name that becomes part of a path under results/ (a map's keys, or a split).
 NAMED = {
-    "datasets": lambda name: {"datasets": {name: {"source": {"path": "/data/x"}}}},
+    "datasets": lambda name: {
+        "datasets": {name: {"source": {"type": "url", "url": "https://example.org/x.zip"}}}
+    },
     "negatives": lambda name: {"negatives": {name: {"dataset": "scifact", "system": "bm25"}}},
     "curate": lambda name: {"curate": {name: {"dataset": "scifact"}}},
     "expand": lambda name: {"expand": {name: {"dataset": "scifact"}}},

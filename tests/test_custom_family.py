@@ -38,7 +38,10 @@ def tests_on_path(monkeypatch):
 
 
 def validated(retriever: dict) -> dict:
-    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"mine": retriever}}
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"mine": retriever},
+    }
     return validate_config(config, SCHEMA)
 
 
@@ -164,7 +167,7 @@ def test_a_python_retriever_runs_through_scores_significance_database_and_report
     """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(tiny_beir)}}},
         "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
         "significance": {"baseline": "bm25"},
     }

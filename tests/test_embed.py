@@ -256,7 +256,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
 
 def test_dtype_defaults_to_float32_for_models_and_cross_encoders():
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "org/bi-encoder"}},
         "retrievers": {"r": {"type": "dense", "model": "m"}},
         "rerankers": {"ce": {"type": "cross-encoder", "id": "org/cross-encoder"}},

@@ -14,7 +14,9 @@ SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
 def plan_of(**config):
     """A Plan of a config with dataset ``d`` (read from a folder) and BM25 unless given."""
-    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
+    } | config
     config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
     return Plan(validate_config(config, SCHEMA), REPO)
 
@@ -30,7 +32,9 @@ def dense(**config):
 
 def test_derived_datasets_follow_the_base_datasets_and_share_their_spec():
     plan = plan_of(
-        datasets={"d": {"source": {"path": "."}, "embed_shards": 3}},
+        datasets={
+            "d": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "embed_shards": 3}
+        },
         curate={"d-clean": {"dataset": "d"}},
     )
     assert plan.datasets == ["d", "d-clean"]
@@ -81,7 +85,11 @@ def test_a_bi_encoder_reranker_reuses_a_dense_retrievers_vectors():
 
 
 def test_every_job_files_one_manifest():
-    plan = dense(datasets={"d": {"source": {"path": "."}, "embed_shards": 2}})
+    plan = dense(
+        datasets={
+            "d": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "embed_shards": 2}
+        }
+    )
     assert plan.manifests == [
         "results/manifests/ingest/d.json",
         "results/manifests/filter/d.json",

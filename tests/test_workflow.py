@@ -51,11 +51,13 @@ LATENCY_QUERIES = 20
 def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
     """BEIR datasets by name, as in config/config.yaml; offline, so only data_dir is read."""
     datasets = {
-        "scifact": {"source": {"beir": "scifact"}},
-        "nfcorpus": {"source": {"beir": "nfcorpus"}},
-        "arguana": {"source": {"beir": "arguana"}},
+        "scifact": {"source": {"type": "beir", "name": "scifact"}},
+        "nfcorpus": {"source": {"type": "beir", "name": "nfcorpus"}},
+        "arguana": {"source": {"type": "beir", "name": "arguana"}},
     }
-    datasets |= {name: {"source": {"path": str(data_dir / name)}} for name in PARTIAL}
+    datasets |= {
+        name: {"source": {"type": "path", "path": str(data_dir / name)}} for name in PARTIAL
+    }
     return {
         "data_dir": str(data_dir),
         "offline": True,
