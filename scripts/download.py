@@ -6,16 +6,20 @@ from pathlib import Path
 from _common import setup_logging
 
 from irflow.core.config import scored_split
-from irflow.data.download import dataset_files, dataset_fingerprint, dataset_layout
-from irflow.data.sources import concrete_source, locate_dataset
-from irflow.data.sources.ir_datasets import IR_DATASETS_RECORD
+from irflow.data.download import (
+    IR_DATASETS_RECORD,
+    dataset_files,
+    dataset_fingerprint,
+    dataset_layout,
+    locate_dataset,
+)
 
 setup_logging(snakemake)
 config, dataset = snakemake.config, snakemake.wildcards.dataset
 split = scored_split(config, dataset)
 folder = locate_dataset(
     dataset,
-    concrete_source(config, dataset),
+    snakemake.params.source,
     split=split,
     data_dir=Path(config["data_dir"]) if config["data_dir"] else None,
     cache_dir=Path(config["download_dir"]),

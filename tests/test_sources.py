@@ -200,6 +200,8 @@ def test_the_download_params_are_the_untyped_source_as_irflow_wrote_it(tmp_path)
         }
     )
     params = {name: sources.download_params(config, name) for name in config["datasets"]}
+    # Snakemake records a dict param by its repr, the settings stamp by its JSON.
+    assert [repr(p) for p in params.values()] == [repr(dict(p)) for p in params.values()]
     scifact, tex = (
         catalog_entry("beir", name)["source"] for name in ("scifact", "cqadupstack-tex")
     )

@@ -22,11 +22,13 @@ import shutil
 import stat
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 from irflow.core.config import register_check
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
+from irflow.core.offline import env_offline
 from irflow.core.redaction import public_url
 from irflow.data.download_cache import (
     digest,
@@ -41,6 +43,9 @@ log = logging.getLogger("irflow.data.download")
 # dozen files and unpack to a few GB; past these a zip is a bomb, or no dataset of this kind.
 MAX_ZIP_BYTES = 100 * 2**30
 MAX_ZIP_ENTRIES = 100_000
+
+# Written beside the BEIR files of a dataset read through ir_datasets: where they came from.
+IR_DATASETS_RECORD = "ir_datasets.json"
 
 # --- dataset layouts --------------------------------------------------------------------------
 
@@ -181,6 +186,56 @@ def safe_extract_zip(zip_path: Path, target: Path) -> Path:
 
 
 # --- locating a dataset -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Where and how a download job finds a dataset: the scored ``split``, the offline data
+    directory, the download cache, offline or not, and how often a failed request is retried."""
+
+    split: str
+    data_dir: Path | None
+    cache_dir: Path
+    offline: bool = False
+    retries: int = 4
+    backoff_s: float = 1.0
+
+
+class SourceParams(dict):
+    """The download job's params (rules/download.smk, irflow.data.sources.download_params):
+    what a dataset is fetched from. As a dict it holds the keys irflow wrote before sources had
+    a type (``{url: ..., md5: ...}``), so that the job's settings stamp and Snakemake's record
+    of its params (the dict's JSON and repr) stay those of the same data and nothing is made
+    again; it carries the source type and its typed block, which fetch the dataset."""
+
+    def __init__(self, params: dict, source_type, spec: dict):
+        super().__init__(params)
+        self.source_type, self.spec = source_type, spec
+
+    def locate(self, name: str, fetch: Fetch) -> Path:
+        return self.source_type.locate(name, self.spec, fetch)
+
+
+def locate_dataset(
+    name: str,
+    source: SourceParams,
+    *,
+    split: str,
+    data_dir: Path | None,
+    cache_dir: Path,
+    offline: bool = False,
+    retries: int = 4,
+    backoff_s: float = 1.0,
+) -> Path:
+    """A folder in BEIR or PosIR layout holding dataset ``name``: its folder in ``data_dir``,
+    else what its ``source`` gives (each type: a module of irflow.data.sources). The cache's
+    copy (``cache_dir/<name>``) is reused only when it was fetched from this very source
+    (irflow.data.download_cache)."""
+    if data_dir is not None and dataset_layout(data_dir / name, split):
+        log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
+        return data_dir / name
+    fetch = Fetch(split, data_dir, cache_dir, offline or env_offline(), retries, backoff_s)
+    return source.locate(name, fetch)
 
 
 def dataset_root(folder: Path, split: str, origin: str) -> Path:

@@ -10,7 +10,6 @@ block has.
 from __future__ import annotations
 
 import importlib
-import logging
 import pkgutil
 from functools import cache
 from importlib.metadata import entry_points
@@ -18,12 +17,10 @@ from pathlib import Path
 
 from irflow.core.config import register_check, scored_split
 from irflow.core.errors import ConfigError
-from irflow.core.offline import env_offline
-from irflow.data.download import dataset_layout
-from irflow.data.sources.base import Fetch, SourceType
+from irflow.data import download
+from irflow.data.download import SourceParams
+from irflow.data.sources.base import SourceType
 from irflow.data.sources.path import folder_problem
-
-log = logging.getLogger("irflow.data.download")
 
 ENTRY_POINT_GROUP = "irflow.sources"
 
@@ -139,12 +136,17 @@ def concrete_source(config: dict, dataset: str) -> dict:
     return source_type(spec["type"]).concrete(dataset, spec, config)
 
 
-def download_params(config: dict, dataset: str) -> dict:
+def download_params(config: dict, dataset: str) -> SourceParams:
     """The download job's params (rules/download.smk): what ``dataset`` is fetched from, in
-    sorted keys, as its type gives them."""
-    spec = concrete_source(config, dataset)
-    params = source_type(spec["type"]).params(spec)
-    return {key: params[key] for key in sorted(params)}
+    sorted keys, as its type gives them, carrying the type and block that fetch it."""
+    return bind(concrete_source(config, dataset))
+
+
+def bind(spec: dict) -> SourceParams:
+    """A concrete source block with its type, as irflow.data.download.locate_dataset takes it."""
+    found = source_type(spec["type"])
+    params = found.params(spec)
+    return SourceParams({key: params[key] for key in sorted(params)}, found, spec)
 
 
 @register_check
@@ -170,23 +172,6 @@ def data_dir_problems(config: dict, dataset: str) -> list[str]:
     return [f"config key 'data_dir': {problem}"] if problem else []
 
 
-def locate_dataset(
-    name: str,
-    source: dict,
-    *,
-    split: str,
-    data_dir: Path | None,
-    cache_dir: Path,
-    offline: bool = False,
-    retries: int = 4,
-    backoff_s: float = 1.0,
-) -> Path:
-    """A folder in BEIR or PosIR layout holding dataset ``name``: its folder in ``data_dir``,
-    else what its ``source`` (a concrete block: ``concrete_source``) gives. The cache's copy
-    (``cache_dir/<name>``) is reused only when it was fetched from this very source
-    (irflow.data.download_cache)."""
-    if data_dir is not None and dataset_layout(data_dir / name, split):
-        log.info("dataset %r: using the offline data directory %s", name, data_dir / name)
-        return data_dir / name
-    fetch = Fetch(split, data_dir, cache_dir, offline or env_offline(), retries, backoff_s)
-    return source_type(source["type"]).locate(name, source, fetch)
+def locate_dataset(name: str, spec: dict, **fetch) -> Path:
+    """irflow.data.download.locate_dataset of a concrete source block (``concrete_source``)."""
+    return download.locate_dataset(name, bind(spec), **fetch)

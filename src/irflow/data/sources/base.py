@@ -9,21 +9,9 @@ offline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Fetch:
-    """Where and how a download job finds a dataset: the scored ``split``, the offline data
-    directory, the download cache, offline or not, and how often a failed request is retried."""
-
-    split: str
-    data_dir: Path | None
-    cache_dir: Path
-    offline: bool = False
-    retries: int = 4
-    backoff_s: float = 1.0
+from irflow.data.download import Fetch
 
 
 class SourceType:

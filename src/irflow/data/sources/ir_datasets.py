@@ -16,14 +16,11 @@ from pathlib import Path
 
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
-from irflow.data.download import cached_copy, install_folder
+from irflow.data.download import IR_DATASETS_RECORD, cached_copy, install_folder
 from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 from irflow.data.sources.base import Fetch, SourceType
 
 log = logging.getLogger("irflow.data.download")
-
-# Written beside the BEIR files of a dataset read through ir_datasets: where they came from.
-IR_DATASETS_RECORD = "ir_datasets.json"
 
 
 class IrDatasetsId(SourceType):
