@@ -191,6 +191,16 @@ def write_beir(
     return folder
 
 
+def place_local_datasets(config: dict) -> None:
+    """A tiny BEIR folder wherever a config's path sources point (relative paths: from the
+    working directory), with the scored split's qrels: the config check reads them."""
+    for block in config["datasets"].values():
+        source = block.get("source", {}) if isinstance(block, dict) else {}
+        if source.get("type") == "path":
+            split = block.get("split") or config.get("split", "test")
+            write_beir(Path(source["path"]), TINY_CORPUS, TINY_QUERIES, TINY_QRELS, split)
+
+
 def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int = 200) -> Path:
     """The first test queries with their relevant documents, filled up to `documents`."""
     import pandas as pd

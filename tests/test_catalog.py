@@ -11,7 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    place_local_datasets,
+    write_beir,
+)
 from loopback_http import serving
 from test_download import beir_members, md5_of, zip_bytes
 
@@ -243,12 +250,7 @@ def test_every_shipped_config_validates(tmp_path, monkeypatch):
     checked = [p.name for p in paths if p.name != "config.schema.yaml"]
     for path in paths:
         if path.name != "config.schema.yaml":
-            config = yaml.safe_load(path.read_text())
-            for block in config["datasets"].values():
-                source = block.get("source", {}) if isinstance(block, dict) else {}
-                if source.get("type") == "path":
-                    split = block.get("split") or config.get("split", "test")
-                    write_beir(Path(source["path"]), TINY_CORPUS, TINY_QUERIES, TINY_QRELS, split)
+            place_local_datasets(yaml.safe_load(path.read_text()))
             load_config(path, REPO / "config" / "config.schema.yaml")
     assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)
 

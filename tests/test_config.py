@@ -9,7 +9,14 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    place_local_datasets,
+    write_beir,
+)
 
 from irflow.core.errors import ConfigError
 from irflow.evaluation.score import metric_names
@@ -268,8 +275,12 @@ def test_model_table_of_the_wrong_shape_is_a_config_error(table):
 
 def test_offline_config_is_valid(monkeypatch, tmp_path):
     monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")  # with its local datasets placed where it says
     with open(REPO / "config" / "offline.yaml") as handle:
-        config = validate_config(expand_config(yaml.safe_load(handle)), SCHEMA)
+        written = yaml.safe_load(handle)
+    place_local_datasets(written)
+    config = validate_config(expand_config(written), SCHEMA)
     assert config["offline"] and config["data_dir"] == "../shared/datasets"
 
 

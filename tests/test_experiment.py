@@ -23,7 +23,7 @@ from irflow.workflow.experiment import (
 )
 
 CONFIG = {
-    "datasets": {"d": {"source": {"type": "path", "path": "d"}}},
+    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
     "retrievers": {"bm25": {"type": "bm25"}},
 }
 
