@@ -10,6 +10,7 @@ block has.
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from functools import cache
 from importlib.metadata import entry_points
@@ -123,7 +124,9 @@ def _typed_spelling(source: dict) -> str:
 
 
 def _flow(block: dict) -> str:
-    return "{" + ", ".join(f"{key}: {value}" for key, value in block.items()) + "}"
+    """``block`` as YAML's flow style writes it, strings unquoted."""
+    values = (v if isinstance(v, str) else json.dumps(v) for v in block.values())
+    return "{" + ", ".join(f"{key}: {value}" for key, value in zip(block, values)) + "}"
 
 
 # --- what the config says and the download job does ------------------------------------------
