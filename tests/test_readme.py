@@ -77,13 +77,15 @@ def test_the_offline_quickstart_is_the_quickstart_offline():
 
 
 def test_ci_runs_the_readmes_test_command():
-    """Install and test are two commands: CI builds the environment as the README installs it,
-    then runs the README's test command, which must exist."""
+    """Install and test are two commands: CI builds the environment with the README's install
+    command, then runs the README's test command, which must exist."""
+    (install,) = shell_commands(section("Install"))
     (command,) = shell_commands(section("Test"))
     assert command == ["bash", ".ci/test"]
     assert (REPO / ".ci" / "test").is_file()
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert "bash .ci/test" in ci
+    assert install in [shlex.split(line, comments=True) for line in ci]
 
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
