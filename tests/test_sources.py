@@ -187,6 +187,22 @@ def test_a_beir_folder_error_names_only_beirs_files(tmp_path):
     )
 
 
+def test_a_beir_dataset_not_available_offline_is_told_of_beirs_files(tmp_path):
+    """On main: '... place the BEIR folder at <folder>/mine/ and set data_dir: <folder>
+    (corpus.jsonl[.gz], queries.jsonl[.gz], qrels/test.tsv) or a PosIR folder there
+    (corpus.parquet, queries.parquet, qrels/test.parquet) or the zip ...'."""
+    source = {"type": "url", "url": "https://example.org/mine.zip"}
+    with pytest.raises(DownloadError) as raised:
+        sources.locate_dataset(
+            "mine", source, split="test", data_dir=None, cache_dir=tmp_path, offline=True
+        )
+    assert str(raised.value).startswith(
+        "dataset 'mine' is not available offline: place the BEIR folder at <folder>/mine/ and "
+        "set data_dir: <folder> (corpus.jsonl[.gz], queries.jsonl[.gz], qrels/test.tsv) or the "
+        "zip "
+    )
+
+
 # --- the download job's params: as before types, for the same data ---------------------------
 
 

@@ -283,11 +283,11 @@ def without_network(name: str, data_dir: Path | None, split: str, zip_path=None)
 
 
 def folder_hint(name: str, data_dir: Path | None, split: str) -> str:
-    """Where to place a dataset that is not available offline, in either layout."""
+    """Where to place a BEIR dataset (a zip's, a Hugging Face repo's) that is not available
+    offline."""
     return (
         f"place the BEIR folder at {placed_folder(name, data_dir)} "
-        f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv) or a PosIR folder there "
-        f"(corpus.parquet, queries.parquet, qrels/{split}.parquet)"
+        f"(corpus.jsonl[.gz], queries.jsonl[.gz], qrels/{split}.tsv)"
     )
 
 
