@@ -14,6 +14,8 @@ from pathlib import Path
 import yaml
 
 # Each import registers that feature's checks.
+import irflow.analyses.correlate
+import irflow.analyses.position
 import irflow.analyses.saliency
 import irflow.data.download
 import irflow.data.sources
@@ -24,7 +26,9 @@ import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export
 import irflow.evaluation.score
+import irflow.evaluation.significance
 import irflow.evaluation.tables
+import irflow.retrieval.fuse
 import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
 from irflow.core.config import load_schema
