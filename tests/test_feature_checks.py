@@ -91,8 +91,7 @@ MOVED = [
     (
         "irflow.analyses.saliency.saliency_problems",
         {"position_analysis": {"saliency": {"models": ["minilm"]}}},
-        "config key 'position_analysis.saliency.dataset': needed when saliency.models is not "
-        "empty",
+        "config key 'position_analysis.saliency.dataset': needed when saliency.models is not empty",
     ),
     (
         "irflow.analyses.saliency.saliency_problems",

@@ -10,6 +10,7 @@ from irflow.retrieval.external_run import is_url, run_location
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
+from irflow.workflow.qc_inputs import QualityControlInputs
 
 # The tables of results/ each dataset has one of, by the database view that shows them.
 DATASET_TABLES = {
@@ -31,9 +32,9 @@ SUMMARY_VIEWS = [
 ]
 
 
-class Plan(DatasetInputs):
+class Plan(QualityControlInputs, DatasetInputs):
     """Every name and input function of the workflow (irflow.workflow.plan,
-    irflow.workflow.inputs), and those of its runs."""
+    irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs."""
 
     def dense_inputs(self, wildcards):
         """The index (none for a flat index searched in shards) and query embeddings; the rows
