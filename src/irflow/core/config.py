@@ -69,6 +69,15 @@ def _fill_defaults(instance, schema: dict, root: dict):
             _fill_defaults(item, schema["items"], root)
 
 
+def schema_defaults(schema: dict, definition: str, entry: dict) -> dict:
+    """``entry``, an instance of the schema's ``$defs[definition]``, with the defaults the
+    schema gives filled in: ``{"type": "bm25"}`` becomes the BM25 a config gets by naming only
+    its type."""
+    filled = copy.deepcopy(entry)
+    _fill_defaults(filled, schema["$defs"][definition], schema)
+    return filled
+
+
 def validate_config(config: dict, schema: dict) -> dict:
     """Return ``config`` with defaults filled in and command-line text read as the values the
     schema takes, or raise ConfigError listing every problem."""
