@@ -9,14 +9,14 @@ as entry points add their entries' schema fragments (irflow.workflow.families.wi
 irflow.data.sources.with_installed).
 """
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import yaml
 
-# Each import registers that feature's checks.
-import irflow.analyses.correlate
-import irflow.analyses.position
-import irflow.analyses.saliency
+# Each import registers that feature's checks; every analysis registers its own (analyses()).
+import irflow.analyses
 import irflow.data.download
 import irflow.data.sources
 import irflow.derived.expand
@@ -29,7 +29,7 @@ import irflow.evaluation.score
 import irflow.evaluation.significance
 import irflow.evaluation.tables
 import irflow.retrieval.fuse
-import irflow.retrieval.index  # noqa: F401
+import irflow.retrieval.index
 from irflow.core import config as core
 from irflow.core.config import load_schema
 from irflow.core.errors import ConfigError
@@ -38,7 +38,21 @@ from irflow.data.sources import untyped_problems
 from irflow.data.sources import with_installed as with_installed_sources
 from irflow.workflow.families import built_in, with_installed
 
+
+def analyses() -> list[str]:
+    """Import every module of irflow.analyses, so that each analysis's checks are registered
+    without a line here (a module there imports a job's libraries where it uses them)."""
+    names = [
+        f"irflow.analyses.{module.name}"
+        for module in pkgutil.iter_modules(irflow.analyses.__path__)
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
 built_in()  # imports every family module: each registers its checks
+analyses()
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
 

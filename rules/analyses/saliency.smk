@@ -23,7 +23,7 @@ rule saliency_pairs:
     log:
         f"results/logs/saliency_pairs/{SALIENCY['dataset']}.log",
     conda:
-        "../envs/positionalize.yaml"
+        "../../envs/positionalize.yaml"
     params:
         dataset=SALIENCY["dataset"],
         tokenizer=(
@@ -36,7 +36,7 @@ rule saliency_pairs:
             for key in ("select", "queries", "min_tokens", "centre", "seed")
         },
     script:
-        "../scripts/saliency_pairs.py"
+        "../../scripts/saliency_pairs.py"
 
 
 rule saliency:
@@ -50,7 +50,7 @@ rule saliency:
     wildcard_constraints:
         model=one_of(plan.saliency_models),
     conda:
-        "../envs/models.yaml"
+        "../../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
@@ -61,7 +61,7 @@ rule saliency:
         dataset=SALIENCY["dataset"],
         analysis={key: SALIENCY[key] for key in ("bins", "resample")},
     script:
-        "../scripts/saliency.py"
+        "../../scripts/saliency.py"
 
 
 rule saliency_plot:
@@ -70,12 +70,15 @@ rule saliency_plot:
     output:
         figure=report(
             "results/plots/saliency.png",
-            caption="../report/saliency.rst",
+            caption="../../report/saliency.rst",
             category="Position bias",
         ),
     log:
         "results/logs/saliency_plot.log",
     conda:
-        "../envs/data.yaml"
+        "../../envs/data.yaml"
     script:
-        "../scripts/saliency_plot.py"
+        "../../scripts/saliency_plot.py"
+
+
+ANALYSIS_TARGETS.append(rules.saliency_plot.output if plan.saliency_models else [])
