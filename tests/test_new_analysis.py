@@ -31,18 +31,19 @@ def toy_problems(config):
         return ["config key 'top_k': the toy analysis cannot read 7 results"]
     return []
 """
-# Its rules: one job over the scores, part of the default target.
+# Its rules: one job over the scores, part of the default target and of the results database.
 TOY_RULES = """
 rule toy:
     input:
         scores=[f"results/scores/{d}/{s}.parquet" for d in plan.datasets for s in plan.systems],
     output:
-        "results/toy.txt",
+        "results/toy.parquet",
     shell:
-        "cat {input.scores} > {output}"
+        "cp {input.scores[0]} {output}"
 
 
 ANALYSIS_TARGETS.append(rules.toy.output)
+plan.analysis_views["toy"] = ["results/toy.parquet"]
 """
 
 
@@ -103,3 +104,5 @@ def test_a_new_analysis_rules_file_joins_the_default_target(tmp_path):
     ).stdout
     toy = re.search(r"^rule toy:\n\s+input: (.+)$", planned, re.MULTILINE)
     assert toy is not None and toy.group(1) == "results/scores/tiny/bm25.parquet"
+    database = re.search(r"^rule database:\n\s+input: (.+)$", planned, re.MULTILINE)
+    assert "results/toy.parquet" in database.group(1).split(", ")

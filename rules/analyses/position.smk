@@ -52,3 +52,6 @@ rule position_plots:
 
 
 ANALYSIS_TARGETS.append(rules.position_plots.output if plan.position_datasets else [])
+if plan.position_datasets:
+    plan.analysis_views["position_bins"] = ["results/position_bins.parquet"]
+    plan.analysis_views["psi"] = ["results/psi.parquet"]

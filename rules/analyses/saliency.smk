@@ -9,6 +9,8 @@ from irflow.analyses.saliency import pairs_tokenizer
 from irflow.data.tokens import tokenizer_source
 
 SALIENCY = config["position_analysis"]["saliency"]
+# Models whose gradient saliency profile (PosIR §5.3) is computed.
+SALIENCY_MODELS = SALIENCY["models"]
 SALIENCY_PAIRS = f"results/saliency/pairs/{SALIENCY['dataset']}.parquet"
 SALIENCY_TOKENIZER = pairs_tokenizer(config)
 
@@ -48,7 +50,7 @@ rule saliency:
     log:
         "results/logs/saliency/{model}.log",
     wildcard_constraints:
-        model=one_of(plan.saliency_models),
+        model=one_of(SALIENCY_MODELS),
     conda:
         "../../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
@@ -66,7 +68,7 @@ rule saliency:
 
 rule saliency_plot:
     input:
-        profiles=expand("results/saliency/{model}.parquet", model=plan.saliency_models),
+        profiles=expand("results/saliency/{model}.parquet", model=SALIENCY_MODELS),
     output:
         figure=report(
             "results/plots/saliency.png",
@@ -81,4 +83,8 @@ rule saliency_plot:
         "../../scripts/saliency_plot.py"
 
 
-ANALYSIS_TARGETS.append(rules.saliency_plot.output if plan.saliency_models else [])
+ANALYSIS_TARGETS.append(rules.saliency_plot.output if SALIENCY_MODELS else [])
+if SALIENCY_MODELS:
+    plan.analysis_views["saliency"] = [
+        f"results/saliency/{m}.parquet" for m in SALIENCY_MODELS
+    ]

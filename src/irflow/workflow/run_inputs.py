@@ -36,6 +36,12 @@ class Plan(QualityControlInputs, DatasetInputs):
     """Every name and input function of the workflow (irflow.workflow.plan,
     irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs."""
 
+    def __init__(self, config, basedir):
+        super().__init__(config, basedir)
+        # The database views of the analyses' tables, by view: each analysis's rules
+        # (rules/analyses/<name>.smk) add theirs.
+        self.analysis_views = {}
+
     def dense_inputs(self, wildcards):
         """The index (none for a flat index searched in shards) and query embeddings; the rows
         the index holds, and for passages the documents they belong to."""
@@ -249,11 +255,6 @@ class Plan(QualityControlInputs, DatasetInputs):
                 for d in self.datasets
                 for m in self.passage_models
             ]
-        if self.position_datasets:
-            views["position_bins"] = ["results/position_bins.parquet"]
-            views["psi"] = ["results/psi.parquet"]
-        if self.saliency_models:
-            views["saliency"] = [f"results/saliency/{m}.parquet" for m in self.saliency_models]
         if self.config["negatives"]:
             views["negatives"] = [
                 f"results/negatives/{n}.parquet" for n in self.config["negatives"]
@@ -265,4 +266,4 @@ class Plan(QualityControlInputs, DatasetInputs):
             views["label_audit"] = [f"results/audit/{d}/candidates.parquet" for d in self.audited]
             views["label_audit_hole"] = [f"results/audit/{d}/hole.parquet" for d in self.audited]
             views["label_audit_summary"] = ["results/label_audit.parquet"]
-        return views
+        return views | self.analysis_views
