@@ -18,7 +18,7 @@ from irflow.workflow.config import load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 BASE = {
-    "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+    "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}},
     "retrievers": {"bm25": {"type": "bm25"}, "bm25_k12": {"type": "bm25", "k1": 1.2}},
     "models": {
         "minilm": {"id": "org/minilm"},

@@ -83,7 +83,7 @@ def test_a_new_measure_is_one_module(hits_measure):
     }
     assert metric_names(["hits.5"]) == ["hits_5"]
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "metrics": ["ndcg_cut.10", "hits.5"],
         "report_metrics": ["ndcg_cut_10", "hits_5"],
@@ -94,7 +94,7 @@ def test_a_new_measure_is_one_module(hits_measure):
 
 def test_without_its_module_the_measure_is_unknown():
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "metrics": ["hits.5"],
     }

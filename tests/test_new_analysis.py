@@ -68,7 +68,7 @@ def test_a_new_analysis_module_is_checked_with_the_config(toy_module):
     assert "irflow.analyses.toy" in workflow_config.analyses()
     schema = workflow_config.load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "top_k": 7,
     }
@@ -90,7 +90,7 @@ def test_a_new_analysis_rules_file_joins_the_default_target(tmp_path):
     (project / "rules" / "analyses" / "toy.smk").write_text(TOY_RULES, encoding="utf-8")
     data = write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {
-        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
     (project / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -569,7 +569,10 @@ def test_near_misses_are_ranked_by_the_schemas_default_bm25(tokenizer):
     assert (
         DEFAULT_BM25
         == validate_config(
-            {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"r": {"type": "bm25"}}},
+            {
+                "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+                "retrievers": {"r": {"type": "bm25"}},
+            },
             schema,
         )["retrievers"]["r"]
     )
