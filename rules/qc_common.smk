@@ -1,6 +1,7 @@
 # Input functions and settings of rules/qc.smk (quality control and the label audit).
 
 from irflow.derived.generate.dataset import checked_splits
+from irflow.retrieval.rerankers import reranker_settings as scoring_settings
 
 
 def qc_spec(wildcards):
@@ -8,11 +9,7 @@ def qc_spec(wildcards):
 
 
 def reranker_settings(reranker):
-    spec = config["rerankers"][reranker]
-    settings = {"reranker_name": reranker, "reranker": spec}
-    if spec["type"] == "bi-encoder":
-        settings["model"] = plan.model_result_settings(spec["model"])
-    return settings
+    return scoring_settings(config, reranker)
 
 
 def candidate_texts(dataset):

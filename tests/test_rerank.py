@@ -27,11 +27,12 @@ from irflow.retrieval.index import index_file
 from irflow.retrieval.rerank import (
     BiEncoderScorer,
     CrossEncoderScorer,
+    ScoringJob,
     VectorCache,
-    load_scorer,
     rerank,
     top_candidates,
 )
+from irflow.retrieval.rerankers import load_scorer
 from irflow.retrieval.retrieve import dense_search
 
 CROSS_SPEC = {
@@ -384,7 +385,8 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     documents = dict(zip(table["doc_id"], contracts.document_texts(table["title"], table["text"])))
     table = pq.read_table(queries).to_pydict()
     scorer = load_scorer(
-        {"type": "bi-encoder", "model": "m"}, {"m": spec}, documents, cache_root=tmp_path / "c"
+        {"type": "bi-encoder", "model": "m"},
+        ScoringJob({"m": spec}, documents, cache_root=tmp_path / "c"),
     )
     reranked, _ = rerank(dense, dict(zip(table["query_id"], table["text"])), documents, scorer, 25)
     assert scorer.provenance["documents_encoded"] == dense["doc_id"].nunique()
@@ -401,13 +403,15 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
     def from_vector_files(query_manifest=None):
         return load_scorer(
             {"type": "bi-encoder", "model": "m"},
-            {"m": spec},
-            documents,
-            tmp_path / "corpus-emb.parquet",
-            None,
-            query_texts,
-            query_embeddings=tmp_path / "queries-emb.parquet",
-            query_manifest=query_manifest,
+            ScoringJob(
+                {"m": spec},
+                documents,
+                query_texts,
+                tmp_path / "corpus-emb.parquet",
+                query_embeddings=tmp_path / "queries-emb.parquet",
+                query_manifest=query_manifest,
+                cache_root=None,
+            ),
         )
 
     reused = from_vector_files()

@@ -112,7 +112,8 @@ def missing_key(path: str, value: str, table: str, known) -> str:
 
 
 def _cross_references(config: dict) -> list[str]:
-    # Each retriever's own references are its family's check (irflow.workflow.families).
+    # Each retriever's own references are its family's check (irflow.workflow.families), each
+    # reranker's its type's (irflow.retrieval.rerankers).
     problems = _backend_problems(config)
     for name, model in config["models"].items():
         passages = model["long_documents"]
@@ -120,22 +121,6 @@ def _cross_references(config: dict) -> list[str]:
             problems.append(
                 f"config key 'models.{name}.long_documents.overlap': {passages['overlap']} must "
                 f"be less than passage_tokens ({passages['passage_tokens']})"
-            )
-    for name, reranker in config["rerankers"].items():
-        if reranker["type"] not in ("bi-encoder", "late-interaction"):
-            continue
-        if reranker["model"] not in config["models"]:
-            problems.append(
-                missing_key(
-                    f"rerankers.{name}.model", reranker["model"], "models", config["models"]
-                )
-            )
-        elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
-            # A reranker scores a document as a whole; passage scores are not combined there.
-            problems.append(
-                f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
-                f"into passages; a {reranker['type']} reranker needs a model with "
-                "long_documents.strategy truncate"
             )
     for name, fusion in config["fusion"].items():
         if name in config["retrievers"]:
@@ -227,14 +212,10 @@ def _cross_references(config: dict) -> list[str]:
 
 def _backend_problems(config: dict) -> list[str]:
     """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
-    rerankers); late-interaction rerankers and saliency run on torch, as do the retriever
-    families that say so (irflow.workflow.families). (What an ONNX backend asks of its model's
-    own settings, irflow.encoding.onnx_export checks.)"""
+    rerankers); saliency runs on torch, as do the retriever families and reranker types that
+    say so (irflow.workflow.families, irflow.retrieval.rerankers). (What an ONNX backend asks
+    of its model's own settings, irflow.encoding.onnx_export checks.)"""
     torch_only = [
-        (f"rerankers.{name}.model", reranker["model"])
-        for name, reranker in config["rerankers"].items()
-        if reranker["type"] == "late-interaction"
-    ] + [
         # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
         (f"position_analysis.saliency.models.{i}", model)
         for i, model in enumerate(config["position_analysis"]["saliency"]["models"])

@@ -36,6 +36,7 @@ class Retriever(Protocol):
 
 # What a class needs to be run as a Retriever.
 METHODS = ("index", "search")
+PROTOCOL = "irflow's retriever protocol (irflow.retrieval.custom.Retriever)"
 
 
 def load_class(reference: str) -> type:
@@ -50,16 +51,18 @@ def load_class(reference: str) -> type:
     return found
 
 
-def protocol_problem(retriever_class) -> str | None:
-    """Why ``retriever_class`` is not a Retriever (None when it is)."""
-    if not inspect.isclass(retriever_class):
-        return f"{retriever_class!r} is not a class"
-    missing = [m for m in METHODS if not callable(getattr(retriever_class, m, None))]
+def protocol_problem(
+    user_class, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why ``user_class`` does not implement ``protocol``, whose ``methods`` it needs (None
+    when it does): a Retriever, by default."""
+    if not inspect.isclass(user_class):
+        return f"{user_class!r} is not a class"
+    missing = [m for m in methods if not callable(getattr(user_class, m, None))]
     if missing:
         return (
-            f"{retriever_class.__module__}.{retriever_class.__qualname__} does not implement "
-            f"irflow's retriever protocol (irflow.retrieval.custom.Retriever): no method "
-            + ", ".join(missing)
+            f"{user_class.__module__}.{user_class.__qualname__} does not implement "
+            f"{protocol}: no method " + ", ".join(missing)
         )
     return None
 

@@ -344,42 +344,39 @@ def split_by_lengths(scores: np.ndarray, candidates: list[list[str]]) -> list[np
     return np.split(scores, np.cumsum([len(documents) for documents in candidates])[:-1])
 
 
-def load_scorer(
-    spec: dict,
-    models: dict,
-    documents: dict[str, str],
-    embeddings: Path | None = None,
-    cache_root: Path | None = VECTOR_CACHE,
-    queries: dict[str, str] | None = None,
-    *,
-    query_embeddings: Path | None = None,
-    query_manifest: Path | None = None,
-    threads: int | None = None,
-) -> Scorer:
-    """The scorer of reranker ``spec`` (a ``rerankers`` entry), its model run on ``threads``
-    torch threads: a cross-encoder, a ColBERT model (late interaction, exact MaxSim), or a
-    bi-encoder of ``models[spec["model"]]`` that takes the vectors of ``documents`` (id -> text)
-    from its model's ``embeddings`` file when given, then from the vector cache under
-    ``cache_root`` (none when None), and encodes the rest; and those of ``queries`` from
-    ``query_embeddings``, whose embed job's ``query_manifest`` gives each timed query's
-    encoding seconds. The bi-encoder's model is loaded only once something must be encoded."""
-    if spec["type"] == "cross-encoder":
-        return CrossEncoderScorer.load(spec, threads)
-    if spec["type"] == "late-interaction":
-        from irflow.retrieval.late_interaction import MaxSimScorer, TokenEncoder
+@dataclass(frozen=True)
+class ScoringJob:
+    """What a job that scores with a reranker gives its scorer: the ``models`` entries (for a
+    reranker that names one), the texts it scores (id -> text), where a bi-encoder may find
+    vectors already made (``bi_encoder_scorer``) and the torch threads its model runs on."""
 
-        use_threads(threads)
-        return MaxSimScorer(TokenEncoder.load(models[spec["model"]]))
-    encoder = OnDemandEncoder(models[spec["model"]], threads)
-    cache = VectorCache(cache_root, encoder) if cache_root is not None else None
-    record = json.loads(query_manifest.read_text()) if query_manifest is not None else {}
-    query_texts = queries if query_embeddings else None
+    models: dict
+    documents: dict[str, str]
+    queries: dict[str, str] | None = None
+    embeddings: Path | None = None
+    query_embeddings: Path | None = None
+    query_manifest: Path | None = None
+    cache_root: Path | None = VECTOR_CACHE
+    threads: int | None = None
+
+
+def bi_encoder_scorer(model: dict, job: ScoringJob) -> BiEncoderScorer:
+    """The bi-encoder scorer of ``models`` entry ``model``: it takes the vectors of
+    ``job.documents`` from its model's ``embeddings`` file when given, then from the vector
+    cache under ``job.cache_root`` (none when None), and encodes the rest; and those of
+    ``job.queries`` from ``job.query_embeddings``, whose embed job's ``query_manifest`` gives
+    each timed query's encoding seconds. The model is loaded only once something must be
+    encoded."""
+    encoder = OnDemandEncoder(model, job.threads)
+    cache = VectorCache(job.cache_root, encoder) if job.cache_root is not None else None
+    record = json.loads(job.query_manifest.read_text()) if job.query_manifest is not None else {}
+    query_texts = job.queries if job.query_embeddings else None
     return BiEncoderScorer(
         encoder,
-        embeddings,
-        documents if embeddings else None,
+        job.embeddings,
+        job.documents if job.embeddings else None,
         cache,
-        query_embeddings,
+        job.query_embeddings,
         query_texts,
         query_seconds={
             query_texts[query_id]: seconds

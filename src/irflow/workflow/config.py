@@ -4,8 +4,9 @@ irflow.core.config validates against config/config.schema.yaml and checks the cr
 of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
-tests and the benchmarks validate here. Retriever families installed as entry points add their
-entries' schema fragments (irflow.workflow.families.with_installed).
+tests and the benchmarks validate here. Retriever families and reranker types installed as entry
+points add their entries' schema fragments (irflow.workflow.families.with_installed,
+irflow.retrieval.rerankers.with_installed).
 """
 
 from pathlib import Path
@@ -27,9 +28,11 @@ import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
 from irflow.core.config import load_schema
 from irflow.data.catalog import resolve_catalog
+from irflow.retrieval import rerankers
 from irflow.workflow.families import built_in, with_installed
 
 built_in()  # imports every family module: each registers its checks
+rerankers.built_in()  # and every reranker type module
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
 
@@ -41,9 +44,10 @@ def expand_config(config: dict) -> dict:
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """irflow.core.config.validate_config, with the installed retriever families' fragments;
-    every mapping's keys in sorted order (``sorted_keys``)."""
-    return sorted_keys(core.validate_config(config, with_installed(schema)))
+    """irflow.core.config.validate_config, with the installed retriever families' and reranker
+    types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
+    schema = rerankers.with_installed(with_installed(schema))
+    return sorted_keys(core.validate_config(config, schema))
 
 
 def sorted_keys(value):

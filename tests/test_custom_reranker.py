@@ -1,0 +1,168 @@
+"""A reranker of the user's: a class outside irflow named by ``type: python`` or installed as an
+``irflow.rerankers`` entry point, checked when the config is validated and run by the workflow
+like any reranker: rerank, scores and the database (docs/retrievers.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+
+from irflow.core import contracts
+from irflow.core.errors import ConfigError
+from irflow.retrieval import rerankers
+from irflow.retrieval.rerank import ScoringJob, rerank
+from irflow.workflow.config import load_schema, validate_config
+
+TESTS = REPO / "tests"
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+DENSITY = "word_overlap_reranker:WordDensity"
+
+
+@pytest.fixture(autouse=True)
+def tests_on_path(monkeypatch):
+    """The reranker's module is importable as a user's would be: its folder on sys.path. The
+    entry points are listed again after the test (each test lists its own)."""
+    monkeypatch.syspath_prepend(str(TESTS))
+    yield
+    rerankers.installed.cache_clear()
+
+
+def validated(reranker: dict) -> dict:
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"mine": reranker},
+        "reranking": [{"first_stage": "bm25", "reranker": "mine", "k": [3]}],
+    }
+    return validate_config(config, SCHEMA)
+
+
+def test_a_python_class_is_a_reranker_with_its_settings():
+    """On main: "config key 'rerankers.mine': {'type': 'python', ...} is not valid under any of
+    the given schemas"."""
+    config = validated({"type": "python", "class": DENSITY, "settings": {"weight": 2.0}})
+    spec = config["rerankers"]["mine"]
+    assert spec["settings"] == {"weight": 2.0}
+    scorer = rerankers.load_scorer(spec, ScoringJob(config["models"], {}))
+    assert scorer.score("cats purr", ["Cats purr and sleep", "Dogs bark"]).tolist() == [1.0, 0.0]
+    assert scorer.provenance == {"class": DENSITY, "device": "cpu"}
+
+
+@pytest.mark.parametrize(
+    "reference, says",
+    [
+        (
+            "no_such_module:Reranker",
+            "config key 'rerankers.mine.class': cannot import 'no_such_module:Reranker' "
+            "(ModuleNotFoundError: No module named 'no_such_module'); install its package or "
+            "put its folder on PYTHONPATH",
+        ),
+        (
+            "word_overlap_reranker:NoScore",
+            "config key 'rerankers.mine.class': word_overlap_reranker.NoScore does not implement "
+            "irflow's reranker protocol (irflow.retrieval.rerankers.python.Reranker): no "
+            "method score",
+        ),
+    ],
+)
+def test_a_class_that_does_not_import_or_score_is_refused_naming_its_key(reference, says):
+    with pytest.raises(ConfigError) as error:
+        validated({"type": "python", "class": reference})
+    assert says in str(error.value)
+
+
+def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
+    monkeypatch.setattr(
+        rerankers, "entry_points", lambda group: [p for p in points if p.group == group]
+    )
+    rerankers.installed.cache_clear()
+
+
+def test_an_entry_point_is_a_reranker_type_of_its_own(monkeypatch):
+    fake_entry_points(monkeypatch, EntryPoint("density", DENSITY, "irflow.rerankers"))
+    spec = validated({"type": "density", "settings": {"weight": 3.0}})["rerankers"]["mine"]
+    scorer = rerankers.load_scorer(spec, ScoringJob({}, {}))
+    assert scorer.score("cats", ["cats dogs"]).tolist() == [1.5]
+    with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
+        validated({"type": "density", "class": DENSITY})
+    fake_entry_points(monkeypatch, EntryPoint("bi-encoder", DENSITY, "irflow.rerankers"))
+    with pytest.raises(ConfigError, match="entry point 'bi-encoder' .* built-in reranker type"):
+        validated({"type": "bi-encoder", "model": "m"})
+
+
+def test_every_type_has_its_fragment_among_a_rerankers_choices():
+    """The schema and the registry name the same types, each fragment fixing its type."""
+    choices = SCHEMA["properties"]["rerankers"]["additionalProperties"]["oneOf"]
+    named = {c["$ref"].rsplit("/", 1)[-1] for c in choices}
+    assert named == {found.schema_def for found in rerankers.built_in().values()}
+    for found in rerankers.built_in().values():
+        assert SCHEMA["$defs"][found.schema_def]["properties"]["type"] == {"const": found.type}
+
+
+def test_a_score_of_the_wrong_length_is_refused_naming_the_class():
+    spec = validated({"type": "python", "class": DENSITY})["rerankers"]["mine"]
+    scorer = rerankers.load_scorer(spec, ScoringJob({}, {}))
+    scorer.reranker.score = lambda query, documents: [1.0]
+    run = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [2.0, 1.0]})
+    with pytest.raises(ValueError, match=r"WordDensity.score gave \(1,\) scores for 2"):
+        rerank(run, {"q": "x"}, {"a": "x", "b": "y"}, scorer, 2)
+
+
+def test_a_python_reranker_runs_through_rerank_scores_and_database(
+    tmp_path, tiny_beir, monkeypatch
+):
+    """The workflow reranks BM25's run with a reranker of the user's, scores it and files it
+    in the database, with no change to irflow."""
+    config = {
+        "offline": True,
+        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"density": {"type": "python", "class": DENSITY}},
+        "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    environment = os.environ | {"PYTHONPATH": str(TESTS)}
+    result = subprocess.run(
+        [*command, "--cores", "1", "results/irflow.duckdb"],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    results, system = tmp_path / "results", "bm25+density@3"
+    # Each candidate scores what the class gives its text, and the top 3 are kept.
+    first = pd.read_parquet(results / "runs" / "tiny" / "bm25.parquet")
+    run = pd.read_parquet(results / "runs" / "tiny" / f"{system}.parquet")
+    corpus = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "corpus.parquet")
+    texts = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
+    queries = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "queries.parquet")
+    from word_overlap_reranker import WordDensity
+
+    for query_id, text in zip(queries["query_id"], queries["text"]):
+        top = first[first["query_id"] == query_id].nsmallest(3, "rank")["doc_id"].tolist()
+        got = run[run["query_id"] == query_id].set_index("doc_id")["score"]
+        assert sorted(got.index) == sorted(top)
+        assert got[top].tolist() == WordDensity().score(text, [texts[d] for d in top])
+    manifest = results / "manifests" / "rerank" / "tiny" / f"{system}.json"
+    manifest = json.loads(manifest.read_text())
+    assert manifest["class"] == DENSITY and manifest["k"] == 3
+    summary = pd.read_parquet(results / "summary.parquet")
+    assert set(summary["system"]) == {"bm25", system}
+    monkeypatch.chdir(tmp_path)  # the database's views read results/ from where it is opened
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
+        kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
+        rows = db.sql(f"select count(*) from runs where system = '{system}'").fetchall()
+        scored = db.sql(f"select count(*) from per_query where system = '{system}'").fetchall()
+    assert kinds == {"bm25": "bm25", system: "rerank"}
+    assert rows[0][0] == len(run) and scored[0][0] > 0
