@@ -1,22 +1,16 @@
 """A reranker of the user's: a class outside irflow named by ``type: python`` or installed as an
 ``irflow.rerankers`` entry point, checked when the config is validated and run by the workflow
-like any reranker: rerank, scores and the database (docs/retrievers.md)."""
+like any reranker (docs/retrievers.md); tests/test_custom_family.py's workflow run takes it
+through rerank, scores and the database."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 
-import duckdb
 import pandas as pd
 import pytest
-import yaml
 from conftest import REPO
 
-from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.retrieval import rerankers
 from irflow.retrieval.rerank import ScoringJob, rerank
@@ -115,54 +109,3 @@ def test_a_score_of_the_wrong_length_is_refused_naming_the_class():
     run = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [2.0, 1.0]})
     with pytest.raises(ValueError, match=r"WordDensity.score gave \(1,\) scores for 2"):
         rerank(run, {"q": "x"}, {"a": "x", "b": "y"}, scorer, 2)
-
-
-def test_a_python_reranker_runs_through_rerank_scores_and_database(
-    tmp_path, tiny_beir, monkeypatch
-):
-    """The workflow reranks BM25's run with a reranker of the user's, scores it and files it
-    in the database, with no change to irflow."""
-    config = {
-        "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {"density": {"type": "python", "class": DENSITY}},
-        "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-    environment = os.environ | {"PYTHONPATH": str(TESTS)}
-    result = subprocess.run(
-        [*command, "--cores", "1", "results/irflow.duckdb"],
-        capture_output=True,
-        text=True,
-        env=environment,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    results, system = tmp_path / "results", "bm25+density@3"
-    # Each candidate scores what the class gives its text, and the top 3 are kept.
-    first = pd.read_parquet(results / "runs" / "tiny" / "bm25.parquet")
-    run = pd.read_parquet(results / "runs" / "tiny" / f"{system}.parquet")
-    corpus = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "corpus.parquet")
-    texts = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
-    queries = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "queries.parquet")
-    from word_overlap_reranker import WordDensity
-
-    for query_id, text in zip(queries["query_id"], queries["text"]):
-        top = first[first["query_id"] == query_id].nsmallest(3, "rank")["doc_id"].tolist()
-        got = run[run["query_id"] == query_id].set_index("doc_id")["score"]
-        assert sorted(got.index) == sorted(top)
-        assert got[top].tolist() == WordDensity().score(text, [texts[d] for d in top])
-    manifest = results / "manifests" / "rerank" / "tiny" / f"{system}.json"
-    manifest = json.loads(manifest.read_text())
-    assert manifest["class"] == DENSITY and manifest["k"] == 3
-    summary = pd.read_parquet(results / "summary.parquet")
-    assert set(summary["system"]) == {"bm25", system}
-    monkeypatch.chdir(tmp_path)  # the database's views read results/ from where it is opened
-    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
-        kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
-        rows = db.sql(f"select count(*) from runs where system = '{system}'").fetchall()
-        scored = db.sql(f"select count(*) from per_query where system = '{system}'").fetchall()
-    assert kinds == {"bm25": "bm25", system: "rerank"}
-    assert rows[0][0] == len(run) and scored[0][0] > 0
