@@ -147,6 +147,6 @@ def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
 def bi_encoder_vectors(inputs) -> dict[str, Path | None]:
     """The ``embeddings``, ``query_embeddings`` and ``query_manifest`` a bi-encoder reranker's
     job may take as input (irflow.workflow.run_inputs.Plan.reranker_embeddings), as
-    irflow.retrieval.rerank.ScoringJob's fields."""
+    irflow.retrieval.rerank.load_scorer's arguments."""
     names = ("embeddings", "query_embeddings", "query_manifest")
     return {name: Path(getattr(inputs, name)) if hasattr(inputs, name) else None for name in names}

@@ -22,12 +22,11 @@ checksum = variant_checksum(base["checksum"], settings, tokenizer_record["sha256
 
 screen = None
 if "screen" in spec:
-    from irflow.retrieval.rerank import ScoringJob
-    from irflow.retrieval.rerankers import load_scorer
+    from irflow.retrieval.rerank import load_scorer
 
     # No document vectors to reuse: a bi-encoder's come from the shared vector cache or are
     # encoded.
-    scorer = load_scorer(spec["screen"]["spec"], ScoringJob(snakemake.config["models"], {}))
+    scorer = load_scorer(spec["screen"]["spec"], snakemake.config["models"], {})
     screen = Screen(scorer, spec["screen"]["margin"])
 maker = Positionalizer(
     *(contracts.read_frame(inp[name]) for name in ("corpus", "queries", "qrels")),

@@ -9,8 +9,7 @@ from _common import bi_encoder_vectors, start_job
 
 from irflow.core import contracts
 from irflow.derived.qc.votes import candidate_pools, rerank_pools
-from irflow.retrieval.rerank import ScoringJob
-from irflow.retrieval.rerankers import load_scorer
+from irflow.retrieval.rerank import load_scorer
 from irflow.retrieval.runs import read_run
 
 manifest = start_job(snakemake, "qc_votes")
@@ -30,14 +29,14 @@ documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"],
 queries = contracts.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
-job = ScoringJob(
+scorer = load_scorer(
+    settings["reranker"],
     snakemake.config["models"],
     documents,
-    queries,
+    queries=queries,
     threads=snakemake.threads,
     **bi_encoder_vectors(inp),
 )
-scorer = load_scorer(settings["reranker"], job)
 ranked = rerank_pools(pools, queries, documents, scorer)
 contracts.write_frame(ranked, out.votes, contracts.RUN)
 manifest.add(

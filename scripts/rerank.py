@@ -7,8 +7,7 @@ import pyarrow.compute as pc
 from _common import bi_encoder_vectors, start_job
 
 from irflow.core import contracts
-from irflow.retrieval.rerank import ScoringJob, rerank, top_candidates
-from irflow.retrieval.rerankers import load_scorer
+from irflow.retrieval.rerank import load_scorer, rerank, top_candidates
 from irflow.retrieval.runs import read_run, write_run
 
 manifest = start_job(snakemake, "rerank")
@@ -24,14 +23,14 @@ documents = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"],
 queries = contracts.read_table(inp.queries).to_pydict()
 queries = dict(zip(queries["query_id"], queries["text"]))
 
-job = ScoringJob(
+scorer = load_scorer(
+    spec,
     snakemake.config["models"],
     documents,
-    queries,
+    queries=queries,
     threads=snakemake.threads,
     **bi_encoder_vectors(inp),
 )
-scorer = load_scorer(spec, job)
 
 run, latency = rerank(first_stage, queries, documents, scorer, k, snakemake.params.latency_queries)
 lineage = {

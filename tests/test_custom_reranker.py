@@ -13,7 +13,7 @@ from conftest import REPO
 
 from irflow.core.errors import ConfigError
 from irflow.retrieval import rerankers
-from irflow.retrieval.rerank import ScoringJob, rerank
+from irflow.retrieval.rerank import load_scorer, rerank
 from irflow.workflow.config import load_schema, validate_config
 
 TESTS = REPO / "tests"
@@ -46,7 +46,7 @@ def test_a_python_class_is_a_reranker_with_its_settings():
     config = validated({"type": "python", "class": DENSITY, "settings": {"weight": 2.0}})
     spec = config["rerankers"]["mine"]
     assert spec["settings"] == {"weight": 2.0}
-    scorer = rerankers.load_scorer(spec, ScoringJob(config["models"], {}))
+    scorer = load_scorer(spec, config["models"], {})
     assert scorer.score("cats purr", ["Cats purr and sleep", "Dogs bark"]).tolist() == [1.0, 0.0]
     assert scorer.provenance == {"class": DENSITY, "device": "cpu"}
 
@@ -84,7 +84,7 @@ def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
 def test_an_entry_point_is_a_reranker_type_of_its_own(monkeypatch):
     fake_entry_points(monkeypatch, EntryPoint("density", DENSITY, "irflow.rerankers"))
     spec = validated({"type": "density", "settings": {"weight": 3.0}})["rerankers"]["mine"]
-    scorer = rerankers.load_scorer(spec, ScoringJob({}, {}))
+    scorer = load_scorer(spec, {}, {})
     assert scorer.score("cats", ["cats dogs"]).tolist() == [1.5]
     with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
         validated({"type": "density", "class": DENSITY})
@@ -104,7 +104,7 @@ def test_every_type_has_its_fragment_among_a_rerankers_choices():
 
 def test_a_score_of_the_wrong_length_is_refused_naming_the_class():
     spec = validated({"type": "python", "class": DENSITY})["rerankers"]["mine"]
-    scorer = rerankers.load_scorer(spec, ScoringJob({}, {}))
+    scorer = load_scorer(spec, {}, {})
     scorer.reranker.score = lambda query, documents: [1.0]
     run = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [2.0, 1.0]})
     with pytest.raises(ValueError, match=r"WordDensity.score gave \(1,\) scores for 2"):

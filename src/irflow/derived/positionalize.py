@@ -71,7 +71,7 @@ from irflow.core import contracts
 from irflow.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from irflow.retrieval.rerank import Scorer
+    from irflow.retrieval.scorers import Scorer
 from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)

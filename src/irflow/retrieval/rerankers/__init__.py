@@ -16,7 +16,6 @@ from importlib.metadata import entry_points
 
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError
-from irflow.retrieval.rerank import Scorer, ScoringJob
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.rerankers.python import EntryPoint
 
@@ -105,11 +104,6 @@ def reranker_settings(
     settings = {"first_stage": first_stage, "reranker_name": reranker, "k": k, "reranker": spec}
     settings = {key: value for key, value in settings.items() if value is not None}
     return settings | reranker_type(spec["type"]).settings(spec, config)
-
-
-def load_scorer(spec: dict, job: ScoringJob) -> Scorer:
-    """The scorer of reranker ``spec`` (a ``rerankers`` entry), loaded for ``job``."""
-    return reranker_type(spec["type"]).scorer(spec, job)
 
 
 @register_check

@@ -6,14 +6,14 @@ memory requests and the features that score with a reranker need: its schema fra
 models it names, the settings that determine its scores, the vectors it reads, the memory it
 holds, its scorer, and what it can do beyond reranking runs and voting in quality control
 (screening fillers, filtering expansions, running on ONNX Runtime). The scoring itself stays in
-irflow.retrieval.rerank; a type calls it.
+irflow.retrieval.scorers; a type calls it.
 """
 
 from __future__ import annotations
 
 from irflow.core.config import missing_key
 from irflow.encoding.models import result_settings
-from irflow.retrieval.rerank import Scorer, ScoringJob
+from irflow.retrieval.scorers import Scorer, ScoringJob
 
 
 class RerankerType:
@@ -71,5 +71,5 @@ class RerankerType:
         return 0
 
     def scorer(self, spec: dict, job: ScoringJob) -> Scorer:
-        """Its scorer (irflow.retrieval.rerank.Scorer), loaded for ``job``."""
+        """Its scorer (irflow.retrieval.scorers.Scorer), loaded for ``job``."""
         raise NotImplementedError

@@ -3,8 +3,8 @@ retrieval scores; it reads the vectors the workflow embedded anyway."""
 
 from __future__ import annotations
 
-from irflow.retrieval.rerank import BiEncoderScorer, ScoringJob, bi_encoder_scorer
 from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.scorers import BiEncoderScorer, ScoringJob, bi_encoder_scorer
 
 
 class BiEncoder(RerankerType):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from irflow.encoding.onnx_export import spec_problems
-from irflow.retrieval.rerank import CrossEncoderScorer, ScoringJob
 from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.scorers import CrossEncoderScorer, ScoringJob
 
 
 class CrossEncoder(RerankerType):

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from irflow.core.config import torch_problems
-from irflow.retrieval.rerank import ScoringJob
 from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.scorers import ScoringJob
 
 
 class LateInteraction(RerankerType):

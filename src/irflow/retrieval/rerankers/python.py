@@ -12,8 +12,8 @@ from typing import Protocol
 import numpy as np
 
 from irflow.retrieval.custom import load_class, protocol_problem
-from irflow.retrieval.rerank import ScoringJob
 from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.scorers import ScoringJob
 
 # Imported once per process: the config check and every job's scorer name the same class.
 cached_class = cache(load_class)
@@ -28,7 +28,7 @@ class Reranker(Protocol):
 
 @dataclass
 class ClassScorer:
-    """A user's reranker as irflow.retrieval.rerank.Scorer: it scores each query's candidates
+    """A user's reranker as irflow.retrieval.scorers.Scorer: it scores each query's candidates
     with one ``score`` call, on the CPU unless its instance's ``provenance`` says otherwise."""
 
     reranker: Reranker
