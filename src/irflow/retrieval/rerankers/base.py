@@ -29,7 +29,8 @@ class RerankerType:
     # its scores of one query against a few texts are comparable with one another.
     screens: bool = False
     # Filters generated queries of an expand block (irflow.derived.expand): its scorer scores
-    # (query, text) pairs in one call (``score_pairs``).
+    # (query, text) pairs in one call (``score_pairs``). scripts/expand.py loads the filter as a
+    # CrossEncoderScorer, the one such scorer; a second type would load it with load_scorer.
     filters_expansions: bool = False
     # Its entry has a ``backend`` that may run it on ONNX Runtime (irflow.encoding.onnx_export).
     exports_onnx: bool = False
