@@ -67,6 +67,43 @@ def protocol_problem(
     return None
 
 
+def class_problem(
+    load, reference: str, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why the class that ``load()`` imports (named ``reference`` in the config) cannot be run:
+    it does not import, or it does not implement ``protocol`` (None when it can)."""
+    try:
+        return protocol_problem(load(), methods, protocol)
+    except (ImportError, AttributeError, ValueError) as error:
+        return (
+            f"cannot import {reference!r} ({type(error).__name__}: {error}); install its "
+            "package or put its folder on PYTHONPATH"
+        )
+
+
+def with_entry_points(schema: dict, block: str, python_def: str, names) -> dict:
+    """``schema`` with a choice per installed entry point ``names`` among a ``block`` entry's
+    (retrievers, rerankers): the ``python_def`` fragment (the block's type python) with that
+    entry point's name as its type and without ``class``, which the entry point names."""
+    if not names:
+        return schema
+    python = schema["$defs"][python_def]
+    properties = {key: value for key, value in python["properties"].items() if key != "class"}
+    schema = schema | {"$defs": dict(schema["$defs"])}
+    choices = list(schema["properties"][block]["additionalProperties"]["oneOf"])
+    for name in sorted(names):
+        schema["$defs"][f"{python_def}:{name}"] = python | {
+            "required": ["type"],
+            "properties": properties | {"type": {"const": name}},
+        }
+        choices.append({"$ref": f"#/$defs/{python_def}:{name}"})
+    entries = schema["properties"][block]
+    schema["properties"] = schema["properties"] | {
+        block: entries | {"additionalProperties": {"oneOf": choices}}
+    }
+    return schema
+
+
 def custom_search(
     retriever: Retriever,
     corpus_path: Path,

@@ -16,6 +16,7 @@ from importlib.metadata import entry_points
 
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError
+from irflow.retrieval.custom import with_entry_points
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.rerankers.python import EntryPoint
 
@@ -63,21 +64,7 @@ def reranker_type(name: str) -> RerankerType:
 
 def with_installed(schema: dict) -> dict:
     """``schema`` with each installed type's fragment among a rerankers entry's choices."""
-    plugins = installed()
-    if not plugins:
-        return schema
-    schema = schema | {"$defs": dict(schema["$defs"])}
-    choices = list(schema["properties"]["rerankers"]["additionalProperties"]["oneOf"])
-    for name, plugin in sorted(plugins.items()):
-        schema["$defs"][f"reranker_entry_point:{name}"] = plugin.fragment(
-            schema["$defs"]["python_reranker"]
-        )
-        choices.append({"$ref": f"#/$defs/reranker_entry_point:{name}"})
-    rerankers = schema["properties"]["rerankers"]
-    schema["properties"] = schema["properties"] | {
-        "rerankers": rerankers | {"additionalProperties": {"oneOf": choices}}
-    }
-    return schema
+    return with_entry_points(schema, "rerankers", "python_reranker", installed())
 
 
 def with_capability(config: dict, capability: str) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from irflow.retrieval.custom import load_class, protocol_problem
+from irflow.retrieval.custom import class_problem, load_class
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.scorers import ScoringJob
 
@@ -69,18 +69,12 @@ class PythonClass(RerankerType):
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and have ``score``: refused now, not in the job."""
-        where = self.class_reference(spec)
-        try:
-            problem = protocol_problem(
-                self.reranker_class(spec),
-                ("score",),
-                "irflow's reranker protocol (irflow.retrieval.rerankers.python.Reranker)",
-            )
-        except (ImportError, AttributeError, ValueError) as error:
-            problem = (
-                f"cannot import {where!r} ({type(error).__name__}: {error}); install its "
-                "package or put its folder on PYTHONPATH"
-            )
+        problem = class_problem(
+            lambda: self.reranker_class(spec),
+            self.class_reference(spec),
+            ("score",),
+            "irflow's reranker protocol (irflow.retrieval.rerankers.python.Reranker)",
+        )
         return [f"config key 'rerankers.{name}.{self.class_key}': {problem}"] if problem else []
 
     def scorer(self, spec: dict, job: ScoringJob) -> ClassScorer:
@@ -99,14 +93,6 @@ class EntryPoint(PythonClass):
         self.entry_point = entry_point
         self.type = entry_point.name
         self.schema_def = None
-
-    def fragment(self, python: dict) -> dict:
-        """Its entry's schema: type python's without ``class``, which the entry point names."""
-        properties = {k: v for k, v in python["properties"].items() if k != "class"}
-        return python | {
-            "required": ["type"],
-            "properties": properties | {"type": {"const": self.type}},
-        }
 
     def class_reference(self, spec: dict) -> str:
         return self.entry_point.value
