@@ -6,6 +6,7 @@ through rerank, scores and the database."""
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from irflow.core.errors import ConfigError
 from irflow.retrieval import rerankers
 from irflow.retrieval.rerank import load_scorer, rerank
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.run_inputs import Plan
 
 TESTS = REPO / "tests"
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -109,3 +111,33 @@ def test_a_score_of_the_wrong_length_is_refused_naming_the_class():
     run = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [2.0, 1.0]})
     with pytest.raises(ValueError, match=r"WordDensity.score gave \(1,\) scores for 2"):
         rerank(run, {"q": "x"}, {"a": "x", "b": "y"}, scorer, 2)
+
+
+def test_a_vote_and_a_rerank_job_take_the_same_settings_of_their_reranker():
+    """One builder of a reranker's settings for every job that scores with it: a QC vote's
+    params are a rerank job's without first_stage and k, the model's settings included for
+    every type that names a model. On main, rules/qc_common.smk built a vote's settings apart and
+    gave a late-interaction reranker's none of its model's ({'reranker_name': 'li', 'reranker':
+    {...}}), so a changed ColBERT model did not rerun its votes."""
+    config = {
+        "datasets": {"d": {"source": {"path": "."}}},
+        "models": {"m": {"id": "org/m"}, "col": {"id": "org/col", "query_length": 32}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {
+            "bi": {"type": "bi-encoder", "model": "m"},
+            "ce": {"type": "cross-encoder", "id": "org/ce"},
+            "li": {"type": "late-interaction", "model": "col"},
+            "mine": {"type": "python", "class": DENSITY},
+        },
+        "reranking": [{"first_stage": "bm25", "reranker": r, "k": [10]} for r in ("bi", "li")],
+    }
+    config = validate_config(config, SCHEMA)
+    plan = Plan(config, REPO)
+    for name in ("bi", "li"):
+        job = plan.rerank_settings(SimpleNamespace(dataset="d", system=f"bm25+{name}@10"))
+        vote = rerankers.reranker_settings(config, name)
+        assert {k: v for k, v in job.items() if k not in ("first_stage", "k")} == vote
+    late = rerankers.reranker_settings(config, "li")["model"]
+    assert (late["id"], late["query_length"]) == ("org/col", 32)
+    assert list(rerankers.reranker_settings(config, "ce")) == ["reranker_name", "reranker"]
+    assert list(rerankers.reranker_settings(config, "mine")) == ["reranker_name", "reranker"]
