@@ -44,7 +44,10 @@ def tests_on_path(monkeypatch):
 
 
 def validated(retriever: dict) -> dict:
-    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"mine": retriever}}
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"mine": retriever},
+    }
     return validate_config(config, SCHEMA)
 
 
@@ -172,7 +175,7 @@ def user_classes_run(tmp_path_factory) -> Path:
     dataset = write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(dataset)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(dataset)}}},
         "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
         "rerankers": {"density": {"type": "python", "class": DENSITY}},
         "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],

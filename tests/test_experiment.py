@@ -22,7 +22,10 @@ from irflow.workflow.experiment import (
     write_record,
 )
 
-CONFIG = {"datasets": {"d": {"source": {"path": "d"}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+CONFIG = {
+    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+    "retrievers": {"bm25": {"type": "bm25"}},
+}
 
 
 def test_a_second_config_is_refused_naming_both(tmp_path):

@@ -130,7 +130,7 @@ def test_variant_names_round_trip():
 def test_list_variants_from_config():
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "positionalize": {
             "scifact-near": {
@@ -479,7 +479,7 @@ def screen_config(screen: dict | None, rerankers: dict) -> dict:
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     block = {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512], "positions": [0]}
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {"minilm": {"id": "some/minilm"}},
         "rerankers": rerankers,

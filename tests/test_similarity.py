@@ -200,7 +200,7 @@ def test_shipped_configs_score_dot_product_models_by_dot_product(path):
 
 def test_normalize_is_refused_with_its_key_named(tmp_path):
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "org/bi-encoder", "normalize": False}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }

@@ -440,7 +440,7 @@ def slurm_jobs(output: str, env: dict) -> list[dict]:
 def dense_config(data: Path, model: Path) -> dict:
     return {
         "offline": True,
-        "datasets": {"sub": {"source": {"path": str(data)}}},
+        "datasets": {"sub": {"source": {"type": "path", "path": str(data)}}},
         "models": {"tiny": {"id": str(model)}},
         "retrievers": {"bm25": {"type": "bm25"}, "tiny": {"type": "dense", "model": "tiny"}},
         "metrics": ["ndcg_cut.10", "recall.100"],

@@ -173,8 +173,11 @@ def test_results_md_and_csv_hold_every_table(tmp_path):
 def test_the_plan_passes_which_datasets_are_derived_and_the_groups():
     config = {
         "datasets": {
-            "scifact": {"source": {"path": "."}},
-            "cqa-unix": {"source": {"path": "."}, "group": "cqadupstack"},
+            "scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}},
+            "cqa-unix": {
+                "source": {"type": "url", "url": "https://example.org/d.zip"},
+                "group": "cqadupstack",
+            },
         },
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {"m": {"id": "org/m"}},
@@ -204,8 +207,8 @@ def test_the_plan_passes_which_datasets_are_derived_and_the_groups():
 def test_a_group_named_as_a_dataset_is_refused():
     config = {
         "datasets": {
-            "a": {"source": {"path": "."}, "group": "b"},
-            "b": {"source": {"path": "."}},
+            "a": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "group": "b"},
+            "b": {"source": {"type": "url", "url": "https://example.org/d.zip"}},
         },
         "retrievers": {"bm25": {"type": "bm25"}},
     }
@@ -219,7 +222,10 @@ def test_the_default_report_shows_beirs_capped_recall(tmp_path):
     and a perfect top 100 reads 1.0, not trec_eval's uncapped 0.2 (recall_100, still
     computed)."""
     config = validate_config(
-        {"datasets": {"d1": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}},
+        {
+            "datasets": {"d1": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+            "retrievers": {"bm25": {"type": "bm25"}},
+        },
         SCHEMA,
     )
     relevant = [f"r{i:03d}" for i in range(500)]

@@ -4,9 +4,10 @@ irflow.core.config validates against config/config.schema.yaml and checks the cr
 of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
-tests and the benchmarks validate here. Retriever families and reranker types installed as entry
-points add their entries' schema fragments (irflow.workflow.families.with_installed,
-irflow.retrieval.rerankers.with_installed).
+tests and the benchmarks validate here. Retriever families, reranker types and dataset source
+types installed as entry points add their entries' schema fragments
+(irflow.workflow.families.with_installed, irflow.retrieval.rerankers.with_installed,
+irflow.data.sources.with_installed).
 """
 
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 # Each import registers that feature's checks.
 import irflow.analyses.saliency
 import irflow.data.download
+import irflow.data.sources
 import irflow.derived.expand
 import irflow.derived.generate.dataset
 import irflow.derived.llm.client
@@ -27,7 +29,10 @@ import irflow.evaluation.tables
 import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
 from irflow.core.config import load_schema
+from irflow.core.errors import ConfigError
 from irflow.data.catalog import resolve_catalog
+from irflow.data.sources import untyped_problems
+from irflow.data.sources import with_installed as with_installed_sources
 from irflow.retrieval import rerankers
 from irflow.workflow.families import built_in, with_installed
 
@@ -39,14 +44,18 @@ __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
 
 def expand_config(config: dict) -> dict:
     """irflow.core.config.expand_config (environment variables and ``~``), then the datasets
-    named from a benchmark's catalog (irflow.data.catalog) as ordinary dataset blocks."""
-    return resolve_catalog(core.expand_config(config))
+    named from a benchmark's catalog (irflow.data.catalog) as ordinary dataset blocks. A source
+    without a ``type`` is refused first, with the block to write instead."""
+    config = core.expand_config(config)
+    if problems := untyped_problems(config):
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return resolve_catalog(config)
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """irflow.core.config.validate_config, with the installed retriever families' and reranker
-    types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
-    schema = rerankers.with_installed(with_installed(schema))
+    """irflow.core.config.validate_config, with the installed retriever families', reranker
+    types' and source types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
+    schema = with_installed_sources(rerankers.with_installed(with_installed(schema)))
     return sorted_keys(core.validate_config(config, schema))
 
 
