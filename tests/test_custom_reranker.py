@@ -34,7 +34,7 @@ def tests_on_path(monkeypatch):
 
 def validated(reranker: dict) -> dict:
     config = {
-        "datasets": {"d": {"source": {"type": "path", "path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {"mine": reranker},
         "reranking": [{"first_stage": "bm25", "reranker": "mine", "k": [3]}],
@@ -120,7 +120,7 @@ def test_a_vote_and_a_rerank_job_take_the_same_settings_of_their_reranker():
     gave a late-interaction reranker's none of its model's ({'reranker_name': 'li', 'reranker':
     {...}}), so a changed ColBERT model did not rerun its votes."""
     config = {
-        "datasets": {"d": {"source": {"type": "path", "path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "org/m"}, "col": {"id": "org/col", "query_length": 32}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {
