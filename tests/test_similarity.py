@@ -20,8 +20,8 @@ from irflow.encoding.embed import embed_file, read_embeddings, whole_file_facts
 from irflow.encoding.models import Encoder
 from irflow.evaluation.cost import CostModel
 from irflow.retrieval.index import index_file
-from irflow.retrieval.rerank import BiEncoderScorer
 from irflow.retrieval.retrieve import dense_search
+from irflow.retrieval.scorers import BiEncoderScorer
 from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.families import family
 

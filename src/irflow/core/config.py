@@ -121,30 +121,15 @@ def missing_key(path: str, value: str, table: str, known) -> str:
 
 
 def _cross_references(config: dict) -> list[str]:
-    # Each retriever's own references are its family's check (irflow.workflow.families).
-    problems = _backend_problems(config)
+    # Each retriever's own references are its family's check (irflow.workflow.families), each
+    # reranker's its type's (irflow.retrieval.rerankers).
+    problems = []
     for name, model in config["models"].items():
         passages = model["long_documents"]
         if passages["overlap"] >= passages["passage_tokens"]:
             problems.append(
                 f"config key 'models.{name}.long_documents.overlap': {passages['overlap']} must "
                 f"be less than passage_tokens ({passages['passage_tokens']})"
-            )
-    for name, reranker in config["rerankers"].items():
-        if reranker["type"] not in ("bi-encoder", "late-interaction"):
-            continue
-        if reranker["model"] not in config["models"]:
-            problems.append(
-                missing_key(
-                    f"rerankers.{name}.model", reranker["model"], "models", config["models"]
-                )
-            )
-        elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
-            # A reranker scores a document as a whole; passage scores are not combined there.
-            problems.append(
-                f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
-                f"into passages; a {reranker['type']} reranker needs a model with "
-                "long_documents.strategy truncate"
             )
     first_stages = set(config["retrievers"]) | set(config["fusion"])
     for i, item in enumerate(config["reranking"]):
@@ -156,19 +141,6 @@ def _cross_references(config: dict) -> list[str]:
             problems.append(missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
     return problems
 
-
-def _backend_problems(config: dict) -> list[str]:
-    """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
-    rerankers); late-interaction rerankers run on torch, as do saliency
-    (irflow.analyses.saliency) and the retriever families that say so
-    (irflow.workflow.families). (What an ONNX backend asks of its model's
-    own settings, irflow.encoding.onnx_export checks.)"""
-    torch_only = [
-        (f"rerankers.{name}.model", reranker["model"])
-        for name, reranker in config["rerankers"].items()
-        if reranker["type"] == "late-interaction"
-    ]
-    return [problem for key, model in torch_only for problem in torch_problems(config, key, model)]
 
 
 def torch_problems(config: dict, key: str, model: str) -> list[str]:

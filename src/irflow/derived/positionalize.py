@@ -72,7 +72,7 @@ from irflow.core import contracts
 from irflow.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from irflow.retrieval.rerank import Scorer
+    from irflow.retrieval.scorers import Scorer
 from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,6 @@ FILLER_MODES = ("random", "bm25")
 # Candidates a screen scores per reranker call: a haystack takes a few fillers, so scoring all
 # NEAR_MISS_DEPTH near-misses up front would mostly be wasted.
 SCREEN_BATCH = 16
-SCREEN_TYPES = ("cross-encoder", "bi-encoder")
 
 
 # --- names ------------------------------------------------------------------------------------
@@ -136,22 +135,20 @@ def list_variants(config: dict) -> dict[str, dict]:
 
 
 def screen_settings(key: str, screen: dict, config: dict) -> dict:
-    """A block's ``screen`` with its reranker's spec and, for a bi-encoder, the settings that
-    determine its model's vectors: the job's parameters, so that changing any reruns it."""
-    from irflow.encoding.models import RESULT_SETTINGS
+    """A block's ``screen`` with its reranker's spec and its type's settings (a bi-encoder's:
+    those that determine its model's vectors): the job's parameters, so that changing any
+    reruns it. Its type must screen (irflow.retrieval.rerankers)."""
+    from irflow.retrieval.rerankers import reranker_type, types_with, with_capability
 
-    name, rerankers = screen["reranker"], config["rerankers"]
-    if rerankers.get(name, {}).get("type") not in SCREEN_TYPES:
-        allowed = ", ".join(sorted(n for n, r in rerankers.items() if r["type"] in SCREEN_TYPES))
+    name, screening = screen["reranker"], with_capability(config, "screens")
+    if name not in screening:
         raise ConfigError(
-            f"config key 'positionalize.{key}.screen.reranker': {name!r} is not a cross-encoder "
-            f"or bi-encoder key of 'rerankers'; allowed values: {allowed or '(none)'}"
+            f"config key 'positionalize.{key}.screen.reranker': {name!r} is not a "
+            f"{types_with('screens')} key of 'rerankers'; allowed values: "
+            f"{', '.join(screening) or '(none)'}"
         )
-    settings = screen | {"spec": rerankers[name]}
-    if rerankers[name]["type"] == "bi-encoder":
-        model = config["models"][rerankers[name]["model"]]
-        settings["model"] = {setting: model[setting] for setting in RESULT_SETTINGS}
-    return settings
+    spec = config["rerankers"][name]
+    return screen | {"spec": spec} | reranker_type(spec["type"]).settings(spec, config)
 
 
 def variant_checksum(base_checksum: str, settings: dict, tokenizer_sha256: str) -> str:

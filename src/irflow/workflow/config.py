@@ -4,8 +4,9 @@ irflow.core.config validates against config/config.schema.yaml and checks the cr
 of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
-tests and the benchmarks validate here. Retriever families and dataset source types installed
-as entry points add their entries' schema fragments (irflow.workflow.families.with_installed,
+tests and the benchmarks validate here. Retriever families, reranker types and dataset source
+types installed as entry points add their entries' schema fragments
+(irflow.workflow.families.with_installed, irflow.retrieval.rerankers.with_installed,
 irflow.data.sources.with_installed).
 """
 
@@ -36,6 +37,7 @@ from irflow.core.errors import ConfigError
 from irflow.data.catalog import resolve_catalog
 from irflow.data.sources import untyped_problems
 from irflow.data.sources import with_installed as with_installed_sources
+from irflow.retrieval import rerankers
 from irflow.workflow.families import built_in, with_installed
 
 
@@ -52,6 +54,7 @@ def analyses() -> list[str]:
 
 
 built_in()  # imports every family module: each registers its checks
+rerankers.built_in()  # and every reranker type module
 analyses()
 
 __all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
@@ -68,9 +71,9 @@ def expand_config(config: dict) -> dict:
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """irflow.core.config.validate_config, with the installed retriever families' and source
-    types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
-    schema = with_installed_sources(with_installed(schema))
+    """irflow.core.config.validate_config, with the installed retriever families', reranker
+    types' and source types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
+    schema = with_installed_sources(rerankers.with_installed(with_installed(schema)))
     return sorted_keys(core.validate_config(config, schema))
 
 

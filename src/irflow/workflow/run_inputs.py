@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from irflow.core.config import scored_split
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.external_run import is_url, run_location
+from irflow.retrieval.rerankers import reranker_settings, reranker_type
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
@@ -128,8 +129,9 @@ class Plan(QualityControlInputs, DatasetInputs):
         for a dense retriever, and the queries' manifest (their encoding latency and
         model)."""
         spec = self.config["rerankers"][reranker]
-        if spec["type"] == "bi-encoder" and spec["model"] in self.corpus_models:
-            folder = f"{dataset}/{spec['model']}"
+        model = reranker_type(spec["type"]).embeddings_model(spec)
+        if model in self.corpus_models:
+            folder = f"{dataset}/{model}"
             return {
                 "embeddings": f"results/embeddings/{folder}/corpus.parquet",
                 "query_embeddings": f"results/embeddings/{folder}/queries.parquet",
@@ -151,16 +153,7 @@ class Plan(QualityControlInputs, DatasetInputs):
 
     def rerank_settings(self, wildcards):
         first_stage, reranker, k = self.reranked[wildcards.system]
-        spec = self.config["rerankers"][reranker]
-        settings = {
-            "first_stage": first_stage,
-            "reranker_name": reranker,
-            "k": k,
-            "reranker": spec,
-        }
-        if spec["type"] in ("bi-encoder", "late-interaction"):
-            settings["model"] = self.model_result_settings(spec["model"])
-        return settings
+        return reranker_settings(self.config, reranker, first_stage, k)
 
     def external_run_settings(self, wildcards):
         """Everything that determines the imported run, so a change to any of it reruns
