@@ -14,6 +14,7 @@ from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
+from irflow.workflow.run_end import after_failure, after_success
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
@@ -109,3 +110,13 @@ rule all:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# The end of a run: its results table and the report's command; after a failure, the tables
+# and database of what finished, in results/partial/ (irflow.workflow.run_end).
+onsuccess:
+    after_success(workflow)
+
+
+onerror:
+    after_failure(workflow)
