@@ -31,6 +31,8 @@ from irflow.workflow.experiment import shown_path, snakemake_command, write_reco
 PARTIAL = Path("results/partial")
 REPORT = Path("results/report.html")
 DATABASE = Path("results/irflow.duckdb")
+# What a user opens first in PARTIAL (the database only where the run's targets hold it).
+PARTIAL_FILES = ("results.md", "tables", "irflow.duckdb")
 # irflow's log lines (scripts/_common.py): "<date> <time> <logger> <level> <message>".
 ERROR_LINE = re.compile(r"^\d{4}-\d\d-\d\d \S+ \S+ (ERROR|CRITICAL) (.*)$")
 MESSAGE_CHARACTERS = 300
@@ -68,7 +70,7 @@ def failure_reason(job, snakefile: str) -> str:
 
 def failed_upstream(dag, job, failed: set) -> list:
     """The failed jobs among ``job`` and the jobs it depends on, directly or not (not past a
-    failed one), in the DAG's order."""
+    failed one), by rule and wildcards."""
     found, seen, todo = [], {job}, [job]
     while todo:
         current = todo.pop()
@@ -95,11 +97,10 @@ class RunState:
     def __init__(self, workflow):
         self.dag = workflow.dag
         self.snakefile = workflow.main_snakefile
-        scheduler = workflow.scheduler
         # A group job (cluster execution) fails as a whole: each of its jobs counts as failed.
         self.failed = {
             member
-            for job in (scheduler.failed if scheduler is not None else ())
+            for job in workflow.scheduler.failed
             for member in (job.jobs if job.is_group() else [job])
         }
         self.maker = {str(path): job for job in self.dag.jobs for path in job.output}
@@ -109,10 +110,12 @@ class RunState:
         return next((job for job in self.dag.jobs if job.rule.name == rule), None)
 
     def up_to_date(self, path) -> bool:
+        """Whether ``path`` exists and is current: its job ran in this run or needed not."""
         job = self.maker.get(str(path))
         return Path(path).exists() and (job is None or self.dag.noneedrun_finished(job))
 
     def why_missing(self, path) -> str:
+        """Why ``path`` is not up to date: the failed jobs it waits on, or that none ran."""
         job = self.maker.get(str(path))
         failed = failed_upstream(self.dag, job, self.failed) if job is not None else []
         reasons = [failure_reason(each, self.snakefile) for each in failed]
@@ -127,19 +130,20 @@ def main_table(summary, metric: str, layout: dict, missing: dict | None = None) 
     return table_markdown(table, f"{metric}{' (partial)' if missing else ''}:")
 
 
-def say(lines: list[str], stream) -> None:
-    print("\n".join(["", *lines]), file=stream or sys.stderr, flush=True)
+def say(lines: list[str]) -> None:
+    """Print after Snakemake's own lines, on its stream (stderr)."""
+    print("\n".join(["", *lines]), file=sys.stderr, flush=True)
 
 
-def remove_partial(snakefile: str, stream) -> None:
+def remove_partial(snakefile: str) -> None:
     """Remove the partial results of an earlier run, now stale."""
     if PARTIAL.exists():
         shutil.rmtree(PARTIAL)
         shown = shown_path(PARTIAL, snakefile)
-        say([f"irflow: removed {shown}/, the partial results of an earlier run."], stream)
+        say([f"irflow: removed {shown}/, the partial results of an earlier run."])
 
 
-def after_success(workflow, stream=None) -> None:
+def after_success(workflow) -> None:
     """After a run whose DAG holds the results tables: print the main table, where the results
     are and the command that makes the report; remove stale partial results."""
     from irflow.core.contracts import read_frame
@@ -148,7 +152,7 @@ def after_success(workflow, stream=None) -> None:
     aggregate = state.job("aggregate")
     if aggregate is None:  # a run of other targets: results.md was not made, nor checked
         return
-    remove_partial(state.snakefile, stream)
+    remove_partial(state.snakefile)
     summary = read_frame(aggregate.output.summary)
     metric = aggregate.params.report_metrics[0]
     where = [aggregate.output.markdown, aggregate.output.tables]
@@ -161,10 +165,10 @@ def after_success(workflow, stream=None) -> None:
     lines = [f"irflow: the results are in {', '.join(where[:-1])} and {where[-1]}.", ""]
     lines += main_table(summary, metric, aggregate.params.layout)
     lines += [f"The report, {report}, is made by:", f"    {command}"]
-    say(lines, stream)
+    say(lines)
 
 
-def after_failure(workflow, stream=None) -> None:
+def after_failure(workflow) -> None:
     """After a failed run whose DAG holds the results tables: the tables and database of the
     (dataset, system) pairs whose scores are up to date, in ``PARTIAL``, each noting what is
     missing and why; their main table printed. Nothing (and no stale ``PARTIAL``) where no
@@ -178,30 +182,31 @@ def after_failure(workflow, stream=None) -> None:
     missing = {
         pair: state.why_missing(path) for pair, path in scores.items() if pair not in finished
     }
-    remove_partial(state.snakefile, stream)
-    if not missing:
+    if not (missing and finished):
+        remove_partial(state.snakefile)
+        if missing:
+            say(["irflow: no dataset was scored, so there are no partial results."])
         return
-    if not finished:
-        say(["irflow: no dataset was scored, so there are no partial results."], stream)
-        return
+    shutil.rmtree(PARTIAL, ignore_errors=True)  # an earlier failed run's, replaced
     try:
         summary = write_partial(workflow, state, aggregate, finished, missing)
     except Exception as error:  # the run's own error stays the one Snakemake reports
         shutil.rmtree(PARTIAL, ignore_errors=True)
-        say([f"irflow: the partial results could not be made: {error!r}"], stream)
+        say([f"irflow: the partial results could not be made: {error!r}"])
         return
     shown = shown_path(PARTIAL, state.snakefile)
+    made = [name for name in PARTIAL_FILES if (PARTIAL / name).exists()]
     metric = aggregate.params.report_metrics[0]
     rerun = snakemake_command(workflow.overwrite_configfiles, state.snakefile)
     lines = [
         f"irflow: partial results of the {len(finished)} of {len(scores)} (dataset, system) "
-        f"pairs that finished, in {shown}/ (results.md, tables/, irflow.duckdb):",
+        f"pairs that finished, in {shown}/ ({', '.join(made)}):",
         "",
         *main_table(summary, metric, aggregate.params.layout, missing),
         "Fix what failed and run again; the complete tables replace these:",
         f"    {rerun}",
     ]
-    say(lines, stream)
+    say(lines)
 
 
 def write_partial(workflow, state: RunState, aggregate, finished: dict, missing: dict):
