@@ -43,7 +43,10 @@ def test_a_broken_dataset_leaves_the_tables_of_the_others(tmp_path):
     corpus = broken / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "ok"}\n{not json\n', encoding="utf-8")
     config = tmp_path / "config.yaml"
-    datasets = {name: {"source": {"path": str(tmp_path / name)}} for name in ("good", "broken")}
+    datasets = {
+        name: {"source": {"type": "path", "path": str(tmp_path / name)}}
+        for name in ("good", "broken")
+    }
     retrievers = {"bm25": {"type": "bm25"}}
     config.write_text(
         yaml.safe_dump({"offline": True, "datasets": datasets, "retrievers": retrievers})
