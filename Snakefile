@@ -15,6 +15,7 @@ from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
 from irflow.workflow.rule_directives import analysis_rule_files
+from irflow.workflow.run_end import after_failure, after_success
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
@@ -114,3 +115,13 @@ rule all:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# The end of a run: its results table and the report's command; after a failure, the tables
+# and database of what finished, in results/partial/ (irflow.workflow.run_end).
+onsuccess:
+    after_success(workflow)
+
+
+onerror:
+    after_failure(workflow)

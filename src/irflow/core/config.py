@@ -142,7 +142,6 @@ def _cross_references(config: dict) -> list[str]:
     return problems
 
 
-
 def torch_problems(config: dict, key: str, model: str) -> list[str]:
     """The problem of ``model`` (named at config key ``key``) for a stage that runs on torch:
     an ONNX backend."""
