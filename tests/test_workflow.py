@@ -189,6 +189,10 @@ def test_the_readmes_offline_quickstart_scores_bm25_and_minilm_on_scifact(workfl
         row = re.search(rf"^\| {re.escape(system)} \| ([0-9.]+) \|", ndcg, re.M)
         assert row, f"no {system} row in the quickstart's nDCG@10 table:\n{ndcg}"
         assert float(row.group(1)) == round(measured("scifact", name, "ndcg_cut_10"), 4)
+    # The run ends by printing that table and the command that makes this config's report.
+    printed = (workdir / "quickstart" / "output.txt").read_text(encoding="utf-8")
+    assert ndcg.strip() in printed
+    assert "--report" in printed and "config/quickstart.yaml" in printed
     manifest = json.loads(
         (workdir / "results/manifests/embed/scifact" / MINILM / "corpus.json").read_text()
     )
