@@ -529,7 +529,9 @@ def test_index_defaults_are_exact_and_pylates_voyager():
 def colbert_config(index: dict | None) -> dict:
     retriever = {"type": "late-interaction", "model": "colbert"}
     return {
-        "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+        "datasets": {
+            "scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}
+        },
         "models": {"colbert": {"id": "lightonai/colbertv2.0"}},
         "retrievers": {"colbert": retriever | ({"index": index} if index else {})},
     }

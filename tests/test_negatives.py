@@ -288,7 +288,10 @@ def test_a_copy_of_any_positive_is_never_a_negative():
 
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-BASE = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+BASE = {
+    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+    "retrievers": {"bm25": {"type": "bm25"}},
+}
 
 
 def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
@@ -500,7 +503,7 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
     write_beir(tiny_beir, corpus, TINY_QUERIES, TINY_QRELS)
     write_beir(tiny_beir, corpus, TINY_QUERIES, [("q2", "d4", 1)], split="train")
     config = {
-        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(tiny_beir)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "curate": {
             "tiny-curated": {

@@ -603,7 +603,7 @@ def test_hole_at_k_falls_when_the_proposed_judgements_are_added():
 def generated_config(generate: dict) -> dict:
     """A config with SciFact, BM25, one bi-encoder reranker and generated dataset ``gen``."""
     return {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},

@@ -37,6 +37,7 @@ class Retriever(Protocol):
 
 # What a class needs to be run as a Retriever.
 METHODS = ("index", "search")
+PROTOCOL = "irflow's retriever protocol (irflow.retrieval.custom.Retriever)"
 
 
 def load_class(reference: str) -> type:
@@ -51,18 +52,57 @@ def load_class(reference: str) -> type:
     return found
 
 
-def protocol_problem(retriever_class) -> str | None:
-    """Why ``retriever_class`` is not a Retriever (None when it is)."""
-    if not inspect.isclass(retriever_class):
-        return f"{retriever_class!r} is not a class"
-    missing = [m for m in METHODS if not callable(getattr(retriever_class, m, None))]
+def protocol_problem(
+    user_class, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why ``user_class`` does not implement ``protocol``, whose ``methods`` it needs (None
+    when it does): a Retriever, by default."""
+    if not inspect.isclass(user_class):
+        return f"{user_class!r} is not a class"
+    missing = [m for m in methods if not callable(getattr(user_class, m, None))]
     if missing:
         return (
-            f"{retriever_class.__module__}.{retriever_class.__qualname__} does not implement "
-            f"irflow's retriever protocol (irflow.retrieval.custom.Retriever): no method "
-            + ", ".join(missing)
+            f"{user_class.__module__}.{user_class.__qualname__} does not implement "
+            f"{protocol}: no method " + ", ".join(missing)
         )
     return None
+
+
+def class_problem(
+    load, reference: str, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why the class that ``load()`` imports (named ``reference`` in the config) cannot be run:
+    it does not import, or it does not implement ``protocol`` (None when it can)."""
+    try:
+        return protocol_problem(load(), methods, protocol)
+    except (ImportError, AttributeError, ValueError) as error:
+        return (
+            f"cannot import {reference!r} ({type(error).__name__}: {error}); install its "
+            "package or put its folder on PYTHONPATH"
+        )
+
+
+def with_entry_points(schema: dict, block: str, python_def: str, names) -> dict:
+    """``schema`` with a choice per installed entry point ``names`` among a ``block`` entry's
+    (retrievers, rerankers): the ``python_def`` fragment (the block's type python) with that
+    entry point's name as its type and without ``class``, which the entry point names."""
+    if not names:
+        return schema
+    python = schema["$defs"][python_def]
+    properties = {key: value for key, value in python["properties"].items() if key != "class"}
+    schema = schema | {"$defs": dict(schema["$defs"])}
+    choices = list(schema["properties"][block]["additionalProperties"]["oneOf"])
+    for name in sorted(names):
+        schema["$defs"][f"{python_def}:{name}"] = python | {
+            "required": ["type"],
+            "properties": properties | {"type": {"const": name}},
+        }
+        choices.append({"$ref": f"#/$defs/{python_def}:{name}"})
+    entries = schema["properties"][block]
+    schema["properties"] = schema["properties"] | {
+        block: entries | {"additionalProperties": {"oneOf": choices}}
+    }
+    return schema
 
 
 def custom_search(

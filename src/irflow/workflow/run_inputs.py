@@ -8,9 +8,11 @@ from irflow.core.config import scored_split
 from irflow.derived.negatives import SEARCHER_FILES
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.external_run import is_url, run_location
+from irflow.retrieval.rerankers import reranker_settings, reranker_type
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
+from irflow.workflow.qc_inputs import QualityControlInputs
 
 # The tables of results/ each dataset has one of, by the database view that shows them.
 DATASET_TABLES = {
@@ -32,9 +34,15 @@ SUMMARY_VIEWS = [
 ]
 
 
-class Plan(DatasetInputs):
+class Plan(QualityControlInputs, DatasetInputs):
     """Every name and input function of the workflow (irflow.workflow.plan,
-    irflow.workflow.inputs), and those of its runs."""
+    irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs."""
+
+    def __init__(self, config, basedir):
+        super().__init__(config, basedir)
+        # The database views of the analyses' tables, by view: each analysis's rules
+        # (rules/analyses/<name>.smk) add theirs.
+        self.analysis_views = {}
 
     def dense_inputs(self, wildcards):
         """The index (none for a flat index searched in shards) and query embeddings; the rows
@@ -121,8 +129,9 @@ class Plan(DatasetInputs):
         for a dense retriever, and the queries' manifest (their encoding latency and
         model)."""
         spec = self.config["rerankers"][reranker]
-        if spec["type"] == "bi-encoder" and spec["model"] in self.corpus_models:
-            folder = f"{dataset}/{spec['model']}"
+        model = reranker_type(spec["type"]).embeddings_model(spec)
+        if model in self.corpus_models:
+            folder = f"{dataset}/{model}"
             return {
                 "embeddings": f"results/embeddings/{folder}/corpus.parquet",
                 "query_embeddings": f"results/embeddings/{folder}/queries.parquet",
@@ -144,16 +153,7 @@ class Plan(DatasetInputs):
 
     def rerank_settings(self, wildcards):
         first_stage, reranker, k = self.reranked[wildcards.system]
-        spec = self.config["rerankers"][reranker]
-        settings = {
-            "first_stage": first_stage,
-            "reranker_name": reranker,
-            "k": k,
-            "reranker": spec,
-        }
-        if spec["type"] in ("bi-encoder", "late-interaction"):
-            settings["model"] = self.model_result_settings(spec["model"])
-        return settings
+        return reranker_settings(self.config, reranker, first_stage, k)
 
     def external_run_settings(self, wildcards):
         """Everything that determines the imported run, so a change to any of it reruns
@@ -261,11 +261,6 @@ class Plan(DatasetInputs):
                 for d in self.datasets
                 for m in self.passage_models
             ]
-        if self.position_datasets:
-            views["position_bins"] = ["results/position_bins.parquet"]
-            views["psi"] = ["results/psi.parquet"]
-        if self.saliency_models:
-            views["saliency"] = [f"results/saliency/{m}.parquet" for m in self.saliency_models]
         if self.config["negatives"]:
             views["negatives"] = [
                 f"results/negatives/{n}.parquet" for n in self.config["negatives"]
@@ -277,4 +272,4 @@ class Plan(DatasetInputs):
             views["label_audit"] = [f"results/audit/{d}/candidates.parquet" for d in self.audited]
             views["label_audit_hole"] = [f"results/audit/{d}/hole.parquet" for d in self.audited]
             views["label_audit_summary"] = ["results/label_audit.parquet"]
-        return views
+        return views | self.analysis_views

@@ -17,6 +17,7 @@ from irflow.core.config import register_check, scored_split, system_kinds
 from irflow.core.errors import ConfigError
 from irflow.derived.generate.dataset import checked_splits
 from irflow.derived.qc.settings import quality_settings
+from irflow.retrieval.custom import with_entry_points
 from irflow.workflow.families.base import RetrieverFamily
 from irflow.workflow.families.python import EntryPoint
 
@@ -67,19 +68,7 @@ def family(retriever_type: str) -> RetrieverFamily:
 
 def with_installed(schema: dict) -> dict:
     """``schema`` with each installed family's fragment among a retriever entry's choices."""
-    plugins = installed()
-    if not plugins:
-        return schema
-    schema = schema | {"$defs": dict(schema["$defs"])}
-    choices = list(schema["properties"]["retrievers"]["additionalProperties"]["oneOf"])
-    for name, plugin in sorted(plugins.items()):
-        schema["$defs"][f"entry_point:{name}"] = plugin.fragment(schema["$defs"]["python"])
-        choices.append({"$ref": f"#/$defs/entry_point:{name}"})
-    retrievers = schema["properties"]["retrievers"]
-    schema["properties"] = schema["properties"] | {
-        "retrievers": retrievers | {"additionalProperties": {"oneOf": choices}}
-    }
-    return schema
+    return with_entry_points(schema, "retrievers", "python", installed())
 
 
 def systems_by_rule(config: dict) -> dict[str, list[str]]:
