@@ -617,7 +617,7 @@ def test_a_dense_teacher_mines_scifacts_train_split_through_the_workflow(
     export = {"dataset": "sf", "system": "mini", "top_k": 30, "num_negatives": 5}
     config = {
         "offline": True,
-        "datasets": {"sf": {"source": {"path": str(data)}}},
+        "datasets": {"sf": {"source": {"type": "path", "path": str(data)}}},
         "models": {"mini": {"id": str(minilm_path)}},
         "retrievers": {"mini": {"type": "dense", "model": "mini"}},
         "negatives": {"sf-train": export | {"near_duplicate_jaccard": None}},
