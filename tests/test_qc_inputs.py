@@ -39,7 +39,7 @@ def test_qc_candidates_retrieve_the_other_checked_splits_with_the_qc_retriever()
         "source": "results/datasets/gen/source.json",
         "queries": "results/datasets/gen/queries.parquet",
         "qrels": "results/datasets/gen/qrels/dev.parquet",
-        "bm25_index": "results/indexes/gen/bm25.bm25s",
+        "index": "results/indexes/gen/bm25.bm25s",
     }
     retrieval = plan.qc_candidates_retrieval(wildcards)
     assert (retrieval["top_k"], retrieval["remove_self_matches"]) == (50, False)
