@@ -10,8 +10,8 @@ took to build are ``index_seconds`` in every stage that builds one.
 A stage whose facts are all its own declares them all (``open = False``), and any other field
 is refused. A stage that records a model's or a scorer's provenance, whose keys each model or
 reranker type gives, is ``open``: its declared fields are checked, and an other field is
-refused only where it is a near-miss of a declared name (``build_second`` for
-``build_seconds``). The JSON written is what it was: the ``manifests`` view of the database
+refused only where it is a near-miss of a declared name (``encode_second`` for
+``encode_seconds``). The JSON written is what it was: the ``manifests`` view of the database
 shows the same records.
 """
 
@@ -202,6 +202,7 @@ TYPES: dict[str, type[StageRecord]] = {
 
 
 def record_type(stage: str) -> type[StageRecord]:
+    """The record type of ``stage``: StageRecord for a stage not yet typed."""
     return TYPES.get(stage, StageRecord)
 
 
@@ -216,8 +217,8 @@ def _declared(kind: type[StageRecord]) -> dict[str, tuple[Any, bool]]:
 
 
 def _misspelt(name: str, kind: type[StageRecord]) -> str | None:
-    """The field of an open record's own that ``name`` is a near-miss of (``build_second``
-    for ``build_seconds``); not a longer name that starts with it (``similarity_from``)."""
+    """The field of the record's own that ``name`` is a near-miss of (``encode_second`` for
+    ``encode_seconds``); not a longer name that starts with it (``similarity_from``)."""
     own = [f.name for f in fields(kind) if f.name not in _COMMON]
     for near in difflib.get_close_matches(name, own, n=3, cutoff=0.9):
         if not (name.startswith(near + "_") or near.startswith(name + "_")):
