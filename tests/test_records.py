@@ -138,6 +138,9 @@ def test_every_family_reads_its_index_build_time_from_index_seconds(tmp_path):
     table = cost_table(manifests(tmp_path, "index_seconds"))
     assert table["index_build_seconds"].to_dict() == {s: 7.0 for s in sorted(KINDS)}
     assert (table["index_bytes"].drop("mine").dropna() == 64).all()
+    # Encoding throughput, one rule for every family that encodes: rows over encode_seconds.
+    encoders = ["colbert", "dense", "splade"]
+    assert table.loc[encoders, "encode_docs_per_second"].tolist() == [5.0, 5.0, 5.0]
 
 
 def test_an_older_faiss_index_manifest_reads_its_build_seconds_as_index_seconds(tmp_path):

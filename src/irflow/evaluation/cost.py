@@ -35,6 +35,12 @@ def throughput(rows: int, seconds: float) -> float:
     return rows / seconds if seconds > 0 else float("nan")
 
 
+def encode_throughput(corpus: StageRecord) -> float:
+    """Documents (or passages) encoded per second by a corpus's encode job: its rows less those
+    whose vectors it reused from an earlier result (dense only), over the encoding seconds."""
+    return throughput(corpus.rows - (corpus.rows_reused or 0), corpus.encode_seconds)
+
+
 class Manifests(Protocol):
     """The typed record (irflow.core.records) of a job's manifest, by its stage and the names
     of its path under results/manifests/<stage>/."""

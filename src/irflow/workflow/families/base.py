@@ -10,7 +10,7 @@ stays in irflow.retrieval and irflow.encoding; a family calls it.
 from __future__ import annotations
 
 from irflow.core.config import missing_key, torch_problems
-from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.evaluation.cost import CostModel, encode_throughput, in_sequence, recall_fields
 from irflow.workflow import resources
 
 
@@ -121,7 +121,7 @@ class EncodedVectors(RetrieverFamily):
         return {
             "index_bytes": retrieve.index_bytes,
             "index_build_seconds": retrieve.index_seconds,
-            "encode_docs_per_second": throughput(corpus.rows, corpus.encode_seconds),
+            "encode_docs_per_second": encode_throughput(corpus),
             "nnz_per_document": retrieve.nnz_per_document,
             "tokens_per_document": retrieve.tokens_per_document,
             "device": corpus.device,

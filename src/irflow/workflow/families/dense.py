@@ -7,7 +7,7 @@ from pathlib import Path
 
 from irflow.core.config import missing_key
 from irflow.data.passages import document_side
-from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.evaluation.cost import CostModel, encode_throughput, in_sequence, recall_fields
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
@@ -75,9 +75,7 @@ class Dense(RetrieverFamily):
         return {
             "index_bytes": index_bytes,
             "index_build_seconds": index_seconds,
-            "encode_docs_per_second": throughput(
-                corpus.rows - (corpus.rows_reused or 0), corpus.encode_seconds
-            ),
+            "encode_docs_per_second": encode_throughput(corpus),
             "device": corpus.device,
             # How its vectors were compared (the model's own unless the config set one); None
             # in a manifest from before irflow recorded it.
