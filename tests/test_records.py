@@ -149,3 +149,21 @@ def test_an_older_faiss_index_manifest_reads_its_build_seconds_as_index_seconds(
     older["build_seconds"] = older.pop("index_seconds")
     paths[("index", "d", "m", "flat")].write_text(json.dumps(older))
     assert cost_table(paths).loc["dense", "index_build_seconds"] == 7.0
+
+
+def test_a_rerank_record_takes_its_scorers_provenance(tmp_path, minilm_path):
+    """Rerank's record is open: the cross-encoder's provenance (model, files_md5, dtype,
+    max_length, backend) sits beside its declared fields, as scripts/rerank.py writes it."""
+    from tiny_models import build_tiny_cross_encoder
+
+    from irflow.retrieval.rerank import CrossEncoderScorer
+
+    model = build_tiny_cross_encoder(tmp_path / "cross-encoder", minilm_path)
+    spec = {"id": str(model), "revision": None, "max_length": None, "batch_size": 4}
+    scorer = CrossEncoderScorer.load(spec | {"dtype": "float32", "device": "cpu"})
+    job = {"stage": "rerank", "dataset": "d", "system": "bm25+ce@10", "settings": {}}
+    job |= {"first_stage": "bm25", "k": 10, "latency": {"q1": 0.1}, "rows": 10}
+    assert written(tmp_path / "rerank.json", job | scorer.provenance)["backend"] == "torch"
+    del job["first_stage"]
+    with pytest.raises(ValueError, match="rerank record lacks its field 'first_stage'"):
+        written(tmp_path / "rerank.json", job | scorer.provenance)
