@@ -30,7 +30,7 @@ def test_a_manifest_write_leaves_other_processes_temporaries_alone(tmp_path, mon
         in_progress = tmp_path / "manifests" / ".m.json.tmp"  # any other writer's file
         in_progress.write_text("another writer's")
         monkeypatch.setattr(atomic.os, "getpid", lambda: 1002)
-        Manifest(target, stage="score").write()  # the other process, start to end
+        Manifest(target, stage="score", measures=[], queries=0, lineage={}).write()  # another
         assert first.read_text() == '{"by": 1001}'
         assert in_progress.read_text() == "another writer's"
         assert '"stage": "score"' in target.read_text()

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from irflow.core.records import parse
 from irflow.core.timing import time_each
 from irflow.evaluation.cost import CostModel, in_sequence
 from irflow.workflow.families import family
@@ -35,7 +36,7 @@ MANIFESTS = {
         "device": "cpu",
         "similarity": "cosine",
     },
-    ("index", "d", "m", "flat"): {"index_bytes": 1536000, "build_seconds": 0.5},
+    ("index", "d", "m", "flat"): {"index_bytes": 1536000, "index_seconds": 0.5},
     ("rerank", "d", "bm25+ce@10"): {
         "first_stage": "bm25",
         "latency": {"q1": 0.1, "q2": 0.2},
@@ -44,9 +45,15 @@ MANIFESTS = {
 }
 
 
+def recorded(manifests: dict):
+    """The cost table's reader of ``manifests`` (by folder and names): their typed records, of
+    the stage of the folder unless they name theirs."""
+    return lambda stage, *names: parse({"stage": stage} | manifests[(stage, *names)])
+
+
 @pytest.fixture
 def model():
-    return CostModel(CONFIG, KINDS, lambda stage, *names: MANIFESTS[(stage, *names)], family)
+    return CostModel(CONFIG, KINDS, recorded(MANIFESTS), family)
 
 
 def test_stages_add_up_per_query(model):
@@ -79,7 +86,7 @@ def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
     manifests = MANIFESTS | {
         ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 0.0, "device": "cpu"}
     }
-    model = CostModel(CONFIG, KINDS, lambda stage, *names: manifests[(stage, *names)], family)
+    model = CostModel(CONFIG, KINDS, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert math.isnan(table.loc["dense", "encode_docs_per_second"])
     assert table.loc["dense", "index_bytes"] == 1536000
@@ -93,7 +100,7 @@ def test_a_flat_index_searched_in_shards_has_no_index_to_count():
     kinds = KINDS | {"sharded": "dense"}
     # No index job wrote a manifest for it: none is read.
     manifests = MANIFESTS | {("retrieve", "d", "sharded"): {"latency": {"q1": 0.002}}}
-    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)], family)
+    model = CostModel(config, kinds, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert table.loc["sharded", ["index_bytes", "index_build_seconds"]].tolist() == [0, 0.0]
     assert table.loc["sharded", "encode_docs_per_second"] == 250.0
@@ -112,17 +119,23 @@ def test_approximate_indexes_carry_their_recall_against_exact_search():
     manifests = MANIFESTS | {
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.002}, "recall": None},  # flat: exact
         ("retrieve", "d", "ivf"): {"latency": {"q1": 0.001}, "recall": recall},
-        ("index", "d", "m", "ivf"): {"index_bytes": 1000, "build_seconds": 0.1},
+        ("index", "d", "m", "ivf"): {"index_bytes": 1000, "index_seconds": 0.1},
         ("retrieve", "d", "colbert"): {
             "latency": {"q1": 0.003},
             "index_bytes": 10,
             "index_seconds": 1.0,
             "recall": recall | {"queries": 20, "recall": 0.9},
         },
-        ("tokens", "d", "c", "corpus"): {"rows": 10, "encode_seconds": 1, "device": "cpu"},
-        ("tokens", "d", "c", "queries"): {"latency": {"q1": 0.01}},
+        # Filed under results/manifests/tokens/, the stage of encode_vectors' jobs.
+        ("tokens", "d", "c", "corpus"): {
+            "stage": "encode_vectors",
+            "rows": 10,
+            "encode_seconds": 1,
+            "device": "cpu",
+        },
+        ("tokens", "d", "c", "queries"): {"stage": "encode_vectors", "latency": {"q1": 0.01}},
     }
-    model = CostModel(config, kinds, lambda stage, *names: manifests[(stage, *names)], family)
+    model = CostModel(config, kinds, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert table.loc["ivf", ["recall_against_exact", "recall_queries"]].tolist() == [0.97, 100]
     assert table.loc["colbert", ["recall_against_exact", "recall_queries"]].tolist() == [0.9, 20]

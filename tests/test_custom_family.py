@@ -23,6 +23,7 @@ from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.records import check
 from irflow.retrieval.custom import custom_search
 from irflow.workflow import families
 from irflow.workflow.config import load_schema, validate_config
@@ -165,6 +166,7 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     ]
     assert timing["self_matches_removed"] == 1 and set(timing["latency"]) == {"q1", "q2"}
     assert timing["index_seconds"] >= 0
+    check({"stage": "retrieve", "settings": {}, "device": "cpu", "rows": len(run)} | timing)
 
 
 @pytest.fixture(scope="module")

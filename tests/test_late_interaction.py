@@ -26,6 +26,7 @@ from tiny_models import (
 )
 
 from irflow.core.errors import ConfigError
+from irflow.core.records import check
 from irflow.encoding.embed import cache_key
 from irflow.encoding.encode_parts import encode_file, gather
 from irflow.encoding.models import RESULT_SETTINGS, result_settings
@@ -350,6 +351,7 @@ def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     graph = late_interaction.VoyagerIndex.build(documents, VOYAGER)
     assert timing["index_bytes"] == len(graph.index.as_bytes()) + 4 * tokens
     assert timing["token_vectors_bytes"] == documents.nbytes
+    check({"stage": "retrieve", "settings": {}, "device": "cpu", "rows": len(run)} | timing)
     assert timing["index_seconds"] >= voyager["build_seconds"] > 0
 
 

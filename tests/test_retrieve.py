@@ -22,6 +22,7 @@ from conftest import index_spec, schema_defaults
 
 import irflow.retrieval.index
 from irflow.core import contracts
+from irflow.core.records import check
 from irflow.data.ingest import ingest
 from irflow.retrieval import bm25, retrieve
 from irflow.retrieval.index import index_file
@@ -295,6 +296,7 @@ def test_approximate_runs_record_their_recall_against_exact_search(tmp_path, cap
     assert recall["queries"] == 20 and recall["top_k"] == 100
     assert recall["recall"] == pytest.approx(run_overlap(run, exact)) and recall["recall"] < 0.95
     assert recall["settings"] == {"nprobe": 1, "lists": 25}
+    check({"stage": "retrieve", "settings": {}, "device": "cpu", "rows": len(run)} | timing)
     assert "recall@100 against exact search" in caplog.text and "below the warning" in caplog.text
     # A sample of 10, drawn with the seed: the overlap of those queries.
     run, timing = search_run(tmp_path, spec | {"recall_queries": 10, "recall_seed": 3}, docs,

@@ -16,6 +16,7 @@ import irflow.encoding.embed
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.core.manifest import Manifest
+from irflow.core.records import parse
 from irflow.encoding.embed import embed_file, read_embeddings, whole_file_facts
 from irflow.encoding.models import Encoder
 from irflow.evaluation.cost import CostModel
@@ -175,9 +176,11 @@ def test_the_similarity_keys_parts_shards_and_the_cost_table(
         ("embed", "d", "m", "corpus"): manifest,
         ("embed", "d", "m", "queries"): {"latency": {"q1": 0.01}},
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
-        ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},
+        ("index", "d", "m", "flat"): {"index_bytes": 1, "index_seconds": 1.0},
     }
-    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key], family).table(["d"])
+    cost = CostModel(
+        config, {"dense": "dense"}, lambda *key: parse({"stage": key[0]} | manifests[key]), family
+    ).table(["d"])
     assert cost["similarity"].tolist() == ["dot"]
 
 
@@ -238,7 +241,12 @@ def test_the_embed_manifest_records_the_similarity(dot_model, tables, tmp_path, 
         return embed_file(encoder, texts, side, target)
 
     encode_sides(
-        snakemake, Manifest(out.manifest), "embeddings", encoder.provenance, embed_side, None
+        snakemake,
+        Manifest(out.manifest, stage="embed"),
+        "embeddings",
+        encoder.provenance,
+        embed_side,
+        None,
     )
     for manifest in (out.manifest, out.query_manifest):
         record = json.loads(manifest.read_text())

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from conftest import minilm_spec
 from tiny_models import build_tiny_splade
 
+from irflow.core.records import check
 from irflow.encoding import encode_parts
 from irflow.encoding.encode_parts import SideEncoder, encode_file, gather
 from irflow.retrieval import sparse
@@ -90,6 +91,7 @@ def test_search_scores_are_the_dot_products_of_the_library_vectors(model, tmp_pa
         np.testing.assert_allclose(mine.score, [s for s, _ in expected], rtol=1e-12)
     assert timing["nnz_per_document"] == pytest.approx((docs > 0).sum() / len(TEXTS))
     assert timing["index_bytes"] == (docs > 0).sum() * 12 + (docs.shape[1] + 1) * 4
+    check({"stage": "retrieve", "settings": {}, "device": "cpu", "rows": len(run)} | timing)
     # A query sharing terms with fewer than 4 documents is short, and that is expected.
     short = sum(shares_a_term[q].sum() < 4 for q in range(len(QUERIES)))
     assert timing["short_queries"] == short

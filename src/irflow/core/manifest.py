@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from irflow.core import atomic
+from irflow.core import atomic, records
 
 PACKAGES = (
     "irflow",
@@ -52,7 +52,8 @@ def peak_rss_bytes() -> int:
 
 
 class Manifest:
-    """Collects facts during a job and writes them, with timing and environment, as JSON."""
+    """Collects facts during a job and writes them, with timing and environment, as JSON: the
+    record of its stage (irflow.core.records), checked before it is written."""
 
     def __init__(self, path: str | Path, **facts):
         self.path = Path(path)
@@ -72,5 +73,6 @@ class Manifest:
             "python": platform.python_version(),
             "packages": package_versions(),
         }
+        records.check(record)
         text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
         atomic.write_text(self.path, text)

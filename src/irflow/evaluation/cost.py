@@ -20,6 +20,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from irflow.core.records import StageRecord
+
 
 def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
     """Per-query latency of stages run one after another: the sum, over queries all measured."""
@@ -33,8 +35,17 @@ def throughput(rows: int, seconds: float) -> float:
     return rows / seconds if seconds > 0 else float("nan")
 
 
+def encode_throughput(corpus: StageRecord) -> float:
+    """Documents (or passages) encoded per second by a corpus's encode job: its rows less those
+    whose vectors it reused from an earlier result (dense only), over the encoding seconds."""
+    return throughput(corpus.rows - (corpus.rows_reused or 0), corpus.encode_seconds)
+
+
 class Manifests(Protocol):
-    def __call__(self, stage: str, *names: str) -> dict: ...
+    """The typed record (irflow.core.records) of a job's manifest, by its stage and the names
+    of its path under results/manifests/<stage>/."""
+
+    def __call__(self, stage: str, *names: str) -> StageRecord: ...
 
 
 class FirstStage(Protocol):
@@ -65,7 +76,7 @@ class CostModel:
             return in_sequence(*(self.latency(dataset, run) for run in runs))
         if kind == "rerank":
             rerank = self.manifest("rerank", dataset, system)
-            return in_sequence(self.latency(dataset, rerank["first_stage"]), rerank["latency"])
+            return in_sequence(self.latency(dataset, rerank.first_stage), rerank.latency)
         return self.family(kind).latency(self, dataset, system)
 
     def row(self, dataset: str, system: str) -> dict:
@@ -84,7 +95,7 @@ class CostModel:
     def _index(self, dataset: str, system: str) -> dict:
         kind = self.kinds[system]
         if kind == "rerank":
-            return {"device": self.manifest("rerank", dataset, system)["device"]}
+            return {"device": self.manifest("rerank", dataset, system).device}
         if kind == "fusion":
             return {}
         return self.family(kind).cost_fields(self, dataset, system)

@@ -312,7 +312,7 @@ def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
 
     started = time.perf_counter()
     index, facts = build_index(embeddings_path, spec)
-    build_seconds = time.perf_counter() - started
+    index_seconds = time.perf_counter() - started
     with atomic_path(out_path) as tmp:
         faiss.write_index(index, str(tmp))
     ivf = ivf_part(index)
@@ -321,7 +321,7 @@ def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
         "dimension": index.d,
         "lists": ivf.nlist if ivf is not None else None,
         **facts,
-        "build_seconds": build_seconds,
+        "index_seconds": index_seconds,
         "index_bytes": out_path.stat().st_size,
         "faiss_version": faiss.__version__,
     }

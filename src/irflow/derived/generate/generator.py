@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -20,10 +20,7 @@ from irflow.derived.generate.sampling import (
     sample_documents,
 )
 from irflow.derived.llm.client import LLMClient
-from irflow.derived.llm.messages import Request
-
-if TYPE_CHECKING:
-    from irflow.derived.generate.estimate import DryRun
+from irflow.derived.llm.messages import Answer, Request
 
 # The tokenizer AIR-Bench's chunks are counted in: its repository (docs/data_generation.md)
 # splits Long-Doc documents with LlamaIndex's ``SimpleNodeParser`` (``chunk_size=200``,
@@ -127,11 +124,26 @@ class Item:
     band: tuple[int, int | None] | None = None  # the drawn query_length's words
 
 
+class Answers(Protocol):
+    """What answers a generator's requests in place of its client (estimate's DryRun); named
+    here, not imported, so that estimate, which drives a Generator, is not imported back."""
+
+    def answer(
+        self,
+        client: LLMClient,
+        step: str,
+        key: str,
+        items: list[Item],
+        counts: list,
+        requests: list[Request],
+    ) -> list[Answer]: ...
+
+
 class Generator:
     """Runs the steps for all sampled documents, one batch of requests per step."""
 
     def __init__(
-        self, prompts: Prompts, client: LLMClient, spec: dict, dry_run: DryRun | None = None
+        self, prompts: Prompts, client: LLMClient, spec: dict, dry_run: Answers | None = None
     ):
         self.prompts = prompts
         self.client = client

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 from irflow.core import contracts
 from irflow.core.config import missing_key, torch_problems
-from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.evaluation.cost import CostModel, encode_throughput, in_sequence, recall_fields
 from irflow.retrieval.runs import QuerySearcher, SearchRequest
 from irflow.workflow import resources
 
@@ -116,12 +116,12 @@ class RetrieverFamily:
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """Per-query seconds of its first stage, as its search job measured them."""
-        return cost.manifest(self.run_stage, dataset, system)["latency"]
+        return cost.manifest(self.run_stage, dataset, system).latency
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         """Its index and encoding columns of the cost table (irflow.evaluation.cost)."""
         retrieve = cost.manifest(self.run_stage, dataset, system)
-        return {"index_build_seconds": retrieve.get("index_seconds"), "device": "cpu"}
+        return {"index_build_seconds": retrieve.index_seconds, "device": "cpu"}
 
 
 class EncodedVectors(RetrieverFamily):
@@ -163,8 +163,8 @@ class EncodedVectors(RetrieverFamily):
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """The query's encoding, then its search."""
         model = cost.config["retrievers"][system]["model"]
-        encode = cost.manifest(self.encoder, dataset, model, "queries")["latency"]
-        return in_sequence(encode, cost.manifest("retrieve", dataset, system)["latency"])
+        encode = cost.manifest(self.encoder, dataset, model, "queries").latency
+        return in_sequence(encode, cost.manifest("retrieve", dataset, system).latency)
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         # The index is the documents' vectors as searched: a CSR matrix (sparse) or every
@@ -173,13 +173,13 @@ class EncodedVectors(RetrieverFamily):
         model = cost.config["retrievers"][system]["model"]
         corpus = cost.manifest(self.encoder, dataset, model, "corpus")
         return {
-            "index_bytes": retrieve["index_bytes"],
-            "index_build_seconds": retrieve["index_seconds"],
-            "encode_docs_per_second": throughput(corpus["rows"], corpus["encode_seconds"]),
-            "nnz_per_document": retrieve.get("nnz_per_document"),
-            "tokens_per_document": retrieve.get("tokens_per_document"),
-            "device": corpus["device"],
-        } | recall_fields(retrieve.get("recall") or {})
+            "index_bytes": retrieve.index_bytes,
+            "index_build_seconds": retrieve.index_seconds,
+            "encode_docs_per_second": encode_throughput(corpus),
+            "nnz_per_document": retrieve.nnz_per_document,
+            "tokens_per_document": retrieve.tokens_per_document,
+            "device": corpus.device,
+        } | recall_fields(retrieve.recall or {})
 
 
 class EncodedQueries:

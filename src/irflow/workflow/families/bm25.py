@@ -38,8 +38,8 @@ class Bm25(RetrieverFamily):
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         index = cost.manifest("index_bm25", dataset, system)
         return {
-            "index_bytes": index["index_bytes"],
-            "index_build_seconds": index["index_seconds"],
+            "index_bytes": index.index_bytes,
+            "index_build_seconds": index.index_seconds,
             "device": "cpu",
         }
 

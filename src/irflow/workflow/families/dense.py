@@ -7,7 +7,7 @@ from pathlib import Path
 
 from irflow.core.config import missing_key
 from irflow.data.passages import document_side
-from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.evaluation.cost import CostModel, encode_throughput, in_sequence, recall_fields
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
@@ -61,31 +61,29 @@ class Dense(RetrieverFamily):
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """The query's encoding, then its search."""
         model = cost.config["retrievers"][system]["model"]
-        encode = cost.manifest("embed", dataset, model, "queries")["latency"]
-        return in_sequence(encode, cost.manifest("retrieve", dataset, system)["latency"])
+        encode = cost.manifest("embed", dataset, model, "queries").latency
+        return in_sequence(encode, cost.manifest("retrieve", dataset, system).latency)
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         spec = cost.config["retrievers"][system]
         # A flat index searched in shards has no index job: no file, no build.
-        index = (
-            {"index_bytes": 0, "build_seconds": 0.0}
-            if searched_in_shards(cost.config["indexes"][spec["index"]])
-            else cost.manifest("index", dataset, spec["model"], spec["index"])
-        )
+        if searched_in_shards(cost.config["indexes"][spec["index"]]):
+            index_bytes, index_seconds = 0, 0.0
+        else:
+            index = cost.manifest("index", dataset, spec["model"], spec["index"])
+            index_bytes, index_seconds = index.index_bytes, index.index_seconds
         # Rows per second: documents, or passages for a model that splits documents.
         side = document_side(cost.config["models"][spec["model"]])
         corpus = cost.manifest("embed", dataset, spec["model"], side)
         return {
-            "index_bytes": index["index_bytes"],
-            "index_build_seconds": index["build_seconds"],
-            "encode_docs_per_second": throughput(
-                corpus["rows"] - corpus.get("rows_reused", 0), corpus["encode_seconds"]
-            ),
-            "device": corpus["device"],
+            "index_bytes": index_bytes,
+            "index_build_seconds": index_seconds,
+            "encode_docs_per_second": encode_throughput(corpus),
+            "device": corpus.device,
             # How its vectors were compared (the model's own unless the config set one); None
             # in a manifest from before irflow recorded it.
-            "similarity": corpus.get("similarity"),
-        } | recall_fields(cost.manifest("retrieve", dataset, system).get("recall") or {})
+            "similarity": corpus.similarity,
+        } | recall_fields(cost.manifest("retrieve", dataset, system).recall or {})
 
 
 class QueryEncoder:
