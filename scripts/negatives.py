@@ -3,12 +3,13 @@
 import logging
 from pathlib import Path
 
-from _common import input_paths, start_job
+from _common import start_job
 
 from irflow.core import contracts
 from irflow.derived.negatives import SEARCHER_FILES, PositiveScores, Teacher, run_negatives
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.families import family
+from irflow.workflow.families.base import named_paths
 
 manifest = start_job(snakemake, "negatives")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -40,7 +41,7 @@ else:  # another split: the system's searcher retrieves its judged queries
     retrieval = params.retrieval
     files = {
         name.removeprefix(SEARCHER_FILES): path
-        for name, path in input_paths(inp).items()
+        for name, path in named_paths(inp).items()
         if name.startswith(SEARCHER_FILES)
     }
     searcher = family(retrieval["retriever"]["type"]).open_searcher(

@@ -3,17 +3,18 @@ workflow's retrieve jobs do not cover; see irflow.retrieval.retrieve.retrieve_ju
 
 import logging
 
-from _common import input_paths, start_job
+from _common import start_job
 
 from irflow.core import contracts
 from irflow.retrieval.retrieve import retrieve_judged
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.families import family
+from irflow.workflow.families.base import named_paths
 
 manifest = start_job(snakemake, "qc_candidates")
 inp, out, retrieval = snakemake.input, snakemake.output, snakemake.params.retrieval
 searcher = family(retrieval["retriever"]["type"]).open_searcher(
-    input_paths(inp), retrieval, snakemake.threads, models=snakemake.config["models"]
+    named_paths(inp), retrieval, snakemake.threads, models=snakemake.config["models"]
 )
 queries, qrels = contracts.read_table(inp.queries), contracts.read_table(inp.qrels)
 run = retrieve_judged(queries, qrels, searcher, SearchRequest.of(retrieval))

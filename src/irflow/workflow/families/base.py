@@ -20,6 +20,12 @@ from irflow.retrieval.runs import QuerySearcher, SearchRequest
 from irflow.workflow import resources
 
 
+def named_paths(inputs) -> dict[str, Path]:
+    """A job's named inputs (Snakemake's, or a dict) that are one file or folder each, by name:
+    what a family's searcher opens, without Snakemake's input object."""
+    return {name: Path(value) for name, value in inputs.items() if isinstance(value, (str, Path))}
+
+
 class RetrieverFamily:
     """One retriever family. Class attributes describe it; methods take the retriever's config
     entry (``spec``) and the validated config."""
@@ -100,9 +106,13 @@ class RetrieverFamily:
         texts. None for a family that searches nothing here (its runs are imported)."""
         return None
 
-    def search(self, files: dict[str, Path], settings: dict, threads: int) -> tuple:
-        """The run and timing of one retrieve job (scripts/retrieve.py): its searcher's search
-        of the job's ``queries``."""
+    def search(self, inputs, settings: dict, threads: int) -> tuple:
+        """The run and timing of one retrieve job (scripts/retrieve.py), from its named inputs
+        (Snakemake's, or a dict), of which its search reads the paths (``named_paths``)."""
+        return self.search_files(named_paths(inputs), settings, threads)
+
+    def search_files(self, files: dict[str, Path], settings: dict, threads: int) -> tuple:
+        """The run and timing of a search of ``files``' ``queries``: its searcher's."""
         searcher = self.open_searcher(files, settings, threads)
         if searcher is None:
             raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
@@ -208,4 +218,4 @@ class EncodedQueries:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "queries.parquet"
             contracts.write_file(table, path)
-            return self.family.search(self.files | {"queries": path}, settings, self.threads)
+            return self.family.search_files(self.files | {"queries": path}, settings, self.threads)

@@ -24,7 +24,7 @@ class LateInteraction(EncodedVectors):
         """The texts cut to the model's query or document length."""
         return encoder.truncation(texts, side, shard)
 
-    def search(self, files, settings: dict, threads: int) -> tuple:
+    def search_files(self, files, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.late_interaction import late_interaction_search

@@ -17,7 +17,7 @@ class Sparse(EncodedVectors):
 
         return SparseModel.load(spec)
 
-    def search(self, files, settings: dict, threads: int) -> tuple:
+    def search_files(self, files, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.sparse import sparse_search
