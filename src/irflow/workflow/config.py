@@ -8,6 +8,7 @@ tests and the benchmarks validate here. Retriever families installed as entry po
 entries' schema fragments (irflow.workflow.families.with_installed).
 """
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -26,12 +27,19 @@ import irflow.evaluation.tables
 import irflow.retrieval.index  # noqa: F401
 from irflow.core import config as core
 from irflow.core.config import load_schema
+from irflow.core.errors import UserError
 from irflow.data.catalog import resolve_catalog
 from irflow.workflow.families import built_in, with_installed
 
 built_in()  # imports every family module: each registers its checks
 
-__all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
+__all__ = [
+    "errors_end_on_the_message",
+    "expand_config",
+    "load_config",
+    "load_schema",
+    "validate_config",
+]
 
 
 def expand_config(config: dict) -> dict:
@@ -64,3 +72,14 @@ def load_config(path: str | Path, schema_path: str | Path) -> dict:
     with open(path, encoding="utf-8") as handle:
         config = expand_config(yaml.safe_load(handle) or {})
     return validate_config(config, load_schema(schema_path))
+
+
+@contextmanager
+def errors_end_on_the_message():
+    """A user error raised inside the block exits with its message as the last line.
+    Snakemake prints an error raised while it reads the Snakefile with the file and line of
+    each frame after the message (irflow's and the Snakefile's), which buries the message."""
+    try:
+        yield
+    except UserError as error:
+        raise SystemExit(f"{type(error).__name__}: {error}") from None
