@@ -11,7 +11,6 @@ from pathlib import Path
 
 import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
-
 from huggingface_hub import constants
 
 from irflow.workflow.model_check import offline_model_problems
