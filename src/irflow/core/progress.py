@@ -2,8 +2,8 @@
 
 A job's stderr is no terminal (Snakemake runs it as a subprocess, a cluster writes it to a
 file), so a tqdm bar there is either switched off (``disable=None``) or megabytes of carriage
-returns. ``LoggedProgress`` is a tqdm whose every refresh is one line through ``logging``: it reaches
-the terminal and the rule's log alike (scripts/_common.py), at most one line every
+returns. ``LoggedProgress`` is a tqdm whose every refresh is one line through ``logging``: it
+reaches the terminal and the rule's log alike (scripts/_common.py), at most one line every
 ``IRFLOW_PROGRESS_SECONDS`` (10 by default) besides the first and the last, so a killed job's
 log says how far it got, and at what rate.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tqdm import tqdm
 
@@ -54,4 +56,24 @@ class LoggedProgress(tqdm):
 
     def display(self, msg=None, pos=None) -> None:
         if msg is None:  # tqdm passes "" to clear a bar: nothing to log
-            log.info("%s", self)
+            log.info("%s", str(self))  # as it is now, not when a handler formats it
+
+
+@contextmanager
+def counting_batches(model, progress: LoggedProgress) -> Iterator[None]:
+    """Advance ``progress`` by the rows of each batch that ``model`` (a sentence-transformers
+    model or cross-encoder: a torch module) runs forward, as it runs: its first argument is the
+    tokenizer's features, a tensor per name, a row per text or pair. One call encodes thousands
+    of rows in minutes, a batch a few dozen; the model computes as it would without."""
+    if model is None:
+        yield
+        return
+
+    def count(_module, args, _output) -> None:
+        progress.update(len(next(iter(args[0].values()))))
+
+    handle = model.register_forward_hook(count)
+    try:
+        yield
+    finally:
+        handle.remove()

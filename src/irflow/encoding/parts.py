@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from irflow.core import atomic, contracts, locks
 from irflow.core.atomic import atomic_path
-from irflow.core.progress import LoggedProgress
+from irflow.core.progress import LoggedProgress, counting_batches
 
 log = logging.getLogger(__name__)
 
@@ -151,26 +151,6 @@ def encode_missing(
                 if uncounted := rows.num_rows - (progress.n - counted):
                     progress.update(uncounted)
     return encoded_rows
-
-
-@contextmanager
-def counting_batches(model, progress: LoggedProgress) -> Iterator[None]:
-    """Advance ``progress`` by the rows of each batch that ``model`` runs forward (its first
-    argument: the tokenizer's features, a tensor per name, a row per text), as it runs: a
-    chunk is thousands of rows and minutes of encoding, a batch a few dozen. The model
-    computes as it would without."""
-    if model is None:
-        yield
-        return
-
-    def count(_module, args, _output) -> None:
-        progress.update(len(next(iter(args[0].values()))))
-
-    handle = model.register_forward_hook(count)
-    try:
-        yield
-    finally:
-        handle.remove()
 
 
 def finished_parts(parts: Path) -> list[tuple[int, int, Path]]:

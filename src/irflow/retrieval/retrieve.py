@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from irflow.core import contracts
+from irflow.core.progress import LoggedProgress
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.bm25 import BM25Retriever
@@ -72,9 +73,11 @@ def dense_search(
         )  # fmt: skip
     hits, searches = [], SearchLog()
     started = time.perf_counter()
-    for start in range(0, len(queries), batch_size):
-        batch = queries[start : start + batch_size]
-        hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
+    with LoggedProgress(desc="search", total=len(queries), unit="queries") as progress:
+        for start in range(0, len(queries), batch_size):
+            batch = queries[start : start + batch_size]
+            hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
+            progress.update(len(batch))
     seconds = time.perf_counter() - started
     one_by_one = time_each(
         lambda vector: best_per_document(searcher, vector[None], row_codes, depth, first_depth),
