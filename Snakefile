@@ -20,6 +20,8 @@ from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
 from irflow.workflow.model_check import offline_model_problems
+from irflow.workflow.rule_directives import analysis_rule_files
+from irflow.workflow.run_end import after_failure, after_success
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
@@ -92,8 +94,13 @@ include: "rules/aggregate.smk"
 include: "rules/significance.smk"
 include: "rules/correlate.smk"
 include: "rules/report.smk"
-include: "rules/position.smk"
-include: "rules/saliency.smk"
+
+
+# Each analysis's rules (rules/analyses/<name>.smk) add its final outputs to the default target.
+ANALYSIS_TARGETS = []
+for _analysis in analysis_rule_files(workflow.basedir):
+
+    include: _analysis
 
 
 # Each job's settings are kept beside the results by an input function that names no file, so
@@ -111,11 +118,20 @@ rule all:
         rules.plots.output,
         rules.database.output,
         rules.filter_summary.output,
-        rules.position_plots.output if plan.position_datasets else [],
-        rules.saliency_plot.output if plan.saliency_models else [],
+        *ANALYSIS_TARGETS,
         rules.label_audit_summary.output if plan.audited else [],
         rules.quality_control_summary.output if plan.quality_controlled else [],
         # The files the database's views read when queried, so that one deleted is made again:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# The end of a run: its results table and the report's command; after a failure, the tables
+# and database of what finished, in results/partial/ (irflow.workflow.run_end).
+onsuccess:
+    after_success(workflow)
+
+
+onerror:
+    after_failure(workflow)

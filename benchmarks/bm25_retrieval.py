@@ -32,7 +32,11 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The workflow's default BM25: lucene, k1 0.9, b 0.4, English stopwords, Snowball stemmer.
 SPEC = validate_config(
-    {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}, SCHEMA
+    {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    },
+    SCHEMA,
 )["retrievers"]["bm25"]
 
 

@@ -50,7 +50,10 @@ def experiment(datasets: int, models: int, data: Path, model: str) -> dict:
     names = [f"model{m:02d}" for m in range(models)]
     rerankers = [f"reranker{r}" for r in range(RERANKERS)]
     return {
-        "datasets": {f"dataset{d:03d}": {"source": {"path": str(data)}} for d in range(datasets)},
+        "datasets": {
+            f"dataset{d:03d}": {"source": {"type": "path", "path": str(data)}}
+            for d in range(datasets)
+        },
         "models": {name: {"id": model} for name in names},
         "retrievers": {"bm25": {"type": "bm25"}}
         | {name: {"type": "dense", "model": name} for name in names},

@@ -53,7 +53,7 @@ GOPHER = [name for name in FILTERS if name != "language"]
 def rules(quality: list[str], near_duplicates: bool) -> dict:
     """The validated ``filter`` block with these filters on and the schema's defaults."""
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"r": {"type": "bm25"}},
         "filter": {
             "quality": {name: {"enabled": True} for name in quality},

@@ -62,7 +62,7 @@ INDEXES = {
 def index_spec(**settings) -> dict:
     """An ``indexes`` entry with the schema's defaults, as the workflow would see it."""
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
     config["indexes"] = {"i": settings}

@@ -26,7 +26,8 @@ from _harness import local_minilm, model_spec, report, timings
 from irflow.core import contracts
 from irflow.data.ingest import read_jsonl
 from irflow.encoding.models import Encoder
-from irflow.retrieval.rerank import BiEncoderScorer, VectorCache, rerank
+from irflow.retrieval.rerank import rerank
+from irflow.retrieval.scorers import BiEncoderScorer, VectorCache
 
 
 def bm25_candidates(

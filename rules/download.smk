@@ -1,5 +1,8 @@
 # download: find each dataset in BEIR layout (offline data dir, earlier download, or its
-# source) and record where it is and what its files hash to.
+# source) and record where it is and what its files hash to. Its params are what the dataset
+# is fetched from, as its source type gives them (irflow.data.sources.download_params).
+
+from irflow.data.sources import download_params
 
 
 rule download:
@@ -14,6 +17,6 @@ rule download:
     conda:
         "../envs/data.yaml"
     params:
-        source=lambda wc: config["datasets"][wc.dataset]["source"],
+        source=lambda wc: download_params(config, wc.dataset),
     script:
         "../scripts/download.py"

@@ -1,7 +1,7 @@
 # negatives: a system's run on a dataset -> training triples (query, positive, hard negatives)
 # as Parquet and as sentence-transformers JSONL (Arctic-Embed §3.6), one export per key of
 # config["negatives"]. An export of another split than the scored one retrieves its queries
-# in this job (BM25 systems).
+# in this job, with the system's searcher (a retriever whose family opens one).
 
 
 rule negatives:
@@ -16,7 +16,7 @@ rule negatives:
     wildcard_constraints:
         export=one_of(config["negatives"]),
     conda:
-        "../envs/data.yaml"
+        plan.negatives_env
     params:
         settings=lambda wildcards: config["negatives"][wildcards.export],
         scored_split=lambda wildcards: scored_split(

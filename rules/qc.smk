@@ -10,6 +10,7 @@
 
 from irflow.derived.generate.dataset import SPLITS
 from irflow.derived.llm.client import answer_settings
+from irflow.workflow.families import family
 
 
 include: "qc_common.smk"
@@ -17,7 +18,7 @@ include: "qc_common.smk"
 
 rule qc_candidates:
     input:
-        unpack(qc_candidates_inputs),
+        unpack(plan.qc_candidates_inputs),
     output:
         run="results/qc/{dataset}/candidates/{split}.parquet",
         manifest="results/manifests/qc_candidates/{dataset}/{split}.json",
@@ -30,16 +31,18 @@ rule qc_candidates:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
-        gpu=lambda wc: int(plan.retrievers[qc_spec(wc)["retriever"]]["type"] == "dense"),
+        gpu=lambda wc: int(
+            family(plan.retrievers[plan.qc_spec(wc)["retriever"]]["type"]).gpu
+        ),
     params:
-        retrieval=qc_candidates_retrieval,
+        retrieval=plan.qc_candidates_retrieval,
     script:
         "../scripts/qc_candidates.py"
 
 
 rule qc_votes:
     input:
-        unpack(qc_votes_inputs),
+        unpack(plan.qc_votes_inputs),
     output:
         votes="results/qc/{dataset}/votes/{reranker}.parquet",
         manifest="results/manifests/qc_votes/{dataset}/{reranker}.json",
@@ -54,7 +57,7 @@ rule qc_votes:
     resources:
         gpu=1,
     params:
-        depth=lambda wc: qc_spec(wc)["depth"],
+        depth=lambda wc: plan.qc_spec(wc)["depth"],
         settings=lambda wc: reranker_settings(wc.reranker),
     script:
         "../scripts/qc_votes.py"
@@ -62,7 +65,7 @@ rule qc_votes:
 
 rule audit_votes:
     input:
-        unpack(audit_votes_inputs),
+        unpack(plan.audit_votes_inputs),
     output:
         votes="results/audit/{dataset}/votes/{reranker}.parquet",
         manifest="results/manifests/audit_votes/{dataset}/{reranker}.json",
@@ -85,7 +88,7 @@ rule audit_votes:
 
 rule quality_control:
     input:
-        unpack(quality_control_inputs),
+        unpack(plan.quality_control_inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -103,7 +106,7 @@ rule quality_control:
     conda:
         "../envs/generate.yaml"
     params:
-        spec=qc_spec,
+        spec=plan.qc_spec,
         rerankers=plan.qc_rerankers,
         majority=config["quality_control"]["majority"],
         judge=config["quality_control"]["judge"],
@@ -115,7 +118,7 @@ rule quality_control:
 
 rule label_audit:
     input:
-        unpack(label_audit_inputs),
+        unpack(plan.label_audit_inputs),
     output:
         candidates="results/audit/{dataset}/candidates.parquet",
         trec="results/audit/{dataset}/candidate_qrels.trec",
@@ -131,7 +134,7 @@ rule label_audit:
         "../envs/generate.yaml"
     params:
         audit=config["quality_control"]["label_audit"],
-        systems=audit_systems(),
+        systems=plan.audit_systems(),
         rerankers=plan.qc_rerankers,
         majority=config["quality_control"]["majority"],
         judge=config["quality_control"]["judge"],

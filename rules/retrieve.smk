@@ -51,9 +51,7 @@ rule retrieve_dense:
 # irflow.retrieval.custom on the filtered corpus and queries.
 rule retrieve_python:
     input:
-        source="results/datasets/{dataset}/source.json",
-        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
-        queries="results/datasets/{dataset}/filtered/queries.parquet",
+        unpack(plan.search_inputs),
     output:
         run="results/runs/{dataset}/{system}.parquet",
         trec="results/runs/{dataset}/{system}.trec",

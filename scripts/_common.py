@@ -122,6 +122,12 @@ def write_dataset_record(
     return stats
 
 
+def input_paths(inputs) -> dict[str, Path]:
+    """A job's named inputs that are one file or folder each, by name: what a retriever
+    family's searcher opens, without Snakemake's input object."""
+    return {name: Path(value) for name, value in inputs.items() if isinstance(value, str)}
+
+
 def finish_retrieval(snakemake, manifest: Manifest, run, timing: dict) -> None:
     """Log a first-stage run's timing and short queries, write the run (Parquet and TREC)
     with its lineage, and the job's manifest."""

@@ -1,29 +1,19 @@
-"""Snakemake script for rule aggregate: see irflow.evaluation.aggregate."""
+"""Snakemake script for rule aggregate: see irflow.evaluation.results."""
 
 from pathlib import Path
 
 from _common import setup_logging
 
-from irflow.core import contracts
-from irflow.evaluation import published
-from irflow.evaluation.aggregate import build_summary, collect_per_query
-from irflow.evaluation.tables import TableLayout, write_tables
+from irflow.evaluation.results import ResultFiles, write_results
+from irflow.evaluation.tables import TableLayout
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
-per_query = collect_per_query([(d, s, Path(p)) for (d, s), p in zip(params.pairs, inp.scores)])
-contracts.write_frame(per_query, Path(out.per_query))
-summary = build_summary(per_query)
-contracts.write_frame(summary, Path(out.summary), contracts.SUMMARY)
-comparison = published.compare(summary, published.load_published(inp.published), params.identities)
-contracts.write_frame(comparison, Path(out.published), contracts.PUBLISHED)
-published.log_misses(comparison)
-layout = TableLayout(**params.layout)
-write_tables(
-    summary,
+write_results(
+    [(d, s, Path(p)) for (d, s), p in zip(params.pairs, inp.scores)],
+    Path(inp.published),
+    ResultFiles(**{name: Path(path) for name, path in out.items()}),
     params.report_metrics,
-    layout,
-    Path(out.markdown),
-    Path(out.tables),
-    appendix=published.markdown(comparison),
+    TableLayout(**params.layout),
+    params.identities,
 )

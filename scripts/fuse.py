@@ -5,19 +5,13 @@ from pathlib import Path
 from _common import start_job
 
 from irflow.core import contracts
-from irflow.retrieval.fuse import reciprocal_rank_fusion, weighted_fusion
+from irflow.retrieval.fuse import fuse_runs
 from irflow.retrieval.runs import read_run, write_run
 
 manifest = start_job(snakemake, "fuse")
 settings, wildcards = snakemake.params.settings, snakemake.wildcards
 runs = [read_run(path) for path in snakemake.input.runs]
-if settings["method"] == "rrf":
-    fused = reciprocal_rank_fusion(runs, k=settings["k"], top_k=settings["top_k"])
-else:
-    weights = settings["weights"] or [1.0] * len(runs)
-    fused = weighted_fusion(
-        runs, weights, normalization=settings["normalization"], top_k=settings["top_k"]
-    )
+fused = fuse_runs(runs, settings)
 lineage = {
     "stage": "fuse",
     "system": wildcards.system,

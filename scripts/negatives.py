@@ -3,9 +3,12 @@
 import logging
 from pathlib import Path
 
-from _common import start_job
+from _common import input_paths, start_job
 
-from irflow.derived.negatives import run_negatives
+from irflow.core import contracts
+from irflow.derived.negatives import SEARCHER_FILES, PositiveScores, Teacher, run_negatives
+from irflow.retrieval.runs import SearchRequest
+from irflow.workflow.families import family
 
 manifest = start_job(snakemake, "negatives")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -23,29 +26,34 @@ if params.curated_copies:
     )
 for warning in warnings:
     log.warning("%s", warning)
-if "run" in inp.keys():
+queries = contracts.read_table(inp.queries)
+if "run" in inp.keys():  # the scored split: the system's run, and its stored scores
     vectors = {
         key.removeprefix("vectors_"): Path(inp[key])
         for key in inp.keys()
         if key.startswith("vectors_")
     }
-    sources = {
-        "run": Path(inp.run),
-        "qrels": Path(inp.qrels),
-        "retriever": params.retriever,
-        "vectors": vectors or None,
+    stored = {"bm25_index": Path(inp.bm25_index)} if "bm25_index" in inp.keys() else vectors
+    scorer = PositiveScores.of(params.retriever, queries, stored)
+    teacher = Teacher(contracts.read_table(inp.run), contracts.read_table(inp.qrels), scorer)
+else:  # another split: the system's searcher retrieves its judged queries
+    retrieval = params.retrieval
+    files = {
+        name.removeprefix(SEARCHER_FILES): path
+        for name, path in input_paths(inp).items()
+        if name.startswith(SEARCHER_FILES)
     }
-else:
-    sources = {"source": Path(inp.source), "retrieval": params.retrieval}
-if "bm25_index" in inp.keys():
-    sources["bm25_index"] = Path(inp.bm25_index)
-counts = run_negatives(
-    Path(inp.queries), Path(inp.corpus), settings, Path(out.parquet), Path(out.jsonl), **sources
-)
+    searcher = family(retrieval["retriever"]["type"]).open_searcher(
+        files, retrieval, snakemake.threads, models=snakemake.config["models"]
+    )
+    request = SearchRequest.of(retrieval)
+    teacher = Teacher.searching(queries, inp.source, settings["split"], searcher, request)
+outputs = (Path(out.parquet), Path(out.jsonl))
+counts = run_negatives(queries, Path(inp.corpus), settings, teacher, outputs)
 if counts["positives_not_scored"]:
     warnings.append(
         f"{counts['positives_not_scored']} positives are not in {settings['system']!r}'s run "
-        "and a system that is not a bm25 or dense retriever cannot score them: "
+        "and the system cannot score them: "
         + (
             "they yield no triple under relative_to_positive"
             if settings["false_negative_filter"]["method"] == "relative_to_positive"

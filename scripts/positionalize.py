@@ -6,6 +6,7 @@ from pathlib import Path
 from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow.core import contracts
+from irflow.core.config import load_schema, schema_defaults
 from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
 from irflow.derived.positionalize import Positionalizer, Screen, variant_checksum
 
@@ -28,12 +29,16 @@ if "screen" in spec:
     # encoded.
     scorer = load_scorer(spec["screen"]["spec"], snakemake.config["models"], {})
     screen = Screen(scorer, spec["screen"]["margin"])
+# bm25 fillers: the near-misses are ranked by the workflow's default BM25, as the schema gives it.
+schema = load_schema(Path(snakemake.scriptdir).parent / "config" / "config.schema.yaml")
+bm25 = schema_defaults(schema, "bm25", {"type": "bm25"})
 maker = Positionalizer(
     *(contracts.read_frame(inp[name]) for name in ("corpus", "queries", "qrels")),
     tokenizer,
     spec["fillers"],
     spec["seed"],
     screen=screen,
+    bm25=bm25,
 )
 variant = maker.variant(spec["length"], spec["position"])
 write_dataset_tables(variant, out)
@@ -51,5 +56,6 @@ manifest.add(
     tokenizer=tokenizer_record,
     statistics=stats,
     **({"screen": scorer.provenance} if screen else {}),
+    **({"near_miss_bm25": bm25} if spec["fillers"] == "bm25" else {}),
 )
 manifest.write()

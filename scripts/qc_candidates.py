@@ -2,35 +2,25 @@
 workflow's retrieve jobs do not cover; see irflow.retrieval.retrieve.retrieve_judged."""
 
 import logging
-from pathlib import Path
 
-import faiss
-import torch
-from _common import start_job
+from _common import input_paths, start_job
 
 from irflow.core import contracts
 from irflow.retrieval.retrieve import retrieve_judged
+from irflow.retrieval.runs import SearchRequest
+from irflow.workflow.families import family
 
 manifest = start_job(snakemake, "qc_candidates")
-torch.set_num_threads(snakemake.threads)
-faiss.omp_set_num_threads(snakemake.threads)
 inp, out, retrieval = snakemake.input, snakemake.output, snakemake.params.retrieval
-retriever = retrieval["retriever"]
-files = {
-    name: Path(inp[name])
-    for name in ("bm25_index", "index", "rows", "passages")
-    if name in inp.keys()
-}
-encoder = None
-if retriever["type"] == "dense":
-    from irflow.encoding.models import Encoder
-
-    # The retriever's own model and settings, as its embed job encoded the scored split's queries.
-    model = snakemake.config["models"][retriever["model"]]
-    encoder = Encoder.load(model, Path(inp.onnx) if inp.get("onnx") else None)
-    manifest.add(model=encoder.provenance)
+searcher = family(retrieval["retriever"]["type"]).open_searcher(
+    input_paths(inp), retrieval, snakemake.threads, models=snakemake.config["models"]
+)
 queries, qrels = contracts.read_table(inp.queries), contracts.read_table(inp.qrels)
-run = retrieve_judged(queries, qrels, retrieval, files, encoder)
+run = retrieve_judged(queries, qrels, searcher, SearchRequest.of(retrieval))
+# A model that encoded the split's queries (a dense retriever's), as its embed job does.
+encoder = getattr(searcher, "encode", None)
+if getattr(encoder, "provenance", None):
+    manifest.add(model=encoder.provenance)
 contracts.write_table(run, out.run, contracts.RUN)
 judged = len(
     set(qrels.column("query_id").to_pylist()) & set(queries.column("query_id").to_pylist())

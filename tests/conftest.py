@@ -73,7 +73,7 @@ def official_scifact_config(shared_datasets: Path) -> dict:
     return {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {"scifact": {"source": {"beir": "scifact"}}},
+        "datasets": {"scifact": {"source": {"type": "beir", "name": "scifact"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
 
@@ -81,7 +81,9 @@ def official_scifact_config(shared_datasets: Path) -> dict:
 def _validated(**config) -> dict:
     from irflow.workflow.config import load_schema, validate_config
 
-    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
+    } | config
     config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
     return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
 
@@ -187,6 +189,16 @@ def write_beir(
     lines = ["query-id\tcorpus-id\tscore"] + ["\t".join(str(c) for c in row) for row in qrels]
     (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+def place_local_datasets(config: dict) -> None:
+    """A tiny BEIR folder wherever a config's path sources point (relative paths: from the
+    working directory), with the scored split's qrels: the config check reads them."""
+    for block in config["datasets"].values():
+        source = block.get("source", {}) if isinstance(block, dict) else {}
+        if source.get("type") == "path":
+            split = block.get("split") or config.get("split", "test")
+            write_beir(Path(source["path"]), TINY_CORPUS, TINY_QUERIES, TINY_QRELS, split)
 
 
 def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int = 200) -> Path:

@@ -11,13 +11,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    place_local_datasets,
+    write_beir,
+)
 from loopback_http import serving
 from test_download import beir_members, md5_of, zip_bytes
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.catalog import catalog_entry, dataset_names
-from irflow.data.download import dataset_files, locate_dataset
+from irflow.data.download import dataset_files
+from irflow.data.sources import concrete_source, locate_dataset
 from irflow.workflow.config import expand_config, load_config, load_schema, validate_config
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -41,7 +49,7 @@ def configured(datasets: dict, **config) -> dict:
 
 def licensed_data_dir(tmp_path: Path) -> Path:
     for name in LICENSED:
-        (tmp_path / "data" / name).mkdir(parents=True)
+        write_beir(tmp_path / "data" / name, TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     return tmp_path / "data"
 
 
@@ -82,10 +90,15 @@ def test_the_whole_benchmark_by_name_is_30_validated_dataset_blocks(tmp_path):
     config = configured({"beir": "all"}, data_dir=str(data_dir))
     datasets = config["datasets"]
     assert sorted(datasets) == sorted(dataset_names("beir"))
-    assert datasets["scifact"]["source"] == catalog_entry("beir", "scifact")["source"] | {
-        "mirrors": []
+    assert datasets["scifact"]["source"] == {"type": "beir", "name": "scifact"}
+    assert concrete_source(config, "scifact") == catalog_entry("beir", "scifact")["source"] | {
+        "type": "url",
+        "mirrors": [],
     }
-    assert datasets["robust04"]["source"] == {"path": str(data_dir / "robust04")}
+    assert concrete_source(config, "robust04") == {
+        "type": "path",
+        "path": str(data_dir / "robust04"),
+    }
     assert {n for n, d in datasets.items() if d.get("group") == "cqadupstack"} == {
         f"cqadupstack-{forum}" for forum in CQADUPSTACK
     }
@@ -100,8 +113,11 @@ def test_the_whole_benchmark_by_name_is_30_validated_dataset_blocks(tmp_path):
 
 def test_a_list_names_a_group_once_and_a_dataset_block_overrides_the_catalog():
     config = configured(
-        {"beir": ["cqadupstack", "arguana"], "arguana": {"source": {"beir": "arguana"}}}
-        | {"mine": {"source": {"beir": "quora"}, "remove_self_matches": False}}
+        {
+            "beir": ["cqadupstack", "arguana"],
+            "arguana": {"source": {"type": "beir", "name": "arguana"}},
+        }
+        | {"mine": {"source": {"type": "beir", "name": "quora"}, "remove_self_matches": False}}
     )
     assert len(config["datasets"]) == 12 + 2
     assert config["datasets"]["mine"]["remove_self_matches"] is False
@@ -112,18 +128,18 @@ def test_a_list_names_a_group_once_and_a_dataset_block_overrides_the_catalog():
     ("datasets", "message"),
     [
         (
-            {"s": {"source": {"beir": "scifcat"}}},
-            "config key 'datasets.s.source.beir': beir has no dataset 'scifcat'; did you mean "
+            {"s": {"source": {"type": "beir", "name": "scifcat"}}},
+            "config key 'datasets.s.source.name': beir has no dataset 'scifcat'; did you mean "
             "'scifact'?",
         ),
         (
-            {"c": {"source": {"beir": "cqadupstack"}}},
-            "config key 'datasets.c.source.beir': beir's cqadupstack is 12 datasets, one per "
+            {"c": {"source": {"type": "beir", "name": "cqadupstack"}}},
+            "config key 'datasets.c.source.name': beir's cqadupstack is 12 datasets, one per "
             "subforum (cqadupstack-android, ...)",
         ),
         (
-            {"r": {"source": {"beir": "robust04"}}},
-            "config key 'datasets.r.source.beir': Robust04 is not distributed with beir; "
+            {"r": {"source": {"type": "beir", "name": "robust04"}}},
+            "config key 'datasets.r.source.name': Robust04 is not distributed with beir; "
             "Robust04 needs TREC Disks 4 and 5",
         ),
         ({"beir": "everything"}, "config key 'datasets.beir': 'everything' is neither 'all'"),
@@ -164,7 +180,7 @@ def test_a_catalog_dataset_downloads_from_the_catalogs_path_and_is_checked_by_it
         server.files["/thakur/BEIR/datasets/cqadupstack.zip"] = archive
         mirror = server.url("/thakur/BEIR/datasets")
         config = configured({"beir": ["cqadupstack"]}, catalog_mirrors={"beir": mirror})
-        source = config["datasets"]["cqadupstack-tex"]["source"]
+        source = concrete_source(config, "cqadupstack-tex")
         assert source["url"] == f"{mirror}/cqadupstack.zip"
 
         def locate(source: dict, cache: str) -> Path:
@@ -224,13 +240,17 @@ def test_the_datasets_page_is_generated_from_the_catalog():
 
 
 def test_every_shipped_config_validates(tmp_path, monkeypatch):
-    """config/*.yaml and config/reproduce/*.yaml, with their models' folders set."""
+    """config/*.yaml and config/reproduce/*.yaml, with their models' folders set and the local
+    folders their path sources name in place (the config check reads them)."""
     for variable in ("IRFLOW_MINILM", "IRFLOW_STATIC_MODEL"):
         monkeypatch.setenv(variable, str(tmp_path))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
     paths = sorted(REPO.glob("config/*.yaml")) + sorted(REPO.glob("config/reproduce/*.yaml"))
     checked = [p.name for p in paths if p.name != "config.schema.yaml"]
     for path in paths:
         if path.name != "config.schema.yaml":
+            place_local_datasets(yaml.safe_load(path.read_text()))
             load_config(path, REPO / "config" / "config.schema.yaml")
     assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)
 
@@ -244,8 +264,11 @@ def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_pa
     config = {
         "data_dir": str(tmp_path / "data"),
         "datasets": {
-            "marco": {"source": {"path": str(tmp_path / "data" / "marco")}, "split": "dev"},
-            "fact": {"source": {"path": str(tmp_path / "data" / "fact")}},
+            "marco": {
+                "source": {"type": "path", "path": str(tmp_path / "data" / "marco")},
+                "split": "dev",
+            },
+            "fact": {"source": {"type": "path", "path": str(tmp_path / "data" / "fact")}},
         },
         "retrievers": {"bm25": {"type": "bm25"}},
     }

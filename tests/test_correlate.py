@@ -331,7 +331,10 @@ def test_unigram_counts_arabic_and_stopwords():
 
 def similarity_words(**correlation) -> str:
     """``correlation.similarity_words`` as the unigrams rule reads it from the validated config."""
-    config = {"datasets": {"d": {"source": {"path": "."}}}, "correlation": correlation}
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "correlation": correlation,
+    }
     config["retrievers"] = {"bm25": {"type": "bm25"}}
     validated = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
     return validated["correlation"]["similarity_words"]

@@ -1,13 +1,17 @@
 """A retriever family of the user's: a class outside irflow named by ``type: python`` or
 installed as an ``irflow.retrievers`` entry point, checked when the config is validated and
-run by the workflow like any retriever (docs/retrievers.md)."""
+run by the workflow like any retriever (docs/retrievers.md). The workflow run also reranks with
+a reranker class of the user's (tests/test_custom_reranker.py tests its type)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
+from itertools import combinations
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -15,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
@@ -26,6 +30,8 @@ from irflow.workflow.config import load_schema, validate_config
 TESTS = REPO / "tests"
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 OVERLAP = "term_overlap_retriever:TermOverlap"
+DENSITY = "word_overlap_reranker:WordDensity"
+RERANKED = "bm25+density@3"
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +44,10 @@ def tests_on_path(monkeypatch):
 
 
 def validated(retriever: dict) -> dict:
-    config = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"mine": retriever}}
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"mine": retriever},
+    }
     return validate_config(config, SCHEMA)
 
 
@@ -158,35 +167,79 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     assert timing["index_seconds"] >= 0
 
 
-def test_a_python_retriever_runs_through_scores_significance_database_and_report(
-    tmp_path, tiny_beir, monkeypatch
-):
-    """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
+@pytest.fixture(scope="module")
+def user_classes_run(tmp_path_factory) -> Path:
+    """One workflow run of a user's retriever beside BM25, and of BM25's run reranked by a
+    user's reranker (tests/word_overlap_reranker.py), with no change to irflow: its folder."""
+    folder = tmp_path_factory.mktemp("user-classes")
+    dataset = write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(dataset)}}},
         "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
+        "rerankers": {"density": {"type": "python", "class": DENSITY}},
+        "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
         "significance": {"baseline": "bm25"},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
     targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    command += ["--directory", str(folder), "--configfile", str(folder / "config.yaml")]
     environment = os.environ | {"PYTHONPATH": str(TESTS)}
     result = subprocess.run(
         [*command, "--cores", "1", *targets], capture_output=True, text=True, env=environment
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    results = tmp_path / "results"
+    return folder
+
+
+def test_a_python_retriever_runs_through_scores_significance_database_and_report(
+    user_classes_run, monkeypatch
+):
+    """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
+    results = user_classes_run / "results"
     summary = pd.read_parquet(results / "summary.parquet")
     ndcg = summary.query("metric == 'ndcg_cut_10'").set_index("system")["value"]
     assert ndcg["overlap"] == pytest.approx(1.0)  # each query's own document shares most words
     significance = pd.read_parquet(results / "significance.parquet")
     pairs = {frozenset(pair) for pair in zip(significance["system_a"], significance["system_b"])}
-    assert pairs == {frozenset({"bm25", "overlap"})}
-    monkeypatch.chdir(tmp_path)  # the database's views read results/ from where it is opened
+    assert pairs == {frozenset(pair) for pair in combinations(["bm25", "overlap", RERANKED], 2)}
+    monkeypatch.chdir(user_classes_run)  # the database's views read results/ from where it is
     with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
         kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
         runs = db.sql("select count(*) from runs where system = 'overlap'").fetchall()[0][0]
-    assert kinds == {"bm25": "bm25", "overlap": "python"} and runs > 0
+    assert kinds == {"bm25": "bm25", "overlap": "python", RERANKED: "rerank"} and runs > 0
     assert "overlap" in (results / "results.md").read_text()
+
+
+def test_a_python_reranker_runs_through_rerank_scores_and_database(user_classes_run, monkeypatch):
+    """The workflow reranks BM25's run with a reranker of the user's (one class), scores it
+    and files it in the database, with no change to irflow. On irflow before reranker types
+    were a registry, the config was refused: "config key 'rerankers.density.type': 'python' is
+    not allowed; allowed values: 'cross-encoder', 'bi-encoder', 'late-interaction'"."""
+    results = user_classes_run / "results"
+    first = pd.read_parquet(results / "runs" / "tiny" / "bm25.parquet")
+    run = pd.read_parquet(results / "runs" / "tiny" / f"{RERANKED}.parquet")
+    corpus = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "corpus.parquet")
+    texts = dict(zip(corpus["doc_id"], contracts.document_texts(corpus["title"], corpus["text"])))
+    queries = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "queries.parquet")
+    from word_overlap_reranker import WordDensity
+
+    # Each of BM25's top 3 scores what the class gives its text, ranked as trec_eval ranks.
+    for query_id, text in zip(queries["query_id"], queries["text"]):
+        top = first[first["query_id"] == query_id].nsmallest(3, "rank")["doc_id"].tolist()
+        got = run[run["query_id"] == query_id].sort_values("rank")
+        expected = dict(zip(top, WordDensity().score(text, [texts[d] for d in top])))
+        assert dict(zip(got["doc_id"], got["score"])) == expected
+        # Higher scores first, a tie to the larger doc id (trec_eval's order).
+        order = sorted(expected, key=lambda d: (expected[d], d), reverse=True)
+        assert got["doc_id"].tolist() == order
+    manifest = results / "manifests" / "rerank" / "tiny" / f"{RERANKED}.json"
+    manifest = json.loads(manifest.read_text())
+    assert (manifest["class"], manifest["device"], manifest["k"]) == (DENSITY, "cpu", 3)
+    scores = pd.read_parquet(results / "scores" / "tiny" / f"{RERANKED}.parquet")
+    monkeypatch.chdir(user_classes_run)  # the database's views read results/ from where it is
+    with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
+        runs = db.sql(f"select count(*) from runs where system = '{RERANKED}'").fetchall()
+        scored = db.sql(f"select count(*) from per_query where system = '{RERANKED}'").fetchall()
+    assert runs[0][0] == len(run) and scored[0][0] == len(scores) > 0

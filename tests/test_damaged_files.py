@@ -39,7 +39,10 @@ def workdir(tmp_path_factory) -> Path:
     """The tiny dataset's default target, made once."""
     root = tmp_path_factory.mktemp("damaged")
     data = write_beir(root / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    config = {"offline": True, "datasets": {"tiny": {"source": {"path": str(data)}}}}
+    config = {
+        "offline": True,
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
+    }
     (root / "config.yaml").write_text(
         yaml.safe_dump(config | {"retrievers": {"bm25": {"type": "bm25"}}})
     )

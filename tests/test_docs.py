@@ -58,3 +58,16 @@ def test_the_configuration_page_documents_every_key_of_every_block():
         if not any(all(prefix + name in documented for name in names) for prefix in prefixes):
             undocumented.append(f"{where}: {names}")
     assert not undocumented, "keys missing from docs/configuration.md:\n" + "\n".join(undocumented)
+
+
+def test_the_install_and_quickstart_pages_are_the_readmes():
+    """docs/install.md and docs/quickstart.md are the README's sections, regenerated."""
+    path = REPO / "docs" / "hooks" / "readme_pages.py"
+    spec = importlib.util.spec_from_file_location("readme_pages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in module.PAGES:
+        assert (REPO / "docs" / name).read_text(encoding="utf-8") == module.render(name), (
+            f"docs/{name} differs from README.md: run `.venv/bin/python docs/hooks/readme_pages.py`"
+        )
+    assert "](docs/" not in (REPO / "docs" / "quickstart.md").read_text(encoding="utf-8")

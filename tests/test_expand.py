@@ -184,7 +184,7 @@ def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
 
     schema = load_schema("config/config.schema.yaml")
     base = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": schema_defaults({"type": "bm25"})},
     }
     with pytest.raises(ConfigError, match="'expand.x.dataset': 'nope' is not a key of 'datasets'"):
@@ -257,7 +257,7 @@ def test_filter_config_names_a_cross_encoder(tmp_path):
 
     schema = load_schema("config/config.schema.yaml")
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": schema_defaults({"type": "bm25"})},
         "models": {"m": {"id": "a/b"}},
         "rerankers": {

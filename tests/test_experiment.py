@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -18,11 +19,15 @@ from irflow.evaluation.aggregate import build_database
 from irflow.workflow.experiment import (
     check_experiment,
     experiment,
+    shown_path,
     snakemake_command,
     write_record,
 )
 
-CONFIG = {"datasets": {"d": {"source": {"path": "d"}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+CONFIG = {
+    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+    "retrievers": {"bm25": {"type": "bm25"}},
+}
 
 
 def test_a_second_config_is_refused_naming_both(tmp_path):
@@ -93,3 +98,23 @@ def test_the_rebuild_command_is_the_run_s_own(tmp_path, monkeypatch):
         f"--configfile {config}"
     )
     assert snakemake_command([], str(tmp_path / "Snakefile")).endswith(f"--directory {elsewhere}")
+
+
+def test_the_report_command_names_the_run_s_config_and_folder(tmp_path, monkeypatch):
+    """The end of a run prints the command that makes its report (irflow.workflow.run_end):
+    the config files it ran, and from another working directory that directory, with the
+    report's path whole so that it lands there."""
+    config = tmp_path / "config" / "mine.yaml"
+    monkeypatch.chdir(tmp_path)
+    report = shown_path(Path("results/report.html"), str(tmp_path / "Snakefile"))
+    command = snakemake_command([config], str(tmp_path / "Snakefile"), ("--report", str(report)))
+    assert command == "snakemake --report results/report.html --configfile config/mine.yaml"
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    report = shown_path(Path("results/report.html"), str(tmp_path / "Snakefile"))
+    assert report == elsewhere / "results" / "report.html"
+    assert snakemake_command([config], str(tmp_path / "Snakefile"), ("--report", str(report))) == (
+        f"snakemake --report {report} --snakefile {tmp_path / 'Snakefile'} --directory "
+        f"{elsewhere} --configfile {config}"
+    )

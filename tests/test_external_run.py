@@ -335,7 +335,7 @@ def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
     write(tmp_path, "q1 Q0 d2 1 3.0 x\r\nq1 Q0 d1 2 2 x\r\nq1 Q0 other 3 1 x\r\n", "tiny.trec")
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
         "retrievers": {
             "ext": {
                 "type": "run",

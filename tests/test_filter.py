@@ -132,7 +132,7 @@ def test_only_judged_queries_are_scored(tmp_path):
 def schema_rules(**quality) -> dict:
     """The validated ``filter`` block with the named quality filters on."""
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"r": {"type": "bm25"}},
         "filter": {"quality": {name: {"enabled": True} for name in quality}},
     }
@@ -297,7 +297,7 @@ def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shar
     quality = {name: {"enabled": True} for name in FILTERS}
     rules = validate_config(
         {
-            "datasets": {"d": {"source": {"path": "."}}},
+            "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
             "retrievers": {"r": {"type": "bm25"}},
             "filter": {
                 "quality": quality,
@@ -341,7 +341,7 @@ def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
 
     raw = write_beir(tmp_path / "raw", CORPUS, QUERIES, QRELS)
     config = {
-        "datasets": {"tiny": {"source": {"path": str(raw)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(raw)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "filter": {"max_words": 20},
         "expand": {"tiny-doct5query": {"dataset": "tiny", "model": {"id": "a/doc2query"}}},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -17,7 +18,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import CORES, REPORT_PLOTS, measured, official_scifact_config
+from conftest import CORES, REPO, REPORT_PLOTS, measured, official_scifact_config
 from test_interrupted import killed_writing, writing
 from test_readme import (
     QUICKSTART_TARGET,
@@ -134,8 +135,28 @@ def test_one_retriever_on_one_dataset_runs_to_the_report(quickstart_folder, shar
     jobs up to BM25's scores are the quickstart's own, reused, and its other stages run here."""
     folder = quickstart_folder
     config = official_scifact_config(shared_datasets)
-    snakemake(folder, config, "--cores", CORES)
-    report_log = snakemake(folder, config, "--report", "results/report.html")
+    printed = snakemake(folder, config, "--cores", CORES)
+    # Its end shows results.md's first table, and the report's command for this config; the
+    # project copy's Snakefile is a link to the repository's, so the command names it and the
+    # working directory (irflow.workflow.run_end).
+    results = (folder / "results" / "results.md").read_text(encoding="utf-8")
+    first_table = results.split("\n## ")[1]
+    table = "\n".join(line for line in first_table.splitlines() if line.startswith("|"))
+    assert table.startswith("| system | scifact | Average |") and f"\n{table}\n" in printed
+    [command] = re.findall(r"is made by:\n +(.+)\n", printed)
+    workdir = folder.resolve()
+    assert shlex.split(command) == [
+        "snakemake",
+        "--report",
+        str(workdir / "results" / "report.html"),
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "first_run.yaml"),
+    ]
+    report_log = run_in_copy(folder, [*SNAKEMAKE, *shlex.split(command)[1:]])
     assert "Missing metadata" not in report_log  # every output of the run's graph was made
     summary = read_result(folder, "summary").set_index(["dataset", "system", "metric"])
     ndcg = summary.loc[("scifact", "bm25", "ndcg_cut_10"), "value"]

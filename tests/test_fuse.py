@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from irflow.retrieval.fuse import reciprocal_rank_fusion, weighted_fusion
+from irflow.retrieval.fuse import fuse_runs, reciprocal_rank_fusion, weighted_fusion
 
 
 def run_of(query_id: str, scored: dict[str, float]) -> pd.DataFrame:
@@ -102,3 +102,18 @@ def test_weighted_rejects_weight_count_mismatch():
 def test_weighted_rejects_unknown_normalization():
     with pytest.raises(ValueError, match="minmax, zscore, none"):
         weighted_fusion([run_of("q", {"d": 1})], [1.0], normalization="softmax")
+
+
+def test_a_fusion_entry_fuses_by_its_method():
+    """The rule's settings (a ``fusion`` entry with its defaults, and the run's top_k) pick
+    the method: rrf with its k; weighted with its weights, or equal ones where none are given."""
+    run_a = run_of("q", {"d1": 3.0, "d2": 2.0, "d3": 1.0})
+    run_b = run_of("q", {"d3": 0.9, "d1": 0.5})
+    entry = {"runs": ["a", "b"], "k": 60, "weights": None, "normalization": "minmax", "top_k": 2}
+    rrf = fuse_runs([run_a, run_b], entry | {"method": "rrf"})
+    assert scores_of(rrf) == {"d1": 1 / 61 + 1 / 62, "d3": 1 / 63 + 1 / 61}
+    equal = fuse_runs([run_a, run_b], entry | {"method": "weighted"})
+    # minmax: a (d1 1, d2 0.5, d3 0), b (d3 1, d1 0)
+    assert scores_of(equal) == {"d1": 1.0, "d3": 1.0}
+    weighted = fuse_runs([run_a, run_b], entry | {"method": "weighted", "weights": [1.0, 3.0]})
+    assert scores_of(weighted) == {"d3": 3.0, "d1": 1.0}

@@ -522,7 +522,7 @@ def test_a_corpus_id_that_a_negative_needs_is_an_error(airbench_llm, tmp_path):
 def test_the_config_names_every_generate_problem():
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "generate": {
             "gen": {"dataset": "nope", "negatives": [5, 3]},
@@ -878,7 +878,7 @@ def generate_config(**spec) -> dict:
     """A validated config with one generate block ``gen`` over SciFact, and its resolved spec."""
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "llm": {"model": "m"},
         "generate": {"gen": {"dataset": "scifact"} | spec},

@@ -590,9 +590,9 @@ def test_an_ir_datasets_file_of_another_md5_stops_the_download(tmp_path):
     archive = ir_datasets_home(home, tiny)
     code = (
         "from pathlib import Path\n"
-        "from irflow.data.download import locate_dataset\n"
-        "locate_dataset('irds', {'ir_datasets': 'beir/scifact'}, split='test', data_dir=None,"
-        f" cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
+        "from irflow.data.sources import locate_dataset\n"
+        "locate_dataset('irds', {'type': 'ir_datasets', 'id': 'beir/scifact'}, split='test',"
+        f" data_dir=None, cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -617,9 +617,9 @@ def test_an_ir_datasets_dataset_missing_offline_names_the_file_to_place(tmp_path
 
     code = (
         "from pathlib import Path\n"
-        "from irflow.data.download import locate_dataset\n"
-        "locate_dataset('s', {'ir_datasets': 'beir/scifact'}, split='test', data_dir=None,"
-        f" cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
+        "from irflow.data.sources import locate_dataset\n"
+        "locate_dataset('s', {'type': 'ir_datasets', 'id': 'beir/scifact'}, split='test',"
+        f" data_dir=None, cache_dir=Path({str(tmp_path / 'cache')!r}), offline=True)\n"
     )
     home = tmp_path / "home"
     result = subprocess.run(

@@ -4,7 +4,7 @@ validated configs: what each job reads, without running Snakemake."""
 from types import SimpleNamespace
 
 import yaml
-from conftest import REPO
+from conftest import REPO, place_local_datasets
 
 from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
@@ -14,7 +14,9 @@ SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
 def plan_of(**config):
     """A Plan of a config with dataset ``d`` (read from a folder) and BM25 unless given."""
-    config = {"datasets": {"d": {"source": {"path": "."}}}} | config
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
+    } | config
     config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
     return Plan(validate_config(config, SCHEMA), REPO)
 
@@ -30,7 +32,9 @@ def dense(**config):
 
 def test_derived_datasets_follow_the_base_datasets_and_share_their_spec():
     plan = plan_of(
-        datasets={"d": {"source": {"path": "."}, "embed_shards": 3}},
+        datasets={
+            "d": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "embed_shards": 3}
+        },
         curate={"d-clean": {"dataset": "d"}},
     )
     assert plan.datasets == ["d", "d-clean"]
@@ -81,7 +85,11 @@ def test_a_bi_encoder_reranker_reuses_a_dense_retrievers_vectors():
 
 
 def test_every_job_files_one_manifest():
-    plan = dense(datasets={"d": {"source": {"path": "."}, "embed_shards": 2}})
+    plan = dense(
+        datasets={
+            "d": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "embed_shards": 2}
+        }
+    )
     assert plan.manifests == [
         "results/manifests/ingest/d.json",
         "results/manifests/filter/d.json",
@@ -105,10 +113,10 @@ def test_every_job_files_one_manifest():
 
 def test_another_split_is_retrieved_from_the_index_and_the_model():
     plan = dense(top_k=100)
-    assert plan.split_retrieval_files("d", "bm25") == {"bm25_index": "results/indexes/d/bm25.bm25s"}
+    assert plan.split_retrieval_files("d", "bm25") == {"index": "results/indexes/d/bm25.bm25s"}
     files = plan.split_retrieval_files("d", "mini")
     assert files["index"] == "results/indexes/d/m/flat.faiss"
-    assert files["rows"] == "results/embeddings/d/m/corpus.parquet"
+    assert files["corpus"] == "results/embeddings/d/m/corpus.parquet"
     assert (files["model"], files["onnx"]) == ([], [])  # a Hugging Face id, torch
     retrieval = plan.split_retrieval("d", "mini", 30)
     assert (retrieval["top_k"], retrieval["retriever"]["model"]) == (30, "m")
@@ -157,7 +165,7 @@ def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors(
     assert plan.negatives_inputs(train) == {
         "source": "results/datasets/d/source.json",
         "corpus": "results/datasets/d/filtered/corpus.parquet",
-        "bm25_index": "results/indexes/d/bm25.bm25s",  # the retrieve job's index, loaded
+        "search_index": "results/indexes/d/bm25.bm25s",  # the retrieve job's index, loaded
         "queries": "results/datasets/d/queries.parquet",
     }
     # Every BM25 job of the dataset reads the one index, the retrieve job too.
@@ -165,6 +173,7 @@ def test_negatives_of_the_scored_split_read_the_run_and_a_dense_systems_vectors(
         "results/indexes/d/bm25.bm25s"
     )
     assert plan.negatives_retrieval(train)["retriever"] == plan.retrievers["bm25"]
+    assert plan.negatives_env(train) == plan.negatives_env(scored) == "../envs/data.yaml"
     assert plan.database_inputs(None)["negatives"] == [
         "results/negatives/scored.parquet",
         "results/negatives/train.parquet",
@@ -187,15 +196,17 @@ def reversed_keys(value):
     return value
 
 
-def test_the_order_of_a_configs_keys_changes_no_params(monkeypatch, minilm_path):
+def test_the_order_of_a_configs_keys_changes_no_params(monkeypatch, minilm_path, tmp_path):
     """Snakemake reruns a job whose params' repr changed, and a dict's repr follows its key
     order: every params value is made from the validated config (and the Plan made from it),
     so that config is the same, key order included, whichever order the keys were written in."""
     for variable in ("IRFLOW_MINILM", "IRFLOW_STATIC_MODEL"):
         monkeypatch.setenv(variable, str(minilm_path))
+    monkeypatch.chdir(tmp_path)  # where the configs' local datasets are placed
     for path in sorted((REPO / "config").glob("*.yaml")):
         if path.name == "config.schema.yaml":
             continue
+        place_local_datasets(yaml.safe_load(path.read_text()))
         written = expand_config(yaml.safe_load(path.read_text()))
         as_written = validate_config(written, SCHEMA)
         reordered = validate_config(reversed_keys(written), SCHEMA)

@@ -38,8 +38,10 @@ from irflow.retrieval.late_interaction import (
     tokens_table,
 )
 from irflow.retrieval.rerank import rerank
+from irflow.retrieval.runs import SearchRequest
 from irflow.workflow import resources
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.families import family
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The lengths the provenance records.
@@ -527,7 +529,9 @@ def test_index_defaults_are_exact_and_pylates_voyager():
 def colbert_config(index: dict | None) -> dict:
     retriever = {"type": "late-interaction", "model": "colbert"}
     return {
-        "datasets": {"scifact": {"source": {"path": "/data/scifact"}}},
+        "datasets": {
+            "scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}
+        },
         "models": {"colbert": {"id": "lightonai/colbertv2.0"}},
         "retrievers": {"colbert": retriever | ({"index": index} if index else {})},
     }
@@ -575,3 +579,21 @@ def test_lengths_key_the_cached_parts_only_when_set(colbert, tmp_path):
         for lengths in ({}, {"document_length": 64}, {"query_length": 16})
     }
     assert len(keys) == 3
+
+
+def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
+    encoder, colbert, tmp_path
+):
+    """The late-interaction family's searcher, on a query table of texts (another split's):
+    the same run as the search of the encode job's query token vectors."""
+    stored, _ = encode_and_search(encoder, late_interaction_search, tmp_path)
+    retriever = {"type": "late-interaction", "model": "c", "query_batch_size": 2, "index": None}
+    searcher = family("late-interaction").open_searcher(
+        {"corpus": tmp_path / "docs.parquet"},
+        {"retriever": retriever},
+        1,
+        models={"c": colbert_spec(colbert)},
+    )
+    run, _ = searcher.search(pq.read_table(tmp_path / "queries.parquet"), SearchRequest(4, False))
+    assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
+    np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)

@@ -92,7 +92,10 @@ def schema() -> dict:
 
 
 def config_with(llm: dict) -> dict:
-    base = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+    base = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
     return validate_config(base | {"llm": llm}, schema())
 
 

@@ -48,7 +48,9 @@ def test_input_error_is_one_line_in_the_rule_log(tmp_path):
     queries.write_text(queries.read_text() + '{"_id": "q4", "text": \n')
     workdir = tmp_path / "work"
     result = run_workflow(
-        workdir, {"tiny": {"source": {"path": str(data)}}}, "results/datasets/tiny/queries.parquet"
+        workdir,
+        {"tiny": {"source": {"type": "path", "path": str(data)}}},
+        "results/datasets/tiny/queries.parquet",
     )
     log = (workdir / "results" / "logs" / "ingest" / "tiny.log").read_text()
     assert_one_error_line(result, log, f"{queries}, line 4: malformed JSON")
@@ -57,7 +59,10 @@ def test_input_error_is_one_line_in_the_rule_log(tmp_path):
 
 def test_download_error_is_one_line_in_the_rule_log(tmp_path):
     workdir = tmp_path / "work"
-    source = {"url": "https://example.org/tiny.zip"}  # never fetched: the run is offline
+    source = {
+        "type": "url",
+        "url": "https://example.org/tiny.zip",
+    }  # never fetched: the run is offline
     result = run_workflow(
         workdir, {"tiny": {"source": source}}, "results/datasets/tiny/source.json"
     )

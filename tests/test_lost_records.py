@@ -56,7 +56,7 @@ def ndcg10(workdir) -> float:
 def config_of(folder, **settings) -> dict:
     return {
         "offline": True,
-        "datasets": {"sub": {"source": {"path": str(folder)}}},
+        "datasets": {"sub": {"source": {"type": "path", "path": str(folder)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     } | settings
 

@@ -77,7 +77,11 @@ def test_cached_models_folders_and_online_configs_pass(tmp_path, monkeypatch):
     (tmp_path / "folder").mkdir()
     config = {
         "offline": True,
-        "models": {"cached": {"id": "org/cached"}, "local": {"id": str(tmp_path / "folder")}},
+        "models": {
+            "cached": {"id": "org/cached"},
+            "local": {"id": str(tmp_path / "folder")},
+            "copied": {"id": MISSING, "local_copy": {"path": str(tmp_path / "folder")}},
+        },
         "rerankers": {"ce": {"type": "cross-encoder", "id": "org/cached"}},
         "positionalize": {"dataset": "tiny", "tokenizer": "local"},  # a key of models
     }
@@ -101,4 +105,15 @@ def test_every_key_that_names_a_model_is_checked(tmp_path, monkeypatch):
         "rerankers.ce.id",
         "expand.t5.model.id",
         "positionalize.tokenizer",
+    ]
+
+
+def test_a_missing_local_copy_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    copy = {"path": str(tmp_path / "gone")}
+    config = {"offline": True, "models": {"m": {"id": MISSING, "local_copy": copy}}}
+    assert offline_model_problems(config) == [
+        f"models.m.id: {MISSING!r} is not a folder and not in the Hugging Face cache "
+        f"({tmp_path / 'hub'}), nor in its local_copy ({tmp_path / 'gone'}), and offline: true "
+        "forbids downloading it; give a local folder or run once online"
     ]

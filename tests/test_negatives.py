@@ -3,10 +3,13 @@ JSONL that sentence-transformers reads."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -14,13 +17,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from bm25_index import bm25_run, indexed
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.ingest import ingest
-from irflow.derived.negatives import mine, run_negatives, score_cap
+from irflow.derived.negatives import Teacher, mine, run_negatives, score_cap
+from irflow.retrieval.retrieve import bm25_searcher
+from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.families import family
 
 SETTINGS = {
     "split": "test",
@@ -191,14 +197,10 @@ def write_inputs(tmp_path):
 
 
 def export(paths, settings, tmp_path):
+    teacher = Teacher(pq.read_table(paths["run"]), pq.read_table(paths["qrels"]))
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
     return run_negatives(
-        paths["queries"],
-        paths["corpus"],
-        settings,
-        tmp_path / "n.parquet",
-        tmp_path / "n.jsonl",
-        run=paths["run"],
-        qrels=paths["qrels"],
+        pq.read_table(paths["queries"]), paths["corpus"], settings, teacher, outputs
     )
 
 
@@ -286,7 +288,10 @@ def test_a_copy_of_any_positive_is_never_a_negative():
 
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-BASE = {"datasets": {"d": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}}
+BASE = {
+    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+    "retrievers": {"bm25": {"type": "bm25"}},
+}
 
 
 def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
@@ -327,17 +332,19 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
     assert validate_config(base | {"negatives": {"n": spec}}, schema)["negatives"]
     with pytest.raises(ConfigError, match=r"'curate\.d': the name is already a dataset's"):
         validate_config(base | {"curate": {"d": {"dataset": "d"}}}, schema)
-    # Another split than the scored one is retrieved in the job, with BM25 only.
-    dense = {
-        "models": {"m": {"id": "x"}},
-        "retrievers": {"bm25": {"type": "bm25"}, "dense": {"type": "dense", "model": "m"}},
-    }
-    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 'dense' is a dense system"):
-        validate_config(
-            base | dense | {"negatives": {"n": {"dataset": "d", "system": "dense"}}}, schema
-        )
-    spec = {"dataset": "d", "system": "dense", "split": "test"}
+    # Another split than the scored one is retrieved in the job, by the system's searcher: a
+    # dense retriever has one, a run imported from outside none.
+    models = {"models": {"m": {"id": "x"}}}
+    dense = models | {"retrievers": {"dense": {"type": "dense", "model": "m"}}}
+    spec = {"dataset": "d", "system": "dense"}
     assert validate_config(base | dense | {"negatives": {"n": spec}}, schema)["negatives"]
+    sparse = {"retrievers": {"s": {"type": "run", "path": "r.trec"}}}
+    with pytest.raises(ConfigError, match=r"'negatives\.n\.system': 's' is a run system"):
+        validate_config(
+            base | sparse | {"negatives": {"n": {"dataset": "d", "system": "s"}}}, schema
+        )
+    spec = {"dataset": "d", "system": "s", "split": "test"}
+    assert validate_config(base | sparse | {"negatives": {"n": spec}}, schema)["negatives"]
 
 
 def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, tiny_beir):
@@ -354,18 +361,17 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     record = {"layout": "beir", "qrels": str(tiny_beir / "qrels" / "test.tsv")}
     source.write_text(json.dumps(record))
     bm25 = validate_config(BASE, SCHEMA)["retrievers"]["bm25"]
-    retrieval = {"retriever": bm25, "top_k": 10, "remove_self_matches": False}
     index, _ = indexed(tmp_path / "corpus.parquet", bm25)
     settings = SETTINGS | {"split": "train"}
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    searcher = bm25_searcher(index, bm25)
+
+    def teacher(split: str) -> Teacher:
+        return Teacher.searching(queries, source, split, searcher, SearchRequest(10, False))
+
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
     counts = run_negatives(
-        tmp_path / "queries.parquet",
-        tmp_path / "corpus.parquet",
-        settings,
-        tmp_path / "n.parquet",
-        tmp_path / "n.jsonl",
-        source=source,
-        retrieval=retrieval,
-        bm25_index=index,
+        queries, tmp_path / "corpus.parquet", settings, teacher("train"), outputs
     )
     rows = pq.read_table(tmp_path / "n.parquet").to_pylist()
     assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
@@ -374,16 +380,40 @@ def test_another_split_is_read_from_the_dataset_folder_and_retrieved(tmp_path, t
     assert sorted(rows[0]["negative_ids"]) == ["d1", "d3"]
     assert rows[0]["negative_scores"] == sorted(rows[0]["negative_scores"], reverse=True)
     with pytest.raises(DownloadError, match="qrels/dev.tsv"):
-        run_negatives(
-            tmp_path / "queries.parquet",
-            tmp_path / "corpus.parquet",
-            settings | {"split": "dev"},
-            tmp_path / "n.parquet",
-            tmp_path / "n.jsonl",
-            source=source,
-            retrieval=retrieval,
-            bm25_index=index,
-        )
+        teacher("dev")
+
+
+def test_a_users_own_retriever_mines_another_split_with_its_familys_searcher(tmp_path, tiny_beir):
+    """A retriever class of the user's (type python) has a searcher like any family's: the
+    config takes it for the train split, and it mines the train queries it searches itself
+    (a document scores the distinct query words it holds)."""
+    write_beir(tiny_beir, TINY_CORPUS, TINY_QUERIES, [("q2", "d4", 1)], split="train")
+    ingest(*(tiny_beir / n for n in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")), tmp_path)
+    source = tmp_path / "source.json"
+    source.write_text(json.dumps({"layout": "beir", "qrels": str(tiny_beir / "qrels/test.tsv")}))
+    overlap = {"type": "python", "class": "term_overlap_retriever:TermOverlap"}
+    config = validate_config(
+        BASE
+        | {"retrievers": {"overlap": overlap}}
+        | {"negatives": {"n": {"dataset": "d", "system": "overlap"}}},
+        SCHEMA,
+    )
+    retrieval = {"retriever": config["retrievers"]["overlap"], "top_k": 10}
+    retrieval["remove_self_matches"] = False
+    files = {"corpus": tmp_path / "corpus.parquet"}
+    searcher = family("python").open_searcher(files, retrieval, 1)
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    request = SearchRequest.of(retrieval)
+    teacher = Teacher.searching(queries, source, "train", searcher, request)
+    settings = SETTINGS | {"split": "train", "false_negative_filter": {"method": "none"}}
+    outputs = (tmp_path / "n.parquet", tmp_path / "n.jsonl")
+    counts = run_negatives(queries, tmp_path / "corpus.parquet", settings, teacher, outputs)
+    rows = pq.read_table(outputs[0]).to_pylist()
+    # "what is the sun": d3 holds 3 of its words (is, the, sun), d1 2, d2 1; d4, the
+    # positive, 1.
+    assert [(r["query_id"], r["positive_id"]) for r in rows] == [("q2", "d4")]
+    assert rows[0]["negative_ids"] == ["d3", "d1", "d2"]
+    assert rows[0]["negative_scores"] == [3.0, 2.0, 1.0] and counts["split"] == "train"
 
 
 def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path, tiny_beir):
@@ -399,15 +429,15 @@ def test_a_positive_bm25_did_not_retrieve_gets_the_score_bm25_gives_it(tmp_path,
     assert list(full.index) == ["d3", "d1"]  # d1 is second: outside a top 1
 
     def export(method: dict, **settings) -> tuple[list[dict], dict]:
+        queries = pq.read_table(tmp_path / "queries.parquet")
+        searcher = bm25_searcher(indexed(tmp_path / "corpus.parquet", bm25)[0], bm25)
+        teacher = Teacher.searching(queries, source, "train", searcher, SearchRequest(1, False))
         counts = run_negatives(
-            tmp_path / "queries.parquet",
+            queries,
             tmp_path / "corpus.parquet",
             SETTINGS | {"split": "train", "top_k": 1} | method | settings,
-            tmp_path / "n.parquet",
-            tmp_path / "n.jsonl",
-            source=source,
-            retrieval={"retriever": bm25, "top_k": 1, "remove_self_matches": False},
-            bm25_index=indexed(tmp_path / "corpus.parquet", bm25)[0],
+            teacher,
+            (tmp_path / "n.parquet", tmp_path / "n.jsonl"),
         )
         return pq.read_table(tmp_path / "n.parquet").to_pylist(), counts
 
@@ -473,7 +503,7 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
     write_beir(tiny_beir, corpus, TINY_QUERIES, TINY_QRELS)
     write_beir(tiny_beir, corpus, TINY_QUERIES, [("q2", "d4", 1)], split="train")
     config = {
-        "datasets": {"tiny": {"source": {"path": str(tiny_beir)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(tiny_beir)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "curate": {
             "tiny-curated": {
@@ -540,3 +570,102 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
     assert manifest["candidates_near_duplicate"] == 1  # "copy", for q1
     assert len(manifest["warnings"]) == 2
     assert "'test'" in manifest["warnings"][0] and "tiny-curated" in manifest["warnings"][1]
+
+
+def scifact_train_slice(shared: Path, folder: Path, queries: int, documents: int) -> Path:
+    """SciFact's first ``queries`` train queries (qrels/train.tsv) and their positives, its
+    first 5 test queries (the scored split) and theirs, and other documents up to
+    ``documents``: a BEIR folder with both splits."""
+    splits = {
+        split: [
+            line.split("\t")
+            for line in (shared / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]
+        ]
+        for split in ("train", "test")
+    }
+    for split, count in (("train", queries), ("test", 5)):
+        asked = list(dict.fromkeys(row[0] for row in splits[split]))[:count]
+        splits[split] = [tuple(row) for row in splits[split] if row[0] in asked]
+    relevant = {row[1] for rows in splits.values() for row in rows}
+    with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in lines]
+    kept = [doc for doc in corpus if doc["_id"] in relevant]
+    kept += [doc for doc in corpus if doc["_id"] not in relevant][: documents - len(kept)]
+    asked = {row[0] for rows in splits.values() for row in rows}
+    all_queries = [json.loads(line) for line in (shared / "queries.jsonl").open(encoding="utf-8")]
+    chosen = [q for q in all_queries if q["_id"] in asked]
+    for split, rows in splits.items():
+        write_beir(folder, kept, chosen, rows, split=split)
+    return folder
+
+
+@pytest.mark.e2e
+def test_a_dense_teacher_mines_scifacts_train_split_through_the_workflow(
+    shared_datasets, minilm_path, tmp_path
+):
+    """all-MiniLM-L6-v2 mines SciFact's train split (not the scored test split) in the
+    negatives job: its searcher encodes the train queries and searches the workflow's index.
+    No negative is a positive of its query, and the negatives are the dense ranking's: a direct
+    search (the model's own encoding of the queries against the stored document vectors)
+    ranks them in the same order with the same scores, each the best ranked candidate that is
+    no positive and scores at most 0.95 of the positive (the default cap)."""
+    from sentence_transformers import SentenceTransformer
+
+    from irflow.encoding.embed import read_embeddings
+
+    data = scifact_train_slice(shared_datasets / "scifact", tmp_path / "scifact", 20, 150)
+    export = {"dataset": "sf", "system": "mini", "top_k": 30, "num_negatives": 5}
+    config = {
+        "offline": True,
+        "datasets": {"sf": {"source": {"type": "path", "path": str(data)}}},
+        "models": {"mini": {"id": str(minilm_path)}},
+        "retrievers": {"mini": {"type": "dense", "model": "mini"}},
+        "negatives": {"sf-train": export | {"near_duplicate_jaccard": None}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+        + ["--cores", CORES, "results/negatives/sf-train.parquet"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results/negatives/sf-train.parquet").to_pylist()
+    train = {}
+    for line in (data / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        query_id, doc_id, relevance = line.split("\t")
+        if int(relevance) >= 1:
+            train.setdefault(query_id, set()).add(doc_id)
+    assert {row["query_id"] for row in rows} <= set(train) and len(rows) >= 15
+    assert sum(len(row["negative_ids"]) for row in rows) >= 50
+    for row in rows:
+        assert row["positive_id"] in train[row["query_id"]]
+        assert not set(row["negative_ids"]) & train[row["query_id"]]
+    # The direct search: the stored document vectors (the index's rows), the queries encoded
+    # by sentence-transformers itself.
+    doc_ids, documents = read_embeddings(tmp_path / "results/embeddings/sf/mini/corpus.parquet")
+    texts = {
+        q["_id"]: q["text"]
+        for q in map(json.loads, (data / "queries.jsonl").read_text().splitlines())
+    }
+    model = SentenceTransformer(str(minilm_path), device="cpu")
+    asked = sorted(train)
+    scores = dict(zip(asked, model.encode([texts[q] for q in asked]) @ documents.T))
+    for row in rows:
+        query = scores[row["query_id"]]
+        positive = query[doc_ids.index(row["positive_id"])]
+        assert row["positive_score"] == pytest.approx(positive, abs=1e-4)
+        cap = positive - abs(positive) * 0.05
+        top = [doc_ids[i] for i in np.argsort(-query)[:30]]
+        allowed = [
+            doc
+            for doc in top
+            if doc not in train[row["query_id"]] and query[doc_ids.index(doc)] <= cap
+        ]
+        assert row["negative_ids"] == allowed[:5]
+        expected = [query[doc_ids.index(doc)] for doc in row["negative_ids"]]
+        assert row["negative_scores"] == pytest.approx(expected, abs=1e-4)
+        assert row["negative_ranks"] == [top.index(doc) + 1 for doc in row["negative_ids"]]

@@ -250,7 +250,7 @@ DATASETS = ("scifact", "nfcorpus")
 
 def config_with(model: dict, **tables) -> dict:
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"} | model},
         "retrievers": {"dense": {"type": "dense", "model": "m"}},
     }
@@ -296,7 +296,10 @@ def test_one_export_job_per_model_feeds_its_embed_jobs(tmp_path, shared_datasets
     config = {
         "data_dir": str(shared_datasets),
         "offline": True,
-        "datasets": {name: {"source": {"path": str(shared_datasets / name)}} for name in DATASETS},
+        "datasets": {
+            name: {"source": {"type": "path", "path": str(shared_datasets / name)}}
+            for name in DATASETS
+        },
         "models": {
             "torch": {"id": str(minilm_path)},
             "onnx": {"id": str(minilm_path), "backend": "onnx"},

@@ -318,7 +318,7 @@ def test_a_languages_domain_datasets_are_pooled_before_binning():
     from irflow.workflow.config import load_schema, validate_config
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
-    source = {"source": {"path": "."}}
+    source = {"source": {"type": "url", "url": "https://example.org/d.zip"}}
     config = {
         "datasets": {"eng-law": source, "eng-med": source, "deu-law": source},
         "retrievers": {"bm25": {"type": "bm25"}},

@@ -40,7 +40,7 @@ def scifact_subset(shared, folder):
 def position_config(data: str, minilm: str, positions: list[float]) -> dict:
     return {
         "offline": True,
-        "datasets": {"sub": {"source": {"path": data}}},
+        "datasets": {"sub": {"source": {"type": "path", "path": data}}},
         "models": {
             "minilm": {"id": minilm, "batch_size": MINILM_BATCH},
             "minilm-maxp": {

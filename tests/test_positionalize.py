@@ -11,6 +11,7 @@ from conftest import REPO, official_scifact_config
 from test_workflow import planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
+from irflow.core.config import schema_defaults
 from irflow.core.contracts import document_text
 from irflow.core.errors import ConfigError
 from irflow.data.tokens import encode, tokenizer_fingerprint
@@ -82,6 +83,10 @@ QRELS = pd.DataFrame(
 )
 CORPUS = pd.DataFrame(FILLERS + NEAR_MISSES + RELEVANT)
 LENGTH = 40
+# The workflow's default BM25, which ranks bm25 fillers: {type: bm25} with the schema's defaults.
+DEFAULT_BM25 = schema_defaults(
+    load_schema(REPO / "config" / "config.schema.yaml"), "bm25", {"type": "bm25"}
+)
 
 
 def paragraph_tokenizer():
@@ -100,8 +105,10 @@ def tokenizer():
     return word_tokenizer()
 
 
-def make(tokenizer, fillers="random", seed=0) -> Positionalizer:
-    return Positionalizer(CORPUS, QUERIES, QRELS, tokenizer, fillers, seed)
+def make(tokenizer, fillers="random", seed=0, bm25=None) -> Positionalizer:
+    return Positionalizer(
+        CORPUS, QUERIES, QRELS, tokenizer, fillers, seed, bm25=bm25 or DEFAULT_BM25
+    )
 
 
 def haystack(variant, query_id="q1") -> tuple[str, int, int]:
@@ -130,7 +137,7 @@ def test_variant_names_round_trip():
 def test_list_variants_from_config():
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "positionalize": {
             "scifact-near": {
@@ -315,7 +322,9 @@ def test_scifact_at_1024_tokens(shared_datasets, minilm_path, tmp_path):
         pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("corpus", "queries", "qrels")
     )
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
-    variant = Positionalizer(corpus, queries, qrels, tokenizer, "bm25").variant(1024, 0.5)
+    variant = Positionalizer(corpus, queries, qrels, tokenizer, "bm25", bm25=DEFAULT_BM25).variant(
+        1024, 0.5
+    )
 
     assert variant.stats["queries_kept"] == 275
     assert variant.stats["queries_skipped"] == {
@@ -401,10 +410,16 @@ def test_screen_skips_exactly_the_fillers_the_reranker_scores_near_the_relevant_
     # d5 is the one relevant document of two queries: a filler goes if either screens it.
     queries = pd.concat([QUERIES, pd.DataFrame({"query_id": ["q7"], "text": ["shy mammal"]})])
     qrels = pd.concat([QRELS, QRELS[QRELS["query_id"] == "q6"].assign(query_id="q7")])
-    plain = Positionalizer(SCREEN_CORPUS, queries, qrels, tokenizer, "bm25")
+    plain = Positionalizer(SCREEN_CORPUS, queries, qrels, tokenizer, "bm25", bm25=DEFAULT_BM25)
     margin = screen_margin(plain, cross_scorer, "d1", "where do penguins and zebras live")
     maker = Positionalizer(
-        SCREEN_CORPUS, queries, qrels, tokenizer, "bm25", screen=Screen(cross_scorer, margin)
+        SCREEN_CORPUS,
+        queries,
+        qrels,
+        tokenizer,
+        "bm25",
+        bm25=DEFAULT_BM25,
+        screen=Screen(cross_scorer, margin),
     )
     variant = maker.variant(SCREEN_LENGTH, 0.5)
     streams = maker.streams(SCREEN_LENGTH)
@@ -446,6 +461,7 @@ def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
             fillers="bm25",
             seed=0,
             screen=screen,
+            bm25=DEFAULT_BM25,
         )
     )
     short, long = (fillers_of(*haystack(v)) for v in variants)
@@ -455,7 +471,13 @@ def test_screened_fillers_are_the_same_at_every_length(tokenizer, cross_scorer):
 
 def test_a_screen_that_skips_every_candidate_leaves_the_haystacks_short(tokenizer, cross_scorer):
     maker = Positionalizer(
-        SCREEN_CORPUS, QUERIES, QRELS, tokenizer, "bm25", screen=Screen(cross_scorer, 1e9)
+        SCREEN_CORPUS,
+        QUERIES,
+        QRELS,
+        tokenizer,
+        "bm25",
+        bm25=DEFAULT_BM25,
+        screen=Screen(cross_scorer, 1e9),
     )
     variant = maker.variant(LENGTH, 0.5)
     assert variant.stats["underfilled_haystacks"] == variant.stats["haystacks"] == 2
@@ -479,7 +501,7 @@ def screen_config(screen: dict | None, rerankers: dict) -> dict:
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     block = {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512], "positions": [0]}
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {"minilm": {"id": "some/minilm"}},
         "rerankers": rerankers,
@@ -534,3 +556,35 @@ def test_only_a_screened_variant_takes_the_reranker_as_input(
     assert inputs["screened@L512@p0"] - inputs["plain@L512@p0"] == {model}
     assert model not in inputs["plain@L512@p0"]
     assert any(path.endswith("tokenizer.json") for path in inputs["plain@L512@p0"])
+
+
+def test_near_misses_are_ranked_by_the_schemas_default_bm25(tokenizer):
+    """The BM25 that ranks bm25 fillers is the schema's default bm25 retriever, and its
+    settings are the ones used: without stopwords, "the" and "on" make a near-miss."""
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    default = schema["$defs"]["bm25"]["properties"]
+    assert DEFAULT_BM25 == {"type": "bm25"} | {
+        key: default[key]["default"] for key in default if key != "type"
+    }
+    assert (
+        DEFAULT_BM25
+        == validate_config(
+            {
+                "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+                "retrievers": {"r": {"type": "bm25"}},
+            },
+            schema,
+        )["retrievers"]["r"]
+    )
+    # q1 ("where do penguins and zebras live") shares "penguins" with the near-misses only.
+    assert sorted(make(tokenizer, "bm25").near_misses()["d1"]) == [40, 41, 42]
+    # A filler that shares only a stopword ("and") with q1 is a near-miss only when
+    # the settings keep the stopwords.
+    stop_only = pd.DataFrame([{"doc_id": "s", "title": "", "text": "rivers and lakes"}])
+    corpus = pd.concat([CORPUS, stop_only], ignore_index=True)
+    plain = DEFAULT_BM25 | {"stopwords": None, "stemmer": None}
+    with_stopwords = Positionalizer(corpus, QUERIES, QRELS, tokenizer, "bm25", bm25=DEFAULT_BM25)
+    without = Positionalizer(corpus, QUERIES, QRELS, tokenizer, "bm25", bm25=plain)
+    stop_index = with_stopwords.filler_texts.index("rivers and lakes")
+    assert stop_index not in with_stopwords.near_misses()["d1"]
+    assert stop_index in without.near_misses()["d1"]

@@ -20,7 +20,10 @@ ENTRIES = load_published(PUBLISHED)
 
 
 def plan_of(retrievers: dict, models: dict | None = None) -> Plan:
-    config = {"datasets": {"scifact": {"source": {"beir": "scifact"}}}, "retrievers": retrievers}
+    config = {
+        "datasets": {"scifact": {"source": {"type": "beir", "name": "scifact"}}},
+        "retrievers": retrievers,
+    }
     config |= {"models": models} if models else {}
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     return Plan(validate_config(expand_config(config), schema), REPO)

@@ -32,6 +32,7 @@ from irflow.derived.qc.control import decide, quality_control, summarize_audit
 from irflow.derived.qc.judge import Judge, Judgement, load_judge_prompts, parse_judgement
 from irflow.derived.qc.settings import majority_needed
 from irflow.derived.qc.votes import pool_runs, vote_table
+from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import load_schema, validate_config
 
 JUDGE_PROMPTS = REPO / "config" / "prompts" / "judge.yaml"
@@ -602,7 +603,7 @@ def test_hole_at_k_falls_when_the_proposed_judgements_are_added():
 def generated_config(generate: dict) -> dict:
     """A config with SciFact, BM25, one bi-encoder reranker and generated dataset ``gen``."""
     return {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
@@ -955,9 +956,10 @@ def test_the_checked_splits_must_hold_the_scored_one():
     }
     with pytest.raises(ConfigError, match=r"'quality_control.generated.gen-qc.splits': \['dev'\] "):
         validate_config(config, schema)
-    # A split other than the scored one is retrieved by the QC retriever itself: BM25 or dense.
+    # A split other than the scored one is retrieved by the QC retriever's searcher: a run
+    # imported from outside has none.
     sparse = config | {
-        "retrievers": {"bm25": {"type": "bm25"}, "s": {"type": "sparse", "model": "m"}}
+        "retrievers": {"bm25": {"type": "bm25"}, "s": {"type": "run", "path": "r.trec"}}
     }
     sparse["quality_control"] = {
         "rerankers": ["bi"],
@@ -965,7 +967,7 @@ def test_the_checked_splits_must_hold_the_scored_one():
     }
     with pytest.raises(
         ConfigError,
-        match=r"'quality_control.generated.gen-qc.retriever': 's' is a sparse retriever, which "
+        match=r"'quality_control.generated.gen-qc.retriever': 's' is a run retriever, which "
         r"cannot retrieve the queries of split\(s\) \['dev'\]",
     ):
         validate_config(sparse, schema)
@@ -992,7 +994,7 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
 
     from irflow.derived.generate.dataset import generate_dataset, write_generated
     from irflow.derived.generate.prompts import load_prompts
-    from irflow.retrieval.retrieve import retrieve_judged
+    from irflow.retrieval.retrieve import bm25_searcher, retrieve_judged
 
     with FakeLLM(responder=airbench_responder) as fake, client(fake, tmp_path / "gen") as llm:
         generated = generate_dataset(
@@ -1028,7 +1030,10 @@ def test_a_dev_query_gets_candidates_retrieved_as_the_scored_split_and_the_votes
     run, _ = bm25_run(paths["corpus"], scored, retrieval["retriever"], 100, False)
     index, _ = indexed(paths["corpus"], retrieval["retriever"])
     dev_run = retrieve_judged(
-        queries, pq.read_table(paths["qrels_dev"]), retrieval, {"bm25_index": index}
+        queries,
+        pq.read_table(paths["qrels_dev"]),
+        bm25_searcher(index, retrieval["retriever"]),
+        SearchRequest.of(retrieval),
     ).to_pandas()
     assert set(dev_run["query_id"]) == set(dev)
     assert dev_run.groupby("query_id").size().max() <= depth
@@ -1131,7 +1136,7 @@ def test_a_dense_retriever_encodes_another_splits_judged_queries_with_its_model(
     from irflow.core import contracts
     from irflow.encoding.models import Encoder
     from irflow.retrieval.index import index_file
-    from irflow.retrieval.retrieve import retrieve_judged
+    from irflow.retrieval.retrieve import DenseSearcher, retrieve_judged
 
     encoder = Encoder.load(minilm_spec(minilm_path, query_prompt="query: "))
     docs = {"d1": "cats purr", "d2": "dogs bark loudly", "d3": "fish swim", "d4": "birds sing"}
@@ -1149,10 +1154,15 @@ def test_a_dense_retriever_encodes_another_splits_judged_queries_with_its_model(
     texts = {"q1": "a purring cat", "q2": "swimming fish", "q3": "a barking dog"}
     queries = pa.table({"query_id": list(texts), "text": list(texts.values())})
     qrels = pa.table({"query_id": ["q1", "q2"], "doc_id": ["d1", "d3"]})
-    retriever = {"type": "dense", "model": "m", "index": "flat", "query_batch_size": 1}
-    retrieval = {"retriever": retriever, "top_k": 3, "remove_self_matches": False}
-    files = {"index": tmp_path / "flat.faiss", "rows": rows}
-    run = retrieve_judged(queries, qrels, retrieval | {"index": spec}, files, encoder).to_pandas()
+    retrieval = {"top_k": 3, "remove_self_matches": False}
+    searcher = DenseSearcher(
+        tmp_path / "flat.faiss",
+        spec,
+        rows,
+        1,
+        encode=lambda texts: encoder.encode(texts, "query: "),
+    )
+    run = retrieve_judged(queries, qrels, searcher, SearchRequest.of(retrieval)).to_pandas()
     assert sorted(run["query_id"].unique()) == ["q1", "q2"]  # q3 is not judged in the split
     scores = encoder.encode([texts["q1"], texts["q2"]], "query: ") @ doc_vectors.T
     for i, query_id in enumerate(["q1", "q2"]):

@@ -55,7 +55,7 @@ def airbench_config(data: str, minilm: str, base_url: str) -> dict:
     return {
         "offline": True,
         "top_k": 100,
-        "datasets": {"scifact": {"source": {"path": data}}},
+        "datasets": {"scifact": {"source": {"type": "path", "path": data}}},
         "models": {
             "minilm": {"id": minilm, "batch_size": MINILM_BATCH},
             "minilm-short": {"id": minilm, "batch_size": MINILM_BATCH, "max_seq_length": 64},

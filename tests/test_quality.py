@@ -38,7 +38,7 @@ def quality_config(below: str = "strict", **enabled: dict) -> dict:
     """The validated ``filter.quality`` block with the named filters on (and overrides)."""
     quality = {name: {"enabled": True} | spec for name, spec in enabled.items()}
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"r": {"type": "bm25"}},
         "filter": {"quality": quality | {"below": below}},
     }

@@ -38,14 +38,54 @@ def shell_commands(text: str) -> list[list[str]]:
     return commands
 
 
-def quickstart_arguments() -> list[str]:
-    """The arguments of the README's quickstart command, which runs the install's snakemake."""
+def quickstart_commands() -> tuple[list[str], list[str]]:
+    """The arguments of the README's two quickstart commands, online and offline, each of
+    which runs the install's snakemake."""
     commands = shell_commands(section("Quickstart"))
-    assert len(commands) == 1, f"the quickstart should be one command: {commands}"
-    program, *arguments = commands[0]
-    # The README's install makes .venv; its snakemake is the one running these tests.
-    assert program == ".venv/bin/snakemake", commands[0]
-    return arguments
+    assert len(commands) == 2, (
+        f"the quickstart should be two commands, online and offline: {commands}"
+    )
+    for program, *_ in commands:
+        # The README's install makes .venv; its snakemake is the one running these tests.
+        assert program == ".venv/bin/snakemake", commands
+    online, offline = (arguments for _, *arguments in commands)
+    return online, offline
+
+
+def quickstart_arguments() -> list[str]:
+    """The arguments of the README's quickstart command."""
+    return quickstart_commands()[0]
+
+
+def offline_quickstart_command(data_dir: Path) -> list[str]:
+    """The README's offline quickstart as written, with ``data_dir`` for the README's
+    placeholder folder and this worker's share of the cores."""
+    arguments = quickstart_commands()[1]
+    placeholder = "data_dir=/path/to/datasets"
+    assert placeholder in arguments, f"the offline quickstart names no {placeholder}: {arguments}"
+    arguments[arguments.index(placeholder)] = f"data_dir={data_dir}"
+    arguments[arguments.index("--cores") + 1] = CORES
+    return [*SNAKEMAKE, *arguments]
+
+
+def test_the_offline_quickstart_is_the_quickstart_offline():
+    """The offline command is the online one with offline=true and a data_dir: the same config,
+    so the same results."""
+    online, offline = quickstart_commands()
+    assert offline[: len(online)] == online
+    assert offline[len(online) :] == ["--config", "offline=true", "data_dir=/path/to/datasets"]
+
+
+def test_ci_runs_the_readmes_test_command():
+    """Install and test are two commands: CI builds the environment with the README's install
+    command, then runs the README's test command, which must exist."""
+    (install,) = shell_commands(section("Install"))
+    (command,) = shell_commands(section("Test"))
+    assert command == ["bash", ".ci/test"]
+    assert (REPO / ".ci" / "test").is_file()
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "bash .ci/test" in ci
+    assert install in [shlex.split(line, comments=True) for line in ci]
 
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -58,16 +98,17 @@ def link_project(project: Path) -> None:
             (project / name).symlink_to(REPO / name)
 
 
-def run_in_copy(project: Path, command: list[str]) -> str:
+def run_in_copy(project: Path, command: list[str], env: dict | None = None) -> str:
     """Run ``command`` in a copy of the project made of links, as a user would run it from the
-    repository's root, without touching the repository's own results/."""
+    repository's root, without touching the repository's own results/ (offline, unless ``env``
+    says otherwise)."""
     link_project(project)
     result = subprocess.run(
         command,
         cwd=project,
         capture_output=True,
         text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        env=env or os.environ | {"HF_HUB_OFFLINE": "1"},
         check=False,
     )
     assert result.returncode == 0, f"{shlex.join(command)} failed:\n{result.stdout}{result.stderr}"

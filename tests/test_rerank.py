@@ -18,21 +18,15 @@ import pytest
 from conftest import TINY_CORPUS, index_spec, minilm_spec
 from tiny_models import build_tiny_cross_encoder
 
-import irflow.retrieval.rerank
+import irflow.retrieval.scorers
 from irflow.core import contracts
 from irflow.core.fingerprint import folder_md5
 from irflow.encoding.embed import embed_file, query_latency
 from irflow.encoding.models import Encoder
 from irflow.retrieval.index import index_file
-from irflow.retrieval.rerank import (
-    BiEncoderScorer,
-    CrossEncoderScorer,
-    VectorCache,
-    load_scorer,
-    rerank,
-    top_candidates,
-)
+from irflow.retrieval.rerank import load_scorer, rerank, top_candidates
 from irflow.retrieval.retrieve import dense_search
+from irflow.retrieval.scorers import BiEncoderScorer, CrossEncoderScorer, VectorCache
 
 CROSS_SPEC = {
     "revision": None,
@@ -188,14 +182,14 @@ def test_bi_encoder_cached_scores_equal_on_the_fly(encoder, corpus_embeddings, m
 def test_bi_encoder_reads_only_the_candidates_vectors(encoder, corpus_embeddings, monkeypatch):
     candidates = {doc_id: DOCUMENTS[doc_id] for doc_id in ("d3", "d1")}
     read = []
-    original = irflow.retrieval.rerank.read_embeddings
+    original = irflow.retrieval.scorers.read_embeddings
 
     def recording(*args, **kwargs):
         ids, vectors = original(*args, **kwargs)
         read.extend(ids)
         return ids, vectors
 
-    monkeypatch.setattr(irflow.retrieval.rerank, "read_embeddings", recording)
+    monkeypatch.setattr(irflow.retrieval.scorers, "read_embeddings", recording)
     cached = BiEncoderScorer(encoder, corpus_embeddings, candidates)
     assert sorted(read) == ["d1", "d3"]  # the file holds d1 to d4
     texts = list(candidates.values())
@@ -275,7 +269,7 @@ def test_vector_cache_serves_a_rerun_and_counts_it(encoder, tmp_path, monkeypatc
     cold, _ = rerank(run, queries, documents, first, k=10)
     calls = recording_encoder(encoder, monkeypatch)
     second = BiEncoderScorer(encoder, cache=VectorCache(tmp_path, encoder))
-    with caplog.at_level(logging.INFO, logger="irflow.retrieval.rerank"):
+    with caplog.at_level(logging.INFO, logger="irflow.retrieval.scorers"):
         warm, _ = rerank(run, queries, documents, second, k=10)
     assert calls == [[queries["q1"], queries["q2"], queries["q3"]]]  # no document
     pd.testing.assert_frame_equal(warm, cold)
@@ -403,9 +397,9 @@ def test_bi_encoder_rerank_of_a_dense_run_reproduces_it(
             {"type": "bi-encoder", "model": "m"},
             {"m": spec},
             documents,
-            tmp_path / "corpus-emb.parquet",
-            None,
-            query_texts,
+            embeddings=tmp_path / "corpus-emb.parquet",
+            cache_root=None,
+            queries=query_texts,
             query_embeddings=tmp_path / "queries-emb.parquet",
             query_manifest=query_manifest,
         )

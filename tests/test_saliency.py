@@ -282,7 +282,7 @@ def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
     saliency = validate_config(config, schema)["position_analysis"]["saliency"]
@@ -302,7 +302,7 @@ def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"scifact": {"source": {"path": "."}}},
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"minilm": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "positionalize": {
@@ -424,7 +424,9 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     config = {
         "data_dir": str(tmp_path / "data"),
         "offline": True,
-        "datasets": {"spans": {"source": {"path": str(tmp_path / "data" / "spans")}}},
+        "datasets": {
+            "spans": {"source": {"type": "path", "path": str(tmp_path / "data" / "spans")}}
+        },
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {name: {"id": str(path), "max_seq_length": 64} for name, path in models.items()},
         "position_analysis": {

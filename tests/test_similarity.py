@@ -20,8 +20,8 @@ from irflow.encoding.embed import embed_file, read_embeddings, whole_file_facts
 from irflow.encoding.models import Encoder
 from irflow.evaluation.cost import CostModel
 from irflow.retrieval.index import index_file
-from irflow.retrieval.rerank import BiEncoderScorer
 from irflow.retrieval.retrieve import dense_search
+from irflow.retrieval.scorers import BiEncoderScorer
 from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.families import family
 
@@ -200,7 +200,7 @@ def test_shipped_configs_score_dot_product_models_by_dot_product(path):
 
 def test_normalize_is_refused_with_its_key_named(tmp_path):
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "models": {"m": {"id": "org/bi-encoder", "normalize": False}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }

@@ -41,14 +41,14 @@ MARK = "# Written by irflow's tests/test_slurm.py; removed when the test ends.\n
 def gpu_rules() -> set[str]:
     """The rules whose `resources:` declare a GPU."""
     found = set()
-    for path in (REPO / "rules").glob("*.smk"):
+    for path in (REPO / "rules").rglob("*.smk"):
         for block in re.split(r"\n(?=rule \w+:)", path.read_text()):
             name = re.match(r"rule (\w+):", block)
             resources = re.search(r"\n    resources:\n((?:        .*\n)+)", block + "\n")
             if name and resources and re.search(r"\bgpu\s*=", resources.group(1)):
                 found.add(name.group(1))
     # `use rule A as B` inherits A's resources.
-    for path in (REPO / "rules").glob("*.smk"):
+    for path in (REPO / "rules").rglob("*.smk"):
         for base, name in re.findall(r"^use rule (\w+) as (\w+)", path.read_text(), re.M):
             if base in found:
                 found.add(name)
@@ -440,7 +440,7 @@ def slurm_jobs(output: str, env: dict) -> list[dict]:
 def dense_config(data: Path, model: Path) -> dict:
     return {
         "offline": True,
-        "datasets": {"sub": {"source": {"path": str(data)}}},
+        "datasets": {"sub": {"source": {"type": "path", "path": str(data)}}},
         "models": {"tiny": {"id": str(model)}},
         "retrievers": {"bm25": {"type": "bm25"}, "tiny": {"type": "dense", "model": "tiny"}},
         "metrics": ["ndcg_cut.10", "recall.100"],

@@ -16,7 +16,9 @@ from tiny_models import build_tiny_splade
 from irflow.encoding import encode_parts
 from irflow.encoding.encode_parts import SideEncoder, encode_file, gather
 from irflow.retrieval import sparse
+from irflow.retrieval.runs import SearchRequest
 from irflow.retrieval.sparse import SparseIndex, SparseModel, read_sparse, sparse_search
+from irflow.workflow.families import family
 
 TEXTS = [
     "a cat sat on the mat",
@@ -214,3 +216,22 @@ def assert_a_swap_changes_the_run(model, search, folder: Path, monkeypatch) -> N
 
 def test_encoding_either_side_as_the_other_changes_the_run(model, tmp_path, monkeypatch):
     assert_a_swap_changes_the_run(model, sparse_search, tmp_path, monkeypatch)
+
+
+def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
+    model, splade, tmp_path
+):
+    """The sparse family's searcher, on a query table of texts (another split's, in a
+    negatives or qc_candidates job): the same run as the search of the encode job's query
+    vectors."""
+    stored, _ = encode_and_search(model, sparse_search, tmp_path)
+    retriever = {"type": "sparse", "model": "m", "query_batch_size": 2}
+    searcher = family("sparse").open_searcher(
+        {"corpus": tmp_path / "docs.parquet"},
+        {"retriever": retriever},
+        1,
+        models={"m": minilm_spec(splade, batch_size=4, chunk_size=3)},
+    )
+    run, _ = searcher.search(pq.read_table(tmp_path / "queries.parquet"), SearchRequest(4, False))
+    assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
+    np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)

@@ -170,11 +170,53 @@ def test_results_md_and_csv_hold_every_table(tmp_path):
     assert copies.columns.tolist() == ["system", "d1", "d1-copy"]
 
 
+def test_a_partial_run_s_tables_say_what_is_missing_and_why(tmp_path):
+    """A failed run's tables (irflow.workflow.run_end): every table that shows a dataset a
+    system lacks says why, a system missing everywhere keeps its row, and results.md opens
+    by saying that the results are partial; tables/missing.csv lists the missing pairs."""
+    summary = summary_of({("d1", "A"): 0.5, ("d2", "A"): 1.0, ("d1-copy", "A"): 0.75})
+    layout = TableLayout(
+        benchmark={"d1": None, "d2": None}, derived={"d1-copy": {"base": "d1", "kind": EXPANDED}}
+    )
+    missing = {
+        ("d1", "B"): "ingest failed (log: results/logs/ingest/d1.log)",
+        ("d2", "B"): "not made",
+        ("d1-copy", "B"): "ingest failed (log: results/logs/ingest/d1.log)",
+    }
+    main, copies = result_tables(summary, METRIC, layout, missing)
+    assert main.frame.index.tolist() == ["A", "B"] and main.frame.loc["B"].isna().all()
+    assert main.notes == [
+        f"B: no Average, as it has no {METRIC} on d1, d2.",
+        "The Average is over the 2 datasets of the benchmark; datasets made from them are in "
+        "their own tables, not in the Average.",
+        "d1: missing for B: ingest failed (log: results/logs/ingest/d1.log)",
+        "d2: missing for B: not made",
+    ]
+    assert copies.notes == [
+        "d1: missing for B: ingest failed (log: results/logs/ingest/d1.log)",
+        "d1-copy: missing for B: ingest failed (log: results/logs/ingest/d1.log)",
+    ]
+    write_tables(
+        summary, [METRIC], layout, tmp_path / "results.md", tmp_path / "tables", missing=missing
+    )
+    text = (tmp_path / "results.md").read_text()
+    assert text.startswith(
+        "# irflow results\n\n**Partial results.** The run failed before it scored every dataset. "
+        "These tables hold the (dataset, system) pairs that finished (3); the missing ones (3)"
+    )
+    assert "| B |  |  |  |" in text and "- d2: missing for B: not made" in text
+    listed = pd.read_csv(tmp_path / "tables" / "missing.csv")
+    assert listed.values.tolist() == [[*pair, why] for pair, why in sorted(missing.items())]
+
+
 def test_the_plan_passes_which_datasets_are_derived_and_the_groups():
     config = {
         "datasets": {
-            "scifact": {"source": {"path": "."}},
-            "cqa-unix": {"source": {"path": "."}, "group": "cqadupstack"},
+            "scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}},
+            "cqa-unix": {
+                "source": {"type": "url", "url": "https://example.org/d.zip"},
+                "group": "cqadupstack",
+            },
         },
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {"m": {"id": "org/m"}},
@@ -204,8 +246,8 @@ def test_the_plan_passes_which_datasets_are_derived_and_the_groups():
 def test_a_group_named_as_a_dataset_is_refused():
     config = {
         "datasets": {
-            "a": {"source": {"path": "."}, "group": "b"},
-            "b": {"source": {"path": "."}},
+            "a": {"source": {"type": "url", "url": "https://example.org/d.zip"}, "group": "b"},
+            "b": {"source": {"type": "url", "url": "https://example.org/d.zip"}},
         },
         "retrievers": {"bm25": {"type": "bm25"}},
     }
@@ -219,7 +261,10 @@ def test_the_default_report_shows_beirs_capped_recall(tmp_path):
     and a perfect top 100 reads 1.0, not trec_eval's uncapped 0.2 (recall_100, still
     computed)."""
     config = validate_config(
-        {"datasets": {"d1": {"source": {"path": "."}}}, "retrievers": {"bm25": {"type": "bm25"}}},
+        {
+            "datasets": {"d1": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+            "retrievers": {"bm25": {"type": "bm25"}},
+        },
         SCHEMA,
     )
     relevant = [f"r{i:03d}" for i in range(500)]

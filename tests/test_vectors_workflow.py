@@ -30,7 +30,7 @@ def workflow(tmp_path_factory, minilm_path):
     doc2query = build_tiny_doc2query(workdir / "doc2query", minilm_path)
     config = {
         "offline": True,
-        "datasets": {"tiny": {"source": {"path": str(data)}}},
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
         "expand": {
             "tiny-d2q": {
                 "dataset": "tiny",

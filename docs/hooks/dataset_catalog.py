@@ -1,5 +1,6 @@
-"""Writes docs/datasets.md from irflow's dataset catalogs (src/irflow/data/catalogs/*.yaml), so
-that no URL, MD5 sum or mirror id is written twice.
+"""Writes docs/datasets.md from irflow's dataset source types (irflow.data.sources, with their
+schema fragments) and catalogs (src/irflow/data/catalogs/*.yaml), so that no source type, URL,
+MD5 sum or mirror id is written twice.
 
 A mkdocs hook (mkdocs.yml `hooks`) regenerates the page before every build; run this file
 (`python docs/hooks/dataset_catalog.py`) to refresh the committed copy after a catalog change.
@@ -10,22 +11,54 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from irflow.data.catalog import BENCHMARKS, catalog, catalog_entry, dataset_names
+from irflow.data.sources import built_in
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "datasets.md"
+SCHEMA = REPO / "config" / "config.schema.yaml"
 
 INTRO = """\
-# Datasets by name
+# Datasets
 
-<!-- Generated from src/irflow/data/catalogs/ by docs/hooks/dataset_catalog.py: edit the
-catalog, not this page. -->
+<!-- Generated from src/irflow/data/sources/, config/config.schema.yaml and
+src/irflow/data/catalogs/ by docs/hooks/dataset_catalog.py: edit them, not this page. -->
+
+Each dataset's `source` names its `type`; the type is never guessed from the other keys.
+"""
+
+SOURCES_END = """
+A folder of the dataset's name in `data_dir` is read instead of any source, and nothing is
+fetched. A `path` source, and such a folder, are checked when the config is: the path must
+exist and a folder must hold the scored split's qrels.
+
+Before source types, irflow told a source by its keys (`{beir: scifact}`, `{url: ...}`,
+`{huggingface: ...}`, `{ir_datasets: ...}`, `{path: ...}`); such a source is refused with the
+block to write instead. The download job's settings are those of before, so that results
+made then are not made again.
+
+## Source types of your own
+
+A package adds a source type as an `irflow.sources` entry point: a subclass of
+`irflow.data.sources.base.SourceType` with its `type`, its block's JSON schema (`schema`, with
+`type: {const: <type>}`), its `cache_key` and `locate` (and `problems`, its own config checks,
+if any). The config check accepts its blocks and the download rule calls its `locate`. In
+`pyproject.toml`:
+
+```toml
+[project.entry-points."irflow.sources"]
+mine = "my_package.sources:MineSource"
+```
+
+## Datasets by name
 
 A config names a benchmark's dataset instead of writing its URL and MD5 sum:
 
 ```yaml
 datasets:
-  scifact: {source: {beir: scifact}}     # one dataset, under a name of your choice
+  scifact: {source: {type: beir, name: scifact}}     # one dataset, under a name of your choice
   beir: [nfcorpus, arguana, cqadupstack] # several, each under its own name
   # beir: all                            # the whole benchmark
 ```
@@ -38,19 +71,33 @@ subforums count as one dataset, the mean of their members, as in BEIR's Table 2)
 that `data_dir` holds, in a folder of its name, is read from there and nothing is fetched.
 
 The mirrors are other places the same dataset is published; give one as the source
-(`source: {ir_datasets: ...}` or `source: {huggingface: ...}`) to read from there instead.
+(`source: {type: ir_datasets, id: ...}` or `source: {type: huggingface, repo: ...}`) to read
+from there instead.
 A BeIR repository on Hugging Face holds the corpus and queries; its qrels are in
 `BeIR/<name>-qrels`.
 """
 
 
+def source_types() -> list[str]:
+    """One entry per built-in source type: its schema fragment's description and example."""
+    defs = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["$defs"]
+    out = []
+    for name, source in sorted(built_in().items()):
+        fragment = defs[source.schema_def]
+        example = yaml.safe_dump(
+            fragment["examples"][0], default_flow_style=True, width=200, sort_keys=False
+        )
+        out.append(f"- `{name}`: {fragment['description']} `source: {example.strip()}`")
+    return out
+
+
 def render() -> str:
-    out = [INTRO]
+    out = [INTRO, *source_types(), SOURCES_END]
     for benchmark in BENCHMARKS:
         book = catalog(benchmark)
         out += [
             f"## {benchmark}\n",
-            f"`source: {{{benchmark}: <name>}}`; zips from {book['url_prefix']}.\n",
+            f"`source: {{type: {benchmark}, name: <name>}}`; zips from {book['url_prefix']}.\n",
             "| name | dataset | split | zip md5 | remove_self_matches | group | mirrors |",
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]

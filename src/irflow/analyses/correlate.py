@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from irflow.core.config import missing_key, register_check
 from irflow.evaluation.tables import metric_values
 
 BOOTSTRAP_COLUMNS = [
@@ -62,6 +62,8 @@ def rank_correlation(a: pd.Series, b: pd.Series) -> dict:
     }
     if len(both) < MIN_SYSTEMS:
         return result
+    from scipy import stats  # a job's library: the config check imports this module
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.ConstantInputWarning)
         spearman = stats.spearmanr(both["a"], both["b"])
@@ -373,3 +375,26 @@ def corpus_similarity(counts: dict[str, Counter]) -> pd.DataFrame:
             similarity = weighted_jaccard(counts[left], counts[right])
             matrix.loc[left, right] = matrix.loc[right, left] = similarity
     return matrix
+
+
+@register_check
+def correlation_problems(config: dict) -> list[str]:
+    """``correlation``: benchmarks of known datasets, a bootstrap between two of them."""
+    problems = []
+    correlation = config["correlation"]
+    # Generated datasets and their quality-controlled copies are compared with real ones.
+    comparable = set(config["datasets"]) | set(config["generate"])
+    comparable |= set(config["quality_control"]["generated"])
+    for group, datasets in correlation["benchmarks"].items():
+        for dataset in datasets:
+            if dataset not in comparable:
+                path = f"correlation.benchmarks.{group}"
+                problems.append(missing_key(path, dataset, "datasets", comparable))
+    if correlation["bootstrap"] is not None:
+        for side in ("left", "right"):
+            group = correlation["bootstrap"][side]
+            if group not in correlation["benchmarks"]:
+                path = f"correlation.bootstrap.{side}"
+                known = correlation["benchmarks"]
+                problems.append(missing_key(path, group, "correlation.benchmarks", known))
+    return problems

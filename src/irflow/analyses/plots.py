@@ -9,20 +9,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on clusters and in CI
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from irflow.analyses.correlate import summarize_bootstrap
 from irflow.analyses.position import OVERALL
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display on clusters and in CI), imported
+    where a figure is drawn: the config check imports every module of irflow.analyses at each
+    dry run (irflow.workflow.config), which should not pay for matplotlib or scipy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
 def save(figure, path: Path) -> None:
     """Write ``path`` (PNG) and the same figure as SVG beside it."""
+    plt = pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120, bbox_inches="tight")
     figure.savefig(path.with_suffix(".svg"), bbox_inches="tight")
@@ -31,6 +39,7 @@ def save(figure, path: Path) -> None:
 
 def note(title: str, message: str, path: Path) -> None:
     """A figure that says in words why there is nothing to draw."""
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(6, 2.5))
     axis.set_axis_off()
     axis.set_title(title)
@@ -40,6 +49,8 @@ def note(title: str, message: str, path: Path) -> None:
 
 def confidence_intervals(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Mean and t-interval of each (dataset, system) over its queries."""
+    from scipy import stats  # a job's library: see pyplot
+
     rows = []
     for (dataset, system), values in per_query.groupby(["dataset", "system"])["value"]:
         mean, sem = values.mean(), stats.sem(values) if len(values) > 1 else 0.0
@@ -58,6 +69,7 @@ def confidence_intervals(per_query: pd.DataFrame, level: float = 0.95) -> pd.Dat
 
 def bar_charts(per_query: pd.DataFrame, metric: str, path: Path) -> None:
     """One panel per dataset: each system's mean with its 95% confidence interval."""
+    plt = pyplot()
     intervals = confidence_intervals(per_query[per_query["metric"] == metric])
     if intervals.empty:
         note(f"{metric} per system", f"no per-query scores for {metric}", path)
@@ -107,6 +119,7 @@ def matrix(
 ) -> None:
     """A heatmap of a table, each cell annotated with its value; ``empty`` says why when the
     table holds no number at all."""
+    plt = pyplot()
     if not np.isfinite(values.to_numpy(dtype=float)).any():
         note(title, empty, path)
         return
@@ -137,6 +150,7 @@ def row_minus_column(
 
 def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) -> None:
     """Per dataset, the difference row − column; a star where it is significant."""
+    plt = pyplot()
     rows = comparisons[(comparisons["metric"] == metric) & (comparisons["family"] == "all pairs")]
     if rows.empty:
         note(
@@ -163,6 +177,7 @@ def significance_matrices(comparisons: pd.DataFrame, metric: str, path: Path) ->
 
 def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
     """Median query latency against quality: colour is the system, marker the dataset."""
+    plt = pyplot()
     from matplotlib.lines import Line2D
 
     points = points.dropna(subset=["latency_median_ms", "value"])
@@ -194,6 +209,7 @@ def latency_quality(points: pd.DataFrame, metric: str, path: Path) -> None:
 def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -> None:
     """The subsampling draws' Spearman correlations, with their mean and 5th-95th percentiles,
     and ``full``, the correlation on every query, when given."""
+    plt = pyplot()
     title = "Subsampling: Spearman correlation of system orderings"
     if draws.empty:
         note(title, "not configured (correlation.bootstrap)", path)
@@ -255,6 +271,7 @@ def significance_table(comparisons: pd.DataFrame) -> str:
 def position_curves(bins: pd.DataFrame, path: Path) -> None:
     """PosIR's Fig. 3: mean score against the relevant text's relative position, one line per
     system, one panel per dataset and length bucket; bins left out of PSI drawn hollow."""
+    plt = pyplot()
     title = "Score by position of the relevant text"
     used = bins[bins["queries"] > 0]
     if used.empty:

@@ -49,6 +49,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from irflow.core.config import missing_key, register_check
 from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -334,3 +335,34 @@ PSI_COLUMNS = [
     "queries",
     "reason",
 ]
+
+
+@register_check
+def position_analysis_problems(config: dict) -> list[str]:
+    """``position_analysis``: known datasets, a tokenizer to count their tokens, each dataset in
+    one pool at most."""
+    problems = []
+    analysis = config["position_analysis"]
+    for i, dataset in enumerate(analysis["datasets"]):
+        if dataset not in config["datasets"]:
+            path = f"position_analysis.datasets.{i}"
+            problems.append(missing_key(path, dataset, "datasets", config["datasets"]))
+    if analysis["datasets"] and analysis["tokenizer"] is None:
+        problems.append(
+            "config key 'position_analysis.tokenizer': needed to count tokens of "
+            "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
+        )
+    pooled = set()
+    for name, members in analysis["pool"].items():
+        for i, dataset in enumerate(members):
+            if dataset not in analysis["datasets"]:
+                path = f"position_analysis.pool.{name}.{i}"
+                known = analysis["datasets"]
+                problems.append(missing_key(path, dataset, "position_analysis.datasets", known))
+            elif dataset in pooled:
+                problems.append(
+                    f"config key 'position_analysis.pool.{name}.{i}': {dataset!r} is already "
+                    "in another pool"
+                )
+            pooled.add(dataset)
+    return problems

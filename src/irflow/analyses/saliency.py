@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.analyses.position import judged_positions
-from irflow.core.config import missing_key, register_check
+from irflow.core.config import missing_key, register_check, torch_problems
 from irflow.core.contracts import document_texts
 from irflow.core.errors import ConfigError
 from irflow.data.tokens import encode
@@ -357,19 +357,38 @@ def saliency_figure(table: pd.DataFrame):
 
 
 @register_check
-def _saliency_dataset_problems(config: dict) -> list[str]:
-    """``position_analysis.saliency.dataset``: a dataset or a variant, long enough for PosIR's
-    selection."""
+def saliency_problems(config: dict) -> list[str]:
+    """``position_analysis.saliency``: known models on torch, a dataset or variant long enough
+    for PosIR's selection, and what its ``select`` and ``centre`` need."""
     saliency = config["position_analysis"]["saliency"]
-    if saliency["dataset"] is None:
-        return []
     problems = []
+    for i, model in enumerate(saliency["models"]):
+        path = f"position_analysis.saliency.models.{i}"
+        if model not in config["models"]:
+            problems.append(missing_key(path, model, "models", config["models"]))
+        # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
+        problems += torch_problems(config, path, model)
+    if saliency["models"] and saliency["dataset"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
+            "not empty"
+        )
+    if saliency["select"] == "random" and saliency["queries"] is None:
+        problems.append(
+            "config key 'position_analysis.saliency.queries': needed when saliency.select is random"
+        )
+    if saliency["centre"][0] > saliency["centre"][1]:
+        problems.append(
+            f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
+            "range [low, high]"
+        )
+    if saliency["dataset"] is None:
+        return problems
     known = set(config["datasets"]) | set(list_variants(config))
     if saliency["dataset"] not in known:
         path = "position_analysis.saliency.dataset"
         problems.append(missing_key(path, saliency["dataset"], "datasets or variants", known))
-    problems += _saliency_length_problems(saliency, list_variants(config))
-    return problems
+    return problems + _saliency_length_problems(saliency, list_variants(config))
 
 
 def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:

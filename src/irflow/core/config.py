@@ -69,6 +69,15 @@ def _fill_defaults(instance, schema: dict, root: dict):
             _fill_defaults(item, schema["items"], root)
 
 
+def schema_defaults(schema: dict, definition: str, entry: dict) -> dict:
+    """``entry``, an instance of the schema's ``$defs[definition]``, with the defaults the
+    schema gives filled in: ``{"type": "bm25"}`` becomes the BM25 a config gets by naming only
+    its type."""
+    filled = copy.deepcopy(entry)
+    _fill_defaults(filled, schema["$defs"][definition], schema)
+    return filled
+
+
 def validate_config(config: dict, schema: dict) -> dict:
     """Return ``config`` with defaults filled in and command-line text read as the values the
     schema takes, or raise ConfigError listing every problem."""
@@ -112,44 +121,15 @@ def missing_key(path: str, value: str, table: str, known) -> str:
 
 
 def _cross_references(config: dict) -> list[str]:
-    # Each retriever's own references are its family's check (irflow.workflow.families).
-    problems = _backend_problems(config)
+    # Each retriever's own references are its family's check (irflow.workflow.families), each
+    # reranker's its type's (irflow.retrieval.rerankers).
+    problems = []
     for name, model in config["models"].items():
         passages = model["long_documents"]
         if passages["overlap"] >= passages["passage_tokens"]:
             problems.append(
                 f"config key 'models.{name}.long_documents.overlap': {passages['overlap']} must "
                 f"be less than passage_tokens ({passages['passage_tokens']})"
-            )
-    for name, reranker in config["rerankers"].items():
-        if reranker["type"] not in ("bi-encoder", "late-interaction"):
-            continue
-        if reranker["model"] not in config["models"]:
-            problems.append(
-                missing_key(
-                    f"rerankers.{name}.model", reranker["model"], "models", config["models"]
-                )
-            )
-        elif config["models"][reranker["model"]]["long_documents"]["strategy"] != "truncate":
-            # A reranker scores a document as a whole; passage scores are not combined there.
-            problems.append(
-                f"config key 'rerankers.{name}.model': {reranker['model']!r} splits documents "
-                f"into passages; a {reranker['type']} reranker needs a model with "
-                "long_documents.strategy truncate"
-            )
-    for name, fusion in config["fusion"].items():
-        if name in config["retrievers"]:
-            problems.append(f"config key 'fusion.{name}': the name is already a retriever's")
-        for i, run in enumerate(fusion["runs"]):
-            if run not in config["retrievers"]:
-                problems.append(
-                    missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
-                )
-        weights = fusion["weights"]
-        if weights is not None and len(weights) != len(fusion["runs"]):
-            problems.append(
-                f"config key 'fusion.{name}.weights': {len(weights)} weights for "
-                f"{len(fusion['runs'])} runs"
             )
     first_stages = set(config["retrievers"]) | set(config["fusion"])
     for i, item in enumerate(config["reranking"]):
@@ -159,87 +139,7 @@ def _cross_references(config: dict) -> list[str]:
         if item["reranker"] not in config["rerankers"]:
             path = f"reranking.{i}.reranker"
             problems.append(missing_key(path, item["reranker"], "rerankers", config["rerankers"]))
-    baseline = config["significance"]["baseline"]
-    if baseline is not None and not problems and baseline not in system_kinds(config):
-        problems.append(
-            missing_key("significance.baseline", baseline, "systems", system_kinds(config))
-        )
-    analysis = config["position_analysis"]
-    for i, dataset in enumerate(analysis["datasets"]):
-        if dataset not in config["datasets"]:
-            path = f"position_analysis.datasets.{i}"
-            problems.append(missing_key(path, dataset, "datasets", config["datasets"]))
-    if analysis["datasets"] and analysis["tokenizer"] is None:
-        problems.append(
-            "config key 'position_analysis.tokenizer': needed to count tokens of "
-            "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
-        )
-    pooled = set()
-    for name, members in analysis["pool"].items():
-        for i, dataset in enumerate(members):
-            if dataset not in analysis["datasets"]:
-                path = f"position_analysis.pool.{name}.{i}"
-                known = analysis["datasets"]
-                problems.append(missing_key(path, dataset, "position_analysis.datasets", known))
-            elif dataset in pooled:
-                problems.append(
-                    f"config key 'position_analysis.pool.{name}.{i}': {dataset!r} is already "
-                    "in another pool"
-                )
-            pooled.add(dataset)
-    saliency = analysis["saliency"]
-    for i, model in enumerate(saliency["models"]):
-        if model not in config["models"]:
-            path = f"position_analysis.saliency.models.{i}"
-            problems.append(missing_key(path, model, "models", config["models"]))
-    if saliency["models"] and saliency["dataset"] is None:
-        problems.append(
-            "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
-            "not empty"
-        )
-    if saliency["select"] == "random" and saliency["queries"] is None:
-        problems.append(
-            "config key 'position_analysis.saliency.queries': needed when saliency.select is random"
-        )
-    if saliency["centre"][0] > saliency["centre"][1]:
-        problems.append(
-            f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
-            "range [low, high]"
-        )
-    correlation = config["correlation"]
-    # Generated datasets and their quality-controlled copies are compared with real ones.
-    comparable = set(config["datasets"]) | set(config["generate"])
-    comparable |= set(config["quality_control"]["generated"])
-    for group, datasets in correlation["benchmarks"].items():
-        for dataset in datasets:
-            if dataset not in comparable:
-                path = f"correlation.benchmarks.{group}"
-                problems.append(missing_key(path, dataset, "datasets", comparable))
-    if correlation["bootstrap"] is not None:
-        for side in ("left", "right"):
-            group = correlation["bootstrap"][side]
-            if group not in correlation["benchmarks"]:
-                path = f"correlation.bootstrap.{side}"
-                known = correlation["benchmarks"]
-                problems.append(missing_key(path, group, "correlation.benchmarks", known))
     return problems
-
-
-def _backend_problems(config: dict) -> list[str]:
-    """An ONNX backend is for SentenceTransformer models (dense retrievers, bi-encoder
-    rerankers); late-interaction rerankers and saliency run on torch, as do the retriever
-    families that say so (irflow.workflow.families). (What an ONNX backend asks of its model's
-    own settings, irflow.encoding.onnx_export checks.)"""
-    torch_only = [
-        (f"rerankers.{name}.model", reranker["model"])
-        for name, reranker in config["rerankers"].items()
-        if reranker["type"] == "late-interaction"
-    ] + [
-        # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
-        (f"position_analysis.saliency.models.{i}", model)
-        for i, model in enumerate(config["position_analysis"]["saliency"]["models"])
-    ]
-    return [problem for key, model in torch_only for problem in torch_problems(config, key, model)]
 
 
 def torch_problems(config: dict, key: str, model: str) -> list[str]:

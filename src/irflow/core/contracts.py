@@ -162,6 +162,8 @@ PUBLISHED = pa.schema(
         ("source", pa.string()),
     ]
 )
+# Each (dataset, system) a failed run has no score for, and why (irflow.workflow.run_end).
+MISSING = pa.schema([("dataset", pa.string()), ("system", pa.string()), ("reason", pa.string())])
 SIGNIFICANCE = pa.schema(
     [(name, pa.string()) for name in ("dataset", "metric", "system_a", "system_b")]
     + [("queries", pa.int64())]

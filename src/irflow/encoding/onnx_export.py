@@ -352,12 +352,7 @@ def attach(model, path: Path | None, spec: dict, provenance: dict, threads: int)
 
 @register_check
 def _model_problems(config: dict) -> list[str]:
-    cross_encoders = {
-        name: spec for name, spec in config["rerankers"].items() if spec["type"] == "cross-encoder"
-    }
+    """The models' (a reranker type that exports checks its own entries with spec_problems)."""
     return [
-        problem
-        for table, specs in (("models", config["models"]), ("rerankers", cross_encoders))
-        for name, spec in specs.items()
-        for problem in spec_problems(name, spec, table)
+        problem for name, spec in config["models"].items() for problem in spec_problems(name, spec)
     ]

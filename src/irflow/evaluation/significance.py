@@ -26,9 +26,9 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from irflow.core import contracts
+from irflow.core.config import missing_key, register_check, system_kinds
 
 # The table's columns but its family (all pairs, or against the baseline), which the script adds.
 COLUMNS = [name for name in contracts.SIGNIFICANCE.names if name != "family"]
@@ -135,6 +135,8 @@ def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) 
         return result | dict.fromkeys(
             ["t_statistic", "t_p_value", "randomization_p_value", "effect_size"], float("nan")
         )
+    from scipy import stats  # a job's library: the config check imports this module
+
     t = stats.ttest_rel(b, a)
     randomization = stats.permutation_test(
         (b, a),
@@ -226,3 +228,12 @@ def paired_comparisons(
     )
     types = {"queries": "int64", "randomization_p_holm_text": "str"} | floats | flags
     return pd.DataFrame(rows, columns=COLUMNS).astype(types)
+
+
+@register_check
+def baseline_problems(config: dict) -> list[str]:
+    """``significance.baseline``: a system the config defines, or null."""
+    baseline, systems = config["significance"]["baseline"], system_kinds(config)
+    if baseline is None or baseline in systems:
+        return []
+    return [missing_key("significance.baseline", baseline, "systems", systems)]

@@ -138,10 +138,32 @@ def _table_of(
     return ResultTable(title, name, frame.reindex([s for s in order if s in frame.index]))
 
 
-def result_tables(summary: pd.DataFrame, metric: str, layout: TableLayout) -> list[ResultTable]:
+def missing_notes(datasets: list[str], missing: dict[tuple[str, str], str]) -> list[str]:
+    """What a partial run lacks on ``datasets``: ``missing`` holds why each (dataset, system)
+    has no value; one note per dataset and reason."""
+    systems: dict[tuple[str, str], list[str]] = {}
+    for (dataset, system), reason in sorted(missing.items()):
+        if dataset in datasets:
+            systems.setdefault((dataset, reason), []).append(system)
+    return [
+        f"{dataset}: missing for {', '.join(names)}: {reason}"
+        for (dataset, reason), names in systems.items()
+    ]
+
+
+def result_tables(
+    summary: pd.DataFrame,
+    metric: str,
+    layout: TableLayout,
+    missing: dict[tuple[str, str], str] | None = None,
+) -> list[ResultTable]:
     """One metric's tables: the main table with its Average, then each group's members (with
-    the group's mean), then the derived datasets of each base and kind beside the base."""
+    the group's mean), then the derived datasets of each base and kind beside the base. With
+    ``missing`` (a partial run's (dataset, system) pairs without a score, and why), a system
+    missing everywhere still has its row, and each table notes what it lacks and why."""
     values = metric_values(summary, metric)
+    if missing:
+        values = values.reindex(values.index.union(sorted({s for _, s in missing})))
     unknown = sorted(set(values.columns) - set(layout.benchmark) - set(layout.derived))
     if unknown:
         raise ValueError(
@@ -149,37 +171,45 @@ def result_tables(summary: pd.DataFrame, metric: str, layout: TableLayout) -> li
             "from one: the tables cannot place them"
         )
     main = benchmark_table(values, layout, metric)
-    tables = [main]
+    tables = [(main, sorted(layout.benchmark))]
     for group, members in layout.groups().items():
         table = _table_of(values, members, main.frame.index, f"{group}: its datasets", group)
         table.frame[group] = main.frame[group]
-        tables.append(table)
+        tables.append((table, members))
     for (base, kind), names in layout.derived_sets().items():
         title = f"{base}: {kind}"
-        tables.append(_table_of(values, [base, *names], main.frame.index, title, f"{base}.{kind}"))
-    return tables
+        shown = [base, *names]
+        tables.append((_table_of(values, shown, main.frame.index, title, f"{base}.{kind}"), shown))
+    for table, datasets in tables:
+        table.notes.extend(missing_notes(datasets, missing or {}))
+    return [table for table, _ in tables]
 
 
 def _cell(value) -> str:
     return "" if pd.isna(value) else f"{value:.4f}"
 
 
-def markdown(tables: dict[str, list[ResultTable]]) -> str:
-    """results.md: per metric, its main table, then the others under it, each with its
-    notes."""
-    parts = ["# irflow results", ""]
+def table_markdown(table: ResultTable, heading: str) -> list[str]:
+    """One table's lines in results.md, under ``heading`` (its title), with its notes."""
+    header = ["system", *table.frame.columns]
+    parts = [
+        heading,
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * len(table.frame.columns)) + "|",
+    ]
+    for system, row in table.frame.iterrows():
+        parts.append("| " + " | ".join([system, *map(_cell, row)]) + " |")
+    return parts + [""] + [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
+
+
+def markdown(tables: dict[str, list[ResultTable]], banner: str = "") -> str:
+    """results.md: ``banner`` (what a reader must know first), then per metric its main table
+    and the others under it, each with its notes."""
+    parts = ["# irflow results", ""] + ([banner, ""] if banner else [])
     for metric_tables in tables.values():
         for i, table in enumerate(metric_tables):
-            header = ["system", *table.frame.columns]
-            parts += [
-                f"{'##' if i == 0 else '###'} {table.title}",
-                "",
-                "| " + " | ".join(header) + " |",
-                "|" + "|".join(["---"] + ["---:"] * len(table.frame.columns)) + "|",
-            ]
-            for system, row in table.frame.iterrows():
-                parts.append("| " + " | ".join([system, *map(_cell, row)]) + " |")
-            parts += [""] + [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
+            parts += table_markdown(table, f"{'##' if i == 0 else '###'} {table.title}")
     return "\n".join(parts)
 
 
@@ -213,16 +243,38 @@ def write_tables(
     csv_dir: Path,
     *,
     appendix: str = "",
+    missing: dict[tuple[str, str], str] | None = None,
 ) -> None:
-    """results.md (with ``appendix`` after the tables) and the tables' CSV files."""
-    tables = {metric: result_tables(summary, metric, layout) for metric in metrics}
+    """results.md (with ``appendix`` after the tables) and the tables' CSV files. With
+    ``missing``, the tables of a partial run (``result_tables``): results.md opens by saying
+    so, and tables/missing.csv lists each missing (dataset, system) and why."""
+    tables = {metric: result_tables(summary, metric, layout, missing) for metric in metrics}
     for metric, metric_tables in tables.items():
         for table in metric_tables:
             path = csv_path(csv_dir, metric, table)
             path.parent.mkdir(parents=True, exist_ok=True)
             table.frame.to_csv(path, float_format="%.6f")
-    text = markdown(tables) + (f"\n{appendix}" if appendix else "")
+    banner = ""
+    if missing:
+        banner = partial_banner(summary, missing)
+        rows = [(dataset, system, reason) for (dataset, system), reason in sorted(missing.items())]
+        csv_dir.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows, columns=["dataset", "system", "reason"]).to_csv(
+            csv_dir / "missing.csv", index=False
+        )
+    text = markdown(tables, banner) + (f"\n{appendix}" if appendix else "")
     markdown_path.write_text(text, encoding="utf-8")
+
+
+def partial_banner(summary: pd.DataFrame, missing: dict[tuple[str, str], str]) -> str:
+    """What a partial run's results.md says first: that it is one, and what it lacks."""
+    scored = len(summary[["dataset", "system"]].drop_duplicates())
+    return (
+        "**Partial results.** The run failed before it scored every dataset. These tables "
+        f"hold the (dataset, system) pairs that finished ({scored}); the missing ones "
+        f"({len(missing)}) are named under each table that lacks them, with why. The run that "
+        "scores them all makes the complete tables (results/results.md) and removes this folder."
+    )
 
 
 @register_check

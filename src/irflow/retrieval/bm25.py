@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
@@ -288,6 +289,26 @@ class BM25Retriever:
         best by score, and any tied with the last of them; rows index the corpus table."""
         token_ids = self._token_ids(query_texts, update_vocab=False)
         return [self._top_matching(query, depth) for query in token_ids]
+
+    def score_pairs(
+        self, query_texts: dict[str, str], pairs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], float]:
+        """The score of each (query id, doc id) pair, ``query_texts`` giving the queries:
+        bm25s' own scoring of every document for the query's tokens, as its search ranks
+        them."""
+        wanted = pa.array(sorted({doc_id for _, doc_id in pairs}), pa.string())
+        rows = dict(zip(wanted.to_pylist(), pc.index_in(wanted, self.doc_ids).to_pylist()))
+        by_query: dict[str, list[str]] = {}
+        for query_id, doc_id in pairs:
+            by_query.setdefault(query_id, []).append(doc_id)
+        scores = {}
+        for query_id, doc_ids in by_query.items():
+            tokens = self.tokenizer.tokenize(
+                [query_texts[query_id]], update_vocab=False, show_progress=False, allow_empty=False
+            )[0]
+            row_scores = self.model.get_scores_from_ids(tokens)
+            scores |= {(query_id, d): float(row_scores[rows[d]]) for d in doc_ids}
+        return scores
 
     def _top_matching(self, token_ids: list[int], depth: int) -> tuple[np.ndarray, np.ndarray]:
         scores, posting_docs = self._scores(token_ids)

@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 
 from irflow.core import contracts
-from irflow.retrieval.retrieve import search_texts
+from irflow.retrieval.retrieve import TextSearcher
+from irflow.retrieval.runs import SearchRequest
 
 
 class Retriever(Protocol):
@@ -36,6 +37,7 @@ class Retriever(Protocol):
 
 # What a class needs to be run as a Retriever.
 METHODS = ("index", "search")
+PROTOCOL = "irflow's retriever protocol (irflow.retrieval.custom.Retriever)"
 
 
 def load_class(reference: str) -> type:
@@ -50,18 +52,57 @@ def load_class(reference: str) -> type:
     return found
 
 
-def protocol_problem(retriever_class) -> str | None:
-    """Why ``retriever_class`` is not a Retriever (None when it is)."""
-    if not inspect.isclass(retriever_class):
-        return f"{retriever_class!r} is not a class"
-    missing = [m for m in METHODS if not callable(getattr(retriever_class, m, None))]
+def protocol_problem(
+    user_class, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why ``user_class`` does not implement ``protocol``, whose ``methods`` it needs (None
+    when it does): a Retriever, by default."""
+    if not inspect.isclass(user_class):
+        return f"{user_class!r} is not a class"
+    missing = [m for m in methods if not callable(getattr(user_class, m, None))]
     if missing:
         return (
-            f"{retriever_class.__module__}.{retriever_class.__qualname__} does not implement "
-            f"irflow's retriever protocol (irflow.retrieval.custom.Retriever): no method "
-            + ", ".join(missing)
+            f"{user_class.__module__}.{user_class.__qualname__} does not implement "
+            f"{protocol}: no method " + ", ".join(missing)
         )
     return None
+
+
+def class_problem(
+    load, reference: str, methods: tuple[str, ...] = METHODS, protocol: str = PROTOCOL
+) -> str | None:
+    """Why the class that ``load()`` imports (named ``reference`` in the config) cannot be run:
+    it does not import, or it does not implement ``protocol`` (None when it can)."""
+    try:
+        return protocol_problem(load(), methods, protocol)
+    except (ImportError, AttributeError, ValueError) as error:
+        return (
+            f"cannot import {reference!r} ({type(error).__name__}: {error}); install its "
+            "package or put its folder on PYTHONPATH"
+        )
+
+
+def with_entry_points(schema: dict, block: str, python_def: str, names) -> dict:
+    """``schema`` with a choice per installed entry point ``names`` among a ``block`` entry's
+    (retrievers, rerankers): the ``python_def`` fragment (the block's type python) with that
+    entry point's name as its type and without ``class``, which the entry point names."""
+    if not names:
+        return schema
+    python = schema["$defs"][python_def]
+    properties = {key: value for key, value in python["properties"].items() if key != "class"}
+    schema = schema | {"$defs": dict(schema["$defs"])}
+    choices = list(schema["properties"][block]["additionalProperties"]["oneOf"])
+    for name in sorted(names):
+        schema["$defs"][f"{python_def}:{name}"] = python | {
+            "required": ["type"],
+            "properties": properties | {"type": {"const": name}},
+        }
+        choices.append({"$ref": f"#/$defs/{python_def}:{name}"})
+    entries = schema["properties"][block]
+    schema["properties"] = schema["properties"] | {
+        block: entries | {"additionalProperties": {"oneOf": choices}}
+    }
+    return schema
 
 
 def custom_search(
@@ -73,12 +114,17 @@ def custom_search(
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
     """``retriever``'s run of the queries over the corpus, and its timing (as bm25_search's)."""
+    request = SearchRequest(top_k, remove_self_matches, latency_queries)
+    searcher = custom_searcher(retriever, corpus_path)
+    return searcher.search(contracts.read_table(queries_path), request)
+
+
+def custom_searcher(retriever: Retriever, corpus_path: Path) -> TextSearcher:
+    """``retriever``, given the corpus, as a searcher of query texts; its searches' timing
+    records how long ``index`` took."""
     corpus = contracts.read_table(corpus_path, columns=contracts.CORPUS.names)
     started = time.perf_counter()
     retriever.index(corpus)
     index_seconds = time.perf_counter() - started
     doc_ids = corpus.column("doc_id").combine_chunks()
-    run, timing = search_texts(
-        retriever, doc_ids, queries_path, top_k, remove_self_matches, latency_queries
-    )
-    return run, timing | {"index_seconds": index_seconds}
+    return TextSearcher(retriever, doc_ids, facts={"index_seconds": index_seconds})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from irflow.core.config import missing_key, register_check
 from irflow.retrieval.runs import trec_order
 
 NORMALIZATIONS = ("minmax", "zscore", "none")
@@ -47,6 +48,17 @@ def weighted_fusion(
     return _sum_and_rank(contributions, top_k)
 
 
+def fuse_runs(runs: list[pd.DataFrame], settings: dict) -> pd.DataFrame:
+    """The runs fused as a ``fusion`` entry says (its ``method``, with the run's ``top_k``):
+    reciprocal rank fusion, or weighted fusion with equal weights where none are given."""
+    if settings["method"] == "rrf":
+        return reciprocal_rank_fusion(runs, k=settings["k"], top_k=settings["top_k"])
+    weights = settings["weights"] or [1.0] * len(runs)
+    return weighted_fusion(
+        runs, weights, normalization=settings["normalization"], top_k=settings["top_k"]
+    )
+
+
 def _normalize(run: pd.DataFrame, normalization: str) -> pd.Series:
     """Per-query scores rescaled; a query whose scores are all equal gets a constant."""
     scores = run["score"].astype("float64")
@@ -71,3 +83,25 @@ def _sum_and_rank(contributions: list[pd.DataFrame], top_k: int) -> pd.DataFrame
     )
     fused = trec_order(summed)
     return fused[fused["rank"] <= top_k].reset_index(drop=True)
+
+
+@register_check
+def fusion_problems(config: dict) -> list[str]:
+    """Each ``fusion`` entry: a name no retriever has, runs of known retrievers and one weight
+    per run."""
+    problems = []
+    for name, fusion in config["fusion"].items():
+        if name in config["retrievers"]:
+            problems.append(f"config key 'fusion.{name}': the name is already a retriever's")
+        for i, run in enumerate(fusion["runs"]):
+            if run not in config["retrievers"]:
+                problems.append(
+                    missing_key(f"fusion.{name}.runs.{i}", run, "retrievers", config["retrievers"])
+                )
+        weights = fusion["weights"]
+        if weights is not None and len(weights) != len(fusion["runs"]):
+            problems.append(
+                f"config key 'fusion.{name}.weights': {len(weights)} weights for "
+                f"{len(fusion['runs'])} runs"
+            )
+    return problems

@@ -36,7 +36,7 @@ from irflow.encoding.encode_parts import SideEncoder
 from irflow.encoding.models import SIDES, load_model
 from irflow.retrieval.recall import measure_recall, recall_sample
 from irflow.retrieval.retrieve import exact_run
-from irflow.retrieval.runs import build_run, top_with_ties
+from irflow.retrieval.runs import build_run, search_depth, top_with_ties
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +404,7 @@ def late_interaction_search(
         "recall": None,
     }
     graph, candidates = None, []
-    depth = top_k + remove_self_matches
+    depth = search_depth(top_k, remove_self_matches)
     if index["type"] == "voyager":
         started = time.perf_counter()
         graph = VoyagerIndex.build(documents, index)
@@ -460,7 +460,7 @@ def recall_against_exact(
     with ``recall_seed``, and with ``target_recall`` the graph's settings that reach it, as a
     faiss index's (``irflow.retrieval.recall.measure_recall``)."""
     some = queries_take(queries, recall_sample(len(queries), graph.spec))
-    depth = top_k + remove_self_matches
+    depth = search_depth(top_k, remove_self_matches)
 
     def run_of(search: VoyagerIndex | None) -> pd.DataFrame:
         """The sample's run: exact (``search`` None), or by the graph ``search``."""

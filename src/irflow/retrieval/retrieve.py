@@ -9,7 +9,6 @@ built, so the corpus is never held as Python strings.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,10 @@ from irflow.retrieval.exact_search import ExactSearcher, open_searcher
 from irflow.retrieval.index import Searcher
 from irflow.retrieval.recall import measure_recall, recall_sample
 from irflow.retrieval.runs import (
+    QuerySearcher,
+    SearchRequest,
     build_run,
+    search_depth,
     short_queries,
     term_matching_reason,
 )
@@ -49,46 +51,135 @@ def dense_search(
     latency_queries: int,
     passages: Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Top-k documents per query. With ``passages`` (the table the index rows were embedded
-    from, in the same order) a document scores its best passage (MaxP). ``index_path`` is
-    None for a flat index searched in shards (it has no file)."""
-    searcher = open_searcher(index_path, doc_embeddings, index_spec)
-    rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
-    # Each index row's document as an integer code into the distinct doc ids.
-    row_docs = contracts.read_table(rows_source, columns=[column]).column(column)
-    row_docs = row_docs.combine_chunks().dictionary_encode()
-    row_codes, doc_ids = row_docs.indices.to_numpy(), row_docs.dictionary
-    query_ids, queries = read_embeddings(query_embeddings)
-    documents = len(doc_ids)
-    depth = min(top_k + remove_self_matches, documents)
-    # Passages per document, on average: the first search is that much deeper, and one row
-    # more, which tells whether a tie runs past the cut.
-    first_depth = min(searcher.size, -(-depth * searcher.size // max(documents, 1)) + 1)
-    query_ids = pa.array(query_ids, pa.string())
-    recall = None
-    if searcher.approximate and index_spec["recall_queries"]:
-        searcher, recall = recall_against_exact(
-            searcher, ExactSearcher(doc_embeddings), queries, query_ids, row_codes, doc_ids,
-            depths=(depth, first_depth, top_k, remove_self_matches), spec=index_spec,
-        )  # fmt: skip
-    hits, searches = [], SearchLog()
-    started = time.perf_counter()
-    with LoggedProgress(desc="search", total=len(queries), unit="queries") as progress:
-        for start in range(0, len(queries), batch_size):
-            batch = queries[start : start + batch_size]
-            hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
-            progress.update(len(batch))
-    seconds = time.perf_counter() - started
-    one_by_one = time_each(
-        lambda vector: best_per_document(searcher, vector[None], row_codes, depth, first_depth),
-        queries[:latency_queries],
-    )
-    run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
-    short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
-    search = searches.summary(searcher, first_depth)
-    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short) | {
-        "search": search,
-        "recall": recall,
+    """Top-k documents per query of an embeddings file (``DenseSearcher``)."""
+    searcher = DenseSearcher(index_path, index_spec, doc_embeddings, batch_size, passages=passages)
+    request = SearchRequest(top_k, remove_self_matches, latency_queries)
+    return searcher.search(contracts.read_table(query_embeddings), request)
+
+
+class DenseSearcher:
+    """A dense retriever's search of its document (or passage) vectors ``doc_embeddings``,
+    in its faiss index, or with no index file (``index_path`` None) exactly, in shards. With
+    ``passages`` (the table the rows were embedded from, in the same order) a document scores
+    its best passage (MaxP). It searches a table of query vectors (``id``, ``vector``: the
+    embed job's) or of query texts (``query_id``, ``text``), which ``encode`` (texts ->
+    vectors, the retriever's own model) turns into vectors."""
+
+    def __init__(
+        self,
+        index_path: Path | None,
+        index_spec: dict,
+        doc_embeddings: Path,
+        batch_size: int,
+        *,
+        passages: Path | None = None,
+        encode: Callable[[list[str]], np.ndarray] | None = None,
+    ):
+        self.index_spec, self.doc_embeddings = index_spec, doc_embeddings
+        self.batch_size = batch_size
+        self.encode, self.passages = encode, passages
+        # The vectors of the query texts it encoded, by query id (score_pairs reuses them).
+        self.encoded: dict[str, np.ndarray] = {}
+        self.searcher = open_searcher(index_path, doc_embeddings, index_spec)
+        rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
+        # Each index row's document as an integer code into the distinct doc ids.
+        row_docs = contracts.read_table(rows_source, columns=[column]).column(column)
+        row_docs = row_docs.combine_chunks().dictionary_encode()
+        self.row_codes, self.doc_ids = row_docs.indices.to_numpy(), row_docs.dictionary
+
+    def query_vectors(self, queries: pa.Table) -> tuple[pa.Array, np.ndarray]:
+        """The queries' ids and vectors: as given, or their texts encoded."""
+        if "vector" not in queries.column_names:
+            if self.encode is None:
+                raise ValueError("query texts to search, but no model to encode them")
+            vectors = np.asarray(self.encode(queries.column("text").to_pylist()))
+            ids = queries.column("query_id").combine_chunks()
+            self.encoded |= dict(zip(ids.to_pylist(), vectors))
+            queries = pa.table(
+                {"id": ids, "vector": contracts.vector_array(vectors)},
+                schema=contracts.embeddings_schema(vectors.shape[1]),
+            )
+        matrix = contracts.vector_matrix(queries.column("vector").combine_chunks())
+        ids = pa.array(queries.column("id").to_pylist(), pa.string())
+        return ids, np.ascontiguousarray(matrix, dtype=np.float32)
+
+    # It scores any (query, document) pair (``score_pairs``).
+    scores_pairs = True
+
+    def score_pairs(
+        self, queries: pa.Table, pairs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], float]:
+        """Each (query, document) pair's score as the search gives it: the inner product of
+        the query's vector (as encoded for the search) and the document's (best passage's)."""
+        wanted = {query_id for query_id, _ in pairs}
+        missing = wanted - self.encoded.keys()
+        if missing:
+            chosen = pc.is_in(queries.column("query_id"), pa.array(sorted(missing), pa.string()))
+            self.query_vectors(queries.filter(chosen))
+        return best_row_scores(self.encoded, self.doc_embeddings, self.passages, pairs)
+
+    def search(self, queries: pa.Table, request: SearchRequest) -> tuple[pd.DataFrame, dict]:
+        """The run of ``queries`` and its timing, search and recall facts."""
+        query_ids, vectors = self.query_vectors(queries)
+        searcher, row_codes, doc_ids = self.searcher, self.row_codes, self.doc_ids
+        top_k, remove_self_matches = request.top_k, request.remove_self_matches
+        documents = len(doc_ids)
+        depth = min(request.depth, documents)
+        # Passages per document, on average: the first search is that much deeper, and one row
+        # more, which tells whether a tie runs past the cut.
+        first_depth = min(searcher.size, -(-depth * searcher.size // max(documents, 1)) + 1)
+        recall = None
+        if searcher.approximate and self.index_spec["recall_queries"]:
+            searcher, recall = recall_against_exact(
+                searcher, ExactSearcher(self.doc_embeddings), vectors, query_ids, row_codes,
+                doc_ids, depths=(depth, first_depth, top_k, remove_self_matches),
+                spec=self.index_spec,
+            )  # fmt: skip
+        hits, searches = [], SearchLog()
+        started = time.perf_counter()
+        with LoggedProgress(desc="search", total=len(vectors), unit="queries") as progress:
+            for start in range(0, len(vectors), self.batch_size):
+                batch = vectors[start : start + self.batch_size]
+                hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
+                progress.update(len(batch))
+        seconds = time.perf_counter() - started
+        one_by_one = time_each(
+            lambda vector: best_per_document(searcher, vector[None], row_codes, depth, first_depth),
+            vectors[: request.latency_queries],
+        )
+        run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
+        short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
+        search = searches.summary(searcher, first_depth)
+        timing = _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
+        return run, timing | {"search": search, "recall": recall}
+
+
+def best_row_scores(
+    query_vectors: dict[str, np.ndarray],
+    doc_embeddings: Path,
+    passages: Path | None,
+    pairs: list[tuple[str, str]],
+) -> dict[tuple[str, str], float]:
+    """The inner product of each (query id, doc id) pair's vectors, of ``query_vectors`` and
+    of the rows of ``doc_embeddings``: with ``passages``, a document's best passage (MaxP, as
+    the search scores it)."""
+    doc_ids = {doc_id for _, doc_id in pairs}
+    if passages is not None:
+        table = contracts.read_table(
+            passages,
+            columns=["passage_id", "doc_id"],
+            filters=pc.field("doc_id").isin(pa.array(sorted(doc_ids), pa.string())),
+        )
+        doc_of = dict(zip(*(table.column(c).to_pylist() for c in ("passage_id", "doc_id"))))
+    else:
+        doc_of = {doc_id: doc_id for doc_id in doc_ids}
+    row_ids, row_matrix = read_embeddings(doc_embeddings, doc_of)
+    rows_of: dict[str, list[int]] = {}
+    for i, row_id in enumerate(row_ids):
+        rows_of.setdefault(doc_of[row_id], []).append(i)
+    return {
+        (query_id, doc_id): float(np.max(row_matrix[rows_of[doc_id]] @ query_vectors[query_id]))
+        for query_id, doc_id in pairs
     }
 
 
@@ -242,7 +333,7 @@ def exact_run(
     """The run of an exact search and its timing facts. ``search(row, depth, batch_size)``
     returns per query (document rows, scores) for query ``row``, or for all when ``row`` is
     None; the first ``latency_queries`` are also searched one at a time for their latency."""
-    depth = top_k + remove_self_matches
+    depth = search_depth(top_k, remove_self_matches)
     started = time.perf_counter()
     hits = search(None, depth, batch_size)
     seconds = time.perf_counter() - started
@@ -264,11 +355,14 @@ def bm25_search(
 ) -> tuple[pd.DataFrame, dict]:
     """The run of BM25 variant ``spec`` from its index (irflow.retrieval.bm25, built once by
     the dataset's index_bm25 job), memory-mapped."""
+    request = SearchRequest(top_k, remove_self_matches, latency_queries)
+    return bm25_searcher(index_folder, spec).search(contracts.read_table(queries_path), request)
+
+
+def bm25_searcher(index_folder: Path, spec: dict) -> TextSearcher:
+    """BM25 variant ``spec``'s searcher of the index its index_bm25 job saved."""
     retriever = BM25Retriever.load(index_folder, spec)
-    run, timing = search_texts(
-        retriever, retriever.doc_ids, queries_path, top_k, remove_self_matches, latency_queries
-    )
-    return run, timing | term_matching_reason("BM25", timing["short_queries"])
+    return TextSearcher(retriever, retriever.doc_ids, reason="BM25")
 
 
 def search_texts(
@@ -279,68 +373,66 @@ def search_texts(
     remove_self_matches: bool,
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
-    """The run of a retriever that searches query texts (BM25, a user's own retriever,
+    """The run of the queries of ``queries_path`` by a retriever of texts (``TextSearcher``)."""
+    request = SearchRequest(top_k, remove_self_matches, latency_queries)
+    return TextSearcher(retriever, doc_ids).search(contracts.read_table(queries_path), request)
+
+
+@dataclass
+class TextSearcher:
+    """The search of a retriever of query texts (BM25, a user's own retriever,
     irflow.retrieval.custom): ``retriever.search(texts, depth)`` gives per query the rows of
-    ``doc_ids`` it found and their scores; the first ``latency_queries`` are timed one by one."""
-    queries = contracts.read_table(queries_path)
-    query_ids = queries.column("query_id").combine_chunks()
-    texts = queries.column("text").to_pylist()
-    depth = top_k + remove_self_matches
-    started = time.perf_counter()
-    hits = retriever.search(texts, depth)
-    seconds = time.perf_counter() - started
-    one_by_one = time_each(lambda text: retriever.search([text], depth), texts[:latency_queries])
-    run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
-    short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
-    return run, _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
+    ``doc_ids`` it found and their scores. ``facts`` join every search's timing; with
+    ``reason``, the name of a term-matching retriever, short queries are explained as such
+    (``term_matching_reason``)."""
+
+    retriever: object
+    doc_ids: pa.Array
+    facts: dict = field(default_factory=dict)
+    reason: str | None = None
+
+    def search(self, queries: pa.Table, request: SearchRequest) -> tuple[pd.DataFrame, dict]:
+        """The run of ``queries`` (``query_id``, ``text``); the first ``latency_queries`` are
+        also timed one by one."""
+        retriever, doc_ids = self.retriever, self.doc_ids
+        query_ids = queries.column("query_id").combine_chunks()
+        texts = queries.column("text").to_pylist()
+        depth = request.depth
+        started = time.perf_counter()
+        hits = retriever.search(texts, depth)
+        seconds = time.perf_counter() - started
+        one_by_one = time_each(
+            lambda text: retriever.search([text], depth), texts[: request.latency_queries]
+        )
+        top_k, remove_self_matches = request.top_k, request.remove_self_matches
+        run, removed = build_run(query_ids, doc_ids, hits, top_k, remove_self_matches)
+        short = short_queries(run, query_ids, doc_ids, top_k, remove_self_matches)
+        timing = _timing(seconds, query_ids.to_pylist(), removed, one_by_one, short)
+        if self.reason:
+            timing |= term_matching_reason(self.reason, timing["short_queries"])
+        return run, timing | self.facts
+
+    @property
+    def scores_pairs(self) -> bool:
+        """Whether it scores any (query, document) pair (``score_pairs``): BM25 does."""
+        return callable(getattr(self.retriever, "score_pairs", None))
+
+    def score_pairs(
+        self, queries: pa.Table, pairs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], float]:
+        """Each (query id, doc id) pair's score, the queries' texts from ``queries``."""
+        texts = dict(zip(queries["query_id"].to_pylist(), queries["text"].to_pylist()))
+        return self.retriever.score_pairs(texts, pairs)
 
 
 def retrieve_judged(
-    queries: pa.Table, qrels: pa.Table, retrieval: dict, files: dict, encoder=None
+    queries: pa.Table, qrels: pa.Table, searcher: QuerySearcher, request: SearchRequest
 ) -> pa.Table:
     """The run (``contracts.RUN``) of the ``queries`` judged in ``qrels``, for a split the
     workflow's retrieve jobs do not run (they retrieve the scored split's queries only): the
-    negatives of another split, the quality control of a generated dataset's other split.
-
-    ``retrieval`` holds the ``retriever`` spec, ``top_k``, ``remove_self_matches`` and, for a
-    dense retriever, the ``index`` spec. ``files`` holds, for BM25, its ``bm25_index`` folder;
-    for a dense retriever, the workflow's ``index``, the ``rows`` it was built from (document
-    or passage embeddings) and, for passages, ``passages``: the queries are encoded by
-    ``encoder`` (an ``irflow.encoding.models.Encoder`` of the retriever's model) and searched as
-    ``dense_search`` searches the scored split's."""
-    retriever = retrieval["retriever"]
+    negatives of another split, the quality control of a generated dataset's other split."""
     judged = queries.filter(pc.is_in(queries.column("query_id"), value_set=qrels["query_id"]))
-    top_k, remove_self = retrieval["top_k"], retrieval["remove_self_matches"]
     if judged.num_rows == 0:
         return contracts.RUN.empty_table()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "queries.parquet"
-        if retriever["type"] == "bm25":
-            contracts.write_file(judged, path)
-            run, _ = bm25_search(files["bm25_index"], path, retriever, top_k, remove_self)
-        elif retriever["type"] == "dense":
-            vectors = encoder.encode(
-                judged.column("text").to_pylist(), encoder.spec["query_prompt"]
-            )
-            table = pa.table(
-                {
-                    "id": judged.column("query_id").combine_chunks(),
-                    "vector": contracts.vector_array(vectors),
-                },
-                schema=contracts.embeddings_schema(vectors.shape[1]),
-            )
-            contracts.write_file(table, path)
-            run, _ = dense_search(
-                files.get("index"),
-                retrieval["index"],
-                files["rows"],
-                path,
-                top_k,
-                remove_self,
-                batch_size=retriever["query_batch_size"],
-                latency_queries=0,
-                passages=files.get("passages"),
-            )
-        else:
-            raise ValueError(f"retriever type {retriever['type']!r} cannot retrieve another split")
+    run, _ = searcher.search(judged, request)
     return pa.Table.from_pandas(run, contracts.RUN, preserve_index=False)

@@ -13,7 +13,9 @@ is refused wherever a run file is written (``write_run``) or read (``read_run``)
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,43 @@ from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 
 log = logging.getLogger(__name__)
+
+
+def search_depth(top_k: int, remove_self_matches: bool) -> int:
+    """How many documents a search asks for to fill a run of ``top_k``: one more where the
+    query's own document (a self-match) is removed from its hits."""
+    return top_k + remove_self_matches
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What a searcher is asked for, on any query table: each query's ``top_k`` documents,
+    without self-matches where ``remove_self_matches``, and the per-query latency of the first
+    ``latency_queries`` searched one at a time."""
+
+    top_k: int
+    remove_self_matches: bool
+    latency_queries: int = 0
+
+    @classmethod
+    def of(cls, settings: dict) -> SearchRequest:
+        """The request of a retrieve job's settings (or of a split's ``retrieval``)."""
+        return cls(
+            settings["top_k"], settings["remove_self_matches"], settings.get("latency_queries", 0)
+        )
+
+    @property
+    def depth(self) -> int:
+        return search_depth(self.top_k, self.remove_self_matches)
+
+
+class QuerySearcher(Protocol):
+    """What a retriever family opens from its files (irflow.workflow.families): it searches
+    any query table (``query_id``, ``text``; or the query vectors its model stored) with one
+    request. irflow.retrieval.retrieve's ``TextSearcher`` and ``DenseSearcher`` are two."""
+
+    def search(self, queries: pa.Table, request: SearchRequest) -> tuple[pd.DataFrame, dict]:
+        """The run (``build_run``'s) of ``queries`` and its timing."""
 
 
 def trec_order(run: pd.DataFrame) -> pd.DataFrame:

@@ -4,18 +4,23 @@ irflow.core.config validates against config/config.schema.yaml and checks the cr
 of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
-tests and the benchmarks validate here. Retriever families installed as entry points add their
-entries' schema fragments (irflow.workflow.families.with_installed).
+tests and the benchmarks validate here. Retriever families, reranker types and dataset source
+types installed as entry points add their entries' schema fragments
+(irflow.workflow.families.with_installed, irflow.retrieval.rerankers.with_installed,
+irflow.data.sources.with_installed).
 """
 
+import importlib
+import pkgutil
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
-# Each import registers that feature's checks.
-import irflow.analyses.saliency
+# Each import registers that feature's checks; every analysis registers its own (analyses()).
+import irflow.analyses
 import irflow.data.download
+import irflow.data.sources
 import irflow.derived.expand
 import irflow.derived.generate.dataset
 import irflow.derived.llm.client
@@ -23,15 +28,35 @@ import irflow.derived.negatives
 import irflow.derived.qc.settings
 import irflow.encoding.onnx_export
 import irflow.evaluation.score
+import irflow.evaluation.significance
 import irflow.evaluation.tables
-import irflow.retrieval.index  # noqa: F401
+import irflow.retrieval.fuse
+import irflow.retrieval.index
 from irflow.core import config as core
 from irflow.core.config import load_schema
-from irflow.core.errors import UserError
+from irflow.core.errors import ConfigError, UserError
 from irflow.data.catalog import resolve_catalog
+from irflow.data.sources import untyped_problems
+from irflow.data.sources import with_installed as with_installed_sources
+from irflow.retrieval import rerankers
 from irflow.workflow.families import built_in, with_installed
 
+
+def analyses() -> list[str]:
+    """Import every module of irflow.analyses, so that each analysis's checks are registered
+    without a line here (a module there imports a job's libraries where it uses them)."""
+    names = [
+        f"irflow.analyses.{module.name}"
+        for module in pkgutil.iter_modules(irflow.analyses.__path__)
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
 built_in()  # imports every family module: each registers its checks
+rerankers.built_in()  # and every reranker type module
+analyses()
 
 __all__ = [
     "errors_end_on_the_message",
@@ -44,14 +69,19 @@ __all__ = [
 
 def expand_config(config: dict) -> dict:
     """irflow.core.config.expand_config (environment variables and ``~``), then the datasets
-    named from a benchmark's catalog (irflow.data.catalog) as ordinary dataset blocks."""
-    return resolve_catalog(core.expand_config(config))
+    named from a benchmark's catalog (irflow.data.catalog) as ordinary dataset blocks. A source
+    without a ``type`` is refused first, with the block to write instead."""
+    config = core.expand_config(config)
+    if problems := untyped_problems(config):
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return resolve_catalog(config)
 
 
 def validate_config(config: dict, schema: dict) -> dict:
-    """irflow.core.config.validate_config, with the installed retriever families' fragments;
-    every mapping's keys in sorted order (``sorted_keys``)."""
-    return sorted_keys(core.validate_config(config, with_installed(schema)))
+    """irflow.core.config.validate_config, with the installed retriever families', reranker
+    types' and source types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
+    schema = with_installed_sources(rerankers.with_installed(with_installed(schema)))
+    return sorted_keys(core.validate_config(config, schema))
 
 
 def sorted_keys(value):

@@ -59,16 +59,30 @@ def write_record(current: dict, config: dict, record: Path = RECORD) -> None:
     record.write_text(text + "\n", encoding="utf-8")
 
 
-def snakemake_command(config_files: list, snakefile: str) -> str:
-    """The command line that runs this experiment again, less its targets: the Snakemake the
-    user ran (``.venv/bin/snakemake`` for the README's), ``--cores all``, and the config files
-    the run named; with the Snakefile and the working directory where the Snakefile is not in
-    it. A damaged file's error (irflow.core.errors.rebuild_command) adds the file."""
+def runs_elsewhere(snakefile: str) -> bool:
+    """Whether this run's working directory is not the Snakefile's folder (--directory)."""
+    return Path(snakefile).resolve().parent != Path.cwd().resolve()
+
+
+def shown_path(path: Path, snakefile: str) -> Path:
+    """A path in the working directory as a message names it: as is where the run works in the
+    Snakefile's folder (the README's commands), absolute otherwise (run from elsewhere)."""
+    return Path(path).absolute() if runs_elsewhere(snakefile) else Path(path)
+
+
+def snakemake_command(
+    config_files: list, snakefile: str, options: tuple[str, ...] = ("--cores", "all")
+) -> str:
+    """The command line that runs this experiment again with ``options`` (by default
+    ``--cores all``), less its targets: the Snakemake the user ran (``.venv/bin/snakemake`` for
+    the README's) and the config files the run named; with the Snakefile and the working
+    directory where the Snakefile is not in it. A damaged file's error
+    (irflow.core.errors.rebuild_command) adds the file."""
     program = sys.argv[0] if Path(sys.argv[0]).name == "snakemake" else "snakemake"
-    words = [program, "--cores", "all"]
+    words = [program, *options]
     here = Path.cwd()
     paths = [Path(path).absolute() for path in config_files]
-    if Path(snakefile).resolve().parent != here.resolve():
+    if runs_elsewhere(snakefile):
         words += ["--snakefile", str(Path(snakefile).resolve()), "--directory", str(here)]
     else:  # run where it was started: its own files, as the README names them
         paths = [path.relative_to(here) if path.is_relative_to(here) else path for path in paths]

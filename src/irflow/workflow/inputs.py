@@ -10,6 +10,7 @@ from pathlib import Path
 from irflow.core.config import scored_split
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
+from irflow.data.sources import concrete_source
 from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
@@ -70,10 +71,11 @@ class DatasetInputs(WorkflowNames):
         too."""
         config = self.config
         dataset = wildcards.dataset
-        source = config["datasets"][dataset]["source"]
+        source = concrete_source(config, dataset)
         candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
         candidates.append(Path(config["download_dir"]) / dataset)
-        candidates += [Path(source["path"])] if "path" in source else []
+        local = [source["path"]] if source["type"] == "path" else []
+        candidates += [Path(path) for path in local]
         split = scored_split(config, dataset)
         for folder in candidates:
             if dataset_layout(folder, split):
@@ -81,7 +83,7 @@ class DatasetInputs(WorkflowNames):
                 source_json = Path(f"results/datasets/{dataset}/source.json")
                 check_dataset_files(folder, split, source_json, record)
                 return [str(p) for p in dataset_files(folder, split)]
-        return [source["path"]] if "path" in source else []
+        return local
 
     def prompts_file(self, spec):
         """A relative prompts path is looked up in the working directory, then beside the

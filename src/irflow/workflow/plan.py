@@ -61,8 +61,6 @@ class WorkflowNames:
         )
         # Datasets whose per-query scores the position analysis places by the relevant span.
         self.position_datasets = sorted(self.variants) + config["position_analysis"]["datasets"]
-        # Models whose gradient saliency profile (PosIR §5.3) is computed.
-        self.saliency_models = config["position_analysis"]["saliency"]["models"]
         self.dataset_specs = self._dataset_specs()
         # Where the results tables show each dataset (irflow.evaluation.tables): the Average
         # is over the benchmark's own datasets only.

@@ -338,12 +338,12 @@ def rerank_mb(corpus, queries, settings: dict, attempt: int = 1) -> int:
     """``settings``: the rerank rule's (its ``reranker`` spec and ``k``). The candidates are
     at most k per query and at most every document; their text is counted at the corpus's
     mean per document."""
-    from irflow.retrieval.late_interaction import MAX_HELD_TOKEN_BYTES
+    from irflow.retrieval.rerankers import reranker_type
 
     documents = contracts.read_metadata(_existing(corpus)).num_rows
     candidates = contracts.read_metadata(_existing(queries)).num_rows * settings["k"]
     share = min(1.0, candidates / max(documents, 1))
     peak = EMBED_MIB + RERANK_MIB_PER_TEXT_MB * text_mb(corpus) * share
-    if settings["reranker"]["type"] == "late-interaction":
-        peak += MAX_HELD_TOKEN_BYTES / MIB
+    spec = settings["reranker"]
+    peak += reranker_type(spec["type"]).held_bytes(spec) / MIB
     return request_mb(peak, attempt)

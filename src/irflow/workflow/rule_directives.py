@@ -58,6 +58,12 @@ def _open(source):
     return open(source.get_path_or_uri(secret_free=True), encoding="utf-8")
 
 
+def analysis_rule_files(workflow_folder: Path) -> list[Path]:
+    """Every analysis's rules, ``rules/analyses/<name>.smk``, in name order: the Snakefile
+    includes each, so that a new analysis changes no file of the workflow but its own."""
+    return sorted((Path(workflow_folder) / "rules" / "analyses").glob("*.smk"))
+
+
 # All that snakemake.parser asks of a workflow: its source cache, to open a Snakefile.
 _WORKFLOW = SimpleNamespace(sourcecache=SimpleNamespace(open=_open))
 
@@ -100,6 +106,10 @@ def _first_argument(call: ast.Call) -> str | None:
     return ast.unparse(value)
 
 
+def _is_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
 def _declared(decorators: list[ast.Call]) -> dict:
     """The directives among a rule function's decorators that Rule records."""
     declared = {}
@@ -119,7 +129,7 @@ def workflow_rules(snakefile: Path = SNAKEFILE) -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
     # `use rule A as B with:` is A with the directives that its with-block gives anew.
     uses: list[tuple[str, str, dict]] = []
-    pending = [Path(snakefile).resolve()]
+    pending = [Path(snakefile).resolve(), *analysis_rule_files(Path(snakefile).resolve().parent)]
     seen: set[Path] = set()
     while pending:
         path = pending.pop(0)
@@ -129,8 +139,9 @@ def workflow_rules(snakefile: Path = SNAKEFILE) -> dict[str, Rule]:
         tree = _compiled(path)
         for node in ast.walk(tree):
             include = _directive(node) if isinstance(node, ast.expr) else None
-            if include and include.func.attr == "include":
-                pending.append((path.parent / ast.literal_eval(include.args[0])).resolve())
+            # A computed include is an analysis's rules, pending already.
+            if include and include.func.attr == "include" and _is_text(include.args[0]):
+                pending.append((path.parent / include.args[0].value).resolve())
         for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             decorators = [d for d in map(_directive, function.decorator_list) if d is not None]
             kinds = {d.func.attr: d for d in decorators}

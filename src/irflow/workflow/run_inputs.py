@@ -5,11 +5,14 @@ rules/common.smk builds one from the validated config."""
 from types import SimpleNamespace
 
 from irflow.core.config import scored_split
+from irflow.derived.negatives import SEARCHER_FILES
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.external_run import is_url, run_location
+from irflow.retrieval.rerankers import reranker_settings, reranker_type
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
+from irflow.workflow.qc_inputs import QualityControlInputs
 
 # The tables of results/ each dataset has one of, by the database view that shows them.
 DATASET_TABLES = {
@@ -31,9 +34,15 @@ SUMMARY_VIEWS = [
 ]
 
 
-class Plan(DatasetInputs):
+class Plan(QualityControlInputs, DatasetInputs):
     """Every name and input function of the workflow (irflow.workflow.plan,
-    irflow.workflow.inputs), and those of its runs."""
+    irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs."""
+
+    def __init__(self, config, basedir):
+        super().__init__(config, basedir)
+        # The database views of the analyses' tables, by view: each analysis's rules
+        # (rules/analyses/<name>.smk) add theirs.
+        self.analysis_views = {}
 
     def dense_inputs(self, wildcards):
         """The index (none for a flat index searched in shards) and query embeddings; the rows
@@ -99,30 +108,30 @@ class Plan(DatasetInputs):
         return retrieval | family(retriever["type"]).search_settings(retriever, self.config)
 
     def split_retrieval_files(self, dataset, system):
-        """What split_retrieval's job reads: BM25's index; a dense retriever's index, the rows
-        it holds (and their passages' documents) and its model, which encodes the split's
-        queries."""
-        if system not in self.dense_systems:
-            return {"bm25_index": bm25_index_folder(dataset, system)}
-        inputs = self.dense_inputs(SimpleNamespace(dataset=dataset, system=system))
-        model = self.retrievers[system]["model"]
-        return (
-            ({"index": inputs["index"]} if "index" in inputs else {})
-            | {
-                "rows": inputs["corpus"],
+        """What split_retrieval's job reads: the files of the family's searcher
+        (``split_search_inputs``) and the model that encodes the split's query texts, if any."""
+        spec = self.retrievers[system]
+        files = family(spec["type"]).split_search_inputs(self, dataset, system)
+        for model in family(spec["type"]).models(spec):
+            files |= {
                 "model": local_folder_files(self.config["models"][model]["id"]),
                 "onnx": self.onnx_graph(SimpleNamespace(model=model)),
             }
-            | ({"passages": inputs["passages"]} if "passages" in inputs else {})
-        )
+        return files
+
+    def search_inputs(self, wildcards):
+        """A retrieve job's inputs: its family's (``search_inputs``)."""
+        spec = self.retrievers[wildcards.system]
+        return family(spec["type"]).search_inputs(self, wildcards)
 
     def reranker_embeddings(self, dataset, reranker):
         """A bi-encoder's document and query vectors, when the workflow computes them anyway
         for a dense retriever, and the queries' manifest (their encoding latency and
         model)."""
         spec = self.config["rerankers"][reranker]
-        if spec["type"] == "bi-encoder" and spec["model"] in self.corpus_models:
-            folder = f"{dataset}/{spec['model']}"
+        model = reranker_type(spec["type"]).embeddings_model(spec)
+        if model in self.corpus_models:
+            folder = f"{dataset}/{model}"
             return {
                 "embeddings": f"results/embeddings/{folder}/corpus.parquet",
                 "query_embeddings": f"results/embeddings/{folder}/queries.parquet",
@@ -144,16 +153,7 @@ class Plan(DatasetInputs):
 
     def rerank_settings(self, wildcards):
         first_stage, reranker, k = self.reranked[wildcards.system]
-        spec = self.config["rerankers"][reranker]
-        settings = {
-            "first_stage": first_stage,
-            "reranker_name": reranker,
-            "k": k,
-            "reranker": spec,
-        }
-        if spec["type"] in ("bi-encoder", "late-interaction"):
-            settings["model"] = self.model_result_settings(spec["model"])
-        return settings
+        return reranker_settings(self.config, reranker, first_stage, k)
 
     def external_run_settings(self, wildcards):
         """Everything that determines the imported run, so a change to any of it reruns
@@ -184,18 +184,22 @@ class Plan(DatasetInputs):
 
     def negatives_inputs(self, wildcards):
         """The scored split's run and judgements (and a dense system's vectors); for another
-        split, every query (the job reads the split's qrels and retrieves them itself)."""
+        split, every query and the system's searcher's files, named ``search_<name>`` (the
+        job reads the split's qrels and retrieves them itself)."""
         spec = self.config["negatives"][wildcards.export]
         base = f"results/datasets/{spec['dataset']}"
         inputs = {
             "source": f"{base}/source.json",
             "corpus": f"{base}/filtered/corpus.parquet",
         }
-        if spec["system"] in self.bm25_systems:
-            # It retrieves another split, or scores the positives the run did not retrieve.
-            inputs["bm25_index"] = bm25_index_folder(spec["dataset"], spec["system"])
         if spec["split"] != scored_split(self.config, spec["dataset"]):
-            return inputs | {"queries": f"{base}/queries.parquet"}
+            # The job searches the split's queries with the system's searcher, from its files.
+            files = self.split_retrieval_files(spec["dataset"], spec["system"])
+            searched = {f"{SEARCHER_FILES}{name}": path for name, path in files.items()}
+            return inputs | searched | {"queries": f"{base}/queries.parquet"}
+        if spec["system"] in self.bm25_systems:
+            # It scores the positives the run did not retrieve.
+            inputs["bm25_index"] = bm25_index_folder(spec["dataset"], spec["system"])
         inputs |= {
             "run": f"results/runs/{spec['dataset']}/{spec['system']}.parquet",
             "qrels": f"{base}/qrels.parquet",
@@ -213,6 +217,15 @@ class Plan(DatasetInputs):
             if "passages" in dense:
                 inputs["vectors_passages"] = dense["passages"]
         return inputs
+
+    def negatives_env(self, wildcards):
+        """A searcher that encodes another split's queries with its model (a dense
+        retriever's) needs torch; reading a run, or BM25, does not."""
+        spec = self.config["negatives"][wildcards.export]
+        retriever = self.retrievers.get(spec["system"])
+        other_split = spec["split"] != scored_split(self.config, spec["dataset"])
+        encodes = retriever is not None and family(retriever["type"]).models(retriever)
+        return f"../envs/{'models' if other_split and encodes else 'data'}.yaml"
 
     def negatives_retrieval(self, wildcards):
         """What the negatives job retrieves another split with (None for the scored
@@ -248,11 +261,6 @@ class Plan(DatasetInputs):
                 for d in self.datasets
                 for m in self.passage_models
             ]
-        if self.position_datasets:
-            views["position_bins"] = ["results/position_bins.parquet"]
-            views["psi"] = ["results/psi.parquet"]
-        if self.saliency_models:
-            views["saliency"] = [f"results/saliency/{m}.parquet" for m in self.saliency_models]
         if self.config["negatives"]:
             views["negatives"] = [
                 f"results/negatives/{n}.parquet" for n in self.config["negatives"]
@@ -264,4 +272,4 @@ class Plan(DatasetInputs):
             views["label_audit"] = [f"results/audit/{d}/candidates.parquet" for d in self.audited]
             views["label_audit_hole"] = [f"results/audit/{d}/hole.parquet" for d in self.audited]
             views["label_audit_summary"] = ["results/label_audit.parquet"]
-        return views
+        return views | self.analysis_views

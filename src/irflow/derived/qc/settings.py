@@ -4,11 +4,7 @@ settings, and its cross-references, checked with the config."""
 from __future__ import annotations
 
 from irflow.core.config import missing_key, register_check, system_kinds
-from irflow.derived.generate.dataset import checked_splits
 from irflow.derived.positionalize import list_variants
-
-# Retriever types that retrieve a checked split other than the scored one (retrieve_judged).
-SPLIT_RETRIEVERS = ("bm25", "dense")
 
 
 def list_quality_controlled(config: dict) -> dict[str, dict]:
@@ -90,15 +86,6 @@ def quality_control_problems(config: dict) -> list[str]:
             problems.append(
                 f"config key '{path}.splits': {spec['splits']} leaves out {scored!r}, the split "
                 f"'generate.{spec['dataset']}.split' scores"
-            )
-        retriever_type = config["retrievers"].get(spec["retriever"], {}).get("type")
-        others = [split for split in checked_splits(spec) if split != scored]
-        if others and retriever_type not in (None, *SPLIT_RETRIEVERS):
-            problems.append(
-                f"config key '{path}.retriever': {spec['retriever']!r} is a {retriever_type} "
-                f"retriever, which cannot retrieve the queries of split(s) {others} (only "
-                f"{' and '.join(SPLIT_RETRIEVERS)} retrievers can); name one, or set "
-                f"'{path}.splits' to [{scored!r}]"
             )
         if spec["depth"] > config["top_k"]:
             problems.append(

@@ -9,8 +9,14 @@ stays in irflow.retrieval and irflow.encoding; a family calls it.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from irflow.core import contracts
 from irflow.core.config import missing_key, torch_problems
 from irflow.evaluation.cost import CostModel, in_sequence, recall_fields, throughput
+from irflow.retrieval.runs import QuerySearcher, SearchRequest
 from irflow.workflow import resources
 
 
@@ -66,9 +72,47 @@ class RetrieverFamily:
         texts as Python strings and its own index of them, as BM25 does."""
         return resources.bm25_mb(inputs.corpus, attempt)
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
-        """The run and timing of one retrieve job (scripts/retrieve.py)."""
-        raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        """Its retrieve job's inputs (``plan``: irflow.workflow.run_inputs.Plan): the files its
+        searcher opens and the ``queries`` it searches. By default the filtered corpus and
+        queries, which a retriever of query texts reads."""
+        base = f"results/datasets/{wildcards.dataset}"
+        return {
+            "source": f"{base}/source.json",
+            "corpus": f"{base}/filtered/corpus.parquet",
+            "queries": f"{base}/filtered/queries.parquet",
+        }
+
+    def split_search_inputs(self, plan, dataset: str, system: str) -> dict[str, str]:
+        """What its searcher reads to search the query texts of a split the retrieve jobs do
+        not run (a negatives or qc_candidates job): its retrieve job's files, less the
+        queries."""
+        wildcards = SimpleNamespace(dataset=dataset, system=system)
+        inputs = self.search_inputs(plan, wildcards)
+        return {name: path for name, path in inputs.items() if name not in ("source", "queries")}
+
+    def open_searcher(
+        self, files: dict[str, Path], settings: dict, threads: int, *, models: dict | None = None
+    ) -> QuerySearcher | None:
+        """Its searcher (irflow.retrieval.runs.QuerySearcher), from ``files`` (its retrieve
+        job's inputs, or ``split_search_inputs``) and ``settings`` (the retrieve job's, or a
+        split's ``retrieval``); ``models``, the config's, give a model that encodes query
+        texts. None for a family that searches nothing here (its runs are imported)."""
+        return None
+
+    def search(self, files: dict[str, Path], settings: dict, threads: int) -> tuple:
+        """The run and timing of one retrieve job (scripts/retrieve.py): its searcher's search
+        of the job's ``queries``."""
+        searcher = self.open_searcher(files, settings, threads)
+        if searcher is None:
+            raise NotImplementedError(f"{self.type} runs are not made by scripts/retrieve.py")
+        queries = contracts.read_table(files["queries"])
+        return searcher.search(queries, SearchRequest.of(settings))
+
+    @property
+    def searches(self) -> bool:
+        """Whether it opens a searcher, which searches any split's query texts."""
+        return type(self).open_searcher is not RetrieverFamily.open_searcher
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """Per-query seconds of its first stage, as its search job measured them."""
@@ -102,6 +146,16 @@ class EncodedVectors(RetrieverFamily):
         """What an encode job's manifest records beyond irflow.encoding.encode_parts' facts."""
         return {}
 
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.vector_search_inputs(wildcards)
+
+    def open_searcher(self, files, settings, threads, *, models=None):
+        """A searcher of query texts: its model encodes them as its encode job encodes the
+        scored split's queries, and its ``search`` reads them as it reads those."""
+        return EncodedQueries(
+            self, files, settings, threads, models[settings["retriever"]["model"]]
+        )
+
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
         index = settings["retriever"].get("index")
         return resources.vector_search_mb(inputs.corpus, attempt, index)
@@ -126,3 +180,32 @@ class EncodedVectors(RetrieverFamily):
             "tokens_per_document": retrieve.get("tokens_per_document"),
             "device": corpus["device"],
         } | recall_fields(retrieve.get("recall") or {})
+
+
+class EncodedQueries:
+    """The searcher of an ``EncodedVectors`` family, whose search reads encoded query files:
+    the family's model (``model``, its ``models`` entry) encodes a query table's texts into such
+    a file, which ``family.search`` searches with its ``files`` (the documents' vectors)."""
+
+    def __init__(self, family: EncodedVectors, files: dict, settings: dict, threads: int, model):
+        self.family, self.files, self.settings, self.threads = family, files, settings, threads
+        self.model_spec, self.encoder = model, None
+
+    def search(self, queries, request: SearchRequest) -> tuple:
+        if self.encoder is None:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self.encoder = self.family.load_encoder(self.model_spec)
+        texts = queries.column("text").to_pylist()
+        ids = queries.column("query_id").to_pylist()
+        table = self.encoder.table(ids, self.encoder.encode(texts, "queries"))
+        settings = self.settings | {
+            "top_k": request.top_k,
+            "remove_self_matches": request.remove_self_matches,
+            "latency_queries": request.latency_queries,
+        }
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "queries.parquet"
+            contracts.write_file(table, path)
+            return self.family.search(self.files | {"queries": path}, settings, self.threads)

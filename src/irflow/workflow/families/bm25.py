@@ -3,8 +3,6 @@ dataset and retriever by rule index_bm25 (rules/index.smk) and searched memory-m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from irflow.evaluation.cost import CostModel
 from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
@@ -29,17 +27,13 @@ class Bm25(RetrieverFamily):
     def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
         return resources.bm25_search_mb(inputs.index, inputs.queries, settings["top_k"], attempt)
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
-        from irflow.retrieval.retrieve import bm25_search
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.bm25_inputs(wildcards)
 
-        return bm25_search(
-            Path(inputs.index),
-            Path(inputs.queries),
-            settings["retriever"],
-            settings["top_k"],
-            settings["remove_self_matches"],
-            settings["latency_queries"],
-        )
+    def open_searcher(self, files, settings, threads, *, models=None):
+        from irflow.retrieval.retrieve import bm25_searcher
+
+        return bm25_searcher(files["index"], settings["retriever"])
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         index = cost.manifest("index_bm25", dataset, system)

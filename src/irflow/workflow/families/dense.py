@@ -36,23 +36,26 @@ class Dense(RetrieverFamily):
             index_file(inputs), inputs.queries, settings["index"], attempt, documents=inputs.corpus
         )
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.dense_inputs(wildcards)
+
+    def open_searcher(self, files, settings, threads, *, models=None):
         import faiss
 
-        from irflow.retrieval.retrieve import dense_search
+        from irflow.retrieval.retrieve import DenseSearcher
 
         faiss.omp_set_num_threads(threads)
-        index = index_file(inputs)
-        return dense_search(
-            Path(index) if index else None,
+        retriever = settings["retriever"]
+        encode = None
+        if models is not None:
+            encode = QueryEncoder(models[retriever["model"]], files.get("onnx"), threads)
+        return DenseSearcher(
+            files.get("index"),
             settings["index"],
-            Path(inputs.corpus),
-            Path(inputs.queries),
-            settings["top_k"],
-            settings["remove_self_matches"],
-            batch_size=settings["retriever"]["query_batch_size"],
-            latency_queries=settings["latency_queries"],
-            passages=Path(inputs.passages) if "passages" in inputs.keys() else None,
+            files["corpus"],
+            retriever["query_batch_size"],
+            passages=files.get("passages"),
+            encode=encode,
         )
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
@@ -83,6 +86,30 @@ class Dense(RetrieverFamily):
             # in a manifest from before irflow recorded it.
             "similarity": corpus.get("similarity"),
         } | recall_fields(cost.manifest("retrieve", dataset, system).get("recall") or {})
+
+
+class QueryEncoder:
+    """Encodes query texts with the retriever's model as its embed job encodes the scored
+    split's queries (its ``query_prompt``), the model loaded at the first call."""
+
+    def __init__(self, spec: dict, onnx: Path | None, threads: int):
+        self.spec, self.onnx, self.threads = spec, onnx, threads
+        self.encoder = None
+
+    def __call__(self, texts: list[str]):
+        if self.encoder is None:
+            import torch
+
+            from irflow.encoding.models import Encoder
+
+            torch.set_num_threads(self.threads)
+            self.encoder = Encoder.load(self.spec, self.onnx)
+        return self.encoder.encode(texts, self.spec["query_prompt"])
+
+    @property
+    def provenance(self) -> dict | None:
+        """The loaded model's provenance (None before it encoded anything)."""
+        return self.encoder.provenance if self.encoder else None
 
 
 def index_file(inputs) -> str | None:

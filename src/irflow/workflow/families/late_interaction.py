@@ -3,8 +3,6 @@ over a Voyager index's candidates (irflow.retrieval.late_interaction)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from irflow.core.config import register_check
 from irflow.workflow.families.base import EncodedVectors
 
@@ -26,7 +24,7 @@ class LateInteraction(EncodedVectors):
         """The texts cut to the model's query or document length."""
         return encoder.truncation(texts, side, shard)
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
+    def search(self, files, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.late_interaction import late_interaction_search
@@ -34,8 +32,8 @@ class LateInteraction(EncodedVectors):
         torch.set_num_threads(threads)
         retriever = settings["retriever"]
         return late_interaction_search(
-            Path(inputs.corpus),
-            Path(inputs.queries),
+            files["corpus"],
+            files["queries"],
             settings["top_k"],
             settings["remove_self_matches"],
             retriever["query_batch_size"],

@@ -5,9 +5,8 @@ point (type: the entry point's name). Its runs are made by the generic rule retr
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
-from irflow.retrieval.custom import custom_search, load_class, protocol_problem
+from irflow.retrieval.custom import class_problem, custom_searcher, load_class
 from irflow.workflow.families.base import RetrieverFamily
 
 
@@ -28,27 +27,12 @@ class PythonClass(RetrieverFamily):
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and implement the protocol: refused now, not in the job."""
         key = f"retrievers.{name}.{self.class_key}"
-        where = self.class_reference(spec)
-        try:
-            problem = protocol_problem(self.retriever_class(spec))
-        except (ImportError, AttributeError, ValueError) as error:
-            problem = (
-                f"cannot import {where!r} ({type(error).__name__}: {error}); install its "
-                "package or put its folder on PYTHONPATH"
-            )
+        problem = class_problem(lambda: self.retriever_class(spec), self.class_reference(spec))
         return [f"config key '{key}': {problem}"] if problem else []
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
+    def open_searcher(self, files, settings, threads, *, models=None):
         spec = settings["retriever"]
-        retriever = self.retriever_class(spec)(**spec["settings"])
-        return custom_search(
-            retriever,
-            Path(inputs.corpus),
-            Path(inputs.queries),
-            settings["top_k"],
-            settings["remove_self_matches"],
-            settings["latency_queries"],
-        )
+        return custom_searcher(self.retriever_class(spec)(**spec["settings"]), files["corpus"])
 
 
 class EntryPoint(PythonClass):
@@ -61,15 +45,6 @@ class EntryPoint(PythonClass):
         self.entry_point = entry_point
         self.type = entry_point.name
         self.schema_def = None
-
-    def fragment(self, python: dict) -> dict:
-        """Its entry's schema: ``python``'s (the $defs entry of type python) with this type and
-        without ``class``, which the entry point names."""
-        properties = {k: v for k, v in python["properties"].items() if k != "class"}
-        return python | {
-            "required": ["type"],
-            "properties": properties | {"type": {"const": self.type}},
-        }
 
     def class_reference(self, spec: dict) -> str:
         return self.entry_point.value

@@ -3,8 +3,6 @@ the documents' vectors in results/sparse/."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from irflow.workflow.families.base import EncodedVectors
 
 
@@ -19,15 +17,15 @@ class Sparse(EncodedVectors):
 
         return SparseModel.load(spec)
 
-    def search(self, inputs, settings: dict, threads: int) -> tuple:
+    def search(self, files, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.sparse import sparse_search
 
         torch.set_num_threads(threads)
         return sparse_search(
-            Path(inputs.corpus),
-            Path(inputs.queries),
+            files["corpus"],
+            files["queries"],
             settings["top_k"],
             settings["remove_self_matches"],
             settings["retriever"]["query_batch_size"],

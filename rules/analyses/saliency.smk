@@ -9,6 +9,8 @@ from irflow.analyses.saliency import pairs_tokenizer
 from irflow.data.tokens import tokenizer_source
 
 SALIENCY = config["position_analysis"]["saliency"]
+# Models whose gradient saliency profile (PosIR §5.3) is computed.
+SALIENCY_MODELS = SALIENCY["models"]
 SALIENCY_PAIRS = f"results/saliency/pairs/{SALIENCY['dataset']}.parquet"
 SALIENCY_TOKENIZER = pairs_tokenizer(config)
 
@@ -23,7 +25,7 @@ rule saliency_pairs:
     log:
         f"results/logs/saliency_pairs/{SALIENCY['dataset']}.log",
     conda:
-        "../envs/positionalize.yaml"
+        "../../envs/positionalize.yaml"
     params:
         dataset=SALIENCY["dataset"],
         tokenizer=(
@@ -36,7 +38,7 @@ rule saliency_pairs:
             for key in ("select", "queries", "min_tokens", "centre", "seed")
         },
     script:
-        "../scripts/saliency_pairs.py"
+        "../../scripts/saliency_pairs.py"
 
 
 rule saliency:
@@ -48,9 +50,9 @@ rule saliency:
     log:
         "results/logs/saliency/{model}.log",
     wildcard_constraints:
-        model=one_of(plan.saliency_models),
+        model=one_of(SALIENCY_MODELS),
     conda:
-        "../envs/models.yaml"
+        "../../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
@@ -61,21 +63,28 @@ rule saliency:
         dataset=SALIENCY["dataset"],
         analysis={key: SALIENCY[key] for key in ("bins", "resample")},
     script:
-        "../scripts/saliency.py"
+        "../../scripts/saliency.py"
 
 
 rule saliency_plot:
     input:
-        profiles=expand("results/saliency/{model}.parquet", model=plan.saliency_models),
+        profiles=expand("results/saliency/{model}.parquet", model=SALIENCY_MODELS),
     output:
         figure=report(
             "results/plots/saliency.png",
-            caption="../report/saliency.rst",
+            caption="../../report/saliency.rst",
             category="Position bias",
         ),
     log:
         "results/logs/saliency_plot.log",
     conda:
-        "../envs/data.yaml"
+        "../../envs/data.yaml"
     script:
-        "../scripts/saliency_plot.py"
+        "../../scripts/saliency_plot.py"
+
+
+ANALYSIS_TARGETS.append(rules.saliency_plot.output if SALIENCY_MODELS else [])
+if SALIENCY_MODELS:
+    plan.analysis_views["saliency"] = [
+        f"results/saliency/{m}.parquet" for m in SALIENCY_MODELS
+    ]

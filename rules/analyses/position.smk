@@ -18,14 +18,14 @@ rule position:
     log:
         "results/logs/position.log",
     conda:
-        "../envs/positionalize.yaml"
+        "../../envs/positionalize.yaml"
     params:
         analysis=config["position_analysis"],
         datasets=plan.position_datasets,
         groups=plan.position_groups(),
         systems=plan.systems,
     script:
-        "../scripts/position.py"
+        "../../scripts/position.py"
 
 
 rule position_plots:
@@ -35,17 +35,23 @@ rule position_plots:
     output:
         curves=report(
             "results/plots/position.png",
-            caption="../report/position.rst",
+            caption="../../report/position.rst",
             category="Position bias",
         ),
         psi_table=report(
             "results/report/psi_table.html",
-            caption="../report/psi_table.rst",
+            caption="../../report/psi_table.rst",
             category="Position bias",
         ),
     log:
         "results/logs/position_plots.log",
     conda:
-        "../envs/data.yaml"
+        "../../envs/data.yaml"
     script:
-        "../scripts/position_plots.py"
+        "../../scripts/position_plots.py"
+
+
+ANALYSIS_TARGETS.append(rules.position_plots.output if plan.position_datasets else [])
+if plan.position_datasets:
+    plan.analysis_views["position_bins"] = ["results/position_bins.parquet"]
+    plan.analysis_views["psi"] = ["results/psi.parquet"]

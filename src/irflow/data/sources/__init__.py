@@ -1,0 +1,180 @@
+"""sources: the dataset source types, by the ``type`` a dataset's ``source`` names.
+
+Each module of this package defines one type (``SOURCE``, an irflow.data.sources.base.
+SourceType); installed packages add theirs as ``irflow.sources`` entry points, each a
+SourceType whose ``schema`` is its block's fragment. The config check, the download job's
+params and the download itself ask the registry; the type is never guessed from the keys a
+block has.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from irflow.core.config import register_check, scored_split
+from irflow.core.errors import ConfigError
+from irflow.data import download
+from irflow.data.download import SourceParams
+from irflow.data.sources.base import SourceType
+from irflow.data.sources.path import folder_problem
+
+ENTRY_POINT_GROUP = "irflow.sources"
+
+
+@cache
+def built_in() -> dict[str, SourceType]:
+    """Every module of this package that defines a SOURCE, by its type."""
+    types = {}
+    for module in pkgutil.iter_modules(__path__):
+        source = getattr(importlib.import_module(f"{__name__}.{module.name}"), "SOURCE", None)
+        if source is not None:
+            types[source.type] = source
+    return types
+
+
+@cache
+def installed() -> dict[str, SourceType]:
+    """The source types installed packages register as irflow.sources entry points (each a
+    SourceType, or its class); a name of a built-in type is refused, so that no package
+    changes what a config means."""
+    types = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in built_in():
+            raise ConfigError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
+                f"({entry_point.value}) takes the name of a built-in source type"
+            )
+        loaded = entry_point.load()
+        source = loaded() if isinstance(loaded, type) else loaded
+        if source.type != entry_point.name or not isinstance(source.schema, dict):
+            raise ConfigError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} ({entry_point.value}) "
+                f"must be a SourceType of type {entry_point.name!r} with its schema fragment"
+            )
+        types[entry_point.name] = source
+    return types
+
+
+def source_types() -> dict[str, SourceType]:
+    return built_in() | installed()
+
+
+def source_type(name: str) -> SourceType:
+    """The source type ``name`` (a validated config names only known ones)."""
+    known = source_types()
+    if name not in known:
+        raise ConfigError(f"no dataset source type {name!r}; known: " + ", ".join(sorted(known)))
+    return known[name]
+
+
+def with_installed(schema: dict) -> dict:
+    """``schema`` with each installed type's fragment among a source block's choices."""
+    plugins = installed()
+    if not plugins:
+        return schema
+    defs = dict(schema["$defs"])
+    source = defs["dataset"]["properties"]["source"]
+    choices = list(source["oneOf"])
+    for name, plugin in sorted(plugins.items()):
+        defs[f"source_entry_point:{name}"] = plugin.schema
+        choices.append({"$ref": f"#/$defs/source_entry_point:{name}"})
+    properties = defs["dataset"]["properties"] | {"source": source | {"oneOf": choices}}
+    defs["dataset"] = defs["dataset"] | {"properties": properties}
+    return schema | {"$defs": defs}
+
+
+# --- the spelling before source types ----------------------------------------------------------
+
+
+def untyped_problems(config: dict) -> list[str]:
+    """Each dataset source without a ``type`` (irflow's spelling before source types), with
+    the block to write instead, and each ``split`` written into a source: checked before the
+    schema, whose message for a source would list every type's keys."""
+    problems = []
+    datasets = config.get("datasets")
+    for dataset, block in datasets.items() if isinstance(datasets, dict) else ():
+        source = block.get("source") if isinstance(block, dict) else None
+        if not isinstance(source, dict):
+            continue
+        key = f"config key 'datasets.{dataset}.source"
+        if "split" in source:
+            problems.append(
+                f"{key}.split': a source has no split; the split scored is the top-level "
+                f"`split` (for this dataset alone: `datasets.{dataset}.split`)"
+            )
+        if "type" not in source:
+            problems.append(f"{key}' has no `type`; {_typed_spelling(source)}")
+    return problems
+
+
+def _typed_spelling(source: dict) -> str:
+    """The fix for an untyped source: the block with its type, where the keys tell it."""
+    for found in built_in().values():
+        if found.untyped_key in source:
+            typed = {"type": found.type} | {
+                found.renamed.get(key, key): value for key, value in source.items()
+            }
+            return f"write {_flow(typed)} (was {_flow(source)})"
+    return "name one of the types: " + ", ".join(sorted(source_types()))
+
+
+def _flow(block: dict) -> str:
+    """``block`` as YAML's flow style writes it, strings unquoted."""
+    values = (v if isinstance(v, str) else json.dumps(v) for v in block.values())
+    return "{" + ", ".join(f"{key}: {value}" for key, value in zip(block, values)) + "}"
+
+
+# --- what the config says and the download job does ------------------------------------------
+
+
+def concrete_source(config: dict, dataset: str) -> dict:
+    """The source block dataset ``dataset`` is fetched from: its own, or the one its catalog
+    name stands for."""
+    spec = config["datasets"][dataset]["source"]
+    return source_type(spec["type"]).concrete(dataset, spec, config)
+
+
+def download_params(config: dict, dataset: str) -> SourceParams:
+    """The download job's params (rules/download.smk): what ``dataset`` is fetched from, in
+    sorted keys, as its type gives them, carrying the type and block that fetch it."""
+    return bind(concrete_source(config, dataset))
+
+
+def bind(spec: dict) -> SourceParams:
+    """A concrete source block with its type, as irflow.data.download.locate_dataset takes it."""
+    found = source_type(spec["type"])
+    params = found.params(spec)
+    return SourceParams({key: params[key] for key in sorted(params)}, found, spec)
+
+
+@register_check
+def source_problems(config: dict) -> list[str]:
+    """Each source's own checks (its type's ``problems``), and each folder of ``data_dir``
+    that a dataset would be read from."""
+    problems = []
+    for dataset, block in config["datasets"].items():
+        spec = block["source"]
+        problems += source_type(spec["type"]).problems(dataset, spec, config) or (
+            data_dir_problems(config, dataset)
+        )
+    return problems
+
+
+def data_dir_problems(config: dict, dataset: str) -> list[str]:
+    """A folder of the dataset's name in ``data_dir`` is what the dataset is read from: it
+    must be a whole dataset folder (before, one without qrels was passed over for the source)."""
+    if not config.get("data_dir"):
+        return []
+    folder = Path(config["data_dir"]).expanduser() / dataset
+    problem = folder_problem(folder, scored_split(config, dataset)) if folder.exists() else None
+    return [f"config key 'data_dir': {problem}"] if problem else []
+
+
+def locate_dataset(name: str, spec: dict, **fetch) -> Path:
+    """irflow.data.download.locate_dataset of a concrete source block (``concrete_source``)."""
+    return download.locate_dataset(name, bind(spec), **fetch)

@@ -1,0 +1,59 @@
+"""base: what irflow knows of a dataset source type, the protocol each type implements.
+
+A source type is the ``type`` of a dataset's ``source`` (url, huggingface, ir_datasets, path,
+beir). Its one module under irflow.data.sources says everything the config check and the
+download job need: its schema fragment, its own config checks, what it is fetched from (the
+download job's params), the key its copy is cached under, and how it is fetched, online or
+offline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from irflow.data.download import Fetch
+
+
+class SourceType:
+    """One source type. Class attributes describe it; methods take the dataset's name and its
+    ``source`` block (``spec``, with its ``type``)."""
+
+    # The ``type`` a source block names.
+    type: str
+    # Its block's schema: the name of its fragment in config/config.schema.yaml's $defs. A type
+    # installed as an ``irflow.sources`` entry point has none there and gives its fragment as
+    # ``schema`` (irflow.data.sources.with_installed).
+    schema_def: str | None = None
+    schema: dict | None = None
+    # How irflow spelled this source before sources had a type: the key that told it apart
+    # (``{url: ...}``) and the keys since renamed ({old: new}). The download job's params
+    # keep that spelling (``params``), so that results made before are not made again. None
+    # for a type that came after.
+    untyped_key: str | None = None
+    renamed: dict[str, str] = {}
+
+    def concrete(self, dataset: str, spec: dict, config: dict) -> dict:
+        """The source block this one stands for (a catalog name: its zip URL and MD5 sum)."""
+        return spec
+
+    def params(self, spec: dict) -> dict:
+        """The download job's params: what the dataset is fetched from. A change reruns the
+        download job and everything after it (irflow.workflow.stamps)."""
+        if self.untyped_key is None:
+            return spec
+        old = {new: old for old, new in self.renamed.items()}
+        return {old.get(key, key): value for key, value in spec.items() if key != "type"}
+
+    def problems(self, dataset: str, spec: dict, config: dict) -> list[str]:
+        """What is wrong with the source of ``dataset`` beyond its schema, each naming its key."""
+        return []
+
+    def cache_key(self, spec: dict) -> dict:
+        """What identifies the content fetched from ``spec``: the key of its cache folder
+        (irflow.data.download_cache)."""
+        raise NotImplementedError
+
+    def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
+        """A dataset folder holding ``dataset``: its own, the cache's copy, or fetched into the
+        cache (offline: refused, naming the file to place and where)."""
+        raise NotImplementedError

@@ -1,0 +1,71 @@
+"""results: the aggregate rule's outputs (per-query table, summary, published comparison,
+results.md and its CSV tables), for every (dataset, system) of a run, or for the pairs that
+finished when a run failed (irflow.workflow.run_end, results/partial/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from irflow.core import contracts
+from irflow.evaluation import published
+from irflow.evaluation.aggregate import build_summary, collect_per_query
+from irflow.evaluation.tables import TableLayout, write_tables
+
+
+@dataclass(frozen=True)
+class ResultFiles:
+    """Where the aggregate's outputs go."""
+
+    per_query: Path
+    summary: Path
+    markdown: Path
+    tables: Path
+    published: Path
+
+    @classmethod
+    def in_folder(cls, folder: Path) -> ResultFiles:
+        """The outputs under ``folder``, named as the aggregate rule names them in results/."""
+        return cls(
+            per_query=folder / "per_query.parquet",
+            summary=folder / "summary.parquet",
+            markdown=folder / "results.md",
+            tables=folder / "tables",
+            published=folder / "published.parquet",
+        )
+
+
+def write_results(
+    scores: list[tuple[str, str, Path]],
+    published_path: Path,
+    files: ResultFiles,
+    report_metrics: list[str],
+    layout: TableLayout,
+    identities: dict,
+    *,
+    missing: dict[tuple[str, str], str] | None = None,
+) -> pd.DataFrame:
+    """Aggregate ``scores`` ((dataset, system, per-query Parquet) each) into ``files``: the
+    per-query table, the summary, each number beside its published value
+    (``published_path``; ``identities``: what each system is published as) and the tables of
+    ``report_metrics``. With ``missing``, a partial run's tables (irflow.evaluation.tables).
+    Returns the summary."""
+    per_query = collect_per_query(scores)
+    contracts.write_frame(per_query, files.per_query)
+    summary = build_summary(per_query)
+    contracts.write_frame(summary, files.summary, contracts.SUMMARY)
+    comparison = published.compare(summary, published.load_published(published_path), identities)
+    contracts.write_frame(comparison, files.published, contracts.PUBLISHED)
+    published.log_misses(comparison)
+    write_tables(
+        summary,
+        report_metrics,
+        layout,
+        files.markdown,
+        files.tables,
+        appendix=published.markdown(comparison),
+        missing=missing,
+    )
+    return summary

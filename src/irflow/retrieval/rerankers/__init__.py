@@ -1,0 +1,103 @@
+"""rerankers: the reranker types, by the ``type`` a ``rerankers`` entry names.
+
+Each module of this package defines one type (``RERANKER``, an
+irflow.retrieval.rerankers.base.RerankerType); installed packages add theirs as
+``irflow.rerankers`` entry points (irflow.retrieval.rerankers.python.EntryPoint). The rules, the
+config check, the memory requests and the features that score with a reranker (quality
+control, positionalize's screen, expand's filter) ask the registry, never a list of types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from importlib.metadata import entry_points
+
+from irflow.core.config import register_check
+from irflow.core.errors import ConfigError
+from irflow.retrieval.custom import with_entry_points
+from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.rerankers.python import EntryPoint
+
+ENTRY_POINT_GROUP = "irflow.rerankers"
+
+
+@cache
+def built_in() -> dict[str, RerankerType]:
+    """Every module of this package that defines a RERANKER, by its type."""
+    types = {}
+    for module in pkgutil.iter_modules(__path__):
+        found = getattr(importlib.import_module(f"{__name__}.{module.name}"), "RERANKER", None)
+        if found is not None:
+            types[found.type] = found
+    return types
+
+
+@cache
+def installed() -> dict[str, RerankerType]:
+    """The types installed packages register as irflow.rerankers entry points; a name of a
+    built-in type is refused, so that no package changes what a config means. Read once per
+    process, as irflow.workflow.families.installed."""
+    types = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in built_in():
+            raise ConfigError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
+                f"({entry_point.value}) takes the name of a built-in reranker type"
+            )
+        types[entry_point.name] = EntryPoint(entry_point)
+    return types
+
+
+def reranker_types() -> dict[str, RerankerType]:
+    return built_in() | installed()
+
+
+def reranker_type(name: str) -> RerankerType:
+    """The type a ``rerankers`` entry names (a validated config names only known ones)."""
+    known = reranker_types()
+    if name not in known:
+        raise ConfigError(f"no reranker type {name!r}; known: " + ", ".join(sorted(known)))
+    return known[name]
+
+
+def with_installed(schema: dict) -> dict:
+    """``schema`` with each installed type's fragment among a rerankers entry's choices."""
+    return with_entry_points(schema, "rerankers", "python_reranker", installed())
+
+
+def with_capability(config: dict, capability: str) -> list[str]:
+    """The rerankers whose type can do ``capability`` (screens, filters_expansions, ...)."""
+    return sorted(
+        name
+        for name, spec in config["rerankers"].items()
+        if getattr(reranker_type(spec["type"]), capability)
+    )
+
+
+def types_with(capability: str) -> str:
+    """The types that can do ``capability``, for a message: "cross-encoder or bi-encoder"."""
+    return " or ".join(t for t, found in built_in().items() if getattr(found, capability))
+
+
+def reranker_settings(
+    config: dict, reranker: str, first_stage: str | None = None, k: int | None = None
+) -> dict:
+    """Everything that determines a reranker's scores, as the params of a job that scores
+    with it (a rerank job: with its ``first_stage`` and ``k``; a QC vote: without), so that a
+    change to any of it reruns the job: its entry and its type's ``settings``."""
+    spec = config["rerankers"][reranker]
+    settings = {"first_stage": first_stage, "reranker_name": reranker, "k": k, "reranker": spec}
+    settings = {key: value for key, value in settings.items() if value is not None}
+    return settings | reranker_type(spec["type"]).settings(spec, config)
+
+
+@register_check
+def reranker_problems(config: dict) -> list[str]:
+    """Each reranker's own checks (its type's ``problems``)."""
+    return [
+        problem
+        for name, spec in config["rerankers"].items()
+        for problem in reranker_type(spec["type"]).problems(name, spec, config)
+    ]

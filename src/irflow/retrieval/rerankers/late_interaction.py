@@ -1,0 +1,34 @@
+"""late-interaction: exact MaxSim of a ColBERT model's query and candidate token vectors
+(irflow.retrieval.late_interaction.MaxSimScorer)."""
+
+from __future__ import annotations
+
+from irflow.core.config import torch_problems
+from irflow.retrieval.rerankers.base import RerankerType
+from irflow.retrieval.scorers import ScoringJob
+
+
+class LateInteraction(RerankerType):
+    type = "late-interaction"
+    schema_def = "late_interaction_reranker"
+
+    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
+        """Its token encoder runs on torch: a model with an ONNX backend is refused."""
+        key = f"rerankers.{name}.model"
+        return super().problems(name, spec, config) + torch_problems(config, key, spec["model"])
+
+    def held_bytes(self, spec: dict) -> int:
+        """One batch of the candidates' token vectors."""
+        from irflow.retrieval.late_interaction import MAX_HELD_TOKEN_BYTES
+
+        return MAX_HELD_TOKEN_BYTES
+
+    def scorer(self, spec: dict, job: ScoringJob):
+        from irflow.encoding.models import use_threads
+        from irflow.retrieval.late_interaction import MaxSimScorer, TokenEncoder
+
+        use_threads(job.threads)
+        return MaxSimScorer(TokenEncoder.load(job.models[spec["model"]]))
+
+
+RERANKER = LateInteraction()

@@ -1,0 +1,102 @@
+"""irflow's own measures are a registry (irflow.evaluation.measures): a new measure is one
+module there, which scoring, the metric names and the config check then know."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from irflow.core.errors import ConfigError
+from irflow.evaluation import measures
+from irflow.evaluation.score import metric_names, score_run
+from irflow.workflow.config import load_schema, validate_config
+
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+
+# A measure as a user or a contributor writes it: one module with its MEASURE.
+HITS_MODULE = '''
+"""``hits_k``: how many relevant documents the top k holds (a count, where P_k is a share)."""
+
+from irflow.evaluation.measures.base import RELEVANCE_LEVEL, Measure
+
+
+def hits(ranked, qrels, cutoffs):
+    values = {}
+    for query_id, group in ranked.groupby("query_id", sort=False):
+        judged = qrels.get(query_id, {})
+        relevant = {doc for doc, grade in judged.items() if grade >= RELEVANCE_LEVEL}
+        docs = group["doc_id"].tolist()
+        values[query_id] = {f"hits_{k}": float(len(relevant & set(docs[:k]))) for k in cutoffs}
+    return values
+
+
+MEASURE = Measure("hits", hits)
+'''
+
+
+def test_the_registry_holds_irflows_five_measures():
+    assert sorted(measures.irflow_measures()) == [
+        "hole",
+        "judged",
+        "ndcg_exp_cut",
+        "recall_cap",
+        "recip_rank_cut",
+    ]
+
+
+@pytest.fixture
+def hits_measure(tmp_path, monkeypatch):
+    """``hits.py`` dropped into the measures package, as a new module of it would be."""
+    (tmp_path / "hits.py").write_text(HITS_MODULE, encoding="utf-8")
+    monkeypatch.setattr(measures, "__path__", [*measures.__path__, str(tmp_path)])
+    measures.irflow_measures.cache_clear()
+    yield
+    sys.modules.pop("irflow.evaluation.measures.hits", None)
+    measures.irflow_measures.cache_clear()
+
+
+def test_a_new_measure_is_one_module(hits_measure):
+    run = pd.DataFrame(
+        [("q", "d1", 3.0), ("q", "d2", 2.0), ("p", "d3", 1.0)],
+        columns=["query_id", "doc_id", "score"],
+    )
+    qrels = pd.DataFrame(
+        [("q", "d1", 1), ("q", "d2", 2), ("p", "d9", 1), ("r", "d1", 1)],
+        columns=["query_id", "doc_id", "relevance"],
+    )
+    scored = score_run(run, qrels, ["hits.1,2", "P.1"])
+    got = scored.set_index(["query_id", "metric"])["value"].to_dict()
+    assert got == {
+        ("p", "P_1"): 0.0,
+        ("p", "hits_1"): 0.0,
+        ("p", "hits_2"): 0.0,
+        ("q", "P_1"): 1.0,
+        ("q", "hits_1"): 1.0,
+        ("q", "hits_2"): 2.0,
+        # r has no results: 0, as trec_eval -c counts it
+        ("r", "P_1"): 0.0,
+        ("r", "hits_1"): 0.0,
+        ("r", "hits_2"): 0.0,
+    }
+    assert metric_names(["hits.5"]) == ["hits_5"]
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "metrics": ["ndcg_cut.10", "hits.5"],
+        "report_metrics": ["ndcg_cut_10", "hits_5"],
+        "significance": {"metrics": ["hits_5"]},
+    }
+    assert validate_config(config, SCHEMA)["report_metrics"] == ["ndcg_cut_10", "hits_5"]
+
+
+def test_without_its_module_the_measure_is_unknown():
+    config = {
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "metrics": ["hits.5"],
+    }
+    with pytest.raises(ConfigError, match="config key 'metrics': unknown measure 'hits'"):
+        validate_config(config, SCHEMA)
