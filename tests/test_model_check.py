@@ -23,7 +23,7 @@ def dry_run(folder: Path, config: dict, hf_home: Path) -> subprocess.CompletedPr
     """A Snakemake dry run of ``config`` on a tiny BEIR dataset in ``folder``, with the Hugging
     Face cache at ``hf_home``."""
     write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    config = {"datasets": {"tiny": {"source": {"path": "tiny"}}}} | config
+    config = {"datasets": {"tiny": {"source": {"type": "path", "path": "tiny"}}}} | config
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     return subprocess.run(
         [*SNAKEMAKE, "--directory", str(folder), "--configfile", str(folder / "config.yaml")]
