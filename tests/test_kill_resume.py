@@ -118,6 +118,7 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
             "datasets": {
                 "sub": {
                     "source": {
+                        "type": "url",
                         "url": server.url("/sub.zip"),
                         "md5": hashlib.md5(archive).hexdigest(),
                     },
