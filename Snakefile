@@ -9,11 +9,17 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from irflow.core.errors import COMMAND_VARIABLE
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.core.errors import COMMAND_VARIABLE, ConfigError
+from irflow.workflow.config import (
+    errors_end_on_the_message,
+    expand_config,
+    load_schema,
+    validate_config,
+)
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
+from irflow.workflow.model_check import offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
 from irflow.workflow.run_end import after_failure, after_success
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
@@ -36,15 +42,19 @@ if not workflow.overwrite_configfiles:
 
 
 # Validated once, with defaults filled in; scripts read the same dict as snakemake.config.
-_validated = validate_config(
-    expand_config(config),
-    load_schema(workflow.source_path("config/config.schema.yaml")),
-)
-config.clear()
-config.update(_validated)
-# results/ holds one experiment: a run of other config files is refused before any job starts.
-EXPERIMENT = experiment(config, workflow.configfiles)
-check_experiment(EXPERIMENT)
+with errors_end_on_the_message():
+    _validated = validate_config(
+        expand_config(config),
+        load_schema(workflow.source_path("config/config.schema.yaml")),
+    )
+    config.clear()
+    config.update(_validated)
+    # results/ holds one experiment: a run of other config files is refused before any job starts.
+    EXPERIMENT = experiment(config, workflow.configfiles)
+    check_experiment(EXPERIMENT)
+    # Offline, a model that is not at hand is named now rather than when its job fails.
+    if workflow.is_main_process and (_missing := offline_model_problems(config)):
+        raise ConfigError("\n".join(_missing))
 # What a damaged file's error tells the user to run (kept from the run that submitted a job).
 os.environ.setdefault(
     COMMAND_VARIABLE,

@@ -98,7 +98,18 @@ def corrupt_line(folder: Path, name: str, line: int, raw: bytes) -> None:
 @pytest.mark.parametrize(
     ("name", "line", "raw", "expected"),
     [
-        ("corpus.jsonl", 2, b'{"_id": "d2", "text": \n', "corpus.jsonl, line 2: malformed JSON"),
+        (
+            "corpus.jsonl",
+            2,
+            b'{"_id": "d2", "text": \n',
+            "corpus.jsonl, line 2: malformed JSON: Expecting value at column 24",
+        ),
+        (  # a raw tab inside a string: json's message ends "at", its column follows
+            "corpus.jsonl",
+            2,
+            b'{"_id": "d2", "text": "a\tb"}\n',
+            "line 2: malformed JSON: Invalid control character at column 25",
+        ),
         (
             "corpus.jsonl",
             2,

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import time
 import zipfile
@@ -27,6 +28,7 @@ from conftest import CORES, scifact_subset
 from loopback_http import serving
 from test_workflow import SNAKEMAKE
 
+from irflow.core.progress import SECONDS_VARIABLE as PROGRESS_SECONDS
 from irflow.data.download_cache import cached_file_name
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.e2e
 TARGETS = ["results/runs/sub/bm25.parquet", "results/runs/sub/minilm.parquet"]
 DOCUMENTS, CHUNK = 100, 13  # a shard of 50 rows in four chunks (13, 13, 13, 11)
 SHARD_PARTS = "results/embeddings/sub/minilm/corpus.shards/0-of-2.parquet.parts"
+SHARD_LOG = "results/logs/embed/sub/minilm/corpus.shards/0-of-2.log"
 RUN_TIMEOUT = 600
 # Online, for the loopback download (HF_HUB_OFFLINE would make irflow offline too); the model
 # is a local folder, so nothing else is fetched.
@@ -41,7 +44,7 @@ ONLINE_ENVIRONMENT = {
     name: value
     for name, value in os.environ.items()
     if name not in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
-} | {"no_proxy": "127.0.0.1"}
+} | {"no_proxy": "127.0.0.1", PROGRESS_SECONDS: "0"}  # a progress line per batch
 
 
 def zipped(folder: Path) -> bytes:
@@ -115,6 +118,7 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
             "datasets": {
                 "sub": {
                     "source": {
+                        "type": "url",
                         "url": server.url("/sub.zip"),
                         "md5": hashlib.md5(archive).hexdigest(),
                     },
@@ -149,6 +153,7 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
             lambda: parts.is_dir() and any(parts.glob("part-*.parquet")),
         )
         parts_left = sorted(path.name for path in parts.glob("part-*.parquet"))
+        killed_shard_log = (killed / SHARD_LOG).read_text()  # before the rerun rewrites it
         # The rerun that resumed the download (the next one finds it done).
         download_log = (killed / "results/logs/download/sub.log").read_text()
         finish(start(killed, config))
@@ -160,6 +165,7 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
         "ranges": ranges,
         "parts_left": parts_left,
         "download_log": download_log,
+        "killed_shard_log": killed_shard_log,
         "outputs": (download_kill, embed_kill),
     }
 
@@ -180,6 +186,21 @@ def test_the_killed_shard_resumed_from_its_finished_parts(runs):
     assert facts["rows"] == shard_rows
     assert facts["rows_resumed"] == CHUNK * len(runs["parts_left"])
     assert facts["rows_encoded"] == shard_rows - facts["rows_resumed"]
+
+
+def test_the_killed_shards_log_says_how_far_it_got(runs):
+    """Each batch the model encoded is a progress line (IRFLOW_PROGRESS_SECONDS=0 here): rows
+    done of the shard's, the share, the rate and the time left, up to the kill."""
+    shard_rows = DOCUMENTS // 2
+    lines = re.findall(
+        rf"embed corpus: (\d+)/{shard_rows} rows \(\d+ %\) in \S+, +(\S+?)rows/s, \S+ left",
+        runs["killed_shard_log"],
+    )
+    done = [int(rows) for rows, _ in lines]
+    # From nothing, a batch (CHUNK rows) at a time, past the parts it finished, never to the end.
+    assert done[0] == 0 and done[1:] == [CHUNK * n for n in range(1, len(done))]
+    assert CHUNK * len(runs["parts_left"]) <= done[-1] < shard_rows
+    assert all(float(rate) > 0 for _, rate in lines[1:])
 
 
 def test_results_equal_the_uninterrupted_run(runs):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx
 import tenacity
-from tqdm import tqdm
 
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
+from irflow.core.progress import LoggedProgress
 from irflow.core.redaction import PublicUrls, public_url, public_urls_in
 from irflow.data.download_cache import digest
 
@@ -123,13 +123,11 @@ def _transfer(client: httpx.Client, url: str, part: Path) -> None:
         length = response.headers.get("Content-Length")
         with (
             part.open("ab" if resuming else "wb") as out,
-            tqdm(
+            LoggedProgress(
+                desc=f"download {part.name.removesuffix('.part')}",
                 total=offset + int(length) if length is not None else None,
                 initial=offset,
                 unit="B",
-                unit_scale=True,
-                desc=part.name.removesuffix(".part"),
-                disable=None if length is not None else True,
             ) as progress,
         ):
             # Each piece as it arrives, so a killed job keeps every byte it received. httpx

@@ -125,6 +125,13 @@ def _string_fields(record: dict, fields: dict[str, bool], place: _Place, at: int
     return values
 
 
+def json_problem(error: json.JSONDecodeError) -> str:
+    """The json module's message with the column it leaves to its ``str`` ("Invalid control
+    character at" ends where the position would follow): the line is the file's own."""
+    joint = " " if error.msg.endswith(" at") else " at "
+    return f"{error.msg}{joint}column {error.pos + 1}"
+
+
 def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, {field: string}) for each non-blank line.
 
@@ -137,7 +144,7 @@ def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[
         try:
             record = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InputError(path, f"malformed JSON: {error.msg}", line=number) from None
+            raise InputError(path, f"malformed JSON: {json_problem(error)}", line=number) from None
         except RecursionError:  # the json module recurses once per nested array or object
             raise InputError(path, "malformed JSON: nested too deeply", line=number) from None
         if not isinstance(record, dict):

@@ -248,7 +248,14 @@ def embed_file(
 
         chunk_size = encoder.spec["chunk_size"]
         encoded_rows = encode_missing(
-            source, first, end, parts, chunk_size, f"embed {side}", encode_part=encode_part
+            source,
+            first,
+            end,
+            parts,
+            chunk_size,
+            f"embed {side}",
+            encode_part=encode_part,
+            model=encoder.model,
         )
         part_paths = [path for _, _, path in finished_parts(parts)]
         # A shard's copies of a text may be in another shard: the gather unifies them.

@@ -119,6 +119,7 @@ def encode_file(
             model.spec["chunk_size"],
             f"encode {side}",
             encode_part=encode_part,
+            model=model.model,
         )
         part_paths = [path for _, _, path in finished_parts(parts)]
         encode_seconds, _ = concatenate(part_paths, out_path, (input_path, side, first, end))

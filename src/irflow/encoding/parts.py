@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from irflow.core import atomic, contracts, locks
 from irflow.core.atomic import atomic_path
+from irflow.core.progress import LoggedProgress, counting_batches
 
 log = logging.getLogger(__name__)
 
@@ -123,22 +123,33 @@ def encode_missing(
     desc: str,
     *,
     encode_part: Callable[[pa.RecordBatch, int, int, Path], None],
+    model=None,
 ) -> int:
     """Call ``encode_part(rows, start, end, path)`` for each run of rows in [first, end) that
-    no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded."""
+    no finished part in ``parts`` holds, a chunk at a time; returns the rows encoded. Its
+    progress (rows, rate, time left) is logged as it goes (irflow.core.progress): by each batch
+    ``model`` (a torch module, when given) runs forward, else by each chunk."""
     finished = [(part_start, part_end) for part_start, part_end, _ in finished_parts(parts)]
+    done = sum(
+        max(0, min(done_end, end) - max(done_start, first)) for done_start, done_end in finished
+    )
     encoded_rows = 0
-    for start, batch in tqdm(
-        batches_between(source, first, end, chunk_size),
-        total=-(-(end - first) // chunk_size),
-        desc=desc,
-        disable=None,
+    with (
+        LoggedProgress(desc=desc, total=end - first, initial=done, unit="rows") as progress,
+        counting_batches(model, progress),
     ):
-        for missing_start, missing_end in _missing_ranges(start, start + batch.num_rows, finished):
-            rows = batch.slice(missing_start - start, missing_end - missing_start)
-            part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
-            encode_part(rows, missing_start, missing_end, part)
-            encoded_rows += rows.num_rows
+        for start, batch in batches_between(source, first, end, chunk_size):
+            for missing_start, missing_end in _missing_ranges(
+                start, start + batch.num_rows, finished
+            ):
+                rows = batch.slice(missing_start - start, missing_end - missing_start)
+                part = parts / f"part-{missing_start:012d}-{missing_end:012d}.parquet"
+                counted = progress.n
+                encode_part(rows, missing_start, missing_end, part)
+                encoded_rows += rows.num_rows
+                # The rows the model's batches did not count: reused vectors, or all of them.
+                if uncounted := rows.num_rows - (progress.n - counted):
+                    progress.update(uncounted)
     return encoded_rows
 
 

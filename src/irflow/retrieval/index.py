@@ -48,6 +48,7 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import InputError
+from irflow.core.progress import LoggedProgress
 
 # faiss (0.2 s) is imported where an index is built or searched: every dry run imports this
 # module, for its config check and the index rule's params.
@@ -193,8 +194,10 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         index.train(sample)
         facts |= {"lists_wanted": wanted, "train_rows": len(sample)}
     reserve_storage(index, rows)
-    for matrix in vector_batches(embeddings_path):
-        index.add(matrix)
+    with LoggedProgress(desc=f"index {embeddings_path}", total=rows, unit="rows") as progress:
+        for matrix in vector_batches(embeddings_path):
+            index.add(matrix)
+            progress.update(len(matrix))
     return index, facts
 
 

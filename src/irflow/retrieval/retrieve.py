@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from irflow.core import contracts
+from irflow.core.progress import LoggedProgress
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.bm25 import BM25Retriever
@@ -136,9 +137,11 @@ class DenseSearcher:
             )  # fmt: skip
         hits, searches = [], SearchLog()
         started = time.perf_counter()
-        for start in range(0, len(vectors), self.batch_size):
-            batch = vectors[start : start + self.batch_size]
-            hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
+        with LoggedProgress(desc="search", total=len(vectors), unit="queries") as progress:
+            for start in range(0, len(vectors), self.batch_size):
+                batch = vectors[start : start + self.batch_size]
+                hits += best_per_document(searcher, batch, row_codes, depth, first_depth, searches)
+                progress.update(len(batch))
         seconds = time.perf_counter() - started
         one_by_one = time_each(
             lambda vector: best_per_document(searcher, vector[None], row_codes, depth, first_depth),

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from irflow.core import contracts
 from irflow.core.fingerprint import value_md5
+from irflow.core.progress import LoggedProgress, counting_batches
 from irflow.encoding.embed import read_embeddings
 from irflow.encoding.models import (
     RESULT_SETTINGS,
@@ -123,7 +124,11 @@ class CrossEncoderScorer:
 
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         pairs = [(query, doc) for query, docs in zip(queries, candidates) for doc in docs]
-        return split_by_lengths(self.score_pairs(pairs), candidates)
+        with (
+            LoggedProgress(desc="rerank", total=len(pairs), unit="pairs") as progress,
+            counting_batches(self.model, progress),
+        ):
+            return split_by_lengths(self.score_pairs(pairs), candidates)
 
     def encode_seconds_elsewhere(self, query: str) -> float:
         return 0.0

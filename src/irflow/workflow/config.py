@@ -12,6 +12,7 @@ irflow.data.sources.with_installed).
 
 import importlib
 import pkgutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -33,7 +34,7 @@ import irflow.retrieval.fuse
 import irflow.retrieval.index
 from irflow.core import config as core
 from irflow.core.config import load_schema
-from irflow.core.errors import ConfigError
+from irflow.core.errors import ConfigError, UserError
 from irflow.data.catalog import resolve_catalog
 from irflow.data.sources import untyped_problems
 from irflow.data.sources import with_installed as with_installed_sources
@@ -57,7 +58,13 @@ built_in()  # imports every family module: each registers its checks
 rerankers.built_in()  # and every reranker type module
 analyses()
 
-__all__ = ["expand_config", "load_config", "load_schema", "validate_config"]
+__all__ = [
+    "errors_end_on_the_message",
+    "expand_config",
+    "load_config",
+    "load_schema",
+    "validate_config",
+]
 
 
 def expand_config(config: dict) -> dict:
@@ -95,3 +102,14 @@ def load_config(path: str | Path, schema_path: str | Path) -> dict:
     with open(path, encoding="utf-8") as handle:
         config = expand_config(yaml.safe_load(handle) or {})
     return validate_config(config, load_schema(schema_path))
+
+
+@contextmanager
+def errors_end_on_the_message():
+    """A user error raised inside the block exits with its message as the last line.
+    Snakemake prints an error raised while it reads the Snakefile with the file and line of
+    each frame after the message (irflow's and the Snakefile's), which buries the message."""
+    try:
+        yield
+    except UserError as error:
+        raise SystemExit(f"{type(error).__name__}: {error}") from None

@@ -1,0 +1,104 @@
+"""model_check: under ``offline: true``, every model and tokenizer a config names must be a
+folder, in the Hugging Face cache or in its ``local_copy``, checked when the config is,
+before any job runs.
+
+Offline, a job reads a Hugging Face id from the cache alone (irflow.encoding.models.resolve_model,
+irflow.data.tokens.load_tokenizer); one that is not there used to fail at run time, with
+the library's advice to pass ``local_files_only=False``, after the jobs before it had run. The
+lookup here is the jobs' own: huggingface_hub's ``snapshot_download`` with
+``local_files_only``, which reads the cache and never the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from irflow.encoding.models import local_copy_folder
+
+# The blocks whose entries name a model by ``id`` (and ``revision``): the encoders (dense,
+# SPLADE, ColBERT), the rerankers (cross-encoders) and document expansion's models.
+MODEL_BLOCKS = ("models", "rerankers", "expand")
+
+
+def named_models(config: dict) -> Iterator[tuple[str, dict]]:
+    """(config key, spec with ``id`` and maybe ``revision`` and ``local_copy``) of each model
+    and tokenizer the config names; a tokenizer that is a key of ``models`` is that model,
+    named once."""
+    for block in MODEL_BLOCKS:
+        yield from _ids(config.get(block) or {}, block)
+    yield from _tokenizers(config, "", set(config.get("models") or {}))
+
+
+def _ids(value, key: str) -> Iterator[tuple[str, dict]]:
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("id"), str):
+        yield f"{key}.id", value
+    for name, item in value.items():
+        yield from _ids(item, f"{key}.{name}")
+
+
+def _tokenizers(value, key: str, model_names: set) -> Iterator[tuple[str, dict]]:
+    if isinstance(value, list):
+        for position, item in enumerate(value):
+            yield from _tokenizers(item, f"{key}[{position}]", model_names)
+    if not isinstance(value, dict):
+        return
+    for name, item in value.items():
+        place = f"{key}.{name}" if key else str(name)
+        if name == "tokenizer" and isinstance(item, str) and item not in model_names:
+            yield place, {"id": item}
+        else:
+            yield from _tokenizers(item, place, model_names)
+
+
+def offline_model_problems(config: dict) -> list[str]:
+    """One line per model or tokenizer that ``offline: true`` cannot load: neither a folder,
+    nor in the Hugging Face cache, nor in its ``local_copy``; each names its config key and the
+    fix. None when online."""
+    if not config.get("offline"):
+        return []
+    missing = [(key, spec) for key, spec in named_models(config) if not _at_hand(spec)]
+    if not missing:
+        return []
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    return [
+        f"{key}: {spec['id']!r} is not a folder and not in the Hugging Face cache "
+        f"({HF_HUB_CACHE}){_copy_missing(spec)}, and offline: true forbids downloading it; "
+        "give a local folder or run once online"
+        for key, spec in missing
+    ]
+
+
+def _at_hand(spec: dict) -> bool:
+    """Where a job reads the model offline (irflow.encoding.models.resolve_model): a folder,
+    the Hugging Face cache, then the ``local_copy``."""
+    if Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")):
+        return True
+    return spec.get("local_copy") is not None and _copy_folder(spec["local_copy"]).is_dir()
+
+
+def _copy_folder(copy: dict) -> Path:
+    try:
+        return local_copy_folder(copy)
+    except ModuleNotFoundError:  # a package that is not installed ships nothing
+        return Path(copy.get("package", ""), copy.get("folder", "")) / "<not installed>"
+
+
+def _copy_missing(spec: dict) -> str:
+    if spec.get("local_copy") is None:
+        return ""
+    return f", nor in its local_copy ({_copy_folder(spec['local_copy'])})"
+
+
+def _cached(model_id: str, revision: str | None) -> bool:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        snapshot_download(model_id, revision=revision, local_files_only=True)
+    except (LocalEntryNotFoundError, HFValidationError):  # not there, or no valid repo id
+        return False
+    return True
