@@ -247,3 +247,14 @@ def measured(dataset: str, system: str, metric: str) -> float:
     import yaml
 
     return yaml.safe_load(MEASURED.read_text(encoding="utf-8"))["measured"][dataset][system][metric]
+
+
+def fake_entry_points(monkeypatch, registry, *points) -> None:
+    """Installed packages' entry points, as importlib.metadata lists them, for ``registry``
+    (irflow.workflow.families, irflow.retrieval.rerankers, ...), whose cache is emptied."""
+    import irflow.core.plugins
+
+    monkeypatch.setattr(
+        irflow.core.plugins, "entry_points", lambda group: [p for p in points if p.group == group]
+    )
+    registry.installed.cache_clear()

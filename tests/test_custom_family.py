@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, fake_entry_points, write_beir
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
@@ -92,16 +92,8 @@ def test_a_class_reference_without_its_colon_is_refused_by_the_schema():
         validated({"type": "python", "class": "term_overlap_retriever.TermOverlap"})
 
 
-def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
-    """Installed packages' irflow.retrievers entry points, as importlib.metadata lists them."""
-    monkeypatch.setattr(
-        families, "entry_points", lambda group: [p for p in points if p.group == group]
-    )
-    families.installed.cache_clear()
-
-
 def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
-    fake_entry_points(monkeypatch, EntryPoint("overlap", OVERLAP, "irflow.retrievers"))
+    fake_entry_points(monkeypatch, families, EntryPoint("overlap", OVERLAP, "irflow.retrievers"))
     config = validated({"type": "overlap", "settings": {"lowercase": False}})
     family = families.family("overlap")
     assert family.search_rule == families.family("python").search_rule
@@ -112,17 +104,19 @@ def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
 
 
 def test_an_entry_point_that_does_not_load_or_takes_a_built_in_name_is_refused(monkeypatch):
-    fake_entry_points(monkeypatch, EntryPoint("broken", "no_such_module:X", "irflow.retrievers"))
+    fake_entry_points(
+        monkeypatch, families, EntryPoint("broken", "no_such_module:X", "irflow.retrievers")
+    )
     with pytest.raises(ConfigError) as error:
         validated({"type": "broken"})
     assert "config key 'retrievers.mine.type': cannot import 'no_such_module:X'" in str(error.value)
-    fake_entry_points(monkeypatch, EntryPoint("bm25", OVERLAP, "irflow.retrievers"))
+    fake_entry_points(monkeypatch, families, EntryPoint("bm25", OVERLAP, "irflow.retrievers"))
     with pytest.raises(ConfigError, match="entry point 'bm25' .* built-in retriever type"):
         validated({"type": "bm25"})
 
 
 def test_without_the_entry_point_its_type_is_refused_with_the_types_allowed(monkeypatch):
-    fake_entry_points(monkeypatch)
+    fake_entry_points(monkeypatch, families)
     with pytest.raises(ConfigError, match="'overlap' is not allowed; allowed values: 'bm25'"):
         validated({"type": "overlap"})
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, fake_entry_points
 
 from irflow.core.errors import ConfigError
 from irflow.retrieval import rerankers
@@ -76,21 +76,14 @@ def test_a_class_that_does_not_import_or_score_is_refused_naming_its_key(referen
     assert says in str(error.value)
 
 
-def fake_entry_points(monkeypatch, *points: EntryPoint) -> None:
-    monkeypatch.setattr(
-        rerankers, "entry_points", lambda group: [p for p in points if p.group == group]
-    )
-    rerankers.installed.cache_clear()
-
-
 def test_an_entry_point_is_a_reranker_type_of_its_own(monkeypatch):
-    fake_entry_points(monkeypatch, EntryPoint("density", DENSITY, "irflow.rerankers"))
+    fake_entry_points(monkeypatch, rerankers, EntryPoint("density", DENSITY, "irflow.rerankers"))
     spec = validated({"type": "density", "settings": {"weight": 3.0}})["rerankers"]["mine"]
     scorer = load_scorer(spec, {}, {})
     assert scorer.score("cats", ["cats dogs"]).tolist() == [1.5]
     with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
         validated({"type": "density", "class": DENSITY})
-    fake_entry_points(monkeypatch, EntryPoint("bi-encoder", DENSITY, "irflow.rerankers"))
+    fake_entry_points(monkeypatch, rerankers, EntryPoint("bi-encoder", DENSITY, "irflow.rerankers"))
     with pytest.raises(ConfigError, match="entry point 'bi-encoder' .* built-in reranker type"):
         validated({"type": "bi-encoder", "model": "m"})
 

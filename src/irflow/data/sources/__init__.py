@@ -9,15 +9,13 @@ block has.
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from irflow.core.config import register_check, scored_split
 from irflow.core.errors import ConfigError
+from irflow.core.plugins import defined_in, installed_plugins
 from irflow.data import download
 from irflow.data.download import SourceParams
 from irflow.data.sources.base import SourceType
@@ -29,35 +27,27 @@ ENTRY_POINT_GROUP = "irflow.sources"
 @cache
 def built_in() -> dict[str, SourceType]:
     """Every module of this package that defines a SOURCE, by its type."""
-    types = {}
-    for module in pkgutil.iter_modules(__path__):
-        source = getattr(importlib.import_module(f"{__name__}.{module.name}"), "SOURCE", None)
-        if source is not None:
-            types[source.type] = source
-    return types
+    return defined_in(__name__, __path__, "SOURCE")
 
 
 @cache
 def installed() -> dict[str, SourceType]:
     """The source types installed packages register as irflow.sources entry points (each a
-    SourceType, or its class); a name of a built-in type is refused, so that no package
-    changes what a config means."""
-    types = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in built_in():
-            raise ConfigError(
-                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
-                f"({entry_point.value}) takes the name of a built-in source type"
-            )
-        loaded = entry_point.load()
-        source = loaded() if isinstance(loaded, type) else loaded
-        if source.type != entry_point.name or not isinstance(source.schema, dict):
-            raise ConfigError(
-                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} ({entry_point.value}) "
-                f"must be a SourceType of type {entry_point.name!r} with its schema fragment"
-            )
-        types[entry_point.name] = source
-    return types
+    SourceType, or its class)."""
+    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "source type", loaded_source)
+
+
+def loaded_source(entry_point) -> SourceType:
+    """An irflow.sources entry point's SourceType, refused unless it is of the entry point's
+    type and has its schema fragment."""
+    loaded = entry_point.load()
+    source = loaded() if isinstance(loaded, type) else loaded
+    if source.type != entry_point.name or not isinstance(source.schema, dict):
+        raise ConfigError(
+            f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} ({entry_point.value}) "
+            f"must be a SourceType of type {entry_point.name!r} with its schema fragment"
+        )
+    return source
 
 
 def source_types() -> dict[str, SourceType]:

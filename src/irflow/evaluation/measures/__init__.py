@@ -8,19 +8,13 @@ know, so a new measure is its module, its test and its part of docs/metrics.md.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 
+from irflow.core.plugins import defined_in
 from irflow.evaluation.measures.base import Measure
 
 
 @cache
 def irflow_measures() -> dict[str, Measure]:
     """Every module of this package that defines a MEASURE, by its name."""
-    found = {}
-    for module in pkgutil.iter_modules(__path__):
-        measure = getattr(importlib.import_module(f"{__name__}.{module.name}"), "MEASURE", None)
-        if measure is not None:
-            found[measure.name] = measure
-    return found
+    return defined_in(__name__, __path__, "MEASURE", key="name")

@@ -9,13 +9,11 @@ control, positionalize's screen, expand's filter) ask the registry, never a list
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
-from importlib.metadata import entry_points
 
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError
+from irflow.core.plugins import defined_in, installed_plugins
 from irflow.retrieval.custom import with_entry_points
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.rerankers.python import EntryPoint
@@ -26,28 +24,14 @@ ENTRY_POINT_GROUP = "irflow.rerankers"
 @cache
 def built_in() -> dict[str, RerankerType]:
     """Every module of this package that defines a RERANKER, by its type."""
-    types = {}
-    for module in pkgutil.iter_modules(__path__):
-        found = getattr(importlib.import_module(f"{__name__}.{module.name}"), "RERANKER", None)
-        if found is not None:
-            types[found.type] = found
-    return types
+    return defined_in(__name__, __path__, "RERANKER")
 
 
 @cache
 def installed() -> dict[str, RerankerType]:
-    """The types installed packages register as irflow.rerankers entry points; a name of a
-    built-in type is refused, so that no package changes what a config means. Read once per
+    """The types installed packages register as irflow.rerankers entry points, read once per
     process, as irflow.workflow.families.installed."""
-    types = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in built_in():
-            raise ConfigError(
-                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
-                f"({entry_point.value}) takes the name of a built-in reranker type"
-            )
-        types[entry_point.name] = EntryPoint(entry_point)
-    return types
+    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "reranker type", EntryPoint)
 
 
 def reranker_types() -> dict[str, RerankerType]:

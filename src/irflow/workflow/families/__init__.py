@@ -8,13 +8,11 @@ config check, the memory requests and the cost table ask the registry, never a l
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
-from importlib.metadata import entry_points
 
 from irflow.core.config import register_check, scored_split, system_kinds
 from irflow.core.errors import ConfigError
+from irflow.core.plugins import defined_in, installed_plugins
 from irflow.derived.generate.dataset import checked_splits
 from irflow.derived.qc.settings import quality_settings
 from irflow.retrieval.custom import with_entry_points
@@ -27,29 +25,15 @@ ENTRY_POINT_GROUP = "irflow.retrievers"
 @cache
 def built_in() -> dict[str, RetrieverFamily]:
     """Every module of this package that defines a FAMILY, by its type."""
-    families = {}
-    for module in pkgutil.iter_modules(__path__):
-        family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
-        if family is not None:
-            families[family.type] = family
-    return families
+    return defined_in(__name__, __path__, "FAMILY")
 
 
 @cache
 def installed() -> dict[str, RetrieverFamily]:
-    """The families installed packages register as irflow.retrievers entry points; a name of
-    a built-in family is refused, so that no package changes what a config means. Read once
+    """The families installed packages register as irflow.retrievers entry points. Read once
     per process: listing entry points reads every installed package's metadata (40 ms here),
     and the rules ask for a family per job."""
-    families = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in built_in():
-            raise ConfigError(
-                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
-                f"({entry_point.value}) takes the name of a built-in retriever type"
-            )
-        families[entry_point.name] = EntryPoint(entry_point)
-    return families
+    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "retriever type", EntryPoint)
 
 
 def families() -> dict[str, RetrieverFamily]:
