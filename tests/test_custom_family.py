@@ -97,7 +97,7 @@ def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
     config = validated({"type": "overlap", "settings": {"lowercase": False}})
     family = families.family("overlap")
     assert family.search_rule == families.family("python").search_rule
-    retriever = family.retriever_class(config["retrievers"]["mine"])
+    retriever = family.user_class(config["retrievers"]["mine"])
     assert retriever.__name__ == "TermOverlap"
     with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
         validated({"type": "overlap", "class": OVERLAP})

@@ -128,3 +128,22 @@ def custom_searcher(retriever: Retriever, corpus_path: Path) -> TextSearcher:
     index_seconds = time.perf_counter() - started
     doc_ids = corpus.column("doc_id").combine_chunks()
     return TextSearcher(retriever, doc_ids, facts={"index_seconds": index_seconds})
+
+
+class EntryPointClass:
+    """What ``type: <name>`` adds to a ``type: python`` kind of thing (a retriever family, a
+    reranker type): its class is the one an installed package registers as the entry point of
+    that name, and its entry takes ``settings`` as ``type: python`` does."""
+
+    class_key = "type"
+
+    def __init__(self, entry_point):
+        self.entry_point = entry_point
+        self.type = entry_point.name
+        self.schema_def = None
+
+    def class_reference(self, spec: dict) -> str:
+        return self.entry_point.value
+
+    def user_class(self, spec: dict) -> type:
+        return self.entry_point.load()

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from irflow.retrieval.custom import class_problem, load_class
+from irflow.retrieval.custom import EntryPointClass, class_problem, load_class
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.scorers import ScoringJob
 
@@ -61,7 +61,7 @@ class PythonClass(RerankerType):
     # The key of the entry that names the class.
     class_key = "class"
 
-    def reranker_class(self, spec: dict) -> type:
+    def user_class(self, spec: dict) -> type:
         return cached_class(spec["class"])
 
     def class_reference(self, spec: dict) -> str:
@@ -70,7 +70,7 @@ class PythonClass(RerankerType):
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and have ``score``: refused now, not in the job."""
         problem = class_problem(
-            lambda: self.reranker_class(spec),
+            lambda: self.user_class(spec),
             self.class_reference(spec),
             ("score",),
             "irflow's reranker protocol (irflow.retrieval.rerankers.python.Reranker)",
@@ -78,27 +78,14 @@ class PythonClass(RerankerType):
         return [f"config key 'rerankers.{name}.{self.class_key}': {problem}"] if problem else []
 
     def scorer(self, spec: dict, job: ScoringJob) -> ClassScorer:
-        reranker = self.reranker_class(spec)(**spec["settings"])
+        reranker = self.user_class(spec)(**spec["settings"])
         record = {"class": self.class_reference(spec), "device": "cpu"}
         return ClassScorer(reranker, record | getattr(reranker, "provenance", {}))
 
 
-class EntryPoint(PythonClass):
+class EntryPoint(EntryPointClass, PythonClass):
     """``type: <name>``: the class an installed package registers as the ``irflow.rerankers``
-    entry point of that name; its entry takes ``settings`` like ``type: python``."""
-
-    class_key = "type"
-
-    def __init__(self, entry_point):
-        self.entry_point = entry_point
-        self.type = entry_point.name
-        self.schema_def = None
-
-    def class_reference(self, spec: dict) -> str:
-        return self.entry_point.value
-
-    def reranker_class(self, spec: dict) -> type:
-        return self.entry_point.load()
+    entry point of that name."""
 
 
 RERANKER = PythonClass()

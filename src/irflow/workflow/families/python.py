@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from irflow.retrieval.custom import class_problem, custom_searcher, load_class
+from irflow.retrieval.custom import EntryPointClass, class_problem, custom_searcher, load_class
 from irflow.workflow.families.base import RetrieverFamily
 
 
@@ -18,7 +18,7 @@ class PythonClass(RetrieverFamily):
     # The key of the entry that names the class.
     class_key = "class"
 
-    def retriever_class(self, spec: dict) -> type:
+    def user_class(self, spec: dict) -> type:
         return cached_class(spec["class"])
 
     def class_reference(self, spec: dict) -> str:
@@ -27,30 +27,17 @@ class PythonClass(RetrieverFamily):
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and implement the protocol: refused now, not in the job."""
         key = f"retrievers.{name}.{self.class_key}"
-        problem = class_problem(lambda: self.retriever_class(spec), self.class_reference(spec))
+        problem = class_problem(lambda: self.user_class(spec), self.class_reference(spec))
         return [f"config key '{key}': {problem}"] if problem else []
 
     def open_searcher(self, files, settings, threads, *, models=None):
         spec = settings["retriever"]
-        return custom_searcher(self.retriever_class(spec)(**spec["settings"]), files["corpus"])
+        return custom_searcher(self.user_class(spec)(**spec["settings"]), files["corpus"])
 
 
-class EntryPoint(PythonClass):
+class EntryPoint(EntryPointClass, PythonClass):
     """``type: <name>``: the class an installed package registers as the ``irflow.retrievers``
-    entry point of that name; its entry takes ``settings`` like ``type: python``."""
-
-    class_key = "type"
-
-    def __init__(self, entry_point):
-        self.entry_point = entry_point
-        self.type = entry_point.name
-        self.schema_def = None
-
-    def class_reference(self, spec: dict) -> str:
-        return self.entry_point.value
-
-    def retriever_class(self, spec: dict) -> type:
-        return self.entry_point.load()
+    entry point of that name."""
 
 
 @cache
