@@ -9,9 +9,12 @@ offline.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from irflow.data.download import Fetch
+from irflow.data.download import Fetch, cached_copy
+
+log = logging.getLogger("irflow.data.download")
 
 
 class SourceType:
@@ -52,6 +55,15 @@ class SourceType:
         """What identifies the content fetched from ``spec``: the key of its cache folder
         (irflow.data.download_cache)."""
         raise NotImplementedError
+
+    def cached(self, dataset: str, spec: dict, fetch: Fetch) -> tuple[Path, dict, bool]:
+        """Where this source's copy of ``dataset`` is kept (its folder in the download cache),
+        its cache key, and whether a copy made with that key is there."""
+        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
+        if cached_copy(target, key, fetch.split):
+            log.info("dataset %r: using the cached copy %s", dataset, target)
+            return target, key, True
+        return target, key, False
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
         """A dataset folder holding ``dataset``: its own, the cache's copy, or fetched into the

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from irflow.core.errors import DownloadError
 from irflow.data.download import (
-    cached_copy,
     dataset_root,
     folder_hint,
     install_folder,
@@ -31,9 +30,8 @@ class HuggingFaceRepo(SourceType):
         return {"huggingface": spec["repo"], "revision": spec.get("revision")}
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            log.info("dataset %r: using the cached copy %s", dataset, target)
+        target, key, cached = self.cached(dataset, spec, fetch)
+        if cached:
             return target
         if fetch.offline:
             raise DownloadError(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
-from irflow.data.download import IR_DATASETS_RECORD, cached_copy, install_folder
+from irflow.data.download import IR_DATASETS_RECORD, install_folder
 from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 from irflow.data.sources.base import Fetch, SourceType
 
@@ -33,9 +33,8 @@ class IrDatasetsId(SourceType):
         return {"ir_datasets": spec["id"], "fields_revision": FIELDS_REVISION}
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            log.info("dataset %r: using the cached copy %s", dataset, target)
+        target, key, cached = self.cached(dataset, spec, fetch)
+        if cached:
             return target
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
         log.info("dataset %r: reading ir_datasets dataset %s", dataset, spec["id"])

@@ -10,7 +10,6 @@ from pathlib import Path
 from irflow.core.config import scored_split
 from irflow.core.errors import DownloadError
 from irflow.data.download import (
-    cached_copy,
     dataset_files,
     dataset_layout,
     missing_files,
@@ -43,9 +42,8 @@ class LocalPath(SourceType):
             return local
         if not (local.is_file() and local.suffix == ".zip"):
             raise DownloadError(f"dataset {dataset!r}: {local} is neither a folder nor a .zip file")
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            log.info("dataset %r: using the cached copy %s", dataset, target)
+        target, key, cached = self.cached(dataset, spec, fetch)
+        if cached:
             return target
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
         log.info("dataset %r: extracting the local zip %s", dataset, local)

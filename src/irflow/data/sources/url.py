@@ -11,7 +11,6 @@ from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
 from irflow.core.redaction import public_url
 from irflow.data.download import (
-    cached_copy,
     folder_hint,
     unpack_into_cache,
     without_network,
@@ -33,9 +32,8 @@ class ZipUrl(SourceType):
         return {"url": spec["url"], "md5": spec.get("md5")} | folder
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            log.info("dataset %r: using the cached copy %s", dataset, target)
+        target, key, cached = self.cached(dataset, spec, fetch)
+        if cached:
             return target
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
         url, md5 = spec["url"], spec.get("md5")
