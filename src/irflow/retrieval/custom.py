@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -128,6 +129,27 @@ def custom_searcher(retriever: Retriever, corpus_path: Path) -> TextSearcher:
     index_seconds = time.perf_counter() - started
     doc_ids = corpus.column("doc_id").combine_chunks()
     return TextSearcher(retriever, doc_ids, facts={"index_seconds": index_seconds})
+
+
+@cache
+def cached_class(reference: str) -> type:
+    """Imported once per process: the config check and every job's settings name the same."""
+    return load_class(reference)
+
+
+class NamedClass:
+    """What a ``type: python`` kind of thing (a retriever family, a reranker type) is: its
+    class is the one the entry's ``class`` names."""
+
+    type = "python"
+    # The key of the entry that names the class.
+    class_key = "class"
+
+    def user_class(self, spec: dict) -> type:
+        return cached_class(spec["class"])
+
+    def class_reference(self, spec: dict) -> str:
+        return spec["class"]
 
 
 class EntryPointClass:

@@ -6,17 +6,15 @@ scores: reranking jobs and quality control's votes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Protocol
 
 import numpy as np
 
-from irflow.retrieval.custom import EntryPointClass, class_problem, load_class
+from irflow.retrieval.custom import EntryPointClass, NamedClass, class_problem
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.scorers import ScoringJob
 
 # Imported once per process: the config check and every job's scorer name the same class.
-cached_class = cache(load_class)
 
 
 class Reranker(Protocol):
@@ -53,19 +51,10 @@ class ClassScorer:
         return 0.0
 
 
-class PythonClass(RerankerType):
+class PythonClass(NamedClass, RerankerType):
     """``type: python``: the class is the entry's ``class``."""
 
-    type = "python"
     schema_def = "python_reranker"
-    # The key of the entry that names the class.
-    class_key = "class"
-
-    def user_class(self, spec: dict) -> type:
-        return cached_class(spec["class"])
-
-    def class_reference(self, spec: dict) -> str:
-        return spec["class"]
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and have ``score``: refused now, not in the job."""

@@ -4,25 +4,19 @@ point (type: the entry point's name). Its runs are made by the generic rule retr
 
 from __future__ import annotations
 
-from functools import cache
-
-from irflow.retrieval.custom import EntryPointClass, class_problem, custom_searcher, load_class
+from irflow.retrieval.custom import (
+    EntryPointClass,
+    NamedClass,
+    class_problem,
+    custom_searcher,
+)
 from irflow.workflow.families.base import RetrieverFamily
 
 
-class PythonClass(RetrieverFamily):
+class PythonClass(NamedClass, RetrieverFamily):
     """``type: python``: the class is the entry's ``class``."""
 
-    type = "python"
     schema_def = "python"
-    # The key of the entry that names the class.
-    class_key = "class"
-
-    def user_class(self, spec: dict) -> type:
-        return cached_class(spec["class"])
-
-    def class_reference(self, spec: dict) -> str:
-        return spec["class"]
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """The class must import and implement the protocol: refused now, not in the job."""
@@ -38,12 +32,6 @@ class PythonClass(RetrieverFamily):
 class EntryPoint(EntryPointClass, PythonClass):
     """``type: <name>``: the class an installed package registers as the ``irflow.retrievers``
     entry point of that name."""
-
-
-@cache
-def cached_class(reference: str) -> type:
-    """Imported once per process: the config check and every job's settings name the same."""
-    return load_class(reference)
 
 
 FAMILY = PythonClass()
