@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, TINY_CORPUS, minilm_spec
+from test_cost import recorded
 
 import irflow.encoding.embed
 from irflow.core import contracts
@@ -248,9 +249,9 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         ("embed", "d", "m", "corpus"): result | {"device": "cpu", "similarity": "cosine"},
         ("embed", "d", "m", "queries"): {"latency": {"q1": 0.01}},
         ("retrieve", "d", "dense"): {"latency": {"q1": 0.01}},
-        ("index", "d", "m", "flat"): {"index_bytes": 1, "build_seconds": 1.0},
+        ("index", "d", "m", "flat"): {"index_bytes": 1, "index_seconds": 1.0},
     }
-    cost = CostModel(config, {"dense": "dense"}, lambda *key: manifests[key], family).table(["d"])
+    cost = CostModel(config, {"dense": "dense"}, recorded(manifests), family).table(["d"])
     assert cost["encode_docs_per_second"].tolist() == [1.0]
 
 
