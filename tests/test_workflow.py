@@ -452,10 +452,17 @@ def test_cost_of_every_system(workflow):
     assert len(cost) == DATASETS * len(SYSTEMS)
     assert (cost["latency_median_ms"] > 0).all()
     assert (cost["latency_p95_ms"] >= cost["latency_median_ms"]).all()
-    # The first cost.latency_queries scored queries; the smoke subsets have fewer.
+    # The first cost.latency_queries scored queries, or all of a dataset's where it has fewer
+    # (the smoke subsets, the Arabic partial set); a reranker times those its first stage
+    # found candidates for (NFCorpus: BM25 finds none for 3 of its first 100).
+    scored = read_result(workdir, "summary").groupby("dataset")["queries"].max()
     timed = cost["latency_queries"]
-    assert (timed.drop(list(SMOKE_SUBSETS), level="dataset") == LATENCY_QUERIES).all()
+    expected = scored.clip(upper=LATENCY_QUERIES).reindex(timed.index.get_level_values("dataset"))
+    first_stage = ~timed.index.get_level_values("system").str.contains("@")
+    assert timed[first_stage].tolist() == expected[first_stage].tolist()
+    assert (timed.to_numpy() <= expected.to_numpy()).all()
     assert (timed.loc[list(SMOKE_SUBSETS)] == SMOKE_QUERIES).all()
+    assert (timed.drop(list(SMOKE_SUBSETS), level="dataset") > SMOKE_QUERIES).all()
     scifact = cost.loc["scifact"]
     assert scifact.loc[MINILM, "index_bytes"] == 5183 * 384 * 4 + 45  # faiss flat header
     assert scifact.loc[MINILM, "encode_docs_per_second"] > 1
