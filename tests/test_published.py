@@ -137,3 +137,39 @@ def test_validation_tables_are_generated_from_the_file():
         "docs/validation.md's published tables differ from config/reference/published.yaml: "
         "run `.venv/bin/python docs/hooks/published_tables.py`"
     )
+
+
+def test_a_bm25_reranked_by_beirs_cross_encoder_meets_beirs_bm25_ce():
+    """A reranking is matched by its reranker's type and model (BEIR's BM25+CE names
+    ``cross-encoder`` and cross-encoder/ms-marco-MiniLM-L-6-v2), with its depth and its first
+    stage's identity; another cross-encoder is not BM25+CE."""
+    model = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    config = {
+        "datasets": {"arguana": {"source": {"type": "beir", "name": "arguana"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {
+            "ce": {"type": "cross-encoder", "id": model},
+            "other": {"type": "cross-encoder", "id": "cross-encoder/ms-marco-TinyBERT-L-2-v2"},
+        },
+        "reranking": [{"first_stage": "bm25", "reranker": r, "k": [100]} for r in ("ce", "other")],
+    }
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    identities = Plan(validate_config(expand_config(config), schema), REPO).published_identities
+    ce = identities["bm25+ce@100"]
+    assert ce == {"family": "cross-encoder", "model": model, "k": 100} | {
+        "first_stage": identities["bm25"]
+    }
+    summary = pd.DataFrame(
+        {
+            "dataset": "arguana",
+            "system": ["bm25+ce@100", "bm25+other@100"],
+            "metric": "ndcg_cut_10",
+            "value": [0.3, 0.2],
+        }
+    )
+    [entry] = [
+        e for e in ENTRIES if e["dataset"] == "arguana" and e["system"]["family"] == "cross-encoder"
+    ]
+    [row] = compare(summary, ENTRIES, identities).itertuples()
+    assert (row.system, row.published, row.reproduction) == ("bm25+ce@100", entry["value"], False)
+    assert "SECOND-HAND" in row.differs and row.delta == pytest.approx(0.3 - entry["value"])

@@ -9,6 +9,7 @@ from irflow.derived.generate.dataset import list_generated
 from irflow.derived.positionalize import list_variants
 from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
 from irflow.retrieval.exact_search import searched_in_shards
+from irflow.retrieval.rerankers import reranker_type
 from irflow.workflow.families import (
     families,
     family,
@@ -127,15 +128,28 @@ class WorkflowNames:
             else [reference]
         )
         # Which published system each first-stage retriever is (irflow.evaluation.published).
-        self.published_identities = {
-            name: family(spec["type"]).published_as(spec, config)
-            for name, spec in sorted(self.retrievers.items())
-        }
+        self.published_identities = self._published_identities()
         # Where each kind of system files its run's manifest: results/manifests/<stage>/.
         self.run_stage = {"fusion": "fuse", "rerank": "rerank"} | {
             kind: found.run_stage for kind, found in families().items()
         }
         self.manifests = self._manifests()
+
+    def _published_identities(self) -> dict[str, dict]:
+        """Which published system each first-stage retriever and each reranking is
+        (irflow.evaluation.published): a reranking by its reranker's type and model, its depth
+        ``k`` and its first stage's identity (None for a fusion), which a published entry's
+        ``settings`` may name."""
+        rerankers = self.config["rerankers"]
+        identities = {
+            name: family(spec["type"]).published_as(spec, self.config)
+            for name, spec in sorted(self.retrievers.items())
+        }
+        for name, (first_stage, reranker, k) in sorted(self.reranked.items()):
+            spec = rerankers[reranker]
+            identity = reranker_type(spec["type"]).published_as(spec, self.config)
+            identities[name] = identity | {"k": k, "first_stage": identities.get(first_stage)}
+        return identities
 
     def _dataset_specs(self):
         """Each dataset's block; a dataset made from another has its base's."""

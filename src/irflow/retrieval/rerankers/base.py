@@ -61,6 +61,15 @@ class RerankerType:
         model = self.model(spec)
         return {} if model is None else {"model": result_settings(config["models"][model])}
 
+    def published_as(self, spec: dict, config: dict) -> dict:
+        """Which published reranker this is (irflow.evaluation.published): its type and the
+        Hugging Face id of the model it scores with (``hub_id`` where ``id`` is a local
+        folder), as a published BM25+CE names ``cross-encoder`` and its model."""
+        model = self.model(spec)
+        entry = config["models"][model] if model else spec
+        named = entry.get("hub_id") or entry.get("id")
+        return {"family": self.type} | ({"model": named} if named else {})
+
     def embeddings_model(self, spec: dict) -> str | None:
         """The model whose dense embeddings files (rules/embed.smk) its scorer reads, when
         the workflow makes them anyway (irflow.workflow.run_inputs.Plan.reranker_embeddings)."""
