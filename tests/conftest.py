@@ -201,14 +201,23 @@ def place_local_datasets(config: dict) -> None:
             write_beir(Path(source["path"]), TINY_CORPUS, TINY_QUERIES, TINY_QRELS, split)
 
 
-def scifact_subset(shared: Path, folder: Path, queries: int = 20, documents: int = 200) -> Path:
-    """The first test queries with their relevant documents, filled up to `documents`."""
+def scifact_subset(
+    shared: Path,
+    folder: Path,
+    queries: int = 20,
+    documents: int = 200,
+    *,
+    query_documents: bool = False,
+) -> Path:
+    """The first test queries with their relevant documents, filled up to `documents`; with
+    `query_documents`, also the documents that share a kept query's id (ArguAna's queries are
+    arguments of its corpus: their self-matches)."""
     import pandas as pd
 
     qrels = pd.read_csv(shared / "qrels" / "test.tsv", sep="\t", dtype=str)
     asked = list(dict.fromkeys(qrels["query-id"]))[:queries]
     qrels = qrels[qrels["query-id"].isin(asked)]
-    relevant = set(qrels["corpus-id"])
+    relevant = set(qrels["corpus-id"]) | (set(asked) if query_documents else set())
     with gzip.open(shared / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         corpus = [json.loads(line) for line in lines]
     kept = [doc for doc in corpus if doc["_id"] in relevant]

@@ -5,6 +5,7 @@ an xdist worker beside the other end-to-end files."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -172,3 +173,28 @@ def test_one_retriever_on_one_dataset_runs_to_the_report(quickstart_folder, shar
     assert embedded == {f"{plot}.png" for plot in REPORT_PLOTS}
     table = (folder / "results" / "report" / "significance_table.html").read_text()
     assert "Nothing to compare" in table
+
+
+def test_bm25_on_the_whole_of_arguana_removes_self_matches_as_the_bm25s_benchmark(
+    tmp_path, shared_datasets
+):
+    """ArguAna by its BEIR name, whole, with BM25: each query's own argument is dropped from its
+    hits, as BEIR and MTEB drop it, and the scores are those the bm25s benchmarks published
+    (tests/test_workflow.py runs a subset of ArguAna, which spares CI its MiniLM encoding)."""
+    config = official_scifact_config(shared_datasets)
+    config["datasets"] = {"arguana": {"source": {"type": "beir", "name": "arguana"}}}
+    path = tmp_path / "arguana.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    target = "results/published.parquet"
+    run_in_copy(tmp_path, [*SNAKEMAKE, target, "--configfile", str(path), "--cores", CORES])
+    summary = read_result(tmp_path, "summary").set_index(["dataset", "system", "metric"])
+    for metric in ("ndcg_cut_10", "recall_100", "map"):
+        value = summary.loc[("arguana", "bm25", metric), "value"]
+        assert round(value, 4) == measured("arguana", "BM25", metric), metric
+    [bm25s] = read_result(tmp_path, "published").query("reproduction").itertuples()
+    assert bm25s.within and bm25s.metric == "ndcg_cut_10"  # the bm25s benchmarks' ArguAna
+    run = pd.read_parquet(tmp_path / "results" / "runs" / "arguana" / "bm25.parquet")
+    assert not (run["query_id"] == run["doc_id"]).any()
+    assert run["query_id"].nunique() == 1406 and run.groupby("query_id").size().max() == 1000
+    manifest = tmp_path / "results" / "manifests" / "retrieve" / "arguana" / "bm25.json"
+    assert json.loads(manifest.read_text())["self_matches_removed"] > 1000
