@@ -312,6 +312,10 @@ class OnDemandEncoder:
     def provenance(self) -> dict:
         return self.encoder.provenance
 
+    @property
+    def model(self):
+        return self.encoder.model
+
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
         return self.encoder.encode(texts, prompt)
 
