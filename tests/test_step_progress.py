@@ -1,15 +1,22 @@
 """Progress of each long step as log lines (irflow.core.progress), on the real code path with
 IRFLOW_PROGRESS_SECONDS=0 (a line per update): BM25's indexing and search over SciFact, faiss'
-IVF training, a bi-encoder's and a late-interaction model's reranking. Each line names the
-step and gives the count done of the total and the rate; the results are those the step gives
-without them."""
+IVF training, a bi-encoder's and a late-interaction model's reranking, a model's download from a
+hub on 127.0.0.1. Each line names the step and gives the count done of the total and the rate;
+the results are those the step gives without them."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import http.server
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -41,10 +48,13 @@ def every_update_logged(monkeypatch, caplog):
 
 
 def progress(caplog, desc: str, unit: str) -> list[tuple[int, int]]:
+    return progress_of([record.getMessage() for record in caplog.records], desc, unit)
+
+
+def progress_of(lines: list[str], desc: str, unit: str) -> list[tuple[int, int]]:
     """(done, total) of each of ``desc``'s progress lines; each after the first has a rate."""
     found = []
-    for record in caplog.records:
-        line = record.getMessage()
+    for line in lines:
         if match := re.fullmatch(
             rf"{re.escape(desc)}: (\d+)/(\d+) {unit} \(\d+ %\) in \S+, +(\S+){unit}/s, \S+ left",
             line,
@@ -170,3 +180,121 @@ def test_late_interaction_rerank_logs_the_queries_it_scored(minilm_path, tmp_pat
         np.testing.assert_array_equal(
             rows["score"].to_numpy(), alone.score(QUERIES[query_id], texts)
         )
+
+
+class FolderHub(http.server.ThreadingHTTPServer):
+    """A Hugging Face hub on 127.0.0.1 that holds one model, ``repo_id``, the files of
+    ``folder`` at commit ``COMMIT``: the file list, the repository's metadata and each file,
+    as huggingface_hub asks for them. Every request is kept."""
+
+    def __init__(self, repo_id: str, folder: Path):
+        self.repo_id, self.requests = repo_id, []
+        self.files = {
+            path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*"))
+            if path.is_file()
+        }
+        super().__init__(("127.0.0.1", 0), FolderHubHandler)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
+
+
+class FolderHubHandler(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.answer(body=False)
+
+    def do_GET(self) -> None:
+        self.answer(body=True)
+
+    def answer(self, body: bool) -> None:
+        hub: FolderHub = self.server
+        hub.requests.append(self.path)
+        path = self.path.split("?")[0]
+        api = f"/api/models/{hub.repo_id}"
+        headers = {"Content-Type": "application/json", "X-Repo-Commit": COMMIT}
+        if path.startswith(f"{api}/tree/"):
+            content = json.dumps(
+                [
+                    {"type": "file", "path": name, "size": len(data), "oid": sha1(data)}
+                    for name, data in hub.files.items()
+                ]
+            ).encode()
+        elif path.startswith(f"{api}/revision/") or path == api:
+            siblings = [{"rfilename": name} for name in hub.files]
+            content = json.dumps({"id": hub.repo_id, "sha": COMMIT, "siblings": siblings}).encode()
+        elif path.startswith(f"/{hub.repo_id}/resolve/"):
+            name = path.split("/resolve/", 1)[1].split("/", 1)[1]
+            content = hub.files[name]
+            headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{sha1(content)}"'}
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        for header, value in headers.items():
+            self.send_header(header, value)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        if body:
+            self.wfile.write(content)
+
+    def log_message(self, *_arguments) -> None:
+        pass
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def sha1(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
+# A job's logging (scripts/_common.py: irflow's lines at INFO), then the model's resolution.
+RESOLVE = """
+import json, logging, os, sys
+logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
+logging.getLogger("irflow").setLevel(logging.INFO)
+from irflow.encoding.models import resolve_model
+print(json.dumps(resolve_model({"id": "org/tiny", "revision": None})), file=sys.stderr)
+"""
+
+
+def test_a_model_download_logs_its_progress(tmp_path):
+    """A model from a hub on 127.0.0.1 (HF_ENDPOINT), online, into an empty cache, in a process
+    of its own: the files fetched and the bytes written, as progress lines. On main: no line
+    (huggingface_hub's own bars are switched off where stderr is no terminal)."""
+    repo = tmp_path / "repo"
+    (repo / "1_Pooling").mkdir(parents=True)
+    (repo / "config.json").write_text("{}")
+    (repo / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (repo / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    weights = np.random.default_rng(0).bytes(1 << 20)
+    (repo / "model.safetensors").write_bytes(weights)
+    (repo / "model.onnx").write_bytes(weights)  # a copy resolve_model leaves on the hub
+    hub = FolderHub("org/tiny", repo)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+    env |= {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), SECONDS_VARIABLE: "0"}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", RESOLVE], capture_output=True, text=True, env=env, check=True
+        )
+    finally:
+        hub.shutdown()
+        hub.server_close()
+    path, provenance = json.loads(result.stderr.splitlines()[-1])
+    assert provenance == {"model": "org/tiny", "revision": COMMIT}
+    fetched = {p.relative_to(path).as_posix(): p.read_bytes() for p in Path(path).rglob("*.*")}
+    assert fetched == {name: data for name, data in hub.files.items() if name != "model.onnx"}
+    lines = [line.removeprefix("irflow.progress ") for line in result.stdout.splitlines()]
+    files = progress_of(lines, "download org/tiny: Fetching 4 files", "items")
+    assert files[0] == (0, 4) and files[-1] == (4, 4)
+    written = [
+        line
+        for line in lines
+        if re.fullmatch(r"download org/tiny: Reconstructing: \S+ B in \S+, +\S+B/s", line)
+    ]
+    assert written[-1].startswith("download org/tiny: Reconstructing: 1.05M B in ")
