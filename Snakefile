@@ -19,7 +19,7 @@ from irflow.workflow.config import (
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.interrupted import clear_after_dead_runs
-from irflow.workflow.model_check import offline_model_problems
+from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
 from irflow.workflow.run_end import after_failure, after_success
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
@@ -125,6 +125,15 @@ rule all:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# Online, a model the Hugging Face hub cannot give is named before any job runs. Here rather
+# than where the config is read: Snakemake calls onstart only when jobs are about to run, so a
+# dry run, a report or an up-to-date run plans without touching the network.
+onstart:
+    with errors_end_on_the_message():
+        if _unavailable := hub_model_problems(config):
+            raise ConfigError("\n".join(_unavailable))
 
 
 # The end of a run: its results table and the report's command; after a failure, the tables

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import pytest
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
 
 from irflow.core.errors import ConfigError
+from irflow.core.progress import SECONDS_VARIABLE
 from irflow.core.redaction import public_url
 from irflow.derived.llm.client import LLMClient, LLMError, answer_settings
 from irflow.derived.llm.messages import Request, cache_key, parse_json
@@ -231,11 +234,15 @@ def test_a_model_is_required():
     }
 
 
-def test_the_progress_bar_shows_rate(fake_llm, tmp_path, capsys):
-    with LLMClient(settings(fake_llm), tmp_path, progress=True) as llm:
-        llm.complete([ask("a"), ask("b"), ask("c")], desc="judge")
-    err = capsys.readouterr().err
-    assert "judge" in err and "3/3" in err and "req/s" in err
+def test_the_progress_is_logged_with_rate(fake_llm, tmp_path, caplog, monkeypatch):
+    """As log lines, which reach the job's log (on main, a tqdm bar on stderr: no line)."""
+    monkeypatch.setenv(SECONDS_VARIABLE, "0")
+    with caplog.at_level(logging.INFO, logger="irflow.progress"):
+        with LLMClient(settings(fake_llm), tmp_path, progress=True) as llm:
+            llm.complete([ask("a"), ask("b"), ask("c")], desc="judge")
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[0].startswith("judge: 0/3 req (0 %) in ")
+    assert re.fullmatch(r"judge: 3/3 req \(100 %\) in \S+, +[\d.]+req/s, 00:00 left", lines[-1])
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,29 @@
-"""Problems caught when Snakemake reads the config, before any job runs: under offline: true,
-a model that is neither a folder nor in the Hugging Face cache is one line naming its key;
-and every config error ends on irflow's message, not on Snakemake's list of frames."""
+"""Problems caught before any job runs: under offline: true, a model that is neither a folder
+nor in the Hugging Face cache is one line naming its key; online, so is a model the hub
+cannot give (unreachable, or no such repository); and every config error ends on irflow's
+message, not on Snakemake's list of frames.
+
+The hub here is never the real one: HF_ENDPOINT names a closed port on 127.0.0.1, or a small
+HTTP server on 127.0.0.1 that answers every request with one status."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from huggingface_hub import constants
 
-from irflow.workflow.model_check import offline_model_problems
+from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 MISSING = "sentence-transformers/not-in-this-cache"
@@ -22,17 +32,96 @@ MISSING = "sentence-transformers/not-in-this-cache"
 def dry_run(folder: Path, config: dict, hf_home: Path) -> subprocess.CompletedProcess:
     """A Snakemake dry run of ``config`` on a tiny BEIR dataset in ``folder``, with the Hugging
     Face cache at ``hf_home``."""
+    return snakemake(folder, config, os.environ | {"HF_HOME": str(hf_home)}, "-n")
+
+
+def snakemake(folder: Path, config: dict, env: dict, *options: str) -> subprocess.CompletedProcess:
+    """Snakemake on ``config`` and a tiny BEIR dataset in ``folder``, on one core."""
     write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {"datasets": {"tiny": {"source": {"type": "path", "path": "tiny"}}}} | config
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     return subprocess.run(
         [*SNAKEMAKE, "--directory", str(folder), "--configfile", str(folder / "config.yaml")]
-        + ["--cores", "1", "-n"],
+        + ["--cores", "1", *options],
         capture_output=True,
         text=True,
-        env=os.environ | {"HF_HOME": str(hf_home)},
+        env=env,
         check=False,
     )
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: a connection there is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class FakeHub(http.server.ThreadingHTTPServer):
+    """An HTTP server on 127.0.0.1 answering every request with ``status`` (a 404 as the hub
+    answers an unknown repository, with its error code), counting the requests."""
+
+    def __init__(self, status: int):
+        self.status, self.requests = status, []
+        super().__init__(("127.0.0.1", 0), FakeHubHandler)
+
+    @property
+    def model_requests(self) -> list[str]:
+        """The requests for a model's metadata (huggingface_hub also fetches, once a day, its
+        registry of AI agents, /api/agent-harnesses, for its user agent)."""
+        return [path for path in self.requests if path.startswith("/api/models/")]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
+
+
+class FakeHubHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.server.requests.append(self.path)
+        body = json.dumps({"id": "org/model", "sha": "0" * 40, "siblings": []}).encode()
+        if self.server.status == 404:
+            body = b'{"error": "Repository not found"}'
+        self.send_response(self.server.status)
+        if self.server.status == 404:
+            self.send_header("X-Error-Code", "RepoNotFound")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_arguments) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_hub() -> Iterator[callable]:
+    """Start ``FakeHub(status)`` servers; each stops after the test."""
+    servers = []
+
+    def start(status: int) -> FakeHub:
+        server = FakeHub(status)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def online(monkeypatch, tmp_path) -> None:
+    """This process online (conftest sets HF_HUB_OFFLINE=1 for every test), with an empty
+    Hugging Face cache."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+
+def hub_at(monkeypatch, endpoint: str) -> None:
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
 
 
 def cache_snapshot(hf_home: Path, repo_id: str) -> None:
@@ -117,3 +206,99 @@ def test_a_missing_local_copy_is_named(tmp_path, monkeypatch):
         f"({tmp_path / 'hub'}), nor in its local_copy ({tmp_path / 'gone'}), and offline: true "
         "forbids downloading it; give a local folder or run once online"
     ]
+
+
+def test_a_run_online_with_the_hub_unreachable_stops_before_any_job(tmp_path, fake_hub):
+    """A real run, not a dry one: a model neither a folder nor cached, with the hub at a closed
+    port, then at a server that has no such repository. Each is one line naming the key, before
+    any job (main: the download, ingest and filter jobs ran, then the embed job died, its log
+    106 lines of two tracebacks ending in ``httpx2.ConnectError: [Errno 111] Connection
+    refused``)."""
+    config = {
+        "models": {"minilm": {"id": MISSING}},
+        "retrievers": {"minilm": {"type": "dense", "model": "minilm"}},
+    }
+    env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+    env |= {"HF_HOME": str(tmp_path / "hf")}
+    unreachable = f"http://127.0.0.1:{closed_port()}"
+
+    planned = snakemake(tmp_path, config, env | {"HF_ENDPOINT": unreachable}, "-n")
+    assert planned.returncode == 0, planned.stderr  # a dry run plans without the network
+    assert "rule embed:" in planned.stdout + planned.stderr
+
+    refused = snakemake(tmp_path, config, env | {"HF_ENDPOINT": unreachable})
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"ConfigError: models.minilm.id: {MISSING!r} needs the Hugging Face hub "
+        f"({unreachable}), which cannot be reached (ConnectError: [Errno 111] Connection "
+        "refused); give a local folder as its id or a local_copy, or run once with the hub "
+        "reachable to cache it"
+    )
+
+    hub = fake_hub(404)
+    unknown = snakemake(tmp_path, config, env | {"HF_ENDPOINT": hub.endpoint})
+    assert unknown.returncode == 1  # the run before released its lock
+    assert unknown.stderr.strip().splitlines()[-1] == (
+        f"ConfigError: models.minilm.id: the Hugging Face hub ({hub.endpoint}) has no model "
+        f"{MISSING!r} (or gives no access to it without a token); check the id, or give a "
+        "local folder"
+    )
+    assert hub.model_requests == [f"/api/models/{MISSING}"]
+    for result in (refused, unknown):
+        assert "Traceback" not in result.stderr
+        assert "rule " not in result.stdout + result.stderr.split("Job stats:")[0]
+    results = tmp_path / "results"
+    made = {path.relative_to(results).parts[0] for path in results.rglob("*")}
+    assert made == {"settings"}  # each job's settings, written as the graph is read; no output
+
+
+def test_the_hub_is_asked_once_when_it_fails_and_the_fix_follows_what_is_at_hand(
+    tmp_path, monkeypatch, fake_hub, online
+):
+    """Three models that read the hub and a hub that answers 503: one request, three lines;
+    the cached one and the one with a local_copy can run offline."""
+    hub = fake_hub(503)
+    hub_at(monkeypatch, hub.endpoint)
+    cache_snapshot(tmp_path, "org/cached")
+    (tmp_path / "copy").mkdir()
+    config = {
+        "models": {
+            "cached": {"id": "org/cached"},
+            "copied": {"id": "org/copied", "local_copy": {"path": str(tmp_path / "copy")}},
+            "gone": {"id": MISSING},
+        },
+    }
+    needs = f"needs the Hugging Face hub ({hub.endpoint}), which answered 503"
+    assert hub_model_problems(config) == [
+        f"models.cached.id: 'org/cached' {needs}; it is in the Hugging Face cache: run with "
+        "--config offline=true",
+        f"models.copied.id: 'org/copied' {needs}; its local_copy ({tmp_path / 'copy'}) holds "
+        "it: run with --config offline=true",
+        f"models.gone.id: {MISSING!r} {needs}; give a local folder as its id or a local_copy, or "
+        "run once with the hub reachable to cache it",
+    ]
+    assert len(hub.model_requests) == 1
+
+
+def test_the_hub_is_not_asked_offline_for_folders_or_cached_tokenizers(
+    tmp_path, monkeypatch, fake_hub, online
+):
+    hub = fake_hub(404)
+    hub_at(monkeypatch, hub.endpoint)
+    cache_snapshot(tmp_path, "org/tokenizer")
+    (tmp_path / "folder").mkdir()
+    config = {
+        "models": {"local": {"id": str(tmp_path / "folder")}},
+        "positionalize": {"dataset": "tiny", "tokenizer": "org/tokenizer"},
+    }
+    assert hub_model_problems(config) == []  # a folder, and a tokenizer transformers reads cached
+    gone = {"models": {"gone": {"id": MISSING}}}
+    assert hub_model_problems(gone | {"offline": True}) == []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # jobs obey it as they obey offline: true
+    assert hub_model_problems(gone) == []
+    assert hub.requests == []
+
+
+def test_a_reachable_hub_passes_the_models_it_has(monkeypatch, fake_hub, online):
+    hub_at(monkeypatch, fake_hub(200).endpoint)
+    assert hub_model_problems({"models": {"m": {"id": "org/model", "revision": "v1"}}}) == []

@@ -59,6 +59,29 @@ class LoggedProgress(tqdm):
             log.info("%s", str(self))  # as it is now, not when a handler formats it
 
 
+def progress_named(name: str) -> type[LoggedProgress]:
+    """A ``LoggedProgress`` class for a library that draws its own bars from a tqdm class it
+    is given (huggingface_hub's ``snapshot_download(tqdm_class=...)``): each bar's lines start
+    with ``name`` and the description the library gave it when made, less a remark in
+    parentheses (huggingface_hub's "Reconstructing (incomplete total...)"); the library's bar
+    format and later descriptions are dropped, so that every line reads as irflow's."""
+
+    class NamedProgress(LoggedProgress):
+        def __init__(self, iterable=None, **options):
+            for drawn_by_the_library in ("bar_format", "name"):
+                options.pop(drawn_by_the_library, None)
+            given = (options.pop("desc", None) or "").split(" (")[0]
+            super().__init__(iterable, desc=f"{name}: {given}" if given else name, **options)
+
+        def set_description(self, desc=None, refresh=True) -> None:
+            pass
+
+        def set_description_str(self, desc=None, refresh=True) -> None:
+            pass
+
+    return NamedProgress
+
+
 @contextmanager
 def counting_batches(model, progress: LoggedProgress) -> Iterator[None]:
     """Advance ``progress`` by the rows of each batch that ``model`` (a sentence-transformers

@@ -17,6 +17,7 @@ from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import folder_md5
 from irflow.core.offline import env_offline
+from irflow.core.progress import progress_named
 from irflow.encoding.onnx_export import attach
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,12 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
             return str(folder), {"model": spec["id"]} | copied
     else:
         patterns = model_file_patterns(list_repo_files(spec["id"], revision=spec["revision"]))
-        path = snapshot_download(spec["id"], revision=spec["revision"], allow_patterns=patterns)
+        path = snapshot_download(
+            spec["id"],
+            revision=spec["revision"],
+            allow_patterns=patterns,
+            tqdm_class=progress_named(f"download {spec['id']}"),
+        )
     # Snapshot folders are named by the commit they hold.
     return path, {"model": spec["id"], "revision": Path(path).name}
 
@@ -311,6 +317,10 @@ class OnDemandEncoder:
     @property
     def provenance(self) -> dict:
         return self.encoder.provenance
+
+    @property
+    def model(self):
+        return self.encoder.model
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
         return self.encoder.encode(texts, prompt)

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
+from irflow.core.progress import LoggedProgress
 from irflow.retrieval.runs import top_with_ties
 
 # The words bm25s' default pattern, r"(?u)\b\w\w+\b", finds: every maximal run of two or more
@@ -164,22 +165,26 @@ class BM25Retriever:
         frequency."""
         columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
         lengths, distinct, frequencies = [], [], np.zeros(0, dtype=np.int64)
-        for batch in contracts.stream_batches(corpus_path, BM25_BATCH_ROWS, columns):
-            texts = batch.column("text").to_pylist()
-            if self.spec["fields"] == "title+text":
-                texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
-            token_ids = self._token_ids(texts, update_vocab=True)
-            vocabulary = len(self.tokenizer.get_vocab_dict())
-            batch_terms, batch_counts, batch_lengths, batch_distinct = _document_postings(
-                token_ids, vocabulary
-            )
-            batch_terms.tofile(terms)
-            batch_counts.tofile(counts)
-            lengths.append(batch_lengths)
-            distinct.append(batch_distinct)
-            grown = np.bincount(batch_terms, minlength=vocabulary)
-            grown[: len(frequencies)] += frequencies
-            frequencies = grown
+        documents = contracts.read_metadata(corpus_path).num_rows
+        batches = contracts.stream_batches(corpus_path, BM25_BATCH_ROWS, columns)
+        with LoggedProgress(desc="bm25 tokenise", total=documents, unit="documents") as progress:
+            for batch in batches:
+                texts = batch.column("text").to_pylist()
+                if self.spec["fields"] == "title+text":
+                    texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
+                token_ids = self._token_ids(texts, update_vocab=True)
+                vocabulary = len(self.tokenizer.get_vocab_dict())
+                batch_terms, batch_counts, batch_lengths, batch_distinct = _document_postings(
+                    token_ids, vocabulary
+                )
+                batch_terms.tofile(terms)
+                batch_counts.tofile(counts)
+                lengths.append(batch_lengths)
+                distinct.append(batch_distinct)
+                grown = np.bincount(batch_terms, minlength=vocabulary)
+                grown[: len(frequencies)] += frequencies
+                frequencies = grown
+                progress.update(batch.num_rows)
         vocabulary = len(self.tokenizer.get_vocab_dict())
         frequencies = np.pad(frequencies, (0, vocabulary - len(frequencies)))
         empty = np.zeros(0, dtype=np.int64)
@@ -212,36 +217,38 @@ class BM25Retriever:
         # every document. Without such terms in a query, and with no score for absent terms
         # (bm25l, bm25+ have one), a document matches exactly when it scores above 0.
         self.zero_scoring_terms = np.zeros(len(frequencies), dtype=bool)
-        for first in range(0, documents, BM25_BATCH_ROWS):
-            rows = slice(first, first + BM25_BATCH_ROWS)
-            size = int(distinct[rows].sum())
-            batch_terms = np.fromfile(terms, dtype=np.int32, count=size)
-            tf = np.fromfile(counts, dtype=np.float32, count=size)
-            # bm25s scores a document's postings with its length as a Python int and the
-            # average as a NumPy float64: the same float64 operations as on these arrays.
-            scores = idf[batch_terms] * term_frequency_part(
-                tf_array=tf,
-                l_d=np.repeat(lengths[rows], distinct[rows]),
-                l_avg=average_length,
-                k1=model.k1,
-                b=model.b,
-                delta=model.delta,
-            )
-            if model.nonoccurrence_array is not None:
-                scores -= model.nonoccurrence_array[batch_terms]
-            scores = scores.astype(model.dtype)
-            self.zero_scoring_terms[batch_terms[scores <= 0]] = True
-            # Counting sort: each posting goes to its term's next free place; a stable sort by
-            # term keeps this batch's documents ascending within each term.
-            order = np.argsort(batch_terms, kind="stable")
-            in_batch, first_place, postings = np.unique(
-                batch_terms[order], return_index=True, return_counts=True
-            )
-            places = np.repeat(next_free[in_batch] - first_place, postings) + np.arange(size)
-            next_free[in_batch] += postings
-            data[places] = scores[order]
-            batch_documents = np.arange(first, first + len(lengths[rows]), dtype=indices.dtype)
-            indices[places] = np.repeat(batch_documents, distinct[rows])[order]
+        with LoggedProgress(desc="bm25 score", total=documents, unit="documents") as progress:
+            for first in range(0, documents, BM25_BATCH_ROWS):
+                rows = slice(first, first + BM25_BATCH_ROWS)
+                size = int(distinct[rows].sum())
+                batch_terms = np.fromfile(terms, dtype=np.int32, count=size)
+                tf = np.fromfile(counts, dtype=np.float32, count=size)
+                # bm25s scores a document's postings with its length as a Python int and the
+                # average as a NumPy float64: the same float64 operations as on these arrays.
+                scores = idf[batch_terms] * term_frequency_part(
+                    tf_array=tf,
+                    l_d=np.repeat(lengths[rows], distinct[rows]),
+                    l_avg=average_length,
+                    k1=model.k1,
+                    b=model.b,
+                    delta=model.delta,
+                )
+                if model.nonoccurrence_array is not None:
+                    scores -= model.nonoccurrence_array[batch_terms]
+                scores = scores.astype(model.dtype)
+                self.zero_scoring_terms[batch_terms[scores <= 0]] = True
+                # Counting sort: each posting goes to its term's next free place; a stable sort by
+                # term keeps this batch's documents ascending within each term.
+                order = np.argsort(batch_terms, kind="stable")
+                in_batch, first_place, postings = np.unique(
+                    batch_terms[order], return_index=True, return_counts=True
+                )
+                places = np.repeat(next_free[in_batch] - first_place, postings) + np.arange(size)
+                next_free[in_batch] += postings
+                data[places] = scores[order]
+                batch_documents = np.arange(first, first + len(lengths[rows]), dtype=indices.dtype)
+                indices[places] = np.repeat(batch_documents, distinct[rows])[order]
+                progress.update(len(batch_documents))
         model.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": documents}
 
     def save(self, folder: Path) -> int:
@@ -288,7 +295,15 @@ class BM25Retriever:
         """Per query, (rows, scores) of the documents that share a term with it: the ``depth``
         best by score, and any tied with the last of them; rows index the corpus table."""
         token_ids = self._token_ids(query_texts, update_vocab=False)
-        return [self._top_matching(query, depth) for query in token_ids]
+        # The one-query searches that time a query's latency log nothing (``disable``).
+        with LoggedProgress(
+            token_ids,
+            desc="bm25 search",
+            total=len(token_ids),
+            unit="queries",
+            disable=len(token_ids) == 1,
+        ) as queries:
+            return [self._top_matching(query, depth) for query in queries]
 
     def score_pairs(
         self, query_texts: dict[str, str], pairs: list[tuple[str, str]]

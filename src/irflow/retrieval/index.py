@@ -191,7 +191,17 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
         clustering = ivf_part(index).cp
         per_list = math.ceil(len(sample) / nlist)
         clustering.max_points_per_centroid = max(clustering.max_points_per_centroid, per_list)
+        # faiss' k-means reports no progress: a line before and after, with its size and time.
+        log.info("train %s: %d lists on %d rows", embeddings_path, nlist, len(sample))
+        started = time.perf_counter()
         index.train(sample)
+        log.info(
+            "train %s: %d lists on %d rows in %.1f s",
+            embeddings_path,
+            nlist,
+            len(sample),
+            time.perf_counter() - started,
+        )
         facts |= {"lists_wanted": wanted, "train_rows": len(sample)}
     reserve_storage(index, rows)
     with LoggedProgress(desc=f"index {embeddings_path}", total=rows, unit="rows") as progress:

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.progress import LoggedProgress
 from irflow.encoding.embed import batches_between, shard_rows
 from irflow.encoding.encode_parts import SideEncoder
 from irflow.encoding.models import SIDES, load_model
@@ -572,9 +573,11 @@ class MaxSimScorer:
         )
         self.counts["queries_truncated"] += self.encoder.truncated(queries, "queries")
         scores = []
-        for start, end in candidate_batches(candidates, self.documents_per_batch):
-            self.prepare([text for documents in candidates[start:end] for text in documents])
-            scores += self._scores(queries[start:end], candidates[start:end])
+        with LoggedProgress(desc="rerank", total=len(queries), unit="queries") as progress:
+            for start, end in candidate_batches(candidates, self.documents_per_batch):
+                self.prepare([text for documents in candidates[start:end] for text in documents])
+                scores += self._scores(queries[start:end], candidates[start:end])
+                progress.update(end - start)
         self.vectors = {}
         return scores
 

@@ -260,14 +260,9 @@ class BiEncoderScorer:
         cached = self.cache.get(digests) if self.cache is not None and rest else {}
         self.vectors |= {text: cached[d] for text, d in zip(rest, digests) if d in cached}
         missing = [(text, d) for text, d in zip(rest, digests) if d not in cached]
-        chunk_size = self.encoder.spec["chunk_size"]
         started = time.perf_counter()
-        for start in range(0, len(missing), chunk_size):
-            texts, chunk_digests = map(list, zip(*missing[start : start + chunk_size]))
-            vectors = self.encoder.encode(texts, self.encoder.spec["document_prompt"])
-            if self.cache is not None:
-                self.cache.put(chunk_digests, vectors)
-            self.vectors |= dict(zip(texts, vectors))
+        if missing:
+            self._encode_documents(missing)
         self.counts["documents_encode_seconds"] += time.perf_counter() - started
         self.counts["documents_from_embeddings"] += len(from_file)
         self.counts["documents_from_cache"] += len(rest) - len(missing)
@@ -281,6 +276,23 @@ class BiEncoderScorer:
                 len(rest) - len(missing),
                 len(missing),
             )
+
+    def _encode_documents(self, missing: list[tuple[str, str]]) -> None:
+        """Encode (text, digest) pairs a chunk at a time, each chunk cached once done; the
+        progress counts the model's batches."""
+        chunk_size = self.encoder.spec["chunk_size"]
+        with (
+            LoggedProgress(
+                desc="rerank: encode documents", total=len(missing), unit="documents"
+            ) as progress,
+            counting_batches(self.encoder.model, progress),
+        ):
+            for start in range(0, len(missing), chunk_size):
+                texts, chunk_digests = map(list, zip(*missing[start : start + chunk_size]))
+                vectors = self.encoder.encode(texts, self.encoder.spec["document_prompt"])
+                if self.cache is not None:
+                    self.cache.put(chunk_digests, vectors)
+                self.vectors |= dict(zip(texts, vectors))
 
     def score(self, query: str, documents: list[str]) -> np.ndarray:
         self.prepare(documents)

@@ -1,6 +1,7 @@
-"""model_check: under ``offline: true``, every model and tokenizer a config names must be a
-folder, in the Hugging Face cache or in its ``local_copy``, checked when the config is,
-before any job runs.
+"""model_check: every model and tokenizer a config names must be loadable, checked before any
+job runs. Under ``offline: true``, it must be a folder, in the Hugging Face cache or in its
+``local_copy`` (checked when the config is); online, the Hugging Face hub must answer for it
+(checked when the run starts, ``hub_model_problems``).
 
 Offline, a job reads a Hugging Face id from the cache alone (irflow.encoding.models.resolve_model,
 irflow.data.tokens.load_tokenizer); one that is not there used to fail at run time, with
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from irflow.core.offline import env_offline
 from irflow.encoding.models import local_copy_folder
 
 # The blocks whose entries name a model by ``id`` (and ``revision``): the encoders (dense,
@@ -102,3 +104,77 @@ def _cached(model_id: str, revision: str | None) -> bool:
     except (LocalEntryNotFoundError, HFValidationError):  # not there, or no valid repo id
         return False
     return True
+
+
+def hub_model_problems(config: dict) -> list[str]:
+    """Online, one line per model or tokenizer whose job would fail on the Hugging Face hub:
+    the hub cannot be reached, or has no such repository or revision; each names its config
+    key and the fix. None offline (``offline: true``, or ``HF_HUB_OFFLINE=1``, which jobs obey
+    too) and none when no entry reads the hub.
+
+    A model's job asks the hub even when the model is cached (``resolve_model`` lists the
+    repository's files), a tokenizer's only when it is not (transformers falls back to the
+    cache). The first request is the probe: when it cannot reach the hub, no other is sent and
+    every entry gets the line; when it can, each further entry is one metadata request, with
+    huggingface_hub's metadata timeout (``HF_HUB_ETAG_TIMEOUT``)."""
+    if config.get("offline") or env_offline():
+        return []
+    asking = [(key, spec) for key, spec in named_models(config) if _reads_hub(key, spec)]
+    if not asking:
+        return []
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        HTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    api = HfApi()
+    hub = f"the Hugging Face hub ({constants.ENDPOINT})"
+    problems = []
+    for position, (key, spec) in enumerate(asking):
+        revision = spec.get("revision")
+        try:
+            api.model_info(spec["id"], revision=revision, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+        except RevisionNotFoundError:
+            problems.append(f"{key}: {hub} has no revision {revision!r} of {spec['id']!r}")
+        except HfHubHTTPError as answer:
+            status = answer.response.status_code
+            if isinstance(answer, RepositoryNotFoundError) or status == 404:
+                problems.append(
+                    f"{key}: {hub} has no model {spec['id']!r} (or gives no access to it "
+                    "without a token); check the id, or give a local folder"
+                )
+            else:  # overloaded or down: every job that asks it would fail alike
+                return problems + _unreachable(asking[position:], hub, f"answered {status}")
+        except HTTPError as failure:  # no answer: refused, timed out, no such host
+            why = f"cannot be reached ({type(failure).__name__}: {failure})"
+            return problems + _unreachable(asking[position:], hub, why)
+    return problems
+
+
+def _reads_hub(key: str, spec: dict) -> bool:
+    if Path(spec["id"]).is_dir():
+        return False
+    tokenizer = not key.endswith(".id")  # a tokenizer key names the id itself
+    return not (tokenizer and _cached(spec["id"], spec.get("revision")))
+
+
+def _unreachable(asking: list[tuple[str, dict]], hub: str, why: str) -> list[str]:
+    return [
+        f"{key}: {spec['id']!r} needs {hub}, which {why}; {_offline_fix(spec)}"
+        for key, spec in asking
+    ]
+
+
+def _offline_fix(spec: dict) -> str:
+    if _cached(spec["id"], spec.get("revision")):
+        return "it is in the Hugging Face cache: run with --config offline=true"
+    copy = spec.get("local_copy")
+    if copy is not None and _copy_folder(copy).is_dir():
+        return f"its local_copy ({_copy_folder(copy)}) holds it: run with --config offline=true"
+    return (
+        "give a local folder as its id or a local_copy, or run once with the hub reachable "
+        "to cache it"
+    )

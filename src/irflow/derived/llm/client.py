@@ -3,7 +3,7 @@
 One client for every stage that asks a language model (``generate``, and the judge of quality
 control): ``LLMClient.complete(requests)`` takes a list of ``Request`` (messages and optional
 parameters) and returns one ``Answer`` per request, in order. Requests run concurrently, at most
-``max_concurrency`` at a time, with a progress bar showing rate and ETA.
+``max_concurrency`` at a time, their progress logged with rate and ETA (irflow.core.progress).
 
 Decisions:
 - HTTP goes through the official ``openai`` client, which works with vLLM, Ollama, llama.cpp's
@@ -81,9 +81,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from irflow.core.errors import ConfigError, UserError
+from irflow.core.progress import LoggedProgress
 from irflow.core.redaction import public_url, redact
 from irflow.derived.llm.cache import AnswerCache
 from irflow.derived.llm.endpoint import (
@@ -459,14 +458,7 @@ class LLMClient:
         self._count(self.stats, "duplicates", len(requests) - len(positions))
         self.preload([requests[group[0]] for group in positions])
         answers: list[Answer | None] = [None] * len(requests)
-        bar = tqdm(
-            total=len(requests),
-            desc=desc,
-            unit="req",
-            disable=not self.progress,
-            mininterval=1.0,
-            dynamic_ncols=True,
-        )
+        bar = LoggedProgress(total=len(requests), desc=desc, unit="req", disable=not self.progress)
         results: queue.SimpleQueue = queue.SimpleQueue()
 
         def work(slot: int) -> None:
