@@ -255,8 +255,9 @@ def test_a_run_online_with_the_hub_unreachable_stops_before_any_job(tmp_path, fa
 def test_the_hub_is_asked_once_when_it_fails_and_the_fix_follows_what_is_at_hand(
     tmp_path, monkeypatch, fake_hub, online
 ):
-    """Three models that read the hub and a hub that answers 503: one request, three lines;
-    the cached one and the one with a local_copy can run offline."""
+    """Two models that read the hub and a hub that answers 503: one request, two lines; the
+    one with a local_copy can run offline. A cached model is not asked for: its job reads the
+    cache when the hub cannot be reached."""
     hub = fake_hub(503)
     hub_at(monkeypatch, hub.endpoint)
     cache_snapshot(tmp_path, "org/cached")
@@ -270,8 +271,6 @@ def test_the_hub_is_asked_once_when_it_fails_and_the_fix_follows_what_is_at_hand
     }
     needs = f"needs the Hugging Face hub ({hub.endpoint}), which answered 503"
     assert hub_model_problems(config) == [
-        f"models.cached.id: 'org/cached' {needs}; it is in the Hugging Face cache: run with "
-        "--config offline=true",
         f"models.copied.id: 'org/copied' {needs}; its local_copy ({tmp_path / 'copy'}) holds "
         "it: run with --config offline=true",
         f"models.gone.id: {MISSING!r} {needs}; give a local folder as its id or a local_copy, or "
@@ -302,3 +301,32 @@ def test_the_hub_is_not_asked_offline_for_folders_or_cached_tokenizers(
 def test_a_reachable_hub_passes_the_models_it_has(monkeypatch, fake_hub, online):
     hub_at(monkeypatch, fake_hub(200).endpoint)
     assert hub_model_problems({"models": {"m": {"id": "org/model", "revision": "v1"}}}) == []
+
+
+def test_online_with_the_hub_unreachable_a_job_reads_the_cached_model(tmp_path):
+    """As huggingface_hub's downloads fall back to the cache, so does a job's model lookup
+    (irflow.encoding.models.resolve_model), with a warning; an uncached model still fails
+    (the run's start has named it, above). A subprocess, so that huggingface_hub reads
+    HF_ENDPOINT, a closed port on this machine, as it starts."""
+    cache_snapshot(tmp_path / "hf", "org/cached")
+    env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
+    env |= {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO)\n"
+        "from irflow.encoding.models import resolve_model\n"
+        "print(resolve_model({'id': sys.argv[1], 'revision': None}))"
+    )
+    cached = subprocess.run(
+        [sys.executable, "-c", code, "org/cached"], capture_output=True, text=True, env=env
+    )
+    assert cached.returncode == 0, cached.stderr
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "hf" / "hub" / "models--org--cached" / "snapshots" / commit
+    assert cached.stdout.strip() == repr(
+        (str(snapshot), {"model": "org/cached", "revision": commit})
+    )
+    assert "the Hugging Face hub cannot be reached" in cached.stderr
+    missing = subprocess.run(
+        [sys.executable, "-c", code, MISSING], capture_output=True, text=True, env=env
+    )
+    assert missing.returncode == 1 and "LocalEntryNotFoundError" in missing.stderr

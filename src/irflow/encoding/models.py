@@ -97,11 +97,13 @@ def local_copy_folder(copy: dict) -> Path:
 def resolve_model(spec: dict) -> tuple[str, dict]:
     """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision).
     Offline (irflow.core.offline), only the Hugging Face cache is read, then the model's
-    ``local_copy``, if it names one."""
+    ``local_copy``, if it names one. Online with the hub unreachable, the cached snapshot is
+    read, as huggingface_hub's own downloads fall back to it (irflow.workflow.model_check has
+    stopped the run before any job when the model is not cached)."""
     if Path(spec["id"]).is_dir():
         return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
     from huggingface_hub import list_repo_files, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, HTTPError, LocalEntryNotFoundError
 
     if env_offline():
         try:
@@ -118,11 +120,24 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
             copied = {"local_copy": str(folder), "files_md5": folder_md5(folder)}
             return str(folder), {"model": spec["id"]} | copied
     else:
-        patterns = model_file_patterns(list_repo_files(spec["id"], revision=spec["revision"]))
+        try:
+            files = list_repo_files(spec["id"], revision=spec["revision"])
+        except HfHubHTTPError:  # the hub answered: no such repository, revision, access
+            raise
+        except HTTPError as failure:  # no answer: refused, timed out, no such host
+            path = snapshot_download(spec["id"], revision=spec["revision"], local_files_only=True)
+            log.warning(
+                "model %s: the Hugging Face hub cannot be reached (%s); reading the cached "
+                "snapshot %s",
+                spec["id"],
+                failure,
+                path,
+            )
+            return path, {"model": spec["id"], "revision": Path(path).name}
         path = snapshot_download(
             spec["id"],
             revision=spec["revision"],
-            allow_patterns=patterns,
+            allow_patterns=model_file_patterns(files),
             tqdm_class=progress_named(f"download {spec['id']}"),
         )
     # Snapshot folders are named by the commit they hold.

@@ -112,14 +112,15 @@ def hub_model_problems(config: dict) -> list[str]:
     key and the fix. None offline (``offline: true``, or ``HF_HUB_OFFLINE=1``, which jobs obey
     too) and none when no entry reads the hub.
 
-    A model's job asks the hub even when the model is cached (``resolve_model`` lists the
-    repository's files), a tokenizer's only when it is not (transformers falls back to the
-    cache). The first request is the probe: when it cannot reach the hub, no other is sent and
-    every entry gets the line; when it can, each further entry is one metadata request, with
-    huggingface_hub's metadata timeout (``HF_HUB_ETAG_TIMEOUT``)."""
+    Only an entry neither a folder nor cached is asked for: a job reads a cached model from the
+    cache when the hub cannot be reached (``resolve_model``; transformers does for a
+    tokenizer), and it is not known here which jobs will run. The first request is the probe:
+    when it cannot reach the hub, no other is sent and every entry gets the line; when it can,
+    each further entry is one metadata request, with huggingface_hub's metadata timeout
+    (``HF_HUB_ETAG_TIMEOUT``)."""
     if config.get("offline") or env_offline():
         return []
-    asking = [(key, spec) for key, spec in named_models(config) if _reads_hub(key, spec)]
+    asking = [(key, spec) for key, spec in named_models(config) if _reads_hub(spec)]
     if not asking:
         return []
     from huggingface_hub import HfApi, constants
@@ -154,11 +155,8 @@ def hub_model_problems(config: dict) -> list[str]:
     return problems
 
 
-def _reads_hub(key: str, spec: dict) -> bool:
-    if Path(spec["id"]).is_dir():
-        return False
-    tokenizer = not key.endswith(".id")  # a tokenizer key names the id itself
-    return not (tokenizer and _cached(spec["id"], spec.get("revision")))
+def _reads_hub(spec: dict) -> bool:
+    return not (Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")))
 
 
 def _unreachable(asking: list[tuple[str, dict]], hub: str, why: str) -> list[str]:
@@ -169,8 +167,6 @@ def _unreachable(asking: list[tuple[str, dict]], hub: str, why: str) -> list[str
 
 
 def _offline_fix(spec: dict) -> str:
-    if _cached(spec["id"], spec.get("revision")):
-        return "it is in the Hugging Face cache: run with --config offline=true"
     copy = spec.get("local_copy")
     if copy is not None and _copy_folder(copy).is_dir():
         return f"its local_copy ({_copy_folder(copy)}) holds it: run with --config offline=true"
