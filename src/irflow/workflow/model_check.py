@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from irflow.core.offline import env_offline
-from irflow.encoding.models import local_copy_folder
+from irflow.encoding.models import LocalCopyError, checked_local_copy, local_copy_folder
 
 # The blocks whose entries name a model by ``id`` (and ``revision``): the encoders (dense,
 # SPLADE, ColBERT), the rerankers (cross-encoders) and document expansion's models.
@@ -57,29 +57,34 @@ def _tokenizers(value, key: str, model_names: set) -> Iterator[tuple[str, dict]]
 
 def offline_model_problems(config: dict) -> list[str]:
     """One line per model or tokenizer that ``offline: true`` cannot load: neither a folder,
-    nor in the Hugging Face cache, nor in its ``local_copy``; each names its config key and the
-    fix. None when online."""
+    nor in the Hugging Face cache, nor in its ``local_copy`` (or a copy whose files are not
+    those its ``files_md5`` pins); each names its config key and the fix. None when online."""
     if not config.get("offline"):
         return []
-    missing = [(key, spec) for key, spec in named_models(config) if not _at_hand(spec)]
-    if not missing:
-        return []
+    found = (_offline_problem(key, spec) for key, spec in named_models(config))
+    return [problem for problem in found if problem]
+
+
+def _offline_problem(key: str, spec: dict) -> str | None:
+    """Why a job cannot read ``spec``'s model offline (irflow.encoding.models.resolve_model
+    reads a folder, the Hugging Face cache, then the ``local_copy``); None when it can."""
+    if Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")):
+        return None
+    copy = spec.get("local_copy")
+    if copy is not None and _copy_folder(copy).is_dir():
+        try:
+            checked_local_copy(copy)
+        except LocalCopyError as error:
+            where = key.removesuffix(".id")
+            return f"{where}.local_copy.files_md5: {error}; point it at {spec['id']!r}'s files"
+        return None
     from huggingface_hub.constants import HF_HUB_CACHE
 
-    return [
+    return (
         f"{key}: {spec['id']!r} is not a folder and not in the Hugging Face cache "
         f"({HF_HUB_CACHE}){_copy_missing(spec)}, and offline: true forbids downloading it; "
         "give a local folder or run once online"
-        for key, spec in missing
-    ]
-
-
-def _at_hand(spec: dict) -> bool:
-    """Where a job reads the model offline (irflow.encoding.models.resolve_model): a folder,
-    the Hugging Face cache, then the ``local_copy``."""
-    if Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")):
-        return True
-    return spec.get("local_copy") is not None and _copy_folder(spec["local_copy"]).is_dir()
+    )
 
 
 def _copy_folder(copy: dict) -> Path:
