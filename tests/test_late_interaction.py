@@ -30,14 +30,14 @@ from irflow.core.records import check
 from irflow.encoding.embed import cache_key
 from irflow.encoding.encode_parts import encode_file, gather
 from irflow.encoding.models import RESULT_SETTINGS, result_settings
-from irflow.retrieval import late_interaction
+from irflow.retrieval import late_interaction, maxsim_rerank
 from irflow.retrieval.late_interaction import (
-    MaxSimScorer,
     TokenEncoder,
     TokenVectors,
     late_interaction_search,
     tokens_table,
 )
+from irflow.retrieval.maxsim_rerank import MaxSimScorer, candidate_batches
 from irflow.retrieval.rerank import rerank
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow import resources
@@ -273,7 +273,7 @@ def test_reranker_holds_one_batch_of_candidates_and_scores_as_all_at_once(encode
     streamed = MaxSimScorer(encoder)
     assert streamed.documents_per_batch > len(TEXTS)  # so ``whole`` held every candidate
     document_bytes = COLBERT_DOCUMENT_LENGTH * 128 * 4
-    monkeypatch.setattr(late_interaction, "MAX_HELD_TOKEN_BYTES", 6 * document_bytes + 1)
+    monkeypatch.setattr(maxsim_rerank, "MAX_HELD_TOKEN_BYTES", 6 * document_bytes + 1)
     assert streamed.documents_per_batch == 6
     batched, latency = rerank(run, queries, documents, streamed, 5, 1)
     pd.testing.assert_frame_equal(batched, whole, check_exact=False, rtol=1e-6, atol=0)
@@ -286,9 +286,9 @@ def test_reranker_holds_one_batch_of_candidates_and_scores_as_all_at_once(encode
 
 def test_candidate_batches_are_bounded_by_distinct_candidates():
     candidates = [["a", "b"], ["b", "c"], ["d", "e", "f", "g"], ["a"], []]
-    assert late_interaction.candidate_batches(candidates, 3) == [(0, 2), (2, 3), (3, 5)]
-    assert late_interaction.candidate_batches(candidates, 100) == [(0, 5)]
-    assert late_interaction.candidate_batches([], 3) == []
+    assert candidate_batches(candidates, 3) == [(0, 2), (2, 3), (3, 5)]
+    assert candidate_batches(candidates, 100) == [(0, 5)]
+    assert candidate_batches([], 3) == []
 
 
 def test_rerank_memory_counts_the_candidates_texts_and_one_batch_of_token_vectors(

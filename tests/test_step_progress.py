@@ -31,7 +31,8 @@ from irflow.core.progress import SECONDS_VARIABLE
 from irflow.encoding.models import Encoder
 from irflow.retrieval.bm25 import BM25Retriever
 from irflow.retrieval.index import index_file
-from irflow.retrieval.late_interaction import MaxSimScorer, TokenEncoder
+from irflow.retrieval.late_interaction import TokenEncoder
+from irflow.retrieval.maxsim_rerank import MaxSimScorer
 from irflow.retrieval.rerank import rerank
 from irflow.retrieval.scorers import BiEncoderScorer
 

@@ -1,5 +1,5 @@
 """late-interaction: exact MaxSim of a ColBERT model's query and candidate token vectors
-(irflow.retrieval.late_interaction.MaxSimScorer)."""
+(irflow.retrieval.maxsim_rerank.MaxSimScorer)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ class LateInteraction(RerankerType):
 
     def held_bytes(self, spec: dict) -> int:
         """One batch of the candidates' token vectors."""
-        from irflow.retrieval.late_interaction import MAX_HELD_TOKEN_BYTES
+        from irflow.retrieval.maxsim_rerank import MAX_HELD_TOKEN_BYTES
 
         return MAX_HELD_TOKEN_BYTES
 
     def scorer(self, spec: dict, job: ScoringJob):
         from irflow.encoding.models import use_threads
-        from irflow.retrieval.late_interaction import MaxSimScorer, TokenEncoder
+        from irflow.retrieval.late_interaction import TokenEncoder
+        from irflow.retrieval.maxsim_rerank import MaxSimScorer
 
         use_threads(job.threads)
         return MaxSimScorer(TokenEncoder.load(job.models[spec["model"]]))
