@@ -6,14 +6,13 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import REPO, schema_defaults
+from test_aggregate import run_scripts
 
 from irflow.core import contracts
 from irflow.core.manifest import Manifest
@@ -251,21 +250,7 @@ def test_a_misspelt_or_mistyped_field_of_each_stage_is_refused_naming_both(
     assert not path.exists()
 
 
-# Runs a workflow script in its own process, with the snakemake object's parts it reads (each
-# dict but the config as Snakemake's named list).
-SCRIPT_DRIVER = """
-import json, runpy, sys
-from types import SimpleNamespace
-from snakemake.iocontainers import Namedlist
-script, parts = sys.argv[1], json.loads(sys.argv[2])
-sys.path.insert(0, str(__import__("pathlib").Path(script).parent))
-job = {k: v if k == "config" or not isinstance(v, dict) else Namedlist(fromdict=v)
-       for k, v in parts.items()}
-runpy.run_path(script, init_globals={"snakemake": SimpleNamespace(**job)}, run_name="__main__")
-"""
-
-
-def test_a_qc_candidates_job_writes_its_stages_record(tmp_path):
+def test_a_qc_candidates_job_writes_its_stages_record(tmp_path, monkeypatch):
     """scripts/qc_candidates.py, run as its rule runs it (no workflow test reaches it: it
     retrieves a generated dataset's dev split), writes a record its type accepts."""
     rows = {
@@ -287,13 +272,10 @@ def test_a_qc_candidates_job_writes_its_stages_record(tmp_path):
         "params": {"retrieval": {"retriever": settings, "top_k": 2, "remove_self_matches": False}},
         "rule": "qc_candidates",
         "threads": 1,
-        "log": [],
         "config": {"models": {}},
     }
-    script = str(REPO / "scripts" / "qc_candidates.py")
-    command = [sys.executable, "-c", SCRIPT_DRIVER, script, json.dumps(job)]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
+    monkeypatch.chdir(tmp_path)
+    run_scripts({"qc_candidates": job})
     record = read_record(tmp_path / "manifest.json")
     assert (record.stage, record.split, record.model) == ("qc_candidates", "dev", None)
     assert (record.queries, record.queries_with_candidates, record.rows) == (1, 1, 2)
