@@ -221,20 +221,25 @@ def test_a_full_disk_keeps_the_old_database_and_leaves_nothing(small_disk, tmp_p
 
 
 # Runs workflow scripts, in one process, each with the parts of the snakemake object it reads
-# (keyword arguments of SimpleNamespace, from JSON; lists stay lists, as Snakemake's inputs).
+# (from JSON: each dict but the config as Snakemake's named list, whose lists stay lists, as
+# Snakemake's inputs).
 SCRIPT_DRIVER = """
 import json, runpy, sys
 from types import SimpleNamespace
+from snakemake.iocontainers import Namedlist
 sys.path.insert(0, sys.argv[1])
 for script, parts in json.loads(sys.argv[2]):
-    snakemake = SimpleNamespace(**{k: SimpleNamespace(**v) if isinstance(v, dict) else v
-                                   for k, v in parts.items()})
+    snakemake = SimpleNamespace(**{
+        k: Namedlist(fromdict=v) if isinstance(v, dict) and k != "config" else v
+        for k, v in parts.items()
+    })
     runpy.run_path(script, init_globals={"snakemake": snakemake}, run_name="__main__")
 """
 
 
 def run_scripts(jobs: dict[str, dict]) -> None:
-    """Run ``scripts/<name>.py`` with the snakemake object's parts, for each name of ``jobs``."""
+    """Run ``scripts/<name>.py`` with the snakemake object's parts, for each name of ``jobs``,
+    in the current folder."""
     scripts = REPO / "scripts"
     jobs = [(str(scripts / f"{name}.py"), parts | {"log": []}) for name, parts in jobs.items()]
     result = subprocess.run(

@@ -809,11 +809,13 @@ def test_a_token_in_a_url_reaches_no_log_manifest_parquet_or_database(server, tm
     """Item 3: a dataset and an external run fetched from ``?token=SECRET`` URLs, through a
     retry, a resume and a failing mirror; nothing irflow writes holds the token."""
     import duckdb
-    import pandas as pd
+    import pyarrow as pa
 
+    from irflow.core import contracts
+    from irflow.core.fingerprint import file_md5
     from irflow.core.manifest import Manifest
     from irflow.evaluation.aggregate import build_database
-    from irflow.retrieval.external_run import locate_run, recorded_settings
+    from irflow.retrieval.external_run import import_run, locate_run, recorded_settings
     from irflow.retrieval.runs import write_run
 
     caplog.set_level("DEBUG")
@@ -834,12 +836,27 @@ def test_a_token_in_a_url_reaches_no_log_manifest_parquet_or_database(server, tm
     settings = {"location": "http://user:SECRET@" + server.base[7:] + "/run.trec?token=SECRET"}
     path = locate_run(settings["location"], cache_dir / "runs", md5=md5_of(run_text))
     recorded = recorded_settings(settings)
-    run = pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "score": [2.5], "rank": [1]})
+    # The run imported and its manifest written as scripts/external_run.py does.
+    tables = {"corpus": [{"doc_id": "d1", "title": "", "text": "t"}]}
+    tables["queries"] = [{"query_id": "q1", "text": "q"}]
+    for name, rows in tables.items():
+        schema = getattr(contracts, name.upper())
+        contracts.write_table(pa.Table.from_pylist(rows, schema), tmp_path / f"{name}.parquet")
+    queries = tmp_path / "queries.parquet"
+    run, report = import_run(
+        path,
+        tmp_path / "corpus.parquet",
+        queries,
+        queries,
+        top_k=10,
+        remove_self_matches=False,
+        max_unknown_fraction=0.0,
+    )
     run_path = tmp_path / "results" / "runs" / "scifact" / "ext.parquet"
     run_path.parent.mkdir(parents=True)
     write_run(run, run_path, {"stage": "external_run"} | recorded, tmp_path / "ext.trec", "ext")
     manifest = Manifest(tmp_path / "results" / "manifests" / "ext.json", stage="external_run")
-    manifest.add(settings=recorded, file=str(path))
+    manifest.add(settings=recorded, file=str(path), file_md5=file_md5(path), **report)
     manifest.write()
     database = tmp_path / "results" / "irflow.duckdb"
     build_database(database, {"runs": [str(run_path)], "manifests": [str(manifest.path)]})

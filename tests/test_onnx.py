@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +14,8 @@ from tiny_models import build_tiny_bi_encoder, build_tiny_cross_encoder
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
+from irflow.core.manifest import Manifest
+from irflow.core.records import RecordError
 from irflow.data.ingest import read_jsonl
 from irflow.encoding import onnx_export
 from irflow.encoding.embed import cache_key, embed_file, read_embeddings
@@ -159,6 +163,22 @@ def test_fused_graph_equals_torch(tmp_path, tiny_bi_encoder):
     assert facts["fused_operators"]["Attention"] == 2  # one per layer
     expected = Encoder.load(minilm_spec(tiny_bi_encoder)).encode(TEXTS, "")
     np.testing.assert_allclose(Encoder.load(spec, graph).encode(TEXTS, ""), expected, atol=1e-5)
+
+
+def test_the_export_jobs_manifest_is_its_stages_record(tmp_path, tiny_bi_encoder):
+    """What scripts/onnx_export.py writes (the model's settings and provenance, and the
+    export's facts) is an onnx_export record; a misspelt fact of the export is refused."""
+    spec = minilm_spec(tiny_bi_encoder, backend="onnx-fused")
+    model, provenance = load_sentence_transformer(spec)
+    facts = export(model, tmp_path / "g.onnx", spec["backend"], export_key(spec, provenance))
+    manifest = Manifest(tmp_path / "m.json", stage="onnx_export", model="m", backend="onnx-fused")
+    manifest.add(settings=spec, **provenance)
+    manifest.add(**facts)
+    manifest.write()
+    assert json.loads(manifest.path.read_text())["fused_operators"]["Attention"] == 2
+    manifest.add(onnx_byte=facts["onnx_bytes"])
+    with pytest.raises(RecordError, match="onnx_export record has no field 'onnx_byte'"):
+        manifest.write()
 
 
 def test_fused_int8_quantises_all_but_the_kept_nodes(tmp_path, tiny_bi_encoder, monkeypatch):

@@ -3,15 +3,20 @@ table reads its typed fields, one name per concept."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import schema_defaults
+from conftest import REPO, schema_defaults
+from test_aggregate import run_scripts
 
 from irflow.core import contracts
 from irflow.core.manifest import Manifest
+from irflow.core.records import TYPES, RecordError, read_record, record_type
 from irflow.evaluation.cost import CostModel
 from irflow.retrieval.bm25 import build_index
 from irflow.retrieval.index import index_file
@@ -128,8 +133,6 @@ def manifests(tmp_path, build_time: str) -> dict:
 
 
 def cost_table(paths: dict):
-    from irflow.core.records import read_record
-
     model = CostModel(CONFIG, KINDS, lambda *key: read_record(paths[key]), family)
     return model.table(["d"]).set_index("system")
 
@@ -167,3 +170,112 @@ def test_a_rerank_record_takes_its_scorers_provenance(tmp_path, minilm_path):
     del job["first_stage"]
     with pytest.raises(ValueError, match="rerank record lacks its field 'first_stage'"):
         written(tmp_path / "rerank.json", job | scorer.provenance)
+
+
+def stage_names(argument: ast.expr) -> set[str]:
+    """The stages a start_job argument names: a string, or either of a conditional's (an
+    f-string is the shared helper's, which passes on its caller's stage)."""
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return {argument.value}
+    if isinstance(argument, ast.IfExp):
+        return stage_names(argument.body) | stage_names(argument.orelse)
+    return set()
+
+
+def script_stages() -> set[str]:
+    """Every stage a script under scripts/ names to start_job or start_encode_job (its
+    ``_shard`` too), read from the source: each string its stage argument can take."""
+    stages = set()
+    for script in (REPO / "scripts").glob("*.py"):
+        for call in ast.walk(ast.parse(script.read_text(), str(script))):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            if call.func.id not in ("start_job", "start_encode_job") or len(call.args) < 2:
+                continue
+            named = stage_names(call.args[1])
+            stages |= named
+            if call.func.id == "start_encode_job":
+                stages |= {f"{stage}_shard" for stage in named}
+    return stages
+
+
+def test_every_stage_a_script_starts_has_a_declared_record_type():
+    stages = script_stages()
+    assert {"filter", "embed_shard", "qc_votes", "encode_vectors"} <= stages  # the parse reads
+    missing = sorted(stages - set(TYPES))
+    assert missing == [], f"stages without a record type: {missing}"
+
+
+def test_a_stage_without_a_declared_type_is_refused_and_not_written(tmp_path):
+    path = tmp_path / "m.json"
+    with pytest.raises(RecordError, match=r"stage 'reindex' has no declared record type"):
+        written(path, {"stage": "reindex", "dataset": "d"})
+    assert not path.exists()
+    with pytest.raises(RecordError, match=r"stage 'reindex' has no declared record type"):
+        record_type("reindex")
+
+
+# Of each stage typed last, the first field its record requires and a value of the wrong type.
+MISTYPED = {
+    "curate": ("base", 1),
+    "expand": ("base_checksum", 1),
+    "external_run": ("settings", "top_k=10"),
+    "filter": ("documents_in", "5"),
+    "generate": ("llm", "fake"),
+    "ingest": ("files", ["corpus.jsonl"]),
+    "label_audit": ("settings", "depth 30"),
+    "negatives": ("split", 1),
+    "onnx_export": ("settings", "minilm"),
+    "passages": ("settings", "maxp"),
+    "positionalize": ("base_checksum", 1),
+    "qc_candidates": ("split", None),
+    "qc_votes": ("settings", "ce"),
+    "quality_control": ("llm", ["fake"]),
+}
+
+
+@pytest.mark.parametrize(("stage", "name", "wrong"), [(s, *f) for s, f in MISTYPED.items()])
+def test_a_misspelt_or_mistyped_field_of_each_stage_is_refused_naming_both(
+    tmp_path, stage, name, wrong
+):
+    """Open stages (a model's or a scorer's provenance beside the declared fields) refuse a
+    near-miss of a declared name; the others any undeclared name."""
+    path = tmp_path / "m.json"
+    misspelt = name + name[-1]  # basee, rows_readd
+    with pytest.raises(RecordError, match=rf"the {stage} record has no field '{misspelt}'"):
+        written(path, {"stage": stage, misspelt: 1})
+    mistyped = rf"the {stage} record's field '{name}' is {re.escape(repr(wrong))} "
+    with pytest.raises(RecordError, match=mistyped):
+        written(path, {"stage": stage, name: wrong})
+    assert not path.exists()
+
+
+def test_a_qc_candidates_job_writes_its_stages_record(tmp_path, monkeypatch):
+    """scripts/qc_candidates.py, run as its rule runs it (no workflow test reaches it: it
+    retrieves a generated dataset's dev split), writes a record its type accepts."""
+    rows = {
+        "corpus": [{"doc_id": f"d{i}", "title": "", "text": f"word{i} shared"} for i in range(3)],
+        "queries": [{"query_id": "q1", "text": "word1 shared"}, {"query_id": "q2", "text": "w"}],
+        "qrels": [{"query_id": "q1", "doc_id": "d1", "relevance": 1}],
+    }
+    inputs = {}
+    for name, table in rows.items():
+        inputs[name] = str(tmp_path / f"{name}.parquet")
+        schema = getattr(contracts, name.upper())
+        contracts.write_table(pa.Table.from_pylist(table, schema), Path(inputs[name]))
+    settings = schema_defaults({"type": "bm25"})
+    build_index(Path(inputs["corpus"]), settings, tmp_path / "index")
+    job = {
+        "input": inputs | {"index": str(tmp_path / "index")},
+        "output": {"run": "dev.parquet", "manifest": "manifest.json"},
+        "wildcards": {"dataset": "gen", "split": "dev"},
+        "params": {"retrieval": {"retriever": settings, "top_k": 2, "remove_self_matches": False}},
+        "rule": "qc_candidates",
+        "threads": 1,
+        "config": {"models": {}},
+    }
+    monkeypatch.chdir(tmp_path)
+    run_scripts({"qc_candidates": job})
+    record = read_record(tmp_path / "manifest.json")
+    assert (record.stage, record.split, record.model) == ("qc_candidates", "dev", None)
+    assert (record.queries, record.queries_with_candidates, record.rows) == (1, 1, 2)

@@ -1,0 +1,45 @@
+"""What every stage's record holds, and the error of one that does not fit its type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+class RecordError(ValueError):
+    """A stage's record that does not fit its declared type."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageRecord:
+    """What every manifest holds: the job's stage and wildcards, the dataset's checksum and
+    the md5 of its settings stamp (where it has them), and its timing and environment."""
+
+    stage: str
+    started_at: str | None = None
+    wall_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    host: str | None = None
+    python: str | None = None
+    packages: dict | None = None
+    dataset_checksum: str | None = None
+    settings_md5: str | None = None
+    # The rules' wildcards (a job's manifest records those of its rule).
+    dataset: str | None = None
+    system: str | None = None
+    model: str | None = None
+    index: str | dict | None = None
+    side: str | None = None
+    shard: str | None = None
+    shards: str | None = None
+    family: str | None = None
+    backend: str | None = None
+    reranker: str | None = None
+    split: str | None = None
+    export: str | None = None
+    # An open record's facts beyond its declared fields.
+    extra: dict = field(default_factory=dict)
+
+    open: ClassVar[bool] = True
+    # Names older manifests used for a field: read as the field's.
+    legacy: ClassVar[dict[str, str]] = {}
