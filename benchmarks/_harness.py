@@ -26,7 +26,7 @@ def write_corpus(dataset: Path, docs: int | None, path: Path) -> list[str]:
     import pyarrow as pa
 
     from irflow.core import contracts
-    from irflow.data.ingest import read_jsonl
+    from irflow.data.rows import read_jsonl
 
     rows = []
     fields = {"_id": True, "title": False, "text": True}

@@ -32,7 +32,7 @@ import torch
 from _harness import local_minilm, median_paired_ratio, model_spec, report, timings
 
 from irflow.core import contracts
-from irflow.data.ingest import read_jsonl
+from irflow.data.rows import read_jsonl
 from irflow.encoding.models import Encoder, load_sentence_transformer
 from irflow.encoding.onnx_export import ONNX_BACKENDS, export, export_key
 

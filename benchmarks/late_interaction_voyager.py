@@ -24,7 +24,7 @@ import pyarrow as pa
 from _harness import local_minilm, model_spec, report, timings, write_corpus
 
 from irflow.core import contracts
-from irflow.data.ingest import read_jsonl
+from irflow.data.rows import read_jsonl
 from irflow.encoding.encode_parts import encode_file
 from irflow.retrieval.late_interaction import (
     TokenEncoder,

@@ -16,7 +16,7 @@ from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
 from irflow.core.manifest import Manifest
 from irflow.core.records import RecordError
-from irflow.data.ingest import read_jsonl
+from irflow.data.rows import read_jsonl
 from irflow.encoding import onnx_export
 from irflow.encoding.embed import cache_key, embed_file, read_embeddings
 from irflow.encoding.models import Encoder, load_sentence_transformer

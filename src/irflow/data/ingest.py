@@ -46,8 +46,6 @@ result.
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import shutil
 from collections import Counter
@@ -58,127 +56,22 @@ from pathlib import Path
 import pyarrow as pa
 
 from irflow.core import contracts
-from irflow.core.errors import DamagedFileError, InputError
+from irflow.core.errors import InputError
+from irflow.data.rows import (
+    ROWS_PER_BATCH,
+    Place,
+    read_jsonl,
+    read_parquet_rows,
+    string_fields,
+    text_lines,
+)
 
 log = logging.getLogger(__name__)
-ROWS_PER_BATCH = 50_000
 EXAMPLES = 10
 
 
-class RowError(InputError):
-    """Bad value in a Parquet table: names the file, the row (counted from 0) and the column."""
-
-    def __init__(self, path: str | Path, message: str, *, row: int, field: str | None = None):
-        super().__init__(f"{path}, row {row}", message, field=field)
-        self.path, self.row = str(path), row
-
-
-@dataclass(frozen=True)
-class _Place:
-    """Where records come from: the lines of a text file or the rows of a Parquet table."""
-
-    path: Path
-    unit: str  # "line" or "row"
-
-    def error(self, at: int, message: str, field: str | None = None) -> InputError:
-        if self.unit == "row":
-            return RowError(self.path, message, row=at, field=field)
-        return InputError(self.path, message, line=at, field=field)
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of a UTF-8 file, plain or gzipped, without a leading BOM."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                # Editors on Windows often start a file with a byte-order mark; utf-8-sig drops it.
-                encoding = "utf-8-sig" if number == 1 else "utf-8"
-                try:
-                    yield number, raw.decode(encoding)
-                except UnicodeDecodeError as error:
-                    raise InputError(
-                        path, f"not valid UTF-8 (byte {error.start} of the line)", line=number
-                    ) from None
-    except (OSError, EOFError) as error:  # e.g. a truncated gzip stream
-        raise InputError(path, f"cannot be read: {error}") from None
-
-
-def _string_field(record: dict, key: str, place: _Place, at: int, required: bool) -> str:
-    value = record.get(key)
-    if value is None:
-        if required:
-            raise place.error(at, "missing", key)
-        return ""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise place.error(at, f"expected a string, got {type(value).__name__}", key)
-    return str(value)
-
-
-def _string_fields(record: dict, fields: dict[str, bool], place: _Place, at: int) -> dict:
-    """{field: string} of ``record``; ``fields`` maps each to whether it is required, and the
-    id fields (``_id``, ``query-id``, ``corpus-id``) among them must be non-empty."""
-    values = {key: _string_field(record, key, place, at, req) for key, req in fields.items()}
-    for key in ("_id", "query-id", "corpus-id"):
-        if key in values and not values[key].strip():
-            raise place.error(at, "empty id", key)
-    return values
-
-
-def json_problem(error: json.JSONDecodeError) -> str:
-    """The json module's message with the column it leaves to its ``str`` ("Invalid control
-    character at" ends where the position would follow): the line is the file's own."""
-    joint = " " if error.msg.endswith(" at") else " at "
-    return f"{error.msg}{joint}column {error.pos + 1}"
-
-
-def read_jsonl(path: Path, fields: dict[str, bool]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, {field: string}) for each non-blank line.
-
-    ``fields`` maps each field to whether it is required; ``_id`` must be non-empty.
-    """
-    place = _Place(path, "line")
-    for number, text in _lines(path):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(path, f"malformed JSON: {json_problem(error)}", line=number) from None
-        except RecursionError:  # the json module recurses once per nested array or object
-            raise InputError(path, "malformed JSON: nested too deeply", line=number) from None
-        if not isinstance(record, dict):
-            raise InputError(path, "expected a JSON object", line=number)
-        yield number, _string_fields(record, fields, place, number)
-
-
-def read_parquet_rows(path: Path, columns: dict[str, bool]) -> Iterator[tuple[int, dict]]:
-    """Yield (row, {column: value}) of a Parquet table in bounded batches.
-
-    ``columns`` maps each column to read to whether the table must have it; an absent optional
-    column is absent from the dicts.
-    """
-    try:
-        table = contracts.ParquetFile(path)
-        present = set(table.schema_arrow.names)
-        for name, required in columns.items():
-            if required and name not in present:
-                has = ", ".join(sorted(present))
-                raise InputError(path, f"missing column (the table has: {has})", field=name)
-        wanted = [name for name in columns if name in present]
-        row = 0
-        for batch in table.iter_batches(batch_size=ROWS_PER_BATCH, columns=wanted):
-            for record in batch.to_pylist():
-                yield row, record
-                row += 1
-    except DamagedFileError as error:  # the user's own file: to fix, not to rebuild
-        raise InputError(path, f"cannot be read as Parquet: {error.problem}") from None
-    except (OSError, pa.ArrowException) as error:
-        raise InputError(path, f"cannot be read as Parquet: {error}") from None
-
-
 class _UniqueIds:
-    def __init__(self, place: _Place):
+    def __init__(self, place: Place):
         self.place = place
         self.first: dict[str, int] = {}
 
@@ -218,7 +111,7 @@ class _Judgements:
     ``unknown`` says what a row naming a missing document or query does: ``keep`` (count and
     report it), ``drop`` or ``error``."""
 
-    def __init__(self, place: _Place, doc_ids, query_ids, unknown: str):
+    def __init__(self, place: Place, doc_ids, query_ids, unknown: str):
         self.place, self.doc_ids, self.query_ids, self.unknown = place, doc_ids, query_ids, unknown
         self.rows: list[dict] = []
         self.report = QrelsReport()
@@ -267,8 +160,8 @@ class _Judgements:
 def read_qrels(path: Path, doc_ids, query_ids, unknown: str) -> tuple[list[dict], QrelsReport]:
     """Parse a BEIR qrels TSV (header ``query-id corpus-id score``, optionally two more columns
     with the span); ``unknown`` as in ``_Judgements``."""
-    judgements = _Judgements(_Place(path, "line"), doc_ids, query_ids, unknown)
-    for number, text in _lines(path):
+    judgements = _Judgements(Place(path, "line"), doc_ids, query_ids, unknown)
+    for number, text in text_lines(path):
         cells = text.rstrip("\r\n").split("\t")
         if not text.strip():
             continue
@@ -314,7 +207,7 @@ class _QuerySpan:
     document_tokens: int | None  # pos_token_length
 
 
-def _posir_span(record: dict, place: _Place, row: int) -> tuple[int, int] | None:
+def _posir_span(record: dict, place: Place, row: int) -> tuple[int, int] | None:
     """The query's [start, end], or None when it has none (null, or both ends negative)."""
     value = record["pos_char_span"]
     if value is None:
@@ -337,9 +230,9 @@ def _posir_span(record: dict, place: _Place, row: int) -> tuple[int, int] | None
 
 
 def _posir_corpus(path: Path) -> Iterator[tuple[int, dict]]:
-    place = _Place(path, "row")
+    place = Place(path, "row")
     for row, record in read_parquet_rows(path, {"_id": True, "text": True}):
-        values = _string_fields(record, {"_id": True, "text": True}, place, row)
+        values = string_fields(record, {"_id": True, "text": True}, place, row)
         yield row, values | {"title": ""}
 
 
@@ -347,7 +240,7 @@ def _posir_queries(
     path: Path, spans: dict[str, _QuerySpan], counts: Counter
 ) -> Iterator[tuple[int, dict]]:
     """The queries of queries.parquet; each query's span goes into ``spans``."""
-    place = _Place(path, "row")
+    place = Place(path, "row")
     columns = {
         "_id": True,
         "text": True,
@@ -356,7 +249,7 @@ def _posir_queries(
         "pos_token_length": False,
     }
     for row, record in read_parquet_rows(path, columns):
-        values = _string_fields(record, {"_id": True, "text": True}, place, row)
+        values = string_fields(record, {"_id": True, "text": True}, place, row)
         span = _posir_span(record, place, row)
         if span is None:
             counts["missing" if record["pos_char_span"] is None else "not_located"] += 1
@@ -370,7 +263,7 @@ def _posir_queries(
         yield row, values
 
 
-def _length(record: dict, column: str, place: _Place, row: int) -> int | None:
+def _length(record: dict, column: str, place: Place, row: int) -> int | None:
     """A document length (pos_char_length, pos_token_length), when the table has the column and
     the row gives it."""
     value = record.get(column)
@@ -383,11 +276,11 @@ def _length(record: dict, column: str, place: _Place, row: int) -> int | None:
 
 
 def _read_posir_qrels(path: Path, doc_ids, query_ids, unknown: str) -> _Judgements:
-    place = _Place(path, "row")
+    place = Place(path, "row")
     judgements = _Judgements(place, doc_ids, query_ids, unknown)
     columns = {"query-id": True, "corpus-id": True, "score": True}
     for row, record in read_parquet_rows(path, columns):
-        ids = _string_fields(record, {"query-id": True, "corpus-id": True}, place, row)
+        ids = string_fields(record, {"query-id": True, "corpus-id": True}, place, row)
         relevance = _grade(record["score"])
         if relevance is None:
             raise place.error(row, f"not an integer grade: {record['score']!r}", "score")
@@ -478,8 +371,8 @@ def ingest(
     """
     unit = {"beir": "line", "posir": "row"}[layout]
     document_chars: dict[str, int] = {}
-    doc_ids = _UniqueIds(_Place(corpus_path, unit))
-    query_ids = _UniqueIds(_Place(queries_path, unit))
+    doc_ids = _UniqueIds(Place(corpus_path, unit))
+    query_ids = _UniqueIds(Place(queries_path, unit))
     words = Counter()
     spans: dict[str, _QuerySpan] = {}
     span_counts = Counter()
