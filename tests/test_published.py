@@ -141,30 +141,35 @@ def test_validation_tables_are_generated_from_the_file():
 
 def test_a_bm25_reranked_by_beirs_cross_encoder_meets_beirs_bm25_ce():
     """A reranking is matched by its reranker's type and model (BEIR's BM25+CE names
-    ``cross-encoder`` and cross-encoder/ms-marco-MiniLM-L-6-v2), with its depth and its first
-    stage's identity; another cross-encoder is not BM25+CE."""
+    ``cross-encoder`` and cross-encoder/ms-marco-MiniLM-L-6-v2), its depth and its first
+    stage's family (BEIR's: BM25's top 100): another cross-encoder, another depth or a dense
+    first stage is not BM25+CE."""
     model = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     config = {
         "datasets": {"arguana": {"source": {"type": "beir", "name": "arguana"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
+        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        "retrievers": {"bm25": {"type": "bm25"}, "dense": {"type": "dense", "model": "m"}},
         "rerankers": {
             "ce": {"type": "cross-encoder", "id": model},
             "other": {"type": "cross-encoder", "id": "cross-encoder/ms-marco-TinyBERT-L-2-v2"},
         },
-        "reranking": [{"first_stage": "bm25", "reranker": r, "k": [100]} for r in ("ce", "other")],
+        "reranking": [
+            {"first_stage": "bm25", "reranker": "ce", "k": [10, 100]},
+            {"first_stage": "bm25", "reranker": "other", "k": [100]},
+            {"first_stage": "dense", "reranker": "ce", "k": [100]},
+        ],
     }
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     identities = Plan(validate_config(expand_config(config), schema), REPO).published_identities
     ce = identities["bm25+ce@100"]
-    assert ce == {"family": "cross-encoder", "model": model, "k": 100} | {
-        "first_stage": identities["bm25"]
-    }
+    assert ce == {"family": "cross-encoder", "model": model, "k": 100, "first_stage": "bm25"}
+    systems = ["bm25+ce@100", "bm25+ce@10", "bm25+other@100", "dense+ce@100"]
     summary = pd.DataFrame(
         {
             "dataset": "arguana",
-            "system": ["bm25+ce@100", "bm25+other@100"],
+            "system": systems,
             "metric": "ndcg_cut_10",
-            "value": [0.3, 0.2],
+            "value": [0.3, 0.25, 0.2, 0.35],
         }
     )
     [entry] = [

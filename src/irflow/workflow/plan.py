@@ -138,8 +138,8 @@ class WorkflowNames:
     def _published_identities(self) -> dict[str, dict]:
         """Which published system each first-stage retriever and each reranking is
         (irflow.evaluation.published): a reranking by its reranker's type and model, its depth
-        ``k`` and its first stage's identity (None for a fusion), which a published entry's
-        ``settings`` may name."""
+        ``k`` and its first stage's family (None for a fusion), which a published entry's
+        ``settings`` name (BEIR's BM25+CE: ``k: 100``, ``first_stage: bm25``)."""
         rerankers = self.config["rerankers"]
         identities = {
             name: family(spec["type"]).published_as(spec, self.config)
@@ -148,7 +148,8 @@ class WorkflowNames:
         for name, (first_stage, reranker, k) in sorted(self.reranked.items()):
             spec = rerankers[reranker]
             identity = reranker_type(spec["type"]).published_as(spec, self.config)
-            identities[name] = identity | {"k": k, "first_stage": identities.get(first_stage)}
+            first = identities.get(first_stage, {}).get("family")
+            identities[name] = identity | {"k": k, "first_stage": first}
         return identities
 
     def _dataset_specs(self):
