@@ -9,9 +9,9 @@ type in ``TYPES`` (the retrieval side's in ``records.retrieval``, the dataset si
 cost table) take the typed record (``read_record``), one name per concept: the seconds an
 index took to build are ``index_seconds`` in every stage that builds one.
 
-A stage whose facts are all its own declares them all (``open = False``), and any other field
-is refused. A stage that records a model's or a scorer's provenance, whose keys each model or
-reranker type gives, is ``open``: its declared fields are checked, and an other field is
+A stage whose facts are all its own declares them all, and any other field is refused (the
+default). A stage that records a model's or a scorer's provenance, whose keys each model or
+reranker type gives, is ``open = True``: its declared fields are checked, and an other field is
 refused only where it is a near-miss of a declared name (``encode_second`` for
 ``encode_seconds``). The JSON written is what it was: the ``manifests`` view of the database
 shows the same records.

@@ -40,6 +40,8 @@ class StageRecord:
     # An open record's facts beyond its declared fields.
     extra: dict = field(default_factory=dict)
 
-    open: ClassVar[bool] = True
+    # Closed: a field the stage does not declare is refused. A stage that records a model's or
+    # scorer's provenance, whose keys each model or reranker type gives, is open.
+    open: ClassVar[bool] = False
     # Names older manifests used for a field: read as the field's.
     legacy: ClassVar[dict[str, str]] = {}

@@ -22,8 +22,6 @@ class IngestRecord(StageRecord):
     files: dict
     statistics: dict
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class FilterRecord(StageRecord):
@@ -41,16 +39,12 @@ class FilterRecord(StageRecord):
     rules: dict | None = None
     documents_as: str | None = None
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class CurateRecord(StageRecord):
     """A curated dataset's tables, copied from its ``base`` dataset (scripts/curate.py)."""
 
     base: str
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +60,6 @@ class PassagesRecord(StageRecord):
     window: int | None = None
     passages_over_window: int | None = None
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class GenerateRecord(StageRecord):
@@ -79,8 +71,6 @@ class GenerateRecord(StageRecord):
     prompts: dict
     tokenizer: dict | None
     statistics: dict
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +84,8 @@ class ExpandRecord(StageRecord):
     base_checksum: str
     statistics: dict
 
+    open: ClassVar[bool] = True
+
 
 @dataclass(frozen=True, kw_only=True)
 class PositionalizeRecord(StageRecord):
@@ -106,8 +98,6 @@ class PositionalizeRecord(StageRecord):
     statistics: dict
     screen: dict | None = None
     near_miss_bm25: dict | None = None
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,8 +113,6 @@ class QcCandidatesRecord(StageRecord):
     queries_with_candidates: int
     rows: int
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class QcVotesRecord(StageRecord):
@@ -137,6 +125,8 @@ class QcVotesRecord(StageRecord):
     queries: int
     pooled: int
 
+    open: ClassVar[bool] = True
+
 
 @dataclass(frozen=True, kw_only=True)
 class QualityControlRecord(StageRecord):
@@ -147,8 +137,6 @@ class QualityControlRecord(StageRecord):
     base_checksum: str
     prompts: dict
     statistics: dict
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,8 +149,6 @@ class LabelAuditRecord(StageRecord):
     settings: dict
     systems: list
     statistics: dict
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,5 +175,3 @@ class NegativesRecord(StageRecord):
     triples_short: int
     jsonl_rows: int
     jsonl_left_out: int
-
-    open: ClassVar[bool] = False

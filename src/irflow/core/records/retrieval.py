@@ -25,6 +25,8 @@ class EncodeRecord(StageRecord):
     shards: str | int | None = None
     latency: dict | None = None
 
+    open: ClassVar[bool] = True
+
 
 @dataclass(frozen=True, kw_only=True)
 class OnnxExportRecord(StageRecord):
@@ -39,6 +41,8 @@ class OnnxExportRecord(StageRecord):
     torch: str
     onnx: str
     fused_operators: dict | None = None
+
+    open: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +60,6 @@ class IndexRecord(StageRecord):
     index_bytes: int
     faiss_version: str
 
-    open: ClassVar[bool] = False
     legacy: ClassVar[dict[str, str]] = {"build_seconds": "index_seconds"}
 
 
@@ -71,8 +74,6 @@ class Bm25IndexRecord(StageRecord):
     documents: int
     terms: int
     postings: int
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,8 +105,6 @@ class RetrieveRecord(StageRecord):
     token_vectors_bytes: int | None = None
     voyager: dict | None = None
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class ExternalRunRecord(StageRecord):
@@ -133,8 +132,6 @@ class ExternalRunRecord(StageRecord):
     queries_without_results: int
     short_queries: int
 
-    open: ClassVar[bool] = False
-
 
 @dataclass(frozen=True, kw_only=True)
 class RerankRecord(StageRecord):
@@ -148,6 +145,8 @@ class RerankRecord(StageRecord):
     rows: int
     device: str
 
+    open: ClassVar[bool] = True
+
 
 @dataclass(frozen=True, kw_only=True)
 class FuseRecord(StageRecord):
@@ -155,8 +154,6 @@ class FuseRecord(StageRecord):
 
     settings: dict
     rows: int
-
-    open: ClassVar[bool] = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,5 +163,3 @@ class ScoreRecord(StageRecord):
     measures: list
     queries: int
     lineage: dict
-
-    open: ClassVar[bool] = False
