@@ -27,6 +27,12 @@ from irflow.core.errors import InputError
 log = logging.getLogger(__name__)
 
 ENTRY_KEYS = {"dataset", "system", "metric", "value", "tolerance", "source", "differs"}
+# A paper's table cell: the paper's text (a path under the checkout's parent folder), the line
+# the quote is and the table's column it stands in.
+PAPER_KEYS = {"title", "file", "line", "column", "quote", "where"}
+# A metric that is a relative difference to BM25 (BEIR's "Avg. Performance vs. BM25"), which
+# may be negative.
+RELATIVE_SUFFIX = "_vs_bm25"
 COLUMNS = [
     "dataset",
     "system",
@@ -56,9 +62,16 @@ def load_published(path: str | Path) -> list[dict]:
         if not isinstance(entry["system"], dict) or "family" not in entry["system"]:
             raise InputError(path, f"entry {at}: 'system' needs a 'family'", field="system")
         for key in ("value", "tolerance"):
-            if not isinstance(entry[key], int | float) or entry[key] < 0:
+            signed = key == "value" and entry["metric"].endswith(RELATIVE_SUFFIX)
+            if not isinstance(entry[key], int | float) or (entry[key] < 0 and not signed):
                 message = f"entry {at}: {key!r} must be a number >= 0, not {entry[key]!r}"
                 raise InputError(path, message, field=key)
+        source = entry["source"]
+        if isinstance(source, dict) and source.get("kind") == "paper":
+            lacking = sorted(PAPER_KEYS - set(source))
+            if lacking or not isinstance(source["line"], int):
+                message = f"entry {at}: a paper source needs {sorted(PAPER_KEYS)}, an int line"
+                raise InputError(path, f"{message}; it lacks {lacking}", field="source")
     return entries
 
 
@@ -85,10 +98,12 @@ def source_text(source: dict) -> str:
 def compare(
     summary: pd.DataFrame, entries: list[dict], identities: dict[str, dict]
 ) -> pd.DataFrame:
-    """One row per published entry that a (dataset, system, metric) of ``summary`` matches."""
+    """One row per published entry that a (dataset, system, metric) of ``summary`` matches,
+    except those scored on other judgements (``judgements``)."""
     values = summary.set_index(["dataset", "system", "metric"])["value"]
     rows = []
-    for entry in entries:
+    # An entry scored on other judgements than the dataset's (``judgements``) is no run's.
+    for entry in (e for e in entries if not e.get("judgements")):
         for system, identity in identities.items():
             key = (entry["dataset"], system, entry["metric"])
             if key not in values.index or not matches(identity, entry["system"]):
