@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO
 
 from irflow.core.errors import ConfigError
 from irflow.evaluation.aggregate import build_summary
 from irflow.evaluation.score import score_run
 from irflow.evaluation.tables import TableLayout, result_tables, write_tables
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
@@ -285,3 +286,52 @@ def test_the_default_report_shows_recall_as_beirs_table_9_does(tmp_path):
     assert "## recall_cap_100" not in text
     recall = summary.set_index("metric")["value"]
     assert (recall["recall_cap_100"], recall["recall_100"]) == (1.0, 0.2)
+
+
+def test_an_in_domain_dataset_is_shown_marked_and_left_out_of_the_average():
+    """BEIR reports MS MARCO, on which its systems were trained, but leaves it out of the
+    zero-shot comparison: A is far better on it (0.9 against 0.2) and would rank first
+    (0.633 against 0.417); over the zero-shot datasets B does (0.525 against 0.5)."""
+    summary = summary_of(
+        {
+            ("msmarco", "A"): 0.9,
+            ("d1", "A"): 0.4,
+            ("d2", "A"): 0.6,
+            ("msmarco", "B"): 0.2,
+            ("d1", "B"): 0.5,
+            ("d2", "B"): 0.55,
+        }
+    )
+    layout = TableLayout(benchmark={"msmarco": None, "d1": None, "d2": None}, in_domain=["msmarco"])
+    (main,) = result_tables(summary, METRIC, layout)
+    assert list(main.frame.columns) == ["d1", "d2", "msmarco ‡", "Average"]
+    assert main.frame.index.tolist() == ["B", "A"]
+    assert main.frame["Average"].tolist() == pytest.approx([0.525, 0.5])
+    assert main.frame.loc["A", "msmarco ‡"] == 0.9
+    assert "‡ msmarco: in-domain, not in the Average (datasets.<name>.in_domain)." in main.notes
+    counted = TableLayout(benchmark=layout.benchmark)
+    assert result_tables(summary, METRIC, counted)[0].frame.index.tolist() == ["A", "B"]
+
+
+def plan_layout(datasets: dict) -> dict:
+    config = {"datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
+    return Plan(validate_config(expand_config(config), SCHEMA), REPO).table_layout
+
+
+def test_ms_marco_is_in_domain_by_the_catalog_unless_the_config_says_otherwise():
+    """The catalog marks MS MARCO in-domain: config/reproduce/bm25-ce.yaml's and a list of
+    BEIR names leave it out of the Average; ``in_domain: false`` counts it, a non-boolean is
+    refused naming the key, and a group's members are in-domain all or none."""
+    shipped = yaml.safe_load((REPO / "config" / "reproduce" / "bm25-ce.yaml").read_text())
+    assert Plan(validate_config(expand_config(shipped), SCHEMA), REPO).table_layout[
+        "in_domain"
+    ] == ["msmarco"]
+    assert plan_layout({"beir": ["msmarco", "scifact"]})["in_domain"] == ["msmarco"]
+    msmarco = {"source": {"type": "beir", "name": "msmarco"}}
+    counted = {"beir": ["msmarco", "scifact"], "msmarco": msmarco | {"in_domain": False}}
+    assert plan_layout(counted)["in_domain"] == []
+    with pytest.raises(ConfigError, match="config key 'datasets.msmarco.in_domain'"):
+        plan_layout({"msmarco": msmarco | {"in_domain": "sometimes"}})
+    forum = {"source": {"type": "beir", "name": "cqadupstack-gis"}}
+    with pytest.raises(ConfigError, match="in-domain all or none"):
+        plan_layout({"beir": ["cqadupstack"], "cqadupstack-gis": forum | {"in_domain": True}})

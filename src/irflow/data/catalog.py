@@ -29,7 +29,7 @@ from irflow.core.errors import ConfigError
 
 BENCHMARKS = ("beir",)
 # A catalog dataset's block keys that the user's own block overrides.
-DATASET_DEFAULTS = ("remove_self_matches", "group")
+DATASET_DEFAULTS = ("remove_self_matches", "group", "in_domain")
 
 
 @functools.cache
@@ -50,7 +50,8 @@ def dataset_names(benchmark: str) -> list[str]:
 def catalog_entry(benchmark: str, name: str) -> dict:
     """What the catalog says of dataset ``name`` (a CQADupStack member: ``cqadupstack-<forum>``):
     ``title``, ``split``, ``source`` (``url``, ``md5`` and ``folder``, or None where the dataset
-    must be obtained), ``obtain``, ``remove_self_matches``, ``group`` and ``mirrors``."""
+    must be obtained), ``obtain``, ``remove_self_matches``, ``group``, ``in_domain`` (the
+    benchmark's systems were trained on it) and ``mirrors``."""
     book = catalog(benchmark)
     base, member = _base_and_member(benchmark, name)
     entry = book["datasets"][base]
@@ -69,6 +70,7 @@ def catalog_entry(benchmark: str, name: str) -> dict:
         "obtain": entry.get("obtain"),
         "remove_self_matches": entry.get("remove_self_matches", False),
         "group": base if member else None,
+        "in_domain": entry.get("in_domain", False),
         "mirrors": mirrors,
     }
 
@@ -103,8 +105,8 @@ def _unknown(benchmark: str, name: str) -> ConfigError:
 def resolve_catalog(config: dict) -> dict:
     """``config`` with each benchmark named under ``datasets`` expanded into dataset blocks
     (``source: {type: <benchmark>, name: <name>}``), and each block whose source names a
-    catalog dataset given the catalog's split, ``remove_self_matches`` and ``group`` unless it
-    sets them. The source itself is resolved by its type (irflow.data.sources.beir). Shapes it
+    catalog dataset given the catalog's split, ``remove_self_matches``, ``group`` and
+    ``in_domain`` unless it sets them. The source itself is resolved by its type (irflow.data.sources.beir). Shapes it
     does not know are left to the schema to report."""
     datasets = config.get("datasets")
     if not isinstance(datasets, dict):

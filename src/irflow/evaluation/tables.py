@@ -12,6 +12,11 @@ for what the Average leaves out.
   and change the ranking. Each base dataset's derived datasets of one kind get a table of
   their own, beside the base's column, named with it ("scifact: positional variants"),
   without an Average.
+- **An in-domain dataset is shown, marked, and not averaged.** BEIR reports MS MARCO, on
+  which its systems were trained, "but don’t include the outcome in our zero-shot
+  comparison" (BEIR, shared/references/beir.txt, line 51; Table 2: "\\ddagger indicates the
+  in-domain performances"). A dataset the layout names ``in_domain`` (the catalog's, or
+  ``datasets.<name>.in_domain``) keeps its column, marked ``‡``, and the Average leaves it out.
 - **A group counts once.** Datasets whose ``group`` is set are one column of the main table,
   the mean of its members, as BEIR does for CQADupStack: "We evaluate each StackExchange
   subforum separately and report the overall mean scores for all tasks in BEIR." The members
@@ -36,6 +41,8 @@ import pandas as pd
 from irflow.core.config import register_check
 
 AVERAGE = "Average"
+# BEIR's mark of an in-domain result (Table 2's \ddagger).
+IN_DOMAIN = "‡"
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,13 @@ class TableLayout:
 
     ``benchmark``: each of the benchmark's own datasets, with the group it counts in (None:
     on its own). ``derived``: each dataset made from another, with that dataset (``base``) and
-    what kind of dataset it is (``kind``, words: "positional variants").
+    what kind of dataset it is (``kind``, words: "positional variants"). ``in_domain``: the
+    benchmark's datasets that its systems were trained on, shown but not averaged.
     """
 
     benchmark: dict[str, str | None]
     derived: dict[str, dict[str, str]] = field(default_factory=dict)
+    in_domain: list[str] = field(default_factory=list)
 
     def groups(self) -> dict[str, list[str]]:
         """Each group's member datasets, in name order."""
@@ -62,6 +71,15 @@ class TableLayout:
         """The main table's columns before the Average: ungrouped datasets and groups."""
         single = [dataset for dataset, group in self.benchmark.items() if group is None]
         return sorted(single + list(self.groups()))
+
+    def in_domain_columns(self) -> list[str]:
+        """The main table's columns of in-domain datasets (a group: all its members)."""
+        groups = self.groups()
+        return [
+            column
+            for column in self.columns()
+            if set(groups.get(column, [column])) <= set(self.in_domain)
+        ]
 
     def derived_sets(self) -> dict[tuple[str, str], list[str]]:
         """The derived datasets by (base, kind), each list in name order: the bases in name
@@ -105,18 +123,25 @@ def _missing(values: pd.DataFrame, system: str) -> list[str]:
 
 def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> ResultTable:
     """The main table: the benchmark's own datasets (a group as one column, its members'
-    mean) and their Average, best first; a system lacking one has none, and a note says why."""
+    mean) and their Average, best first, an in-domain dataset's column marked and left out of
+    it; a system lacking one has none, and a note says why."""
     own = values.reindex(columns=sorted(layout.benchmark))
     table = pd.DataFrame(index=values.index)
     groups = layout.groups()
     for column in layout.columns():
         table[column] = _complete_mean(own[groups[column]]) if column in groups else own[column]
-    table[AVERAGE] = _complete_mean(table)
+    in_domain = layout.in_domain_columns()
+    table[AVERAGE] = _complete_mean(table.drop(columns=in_domain))
     table = table.sort_index().sort_values(AVERAGE, ascending=False, kind="stable")
+    table = table.rename(columns={column: f"{column} {IN_DOMAIN}" for column in in_domain})
     notes = [
         f"{group}: the mean of its {len(members)} datasets ({', '.join(members)}), counted "
         f"once in the Average."
         for group, members in groups.items()
+    ]
+    notes += [
+        f"{IN_DOMAIN} {column}: in-domain, not in the Average (datasets.<name>.in_domain)."
+        for column in in_domain
     ]
     notes += [
         f"{system}: no Average, as it has no {metric} on {', '.join(_missing(own, system))}."
@@ -275,6 +300,21 @@ def partial_banner(summary: pd.DataFrame, missing: dict[tuple[str, str], str]) -
         f"({len(missing)}) are named under each table that lacks them, with why. The run that "
         "scores them all makes the complete tables (results/results.md) and removes this folder."
     )
+
+
+@register_check
+def _in_domain_problems(config: dict) -> list[str]:
+    """A group is one column: its members are in-domain all or none."""
+    members: dict[str, list[str]] = {}
+    for name, spec in sorted(config["datasets"].items()):
+        if spec.get("group") is not None:
+            members.setdefault(spec["group"], []).append(name)
+    return [
+        f"config key 'datasets.{names[0]}.in_domain': the group {group!r} is one column of the "
+        f"tables, so its members ({', '.join(names)}) are in-domain all or none"
+        for group, names in members.items()
+        if len({bool(config["datasets"][name].get("in_domain")) for name in names}) > 1
+    ]
 
 
 @register_check

@@ -164,8 +164,9 @@ class WorkflowNames:
         )
 
     def _table_layout(self):
-        """Each dataset of the config with the group it counts in, and each dataset made from
-        another with that dataset and its kind, in words (irflow.evaluation.tables)."""
+        """Each dataset of the config with the group it counts in, each dataset made from
+        another with that dataset and its kind, in words, and the in-domain datasets
+        (irflow.evaluation.tables)."""
         made_from = {
             "positional variants": _bases(self.variants),
             "generated benchmarks": _bases(self.generated),
@@ -182,6 +183,9 @@ class WorkflowNames:
                 for kind, bases in made_from.items()
                 for name, base in sorted(bases.items())
             },
+            "in_domain": [
+                name for name in self.base_datasets if self.config["datasets"][name]["in_domain"]
+            ],
         }
 
     def embed_shards(self, dataset):
