@@ -13,6 +13,7 @@ rule plots:
         bootstrap="results/bootstrap.parquet",
         similarity="results/corpus_similarity.parquet",
         published="results/published.parquet",
+        reference=workflow.source_path("../config/reference/published.yaml"),
     output:
         quality=report(
             "results/plots/quality.png",
@@ -73,6 +74,7 @@ rule plots:
         significance_metric=config["significance"]["metrics"][0],
         report_metrics=config["report_metrics"],
         layout=plan.table_layout,
+        identities=plan.published_identities,
     script:
         "../scripts/plots.py"
 

@@ -15,7 +15,7 @@ from irflow.analyses.plots import (
     significance_table,
 )
 from irflow.core import contracts
-from irflow.evaluation import published
+from irflow.evaluation import beir_table, published
 from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 
 setup_logging(snakemake)
@@ -57,9 +57,14 @@ quality = summary[summary["metric"] == params.metric][["dataset", "system", "val
 latency_quality(cost.merge(quality, on=["dataset", "system"]), params.metric, Path(out.latency))
 
 layout = TableLayout(**params.layout)
-tables = html_tables(
-    {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
-) + published.html(contracts.read_frame(inp.published))
+entries = published.load_published(inp.reference)
+tables = (
+    html_tables(
+        {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
+    )
+    + beir_table.html_table(beir_table.view(summary, entries, params.identities, layout))
+    + published.html(contracts.read_frame(inp.published))
+)
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")
 Path(out.significance_table).write_text(significance_table(comparisons), encoding="utf-8")

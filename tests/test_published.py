@@ -244,6 +244,8 @@ def test_every_beir_entry_is_the_papers_cell_in_its_line_and_column(beir_lines):
         source = entry["source"]
         assert beir_lines[source["line"] - 1] == source["quote"], entry
         assert f"line {source['line']}" in source["where"], entry
+        caption = next(t for t in beir_lines[source["line"] :] if re.match(r"Table \d+:", t))
+        assert caption.startswith(f"Table {source['table']}:"), entry
         cells = row_cells(beir_lines, source["line"])
         assert entry["value"] == pytest.approx(cells[source["column"]], abs=1e-9), entry
 

@@ -106,8 +106,8 @@ def resolve_catalog(config: dict) -> dict:
     """``config`` with each benchmark named under ``datasets`` expanded into dataset blocks
     (``source: {type: <benchmark>, name: <name>}``), and each block whose source names a
     catalog dataset given the catalog's split, ``remove_self_matches``, ``group`` and
-    ``in_domain`` unless it sets them. The source itself is resolved by its type (irflow.data.sources.beir). Shapes it
-    does not know are left to the schema to report."""
+    ``in_domain`` unless it sets them. The source itself is resolved by its type
+    (irflow.data.sources.beir). Shapes it does not know are left to the schema to report."""
     datasets = config.get("datasets")
     if not isinstance(datasets, dict):
         return config

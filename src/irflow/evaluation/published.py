@@ -27,9 +27,9 @@ from irflow.core.errors import InputError
 log = logging.getLogger(__name__)
 
 ENTRY_KEYS = {"dataset", "system", "metric", "value", "tolerance", "source", "differs"}
-# A paper's table cell: the paper's text (a path under the checkout's parent folder), the line
-# the quote is and the table's column it stands in.
-PAPER_KEYS = {"title", "file", "line", "column", "quote", "where"}
+# A paper's table cell: the paper's text (a path under the checkout's parent folder), the
+# table's number, the line the quote is and the table's column it stands in.
+PAPER_KEYS = {"title", "file", "table", "line", "column", "quote", "where"}
 # A metric that is a relative difference to BM25 (BEIR's "Avg. Performance vs. BM25"), which
 # may be negative.
 RELATIVE_SUFFIX = "_vs_bm25"

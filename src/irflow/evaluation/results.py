@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from irflow.core import contracts
-from irflow.evaluation import published
+from irflow.evaluation import beir_table, published
 from irflow.evaluation.aggregate import build_summary, collect_per_query
 from irflow.evaluation.tables import TableLayout, write_tables
 
@@ -50,13 +50,15 @@ def write_results(
     """Aggregate ``scores`` ((dataset, system, per-query Parquet) each) into ``files``: the
     per-query table, the summary, each number beside its published value
     (``published_path``; ``identities``: what each system is published as) and the tables of
-    ``report_metrics``. With ``missing``, a partial run's tables (irflow.evaluation.tables).
-    Returns the summary."""
+    ``report_metrics``, with BEIR's Table 2 in its shape where the run has its datasets and
+    systems (irflow.evaluation.beir_table). With ``missing``, a partial run's tables
+    (irflow.evaluation.tables). Returns the summary."""
     per_query = collect_per_query(scores)
     contracts.write_frame(per_query, files.per_query)
     summary = build_summary(per_query)
     contracts.write_frame(summary, files.summary, contracts.SUMMARY)
-    comparison = published.compare(summary, published.load_published(published_path), identities)
+    entries = published.load_published(published_path)
+    comparison = published.compare(summary, entries, identities)
     contracts.write_frame(comparison, files.published, contracts.PUBLISHED)
     published.log_misses(comparison)
     write_tables(
@@ -65,7 +67,8 @@ def write_results(
         layout,
         files.markdown,
         files.tables,
-        appendix=published.markdown(comparison),
+        appendix=beir_table.markdown(beir_table.view(summary, entries, identities, layout))
+        + published.markdown(comparison),
         missing=missing,
     )
     return summary

@@ -121,15 +121,24 @@ def _missing(values: pd.DataFrame, system: str) -> list[str]:
     return [column for column in values.columns if pd.isna(values.at[system, column])]
 
 
-def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> ResultTable:
-    """The main table: the benchmark's own datasets (a group as one column, its members'
-    mean) and their Average, best first, an in-domain dataset's column marked and left out of
-    it; a system lacking one has none, and a note says why."""
+def benchmark_columns(values: pd.DataFrame, layout: TableLayout) -> pd.DataFrame:
+    """Systems x the main table's columns: each dataset of the benchmark on its own, and
+    each group as its members' mean (none where a member lacks a value)."""
     own = values.reindex(columns=sorted(layout.benchmark))
     table = pd.DataFrame(index=values.index)
     groups = layout.groups()
     for column in layout.columns():
         table[column] = _complete_mean(own[groups[column]]) if column in groups else own[column]
+    return table
+
+
+def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> ResultTable:
+    """The main table: the benchmark's own datasets (a group as one column, its members'
+    mean) and their Average, best first, an in-domain dataset's column marked and left out of
+    it; a system lacking one has none, and a note says why."""
+    own = values.reindex(columns=sorted(layout.benchmark))
+    table = benchmark_columns(values, layout)
+    groups = layout.groups()
     in_domain = layout.in_domain_columns()
     table[AVERAGE] = _complete_mean(table.drop(columns=in_domain))
     table = table.sort_index().sort_values(AVERAGE, ascending=False, kind="stable")
