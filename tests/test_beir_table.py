@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from irflow.evaluation.beir_table import PRINTED_ROW, RELATIVE_ROW, relative_to_bm25
+from irflow.evaluation.beir_table import PRINTED_ROW, RELATIVE_ROW, relative_to_bm25, view
 from irflow.evaluation.published import load_published
 from irflow.evaluation.results import ResultFiles, write_results
 from irflow.evaluation.tables import TableLayout
@@ -111,7 +111,8 @@ def test_results_md_shows_the_run_as_beirs_table_2(tmp_path):
 
 
 def test_a_run_with_no_system_of_beirs_has_no_table_2_view(tmp_path):
-    """A config whose BM25 is not Anserini's (k1 1.2) matches no column: no section."""
+    """A config whose BM25 is not Anserini's (k1 1.2) matches no column: no section; with
+    Anserini's k1 and b, BM25's column alone is irflow's."""
     config = {
         "datasets": {"scifact": {"source": {"type": "beir", "name": "scifact"}}},
         "retrievers": {"bm25": {"type": "bm25", "k1": 1.2}},
@@ -131,6 +132,14 @@ def test_a_run_with_no_system_of_beirs_has_no_table_2_view(tmp_path):
         plan.published_identities,
     )
     assert "BEIR's Table 2" not in files.markdown.read_text(encoding="utf-8")
+    # Anserini's k1 and b match BEIR's BM25; without expanded copies docT5query is none.
+    bm25 = {"bm25": {"family": "bm25", "method": "lucene", "k1": 0.9, "b": 0.4}}
+    summary = pd.DataFrame(
+        {"dataset": ["scifact"], "system": ["bm25"], "metric": ["ndcg_cut_10"], "value": [0.5]}
+    )
+    table = view(summary, ENTRIES, bm25, layout)
+    assert [c for c in table.frame.columns if "(" in c] == ["BM25 (bm25)"]
+    assert table.frame.index.tolist() == ["scifact", RELATIVE_ROW, PRINTED_ROW]
 
 
 # The formulas tried for Table 2's "Avg. Performance vs. BM25" row, over sets of its datasets

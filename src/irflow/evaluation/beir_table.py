@@ -95,10 +95,10 @@ def view(
             irflow[column] = own.loc[systems[0], datasets] if systems[0] in own.index else None
     notes = []
     for column, (source, kind) in _expanded_columns(system_of).items():
-        if matched.get(source) and matched[source][0] in values.index:
-            copies = {
-                made["base"]: name for name, made in layout.derived.items() if made["kind"] == kind
-            }
+        copies = {
+            made["base"]: name for name, made in layout.derived.items() if made["kind"] == kind
+        }
+        if copies and matched.get(source) and matched[source][0] in values.index:
             found = values.loc[matched[source][0]]
             irflow[column] = [found.get(copies.get(d), float("nan")) for d in datasets]
             matched[column] = [f"{matched[source][0]} on the {kind}"]
