@@ -66,9 +66,12 @@ datasets:
 irflow fetches the official zip and checks its MD5 sum, as for a `url` source. The catalog
 also sets what the benchmark does for the dataset, unless the dataset's block says otherwise:
 `split` (the qrels scored: MS MARCO's dev), `remove_self_matches` (a hit whose id is the
-query's is dropped) and `group` (CQADupStack's 12
-subforums count as one dataset, the mean of their members, as in BEIR's Table 2). A dataset
-that `data_dir` holds, in a folder of its name, is read from there and nothing is fetched.
+query's is dropped), `group` (CQADupStack's 12
+subforums count as one dataset, the mean of their members, as in BEIR's Table 2) and
+`in_domain` (MS MARCO, which BEIR's systems were trained on: shown, marked ‡, and left out of
+the Average, as BEIR leaves it out of its zero-shot comparison; `in_domain: false` counts it).
+A dataset that `data_dir` holds, in a folder of its name, is read from there and nothing is
+fetched.
 
 The mirrors are other places the same dataset is published; give one as the source
 (`source: {type: ir_datasets, id: ...}` or `source: {type: huggingface, repo: ...}`) to read
