@@ -1,12 +1,12 @@
 """dense: a SentenceTransformer's embeddings (rules/embed.smk) searched in a faiss index
 (rules/index.smk; irflow.retrieval.index, irflow.retrieval.retrieve.dense_search).
 
-A dual encoder names a ``query_model`` beside its ``model``: DPR "is a two-tower bi-encoder"
-(BEIR, shared/references/beir.txt line 108), its questions and passages encoded by two
-models. Each model's vectors are cached under its own name (results/embeddings/<dataset>/
-<model>/), so a document model's vectors serve every retriever that names it, and the queries
-are the query model's vectors (rules/embed.smk, embed_query_model where it embeds no
-documents)."""
+A dual encoder names a ``query_model`` beside its ``model``, as DPR (BEIR,
+shared/references/beir.txt line 108: "DPR [31] is a two-tower bi-encoder") encodes questions
+and passages with two models. Each model's vectors are cached under its own name
+(results/embeddings/<dataset>/<model>/), so a document model's vectors serve every retriever
+that names it, and the queries are the query model's vectors (rules/embed.smk,
+embed_query_model where it embeds no documents)."""
 
 from __future__ import annotations
 
