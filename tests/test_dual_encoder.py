@@ -32,6 +32,7 @@ from conftest import (
 from irflow.core import contracts
 from irflow.core.errors import InputError
 from irflow.encoding.models import Encoder
+from irflow.evaluation.published import matches
 from irflow.retrieval.index import index_file
 from irflow.retrieval.retrieve import DenseSearcher
 from irflow.retrieval.runs import SearchRequest
@@ -128,6 +129,15 @@ def test_a_single_model_retrievers_inputs_and_settings_stay_as_they_were(tmp_pat
         "query_batch_size": 1024,
     }
     assert plan.dense_models == ["minilm"] and plan.query_only_models == ["minilm-q"]
+    # The dual encoder is not the single model's published system: its query model differs.
+    identities = plan.published_identities
+    assert identities["dual"] == {
+        "family": "dense",
+        "model": str(tmp_path),
+        "query_model": str(tmp_path),
+    }
+    assert matches(identities["single"], {"family": "dense", "model": str(tmp_path)})
+    assert not matches(identities["dual"], {"family": "dense", "model": str(tmp_path)})
 
 
 def test_an_unknown_query_model_is_refused_naming_its_key(tmp_path, monkeypatch):
