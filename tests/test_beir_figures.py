@@ -15,6 +15,7 @@ import yaml
 from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, _require, write_beir
 
 from irflow.analyses import beir_figures
+from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.workflow.config import expand_config, load_schema, validate_config
 
@@ -205,3 +206,63 @@ def test_the_dry_run_plans_the_figures_from_every_run_and_corpus(tmp_path):
     assert "results/beir_figures/wins.parquet" in database
     assert "results/beir_figures/top_hits.parquet" in database
     assert "rule beir_figures:" not in outputs[None]
+
+
+def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
+    """What the beir_figures job writes, from a summary, two runs per dataset and corpora."""
+    corpus = pd.DataFrame(TINY_CORPUS).rename(columns={"_id": "doc_id"})
+    contracts.write_frame(corpus.assign(title=corpus["title"]), tmp_path / "corpus.parquet")
+    summary = summary_of({"bm25": {"tiny": 0.5}, "dense": {"tiny": 0.75}})
+    summary["queries"] = summary["queries"].astype("int64")
+    contracts.write_frame(summary, tmp_path / "summary.parquet", contracts.SUMMARY)
+    runs = {}
+    for system, order in (("bm25", ["d1", "d2", "d3"]), ("dense", ["d3", "d4"])):
+        run = pd.DataFrame(
+            {
+                "query_id": ["q1"] * len(order),
+                "doc_id": order,
+                "score": [float(-i) for i in range(len(order))],
+                "rank": list(range(1, len(order) + 1)),
+            }
+        ).astype({"rank": "int32"})
+        contracts.write_frame(run, tmp_path / f"{system}.parquet", contracts.RUN)
+        runs[("tiny", system)] = tmp_path / f"{system}.parquet"
+    names = ("versus", "wins", "hits", "lengths")
+    out = {name: tmp_path / "out" / f"{name}.parquet" for name in names} | {
+        "markdown": tmp_path / "out" / "beir_figures.md",
+        "wins_plot": tmp_path / "plots" / "wins.png",
+        "lengths_plot": tmp_path / "plots" / "lengths.png",
+    }
+    (tmp_path / "out").mkdir()
+    beir_figures.write_figures(
+        tmp_path / "summary.parquet",
+        runs,
+        {"tiny": tmp_path / "corpus.parquet"},
+        {"benchmark": {"tiny": None}, "derived": {}},
+        {"baseline": "bm25", "metric": "ndcg_cut_10", "depth": 2},
+        out,
+    )
+    wins = contracts.read_frame(out["wins"])
+    assert wins.to_dict("records") == [
+        {
+            "system": "dense",
+            "better": 1,
+            "worse": 0,
+            "equal": 0,
+            "datasets": 1,
+            "mean_difference": 0.25,
+            "median_difference": 0.25,
+            "mean_relative": 0.5,
+        }
+    ]
+    hits = contracts.read_frame(out["hits"])
+    assert hits[["system", "doc_id", "words"]].values.tolist() == [
+        ["bm25", "d1", 8],
+        ["bm25", "d2", 6],
+        ["dense", "d3", 12],
+        ["dense", "d4", 6],
+    ]
+    lengths = contracts.read_frame(out["lengths"]).set_index("system")
+    assert lengths["median_words"].to_dict() == {"bm25": 7.0, "dense": 9.0}
+    assert "| tiny | dense | 2 | 9 | 7.5 | 10.5 | 9.0 |" in out["markdown"].read_text()
+    assert out["wins_plot"].is_file() and out["lengths_plot"].with_suffix(".svg").is_file()

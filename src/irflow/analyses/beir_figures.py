@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.analyses.plots import note, pyplot, save
+from irflow.core import contracts
 from irflow.core.config import register_check, system_kinds
 from irflow.evaluation.tables import AVERAGE, TableLayout, benchmark_table, metric_values
 
@@ -239,3 +240,32 @@ def markdown(wins_table: pd.DataFrame, lengths: pd.DataFrame, baseline: str, met
         for row in lengths.itertuples()
     ]
     return "\n".join(lines) + "\n"
+
+
+def write_figures(
+    summary: Path, runs: dict, corpora: dict, layout: dict, settings: dict, out
+) -> None:
+    """Every output of the beir_figures job (rules/analyses/beir_figures.smk): ``runs``, each
+    (dataset, system)'s run file; ``corpora``, each dataset's filtered corpus; ``out``, the
+    job's named outputs (``versus``, ``wins``, ``hits``, ``lengths``, ``markdown``,
+    ``wins_plot``, ``lengths_plot``)."""
+    baseline, metric, depth = settings["baseline"], settings["metric"], settings["depth"]
+    versus = versus_baseline(contracts.read_frame(summary), layout, metric, baseline)
+    won = wins(versus)
+    hits = []
+    for dataset, corpus in corpora.items():
+        lengths = word_lengths(contracts.read_frame(corpus))
+        for (of, system), run in runs.items():
+            if of == dataset:
+                top = top_lengths(contracts.read_frame(run), lengths, depth)
+                hits.append(top.assign(dataset=dataset, system=system))
+    hits = pd.concat(hits, ignore_index=True)[HIT_COLUMNS]
+    summarised = length_summary(hits)
+    for name, frame in (("versus", versus), ("wins", won), ("hits", hits), ("lengths", summarised)):
+        contracts.write_frame(frame, out[name])
+    Path(out["markdown"]).write_text(markdown(won, summarised, baseline, metric))
+    plot_wins(won, baseline, metric, Path(out["wins_plot"]))
+    plot_lengths(hits, depth, Path(out["lengths_plot"]))
+
+
+HIT_COLUMNS = ["dataset", "system", "query_id", "rank", "doc_id", "words"]
