@@ -10,6 +10,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from irflow.core.errors import COMMAND_VARIABLE, ConfigError
+from irflow.data.sources import offline_dataset_problems
 from irflow.workflow.config import (
     errors_end_on_the_message,
     expand_config,
@@ -52,8 +53,10 @@ with errors_end_on_the_message():
     # results/ holds one experiment: a run of other config files is refused before any job starts.
     EXPERIMENT = experiment(config, workflow.configfiles)
     check_experiment(EXPERIMENT)
-    # Offline, a model that is not at hand is named now rather than when its job fails.
-    if workflow.is_main_process and (_missing := offline_model_problems(config)):
+    # Offline, a dataset or model that is not at hand is named now rather than when its job fails.
+    if workflow.is_main_process and (
+        _missing := offline_dataset_problems(config) + offline_model_problems(config)
+    ):
         raise ConfigError("\n".join(_missing))
 # What a damaged file's error tells the user to run (kept from the run that submitted a job).
 os.environ.setdefault(

@@ -5,6 +5,8 @@
 # A dataset with embed_shards > 1 embeds its documents as that many embed_shard jobs (a GPU
 # each on a cluster), which embed_gather joins into the same file embed would write, and its
 # queries in embed_queries.
+# A dual encoder's query model embeds the queries alone (embed_query_model) where no retriever
+# embeds documents with it.
 # A model with an ONNX backend runs on the graph its onnx_export job made (input onnx).
 
 
@@ -76,6 +78,13 @@ use rule embed as embed_queries with:
         model=lambda wc: plan.model_result_settings(wc.model),
         side="queries",
         latency_queries=config["cost"]["latency_queries"],
+
+
+# A dual encoder's query model that embeds no documents: its query vectors alone.
+use rule embed_queries as embed_query_model with:
+    wildcard_constraints:
+        dataset=one_of(plan.datasets),
+        model=one_of(plan.query_only_models),
 
 
 use rule embed as embed_shard with:

@@ -25,6 +25,7 @@ from test_download import beir_members, md5_of, zip_bytes
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.catalog import catalog_entry, dataset_names
 from irflow.data.download import dataset_files
+from irflow.data.download_cache import cached_file_name
 from irflow.data.sources import concrete_source, locate_dataset
 from irflow.workflow.config import expand_config, load_config, load_schema, validate_config
 
@@ -286,3 +287,62 @@ def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_pa
     marco, fact = (pd.read_parquet(tmp_path / target) for target in targets)
     assert marco["query_id"].tolist() == ["q1"]
     assert sorted(fact["query_id"]) == ["q2", "q2"]
+
+
+def test_all_without_the_licensed_datasets_is_refused_naming_public(tmp_path):
+    """Today's refusal named one licensed dataset and no way out; now `all` names the four
+    and `public`, which stands for the datasets anyone can download."""
+    with pytest.raises(ConfigError) as error:
+        configured({"beir": "all"}, data_dir=str(tmp_path))
+    message = str(error.value)
+    assert message.startswith(
+        "config key 'datasets.beir': 'all' includes BioASQ (bioasq), Signal-1M (RT) (signal1m), "
+        "TREC-NEWS (trec-news), Robust04 (robust04), which beir does not distribute"
+    )
+    assert "write `datasets: {beir: public}` for the 26 datasets anyone can download" in message
+    public = configured({"beir": "public"})["datasets"]
+    assert sorted(public) == sorted(set(dataset_names("beir")) - set(LICENSED))
+    assert len(public) == 26 and public["scifact"]["source"] == {"type": "beir", "name": "scifact"}
+
+
+def test_offline_a_missing_dataset_is_refused_by_the_dry_run_before_any_job(tmp_path):
+    """Offline, a dataset neither in data_dir nor in the download cache is one line naming it
+    and where to place it, from the dry run and from a real run, before any job: today the
+    dry run planned both downloads and the real run started the path dataset's jobs."""
+    write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    config = {
+        "offline": True,
+        "datasets": {
+            "tiny": {"source": {"type": "path", "path": "tiny"}},
+            "nfcorpus": {"source": {"type": "beir", "name": "nfcorpus"}},
+        },
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    source = catalog_entry("beir", "nfcorpus")["source"]
+    md5, zip_name = source["md5"], cached_file_name(source["url"], fallback="nfcorpus.zip")
+    expected = (
+        "ConfigError: dataset 'nfcorpus' is not available offline: place the BEIR folder at "
+        "<folder>/nfcorpus/ and set data_dir: <folder> (corpus.jsonl[.gz], queries.jsonl[.gz], "
+        f"qrels/test.tsv) or the zip {zip_name} (md5 {md5}) at results/downloads/{zip_name}"
+    )
+    for options in (["--dry-run"], []):
+        result = subprocess.run(
+            command + ["--cores", "1", *options], capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "rule " not in result.stdout + result.stderr  # no job planned nor run
+        assert result.stderr.strip().splitlines()[-1] == expected
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "results").exists()
+    # With the dataset in data_dir, the same config plans its jobs.
+    write_beir(tmp_path / "data" / "nfcorpus", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    placed = config | {"data_dir": str(tmp_path / "data")}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(placed))
+    result = subprocess.run(
+        command + ["--cores", "1", "--dry-run"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "rule download" in result.stdout

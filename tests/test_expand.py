@@ -407,3 +407,5 @@ def test_beir_table2_config_is_beirs_setup():
     assert (reranking["first_stage"], reranking["k"]) == ("bm25", [100])
     reranker = config["rerankers"][reranking["reranker"]]
     assert reranker["id"] == "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    # Figures 3 and 4 against BM25, over the top 10 (docs/beir-figures.md).
+    assert config["beir_figures"] == {"baseline": "bm25", "metric": "ndcg_cut_10", "depth": 10}

@@ -48,7 +48,11 @@ plan.analysis_views["toy"] = ["results/toy.parquet"]
 
 
 def test_the_analyses_rules_are_included_from_their_folder():
-    assert [path.name for path in analysis_rule_files(REPO)] == ["position.smk", "saliency.smk"]
+    assert [path.name for path in analysis_rule_files(REPO)] == [
+        "beir_figures.smk",
+        "position.smk",
+        "saliency.smk",
+    ]
     rules = workflow_rules()
     assert rules["saliency"].snakefile == REPO / "rules" / "analyses" / "saliency.smk"
     assert rules["saliency"].path(rules["saliency"].script) == REPO / "scripts" / "saliency.py"

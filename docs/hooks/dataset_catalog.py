@@ -60,8 +60,14 @@ A config names a benchmark's dataset instead of writing its URL and MD5 sum:
 datasets:
   scifact: {source: {type: beir, name: scifact}}     # one dataset, under a name of your choice
   beir: [nfcorpus, arguana, cqadupstack] # several, each under its own name
-  # beir: all                            # the whole benchmark
+  # beir: public                         # every dataset anyone can download (26)
+  # beir: all                            # the whole benchmark, the four licensed ones too
 ```
+
+`beir: all` needs the four datasets BEIR cannot redistribute (BioASQ, Signal-1M, TREC-NEWS,
+Robust04; "Datasets to obtain yourself" below) as folders of `data_dir`, and is refused, naming
+them, while one is missing; `beir: public` is the other 26 (CQADupStack's 12 subforums count as
+12).
 
 irflow fetches the official zip and checks its MD5 sum, as for a `url` source. The catalog
 also sets what the benchmark does for the dataset, unless the dataset's block says otherwise:
@@ -71,7 +77,9 @@ subforums count as one dataset, the mean of their members, as in BEIR's Table 2)
 `in_domain` (MS MARCO, which BEIR's systems were trained on: shown, marked ‡, and left out of
 the Average, as BEIR leaves it out of its zero-shot comparison; `in_domain: false` counts it).
 A dataset that `data_dir` holds, in a folder of its name, is read from there and nothing is
-fetched.
+fetched. Under `offline: true`, a dataset that is neither in `data_dir` nor in the download
+cache (`download_dir`, as a folder or as its zip) is refused by the dry run, one line naming it
+and where to place it, before any job runs.
 
 The mirrors are other places the same dataset is published; give one as the source
 (`source: {type: ir_datasets, id: ...}` or `source: {type: huggingface, repo: ...}`) to read

@@ -4,8 +4,9 @@
 The catalog files (``irflow/data/catalogs/<benchmark>.yaml``) hold each dataset's official zip
 and MD5 sum, the split the benchmark scores, the ``remove_self_matches`` it applies and the ids
 of its mirrors (ir_datasets, Hugging Face), each with where it was read. A config names one
-dataset (``source: {type: beir, name: <name>}``) or a whole benchmark (``datasets: {beir: all}``,
-or a list of names); ``resolve_catalog`` turns both into ordinary dataset blocks before the
+dataset (``source: {type: beir, name: <name>}``), a whole benchmark (``datasets: {beir: all}``),
+the datasets of it that anyone can download (``datasets: {beir: public}``) or a list of names;
+``resolve_catalog`` turns both into ordinary dataset blocks before the
 config is validated, and ``catalog_source`` gives the zip URL and MD5 sum a name stands for
 (irflow.data.sources.beir).
 
@@ -13,7 +14,8 @@ CQADupStack is 12 datasets, one per subforum (``cqadupstack-android``, ...), eac
 one zip, in the group ``cqadupstack``: the results tables count the group once, as the mean of
 its members, as BEIR's Table 2 does. The four datasets BEIR cannot redistribute (BioASQ,
 Signal-1M, TREC-NEWS, Robust04) are read from ``data_dir``; a config naming one that is not
-there gets how to obtain it.
+there gets how to obtain it, and ``all`` without them in ``data_dir`` is refused, naming them
+and ``public``.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ def catalog(benchmark: str) -> dict:
     return yaml.safe_load(text)
 
 
-def dataset_names(benchmark: str) -> list[str]:
-    """Every dataset of ``benchmark`` in catalog order, CQADupStack as its 12 subforums."""
+def dataset_names(benchmark: str, public: bool = False) -> list[str]:
+    """Every dataset of ``benchmark`` in catalog order, CQADupStack as its 12 subforums;
+    ``public``: only those the benchmark distributes (a zip anyone can download)."""
     names = []
     for name, entry in catalog(benchmark)["datasets"].items():
+        if public and "zip" not in entry:
+            continue
         names += [f"{name}-{member}" for member in entry.get("members", [])] or [name]
     return names
 
@@ -114,7 +119,7 @@ def resolve_catalog(config: dict) -> dict:
     expanded: dict = {}
     for key, block in datasets.items():
         if key in BENCHMARKS and isinstance(block, str | list):
-            for name in _benchmark_selection(key, block):
+            for name in _benchmark_selection(key, block, config.get("data_dir")):
                 expanded.setdefault(name, {"source": {"type": key, "name": name}})
         else:
             expanded[key] = block
@@ -159,21 +164,47 @@ def catalog_source(benchmark: str, name: str, dataset: str, config: dict) -> dic
     return source
 
 
-def _benchmark_selection(benchmark: str, selection: str | list) -> list[str]:
-    """The dataset names ``datasets: {<benchmark>: all | [names]}`` stands for; ``cqadupstack``
-    stands for its 12 subforums."""
+def _benchmark_selection(benchmark: str, selection: str | list, data_dir: str | None) -> list[str]:
+    """The dataset names ``datasets: {<benchmark>: all | public | [names]}`` stands for;
+    ``cqadupstack`` stands for its 12 subforums. ``all`` is refused while a dataset the
+    benchmark does not distribute is missing from ``data_dir``, naming it and ``public``."""
+    if selection == "public":
+        return dataset_names(benchmark, public=True)
     if selection == "all":
+        _check_obtained(benchmark, data_dir)
         return dataset_names(benchmark)
     if isinstance(selection, str):
         raise ConfigError(
-            f"config key 'datasets.{benchmark}': {selection!r} is neither 'all' nor a list of "
-            f"{benchmark} dataset names"
+            f"config key 'datasets.{benchmark}': {selection!r} is neither 'all', 'public' nor a "
+            f"list of {benchmark} dataset names"
         )
     names = []
     for name in selection:
         members = catalog(benchmark)["datasets"].get(name, {}).get("members")
         names += [f"{name}-{member}" for member in members] if members else [name]
     return names
+
+
+def _check_obtained(benchmark: str, data_dir: str | None) -> None:
+    """Refuse ``all`` while a dataset that must be obtained is not a folder of ``data_dir``."""
+    placed = Path(data_dir).expanduser() if data_dir else None
+    missing = [
+        name
+        for name in dataset_names(benchmark)
+        if catalog_entry(benchmark, name)["source"] is None
+        and not (placed is not None and (placed / name).is_dir())
+    ]
+    if not missing:
+        return
+    titles = ", ".join(f"{catalog_entry(benchmark, name)['title']} ({name})" for name in missing)
+    where = f"folders of data_dir ({placed})" if placed else "folders of data_dir (unset)"
+    public = len(dataset_names(benchmark, public=True))
+    raise ConfigError(
+        f"config key 'datasets.{benchmark}': 'all' includes {titles}, which {benchmark} does not "
+        f"distribute and which are not {where}; write `datasets: {{{benchmark}: public}}` for "
+        f"the {public} datasets anyone can download, or obtain them as docs/datasets.md says "
+        '("Datasets to obtain yourself") and place each in data_dir'
+    )
 
 
 def _entry(benchmark: str, name: str, dataset: str) -> dict:

@@ -79,10 +79,10 @@ def load_published(path: str | Path) -> list[dict]:
 
 def matches(identity: dict, system: dict) -> bool:
     """Whether an irflow system (its ``identity``) is the published ``system``: every key they
-    both name agrees, family and model included."""
+    both name agrees, family, model and a dual encoder's query model included."""
     if identity.get("family") != system["family"]:
         return False
-    if system.get("model") != identity.get("model"):
+    if any(system.get(key) != identity.get(key) for key in ("model", "query_model")):
         return False
     settings = system.get("settings") or {}
     return all(settings[key] == value for key, value in identity.items() if key in settings)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from irflow.core import contracts
+from irflow.core.errors import InputError
 from irflow.core.progress import LoggedProgress
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
@@ -100,6 +101,16 @@ class DenseSearcher:
                 schema=contracts.embeddings_schema(vectors.shape[1]),
             )
         matrix = contracts.vector_matrix(queries.column("vector").combine_chunks())
+        width = contracts.read_schema(self.doc_embeddings).field("vector").type
+        if matrix.shape[1] != width.list_size:
+            # A dual encoder's two models (irflow.workflow.families.dense) must agree.
+            raise InputError(
+                self.doc_embeddings,
+                f"the document vectors have {width.list_size} dimensions and the query vectors "
+                f"{matrix.shape[1]}: a dense retriever's query_model must give vectors of its "
+                "model's size",
+                field="vector",
+            )
         ids = pa.array(queries.column("id").to_pylist(), pa.string())
         return ids, np.ascontiguousarray(matrix, dtype=np.float32)
 

@@ -17,6 +17,7 @@ from irflow.workflow.families import (
     systems_by_rule,
     systems_with_step,
 )
+from irflow.workflow.families.dense import query_model
 
 # Generated query ids never name a document: nothing to remove, no unknown qrels.
 GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
@@ -104,9 +105,16 @@ class WorkflowNames:
         # Models whose documents are embedded as passages (long_documents firstp or maxp).
         self.passage_models = [m for m in self.dense_models if self.document_side(m) == "passages"]
         self.corpus_models = [m for m in self.dense_models if m not in self.passage_models]
+        # A dual encoder's query models that embed no documents: only their query vectors are
+        # made (rules/embed.smk, embed_query_model).
+        self.query_only_models = sorted(
+            {query_model(self.retrievers[s]) for s in self.dense_systems} - set(self.dense_models)
+        )
         # Models whose transformer runs on an exported ONNX graph (rules/onnx_export.smk).
         self.onnx_models = [
-            m for m in self.dense_models if config["models"][m]["backend"] != "torch"
+            m
+            for m in self.dense_models + self.query_only_models
+            if config["models"][m]["backend"] != "torch"
         ]
         # The index jobs: a flat index searched in shards reads the embeddings, and has none.
         self.dense_indexes = sorted(
@@ -242,6 +250,11 @@ class WorkflowNames:
                 for d in self.datasets
                 for m in self.dense_models
                 for side in (self.document_side(m), "queries")
+            ]
+            + [
+                f"results/manifests/embed/{d}/{m}/queries.json"
+                for d in self.datasets
+                for m in self.query_only_models
             ]
             + [
                 f"results/manifests/embed/{d}/{m}/{side}.shards/{shard}-of-{shards}.json"

@@ -11,6 +11,7 @@ from irflow.retrieval.external_run import is_url, run_location
 from irflow.retrieval.rerankers import reranker_settings, reranker_type
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
+from irflow.workflow.families.dense import query_model
 from irflow.workflow.inputs import DatasetInputs, local_folder_files
 from irflow.workflow.qc_inputs import QualityControlInputs
 
@@ -54,7 +55,9 @@ class Plan(QualityControlInputs, DatasetInputs):
         inputs = {"source": f"results/datasets/{wildcards.dataset}/source.json"}
         if not searched_in_shards(self.config["indexes"][index]):
             inputs["index"] = f"results/indexes/{wildcards.dataset}/{model}/{index}.faiss"
-        inputs |= {"corpus": f"{folder}/{side}.parquet", "queries": f"{folder}/queries.parquet"}
+        # A dual encoder's queries are its query model's vectors.
+        queries = f"results/embeddings/{wildcards.dataset}/{query_model(retriever)}"
+        inputs |= {"corpus": f"{folder}/{side}.parquet", "queries": f"{queries}/queries.parquet"}
         if side == "passages":
             inputs["passages"] = f"results/datasets/{wildcards.dataset}/passages/{model}.parquet"
         return inputs
@@ -112,6 +115,7 @@ class Plan(QualityControlInputs, DatasetInputs):
         (``split_search_inputs``) and the model that encodes the split's query texts, if any."""
         spec = self.retrievers[system]
         files = family(spec["type"]).split_search_inputs(self, dataset, system)
+        # The last model encodes the queries (a dual encoder's query model).
         for model in family(spec["type"]).models(spec):
             files |= {
                 "model": local_folder_files(self.config["models"][model]["id"]),

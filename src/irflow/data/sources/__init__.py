@@ -17,7 +17,7 @@ from irflow.core.config import register_check, scored_split
 from irflow.core.errors import ConfigError
 from irflow.core.plugins import defined_in, installed_plugins
 from irflow.data import download
-from irflow.data.download import SourceParams
+from irflow.data.download import Fetch, SourceParams, dataset_layout
 from irflow.data.sources.base import SourceType
 from irflow.data.sources.path import folder_problem
 
@@ -163,6 +163,29 @@ def data_dir_problems(config: dict, dataset: str) -> list[str]:
     folder = Path(config["data_dir"]).expanduser() / dataset
     problem = folder_problem(folder, scored_split(config, dataset)) if folder.exists() else None
     return [f"config key 'data_dir': {problem}"] if problem else []
+
+
+def offline_dataset_problems(config: dict, results: Path = Path("results")) -> list[str]:
+    """Under ``offline: true``, one line per dataset that its download job could not find
+    without the network (neither a folder of ``data_dir``, the download cache's copy nor, for
+    a zip, the zip in the cache), each naming the dataset and where to place it, so that the
+    dry run refuses it before any job runs. A dataset already found (its
+    ``results/datasets/<name>/source.json``) is not looked for again."""
+    if not config.get("offline"):
+        return []
+    data_dir = Path(config["data_dir"]).expanduser() if config.get("data_dir") else None
+    problems = []
+    for dataset in config["datasets"]:
+        split = scored_split(config, dataset)
+        if (results / "datasets" / dataset / "source.json").is_file() or (
+            data_dir is not None and dataset_layout(data_dir / dataset, split)
+        ):
+            continue
+        spec = concrete_source(config, dataset)
+        fetch = Fetch(split, data_dir, Path(config["download_dir"]), offline=True)
+        if problem := source_type(spec["type"]).offline_problem(dataset, spec, fetch):
+            problems.append(problem)
+    return problems
 
 
 def locate_dataset(name: str, spec: dict, **fetch) -> Path:

@@ -69,3 +69,9 @@ class SourceType:
         """A dataset folder holding ``dataset``: its own, the cache's copy, or fetched into the
         cache (offline: refused, naming the file to place and where)."""
         raise NotImplementedError
+
+    def offline_problem(self, dataset: str, spec: dict, fetch: Fetch) -> str | None:
+        """Why ``locate`` would refuse ``dataset`` offline (``fetch.offline``), as its error
+        says it, found before any job runs; None where it would find it, or where this type
+        cannot tell without trying (the job then says it)."""
+        return None

@@ -34,14 +34,18 @@ class HuggingFaceRepo(SourceType):
         if cached:
             return target
         if fetch.offline:
-            raise DownloadError(
-                f"dataset {dataset!r} is not available offline: "
-                + folder_hint(dataset, fetch.data_dir, fetch.split)
-            )
+            raise DownloadError(self.offline_problem(dataset, spec, fetch))
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
         log.info("dataset %r: downloading Hugging Face dataset %s", dataset, spec["repo"])
         hint = without_network(dataset, fetch.data_dir, fetch.split)
         return snapshot(spec, target, fetch.split, hint, key)
+
+    def offline_problem(self, dataset: str, spec: dict, fetch: Fetch) -> str | None:
+        if self.cached(dataset, spec, fetch)[2]:
+            return None
+        return f"dataset {dataset!r} is not available offline: " + folder_hint(
+            dataset, fetch.data_dir, fetch.split
+        )
 
 
 def snapshot(spec: dict, target: Path, split: str, hint: str, key: dict) -> Path:

@@ -40,13 +40,8 @@ class ZipUrl(SourceType):
         zip_name = cached_file_name(url, fallback=f"{dataset}.zip")
         zip_path = fetch.cache_dir / zip_name
         if fetch.offline:
-            if not zip_path.is_file():
-                checksum = f" (md5 {md5})" if md5 else ""
-                raise DownloadError(
-                    f"dataset {dataset!r} is not available offline: "
-                    f"{folder_hint(dataset, fetch.data_dir, fetch.split)} "
-                    f"or the zip {zip_name}{checksum} at {zip_path}"
-                )
+            if problem := self.offline_problem(dataset, spec, fetch):
+                raise DownloadError(problem)
             if md5 is not None and (actual := file_md5(zip_path)) != md5:
                 raise DownloadError(
                     f"{zip_path}: checksum mismatch: expected md5 {md5}, got {actual}"
@@ -59,6 +54,18 @@ class ZipUrl(SourceType):
                 hint = without_network(dataset, fetch.data_dir, fetch.split, zip_path)
                 raise DownloadError(f"{exc}; {hint}") from exc
         return unpack_into_cache(zip_path, target, fetch.split, key, spec.get("folder"))
+
+    def offline_problem(self, dataset: str, spec: dict, fetch: Fetch) -> str | None:
+        zip_name = cached_file_name(spec["url"], fallback=f"{dataset}.zip")
+        zip_path = fetch.cache_dir / zip_name
+        if self.cached(dataset, spec, fetch)[2] or zip_path.is_file():
+            return None
+        checksum = f" (md5 {spec['md5']})" if spec.get("md5") else ""
+        return (
+            f"dataset {dataset!r} is not available offline: "
+            f"{folder_hint(dataset, fetch.data_dir, fetch.split)} "
+            f"or the zip {zip_name}{checksum} at {zip_path}"
+        )
 
 
 def download_zip(

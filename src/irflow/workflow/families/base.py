@@ -47,25 +47,30 @@ class RetrieverFamily:
     # Its encode step wants a GPU (the encode rules ask for ``resources: gpu=1``).
     gpu: bool = False
 
+    # The keys of its entry that name a key of ``models``.
+    model_keys: tuple[str, ...] = ("model",)
+
     def models(self, spec: dict) -> list[str]:
-        """The keys of ``models`` it encodes with."""
-        return [spec["model"]] if "model" in spec else []
+        """The keys of ``models`` it encodes with, in the order of ``model_keys``, each once."""
+        return list(dict.fromkeys(spec[key] for key in self.model_keys if key in spec))
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """What is wrong with retriever ``name`` beyond its schema, each naming its key."""
         return [
-            missing_key(f"retrievers.{name}.model", model, "models", config["models"])
-            for model in self.models(spec)
-            if model not in config["models"]
+            missing_key(f"retrievers.{name}.{key}", spec[key], "models", config["models"])
+            for key in self.model_keys
+            if key in spec and spec[key] not in config["models"]
         ]
 
     def published_as(self, spec: dict, config: dict) -> dict:
         """Which published system this retriever is (irflow.evaluation.published): its family
-        and the Hugging Face id of its model (``hub_id`` where ``id`` is a local folder)."""
+        and, under each of its ``model_keys``, the Hugging Face id of that model (``hub_id``
+        where ``id`` is a local folder)."""
         identity = {"family": self.type}
-        for model in self.models(spec):
-            entry = config["models"][model]
-            identity["model"] = entry.get("hub_id") or entry["id"]
+        for key in self.model_keys:
+            if key in spec:
+                entry = config["models"][spec[key]]
+                identity[key] = entry.get("hub_id") or entry["id"]
         return identity
 
     def search_settings(self, spec: dict, config: dict) -> dict:

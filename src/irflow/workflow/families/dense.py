@@ -1,5 +1,12 @@
 """dense: a SentenceTransformer's embeddings (rules/embed.smk) searched in a faiss index
-(rules/index.smk; irflow.retrieval.index, irflow.retrieval.retrieve.dense_search)."""
+(rules/index.smk; irflow.retrieval.index, irflow.retrieval.retrieve.dense_search).
+
+A dual encoder names a ``query_model`` beside its ``model``, as DPR (BEIR,
+shared/references/beir.txt line 108: "DPR [31] is a two-tower bi-encoder") encodes questions
+and passages with two models. Each model's vectors are cached under its own name
+(results/embeddings/<dataset>/<model>/), so a document model's vectors serve every retriever
+that names it, and the queries are the query model's vectors (rules/embed.smk,
+embed_query_model where it embeds no documents)."""
 
 from __future__ import annotations
 
@@ -20,6 +27,8 @@ class Dense(RetrieverFamily):
     encoder = "embeddings"
     search_rule = "retrieve_dense"
     gpu = True
+    # The document model, then the query model of a dual encoder.
+    model_keys = ("model", "query_model")
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         problems = super().problems(name, spec, config)
@@ -48,7 +57,7 @@ class Dense(RetrieverFamily):
         retriever = settings["retriever"]
         encode = None
         if models is not None:
-            encode = QueryEncoder(models[retriever["model"]], files.get("onnx"), threads)
+            encode = QueryEncoder(models[query_model(retriever)], files.get("onnx"), threads)
         return DenseSearcher(
             files.get("index"),
             settings["index"],
@@ -60,7 +69,7 @@ class Dense(RetrieverFamily):
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
         """The query's encoding, then its search."""
-        model = cost.config["retrievers"][system]["model"]
+        model = query_model(cost.config["retrievers"][system])
         encode = cost.manifest("embed", dataset, model, "queries").latency
         return in_sequence(encode, cost.manifest("retrieve", dataset, system).latency)
 
@@ -108,6 +117,12 @@ class QueryEncoder:
     def provenance(self) -> dict | None:
         """The loaded model's provenance (None before it encoded anything)."""
         return self.encoder.provenance if self.encoder else None
+
+
+def query_model(spec: dict) -> str:
+    """The key of ``models`` that encodes a dense retriever's queries: its ``query_model``, or
+    its ``model`` where it names none."""
+    return spec.get("query_model", spec["model"])
 
 
 def index_file(inputs) -> str | None:
