@@ -97,7 +97,7 @@ def test_the_documentation_gives_the_commands_of_every_reproduction():
 
 @pytest.mark.parametrize("where, words", COMMANDS, ids=[" ".join(w) for _, w in COMMANDS])
 def test_a_documented_command_is_the_readmes_form_and_parses(where, words):
-    """The install's snakemake, and arguments that Snakemake's own parser takes. Before, 15
+    """The install's snakemake, and arguments that Snakemake's own parser takes. Before, 19
     commands said bare `snakemake` (docs/validation.md's measured runs, the reproduction
     configs' headers, --unlock, --forcerun ...)."""
     from snakemake.cli import get_argument_parser
