@@ -17,12 +17,10 @@ import pytest
 from conftest import REPO, scifact_subset
 
 BENCHMARKS = REPO / "benchmarks"
-SCALE = "scale/"
-
 # Each benchmark's smoke arguments ({data}: a SciFact cut; {work}: a scratch folder; {corpus1}
 # and {corpus2}: make_corpus.py's two small corpora; {static}: distill_static.py's model) and a
 # pattern its output must show: its ratio (irflow over the bare library) where it has one,
-# else its figures. The scale chain runs in this order, each step reading the one before.
+# else its figures. The scale steps run in this order, bm25_memory.py reading make_corpus.py's.
 SMOKE = {
     "bm25_retrieval.py": (
         "--dataset {data} --repeats 1 --top-k 10",
@@ -58,7 +56,7 @@ SMOKE = {
     ),
     "parquet_checksums.py": ("--rows 1000 --dim 8 --repeats 1", r"read_ratio\s+\d"),
     "positionalize.py": (
-        "--dataset {data} --length 64 --repeats 1",
+        "--dataset {data} --length 512 --repeats 1",
         r"irflow_time_over_bare\s+\d",
     ),
     "rerank_biencoder.py": (
@@ -70,22 +68,23 @@ SMOKE = {
         r"irflow_time_over_bare\s+\d",
     ),
     "scale/make_corpus.py": (
-        "--out {corpus1} --documents 300 --queries 10"
-        " && --out {corpus2} --documents 600 --queries 10",
-        r"documents",
+        "--out {corpus1} --documents 1000 --queries 4"
+        " && --out {corpus2} --documents 2000 --queries 4",
+        r'"documents": 2000',
     ),
     "scale/distill_static.py": ("--out {static} --pca-dims 16", r'"seconds"'),
     "scale/bm25_memory.py": ("{corpus1} {corpus2} --work {work}/bm25 --jobs 1", r"peak"),
     "scale/embed_memory.py": ("--workdir {work}/embed --rows 2000 4000 --chunk-size 512", r"\d"),
-    "scale/measure.py": (
-        "--data {corpus1} {corpus2} --model {static} --workdir {work}/run --cores 1",
-        r"documents: whole graph",
-    ),
-    "index_quality.py": (
-        "--results {work}/run/synthetic-1m/results --dataset synthetic-1m --model minilm-static"
-        " --indexes flat hnsw --top-k 10",
-        r"\| hnsw",
-    ),
+}
+
+
+# Not run here, and why: each needs a workflow run of its own first.
+NOT_SMOKED = {
+    # two whole graphs of config/scale.yaml, whose IVF-PQ index (4,000 and 5,656 lists) needs
+    # corpora of some hundred thousand documents to train: minutes, not seconds
+    "scale/measure.py": "runs config/scale.yaml twice on corpora of 10^5+ documents",
+    # reads the embeddings and qrels of a workflow run (measure.py's or a user's)
+    "index_quality.py": "reads a workflow run's embeddings",
 }
 
 
@@ -99,8 +98,10 @@ def benchmark_scripts() -> set[str]:
 
 
 def test_every_benchmark_has_a_smoke_run():
-    """A benchmark added without one fails here rather than rot unrun."""
-    assert benchmark_scripts() == set(SMOKE)
+    """A benchmark added without one (or a reason it has none) fails here rather than rot
+    unrun."""
+    assert benchmark_scripts() == set(SMOKE) | set(NOT_SMOKED)
+    assert not set(SMOKE) & set(NOT_SMOKED)
 
 
 # A command in a measured section: a script run with its flags, or a snakemake or pytest run.
@@ -129,13 +130,16 @@ def test_every_measured_table_names_the_command_that_produced_it(page):
 @pytest.fixture(scope="module")
 def places(tmp_path_factory, shared_datasets) -> dict[str, str]:
     """The folders the smoke arguments name: a 5-query, 40-document cut of SciFact (its corpus
-    gzipped, as BEIR ships it), and scratch folders for the scale chain."""
+    gzipped, as BEIR ships it), an empty Hugging Face cache, and scratch folders for the scale
+    chain."""
     root = tmp_path_factory.mktemp("benchmarks")
     data = scifact_subset(shared_datasets / "scifact", root / "datasets" / "scifact", 5, 40)
     corpus = data / "corpus.jsonl"
     (data / "corpus.jsonl.gz").write_bytes(gzip.compress(corpus.read_bytes()))
     corpus.unlink()
+    (root / "hf").mkdir()  # an empty Hugging Face cache: every benchmark runs offline
     return {
+        "hf": str(root / "hf"),
         "data": str(data),
         "datasets": str(root / "datasets"),
         "work": str(root / "work"),
@@ -157,7 +161,7 @@ def test_a_benchmark_runs_at_a_smoke_size(script, places):
             cwd=REPO,
             capture_output=True,
             text=True,
-            env=os.environ | {"HF_HUB_OFFLINE": "1"},
+            env=os.environ | {"HF_HUB_OFFLINE": "1", "HF_HOME": places["hf"]},
             check=False,
             timeout=600,
         )

@@ -3,8 +3,9 @@ Hugging Face cache is empty: its jobs that read a model's files (a tokenizer's i
 real, as the config is written, on a small cut of its datasets, with HF_HOME an empty folder and
 HF_HUB_OFFLINE=1. config/position.yaml's positionalize jobs died there with "unexpected error":
 its tokenizer, the `all-MiniLM-L6-v2` models key, was read by its Hub id and not from the
-model's local_copy. (config/scale.yaml, offline too, is run by benchmarks/scale/measure.py's
-smoke run in tests/test_benchmarks.py, with an empty cache as well.)"""
+model's local_copy. (config/scale.yaml, offline too, reads a static model distilled by
+benchmarks/scale/distill_static.py from a folder, IRFLOW_STATIC_MODEL, never the cache, and
+needs generated corpora of 10^5+ documents: benchmarks/scale/measure.py runs it.)"""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ MODEL_RULES = (
     "encode_vectors",
     "expand",
 )
-SCALE = "scale.yaml"  # generated corpora: tests/test_benchmarks.py runs it
+SCALE = "scale.yaml"  # generated corpora and a distilled model (see above)
 OFFLINE_CONFIGS = sorted(
     path.name
     for path in (REPO / "config").glob("*.yaml")
