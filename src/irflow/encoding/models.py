@@ -172,7 +172,9 @@ def load_tokenizer(source: dict):
     tokenizer is read from its ``local_copy``."""
     from transformers import AutoTokenizer
 
-    path, _ = resolve_model(source, weights=False)
+    # A folder is read as it is, without resolve_model's MD5 of every file (an LLM's weights).
+    folder = Path(source["id"]).is_dir()
+    path = source["id"] if folder else resolve_model(source, weights=False)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not tokenizer.is_fast:
         raise ConfigError(
