@@ -151,7 +151,7 @@ def test_a_model_missing_offline_is_one_line_naming_the_key_before_any_job(tmp_p
     assert last == (
         f"ConfigError: models.minilm.id: {MISSING!r} is not a folder and not in the Hugging "
         f"Face cache ({tmp_path / 'hf' / 'hub'}), and offline: true forbids downloading it; give "
-        "a local folder or run once online"
+        "a local folder or a local_copy, or run once online"
     )
     assert "Traceback" not in result.stderr
 
