@@ -15,10 +15,12 @@ import sys
 
 import pytest
 from conftest import REPO, scifact_subset
+from tiny_models import build_tiny_sentence_transformer
 
 BENCHMARKS = REPO / "benchmarks"
 # Each benchmark's smoke arguments ({data}: a SciFact cut; {work}: a scratch folder; {corpus1}
-# and {corpus2}: make_corpus.py's two small corpora; {static}: distill_static.py's model) and a
+# and {corpus2}: make_corpus.py's two small corpora; {static}: distill_static.py's model;
+# {teacher}: a tiny random model, the one it distils and the ONNX benchmarks export) and a
 # pattern its output must show: its ratio (irflow over the bare library) where it has one,
 # else its figures. The scale steps run in this order, bm25_memory.py reading make_corpus.py's.
 SMOKE = {
@@ -28,7 +30,7 @@ SMOKE = {
     ),
     "dag_size.py": ("--sizes 1x1 --repeats 1", r"1x1 irflow / twin, cpu_seconds.*\s\d"),
     "embed_backends.py": (
-        "--dataset {data} --docs 4 --repeats 1 --threads 1 --backends onnx",
+        "--dataset {data} --model {teacher} --docs 4 --repeats 1 --threads 1 --backends onnx",
         r"onnx_over_bare_median_paired\s+\d",
     ),
     "embed_throughput.py": ("--dataset {data} --docs 8 --repeats 1", r"irflow_time_over_bare\s+\d"),
@@ -51,7 +53,8 @@ SMOKE = {
         r"search_irflow_over_bare\s+\d",
     ),
     "onnx_quantization_choice.py": (
-        "--data-dir {datasets} --screen 4 --repeats 1 --threads 1 --candidates matmul",
+        "--data-dir {datasets} --model {teacher} --screen 4 --repeats 1 --threads 1"
+        " --candidates matmul",
         r"matmul .* \d+\.\d+x bare",
     ),
     "parquet_checksums.py": ("--rows 1000 --dim 8 --repeats 1", r"read_ratio\s+\d"),
@@ -72,7 +75,10 @@ SMOKE = {
         " && --out {corpus2} --documents 2000 --queries 4",
         r'"documents": 2000',
     ),
-    "scale/distill_static.py": ("--out {static} --pca-dims 16", r'"seconds"'),
+    "scale/distill_static.py": (
+        "--out {static} --teacher {teacher} --pca-dims 16",
+        r'"seconds"',
+    ),
     "scale/bm25_memory.py": ("{corpus1} {corpus2} --work {work}/bm25 --jobs 1", r"peak"),
     "scale/embed_memory.py": ("--workdir {work}/embed --rows 2000 4000 --chunk-size 512", r"\d"),
 }
@@ -128,11 +134,13 @@ def test_every_measured_table_names_the_command_that_produced_it(page):
 
 
 @pytest.fixture(scope="module")
-def places(tmp_path_factory, shared_datasets) -> dict[str, str]:
+def places(tmp_path_factory, shared_datasets, minilm_path) -> dict[str, str]:
     """The folders the smoke arguments name: a 5-query, 40-document cut of SciFact (its corpus
-    gzipped, as BEIR ships it), an empty Hugging Face cache, and scratch folders for the scale
-    chain."""
+    gzipped, as BEIR ships it), an empty Hugging Face cache, a tiny random teacher on MiniLM's
+    tokenizer (distilling MiniLM itself runs its 30,522 tokens through six layers: 10 minutes
+    here) and scratch folders for the scale chain."""
     root = tmp_path_factory.mktemp("benchmarks")
+    teacher = build_tiny_sentence_transformer(root / "teacher", minilm_path, "cosine")
     data = scifact_subset(shared_datasets / "scifact", root / "datasets" / "scifact", 5, 40)
     corpus = data / "corpus.jsonl"
     (data / "corpus.jsonl.gz").write_bytes(gzip.compress(corpus.read_bytes()))
@@ -140,6 +148,7 @@ def places(tmp_path_factory, shared_datasets) -> dict[str, str]:
     (root / "hf").mkdir()  # an empty Hugging Face cache: every benchmark runs offline
     return {
         "hf": str(root / "hf"),
+        "teacher": str(teacher),
         "data": str(data),
         "datasets": str(root / "datasets"),
         "work": str(root / "work"),
