@@ -98,7 +98,14 @@ def planned_jobs(snakefile: Path, config: Path, workdir: Path) -> list[dict]:
         if header is None:
             continue
         fields = dict(re.findall(r"^\s+(input|output|log|wildcards): (.+)$", block, re.M))
-        files = {key: fields[key].split(", ") if key in fields else [] for key in FILE_FIELDS}
+        # A file that exists before the run (config/reference/published.yaml, which the
+        # aggregate rule reads) is printed with Snakemake's " (cached)" after its name.
+        files = {
+            key: [f.removesuffix(" (cached)") for f in fields[key].split(", ")]
+            if key in fields
+            else []
+            for key in FILE_FIELDS
+        }
         pairs = fields.get("wildcards")
         wildcards = dict(pair.split("=", 1) for pair in pairs.split(", ")) if pairs else {}
         jobs.append({"rule": header[1], "wildcards": wildcards} | files)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -73,9 +74,17 @@ def write_run(path: Path, queries: int, depth: int, docs: int) -> None:
             )
 
 
-def measure(reader: Path, run: Path, corpus: Path, queries: Path, top_k: int) -> dict:
-    command = [sys.executable, "-c", MEASURE, str(reader), str(run), str(corpus), str(queries)]
-    result = subprocess.run([*command, str(top_k)], capture_output=True, text=True, check=True)
+def measure(reader: tuple[Path, Path], run: Path, corpus: Path, queries: Path, top_k: int) -> dict:
+    """One import in its own process: ``reader`` is (the package's folder, its reader module)."""
+    package, module = reader
+    command = [sys.executable, "-c", MEASURE, str(module), str(run), str(corpus), str(queries)]
+    result = subprocess.run(
+        [*command, str(top_k)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PYTHONPATH": str(package)},
+    )
     return json.loads(result.stdout.splitlines()[-1])
 
 
@@ -90,17 +99,15 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        old = scratch / "external_run_whole.py"
-        old.write_text(
-            subprocess.run(
-                ["git", "show", f"{args.old_commit}:src/irflow/retrieval/external_run.py"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
+        # The old reader runs on the package it was written against (its imports moved since).
+        archive = subprocess.run(
+            ["git", "archive", args.old_commit, "src/irflow"], cwd=REPO, capture_output=True
         )
-        new = REPO / "src" / "irflow" / "retrieval" / "external_run.py"
+        if archive.returncode:
+            sys.exit(f"git archive {args.old_commit}: {archive.stderr.decode()}")
+        subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive.stdout, check=True)
+        old = (scratch / "src", scratch / "src" / "irflow" / "retrieval" / "external_run.py")
+        new = (REPO / "src", REPO / "src" / "irflow" / "retrieval" / "external_run.py")
         for shape, depth in (("few-queries", args.deep), ("top-k-each", args.top_k)):
             queries = args.lines // depth
             corpus, query_table = write_dataset(scratch / shape, args.docs, queries)

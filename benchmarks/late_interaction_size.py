@@ -29,12 +29,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
     parser.add_argument("--document-length", type=int, default=180)
+    parser.add_argument("--docs", type=int, default=None, help="the first N documents (all)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.parquet"
-        write_corpus(args.dataset, None, corpus)
+        write_corpus(args.dataset, args.docs, corpus)
         folder = build_tiny_colbert(tmp / "colbert", local_minilm())
         spec = model_spec(str(folder), 1024, device="cpu") | {
             "max_seq_length": args.document_length

@@ -22,8 +22,9 @@ from _harness import best_of, local_minilm, report
 
 from irflow.core import contracts
 from irflow.data.ingest import ingest
-from irflow.data.tokens import encode, load_tokenizer
+from irflow.data.tokens import encode
 from irflow.derived.positionalize import Positionalizer
+from irflow.encoding.models import load_tokenizer
 
 
 def peak_mib(function) -> float:

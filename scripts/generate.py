@@ -23,7 +23,8 @@ prompts = load_prompts(inp.prompts)
 positives = judged_positives(inp.qrels) if spec["sample_from"] == "positives" else None
 tokenizer, tokenizer_record = None, None
 if params.tokenizer:  # counts the tokens of chunk_tokens, min_words and max_words
-    from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
+    from irflow.data.tokens import tokenizer_fingerprint
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer(params.tokenizer)
     tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}

@@ -19,7 +19,7 @@ spec = params.spec
 positives = judged_positives(inp.qrels) if spec["sample_from"] == "positives" else None
 tokenizer = None
 if params.tokenizer:  # samples as generate does (lengths in its tokens)
-    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer(params.tokenizer)
 

@@ -5,7 +5,8 @@ from pathlib import Path
 from _common import start_job
 
 from irflow.data.passages import model_window, split_corpus
-from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
+from irflow.data.tokens import tokenizer_fingerprint
+from irflow.encoding.models import load_tokenizer
 
 manifest = start_job(snakemake, "passages")
 params = snakemake.params

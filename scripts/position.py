@@ -7,7 +7,7 @@ from _common import setup_logging
 
 from irflow.analyses.position import analyse, span_positions
 from irflow.core import contracts
-from irflow.data.tokens import load_tokenizer
+from irflow.encoding.models import load_tokenizer
 
 setup_logging(snakemake)
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

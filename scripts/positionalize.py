@@ -7,8 +7,9 @@ from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow.core import contracts
 from irflow.core.config import load_schema, schema_defaults
-from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
+from irflow.data.tokens import tokenizer_fingerprint
 from irflow.derived.positionalize import Positionalizer, Screen, variant_checksum
+from irflow.encoding.models import load_tokenizer
 
 manifest = start_job(snakemake, "positionalize")
 inp, out, params = snakemake.input, snakemake.output, snakemake.params

@@ -15,7 +15,8 @@ selection = params.selection
 
 tokenizer, tokenizer_record = None, None
 if params.tokenizer:  # PosIR's selection counts the documents' tokens with this one tokenizer
-    from irflow.data.tokens import load_tokenizer, tokenizer_fingerprint
+    from irflow.data.tokens import tokenizer_fingerprint
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer(params.tokenizer)
     tokenizer_record = params.tokenizer | {"sha256": tokenizer_fingerprint(tokenizer)}

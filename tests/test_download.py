@@ -1123,7 +1123,6 @@ def test_offline_keeps_models_and_tokenizers_off_the_network(monkeypatch):
     """Item 8: ``offline: true`` reaches each job as IRFLOW_OFFLINE (scripts/_common.py);
     models and tokenizers then load with local_files_only."""
     from irflow.core.offline import go_offline
-    from irflow.data.tokens import load_tokenizer
     from irflow.encoding import models
 
     for var in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE"):
@@ -1140,9 +1139,12 @@ def test_offline_keeps_models_and_tokenizers_off_the_network(monkeypatch):
         huggingface_hub, "snapshot_download", lambda *args, **kwargs: calls.append(kwargs) or "/x"
     )
     fast = SimpleNamespace(is_fast=True)
-    loader = SimpleNamespace(from_pretrained=lambda *a, **kw: calls.append(kw) or fast)
+    loaded = []
+    loader = SimpleNamespace(from_pretrained=lambda *a, **kw: loaded.append(a) or fast)
     # A stand-in for transformers, whose import alone takes seconds.
     monkeypatch.setitem(sys.modules, "transformers", SimpleNamespace(AutoTokenizer=loader))
     models.resolve_model({"id": "org/model", "revision": None})
-    assert load_tokenizer({"id": "org/model", "revision": None}) is fast
+    # The tokenizer's files are found as the model's are, then read from that folder.
+    assert models.load_tokenizer({"id": "org/model", "revision": None}) is fast
     assert [call.get("local_files_only") for call in calls] == [True, True]
+    assert loaded == [("/x",)]

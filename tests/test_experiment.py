@@ -16,6 +16,7 @@ from conftest import REPO
 
 from irflow.core.errors import COMMAND_VARIABLE, ConfigError, rebuild_command
 from irflow.evaluation.aggregate import build_database
+from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.experiment import (
     check_experiment,
     experiment,
@@ -39,13 +40,44 @@ def test_a_second_config_is_refused_naming_both(tmp_path):
     # The same file, edited: the same experiment, continued.
     check_experiment(experiment(CONFIG | {"top_k": 10}, [tmp_path / "first.yaml"]), record)
     with pytest.raises(ConfigError) as refused:
-        check_experiment(experiment(CONFIG, [tmp_path / "second.yaml"]), record)
+        check_experiment(experiment(CONFIG | {"top_k": 5}, [tmp_path / "second.yaml"]), record)
     message = str(refused.value)
     assert f"holds the results of {tmp_path / 'first.yaml'} ({record})" in message
     assert f"this run reads {tmp_path / 'second.yaml'}" in message
     assert f"pass --configfile {tmp_path / 'first.yaml'}" in message
     assert f"snakemake --directory <folder> --configfile {tmp_path / 'second.yaml'}" in message
     assert f"delete {record}" in message
+
+
+def test_a_copy_of_the_config_at_another_path_is_the_same_experiment(tmp_path):
+    """An experiment is its settings, not its file name: a byte-identical copy of the recorded
+    config (the validated config the Snakefile fingerprints) continues it, and a copy whose
+    settings differ is still refused. Before, the copy was refused as another experiment."""
+    text = (REPO / "config" / "quickstart.yaml").read_text(encoding="utf-8")
+    first, copy, changed = tmp_path / "quickstart.yaml", tmp_path / "copy.yaml", tmp_path / "c.yaml"
+    first.write_text(text)
+    copy.write_text(text)
+    changed.write_text(text + "\ntop_k: 10\n")
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+
+    def validated(path: Path) -> dict:
+        return validate_config(expand_config(yaml.safe_load(path.read_text())), schema)
+
+    record = tmp_path / "results" / "experiment.json"
+    write_record(experiment(validated(first), [first]), validated(first), record)
+    check_experiment(experiment(validated(copy), [copy]), record)
+    with pytest.raises(ConfigError, match="whose settings differ"):
+        check_experiment(experiment(validated(changed), [changed]), record)
+
+
+def test_second_experiments_under_runs_are_ignored_by_git():
+    """The README runs a second experiment in runs/<name>/: its results are not the project's
+    files (before, 253 MB of them showed as untracked)."""
+    ignored = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "-q", "runs/mydata/results/irflow.duckdb"],
+        check=False,
+    )
+    assert ignored.returncode == 0
 
 
 def test_the_database_names_its_experiment(tmp_path):
@@ -61,8 +93,8 @@ def test_a_report_of_another_config_is_refused_before_the_workflow_runs(tmp_path
     the config to pass (it printed a "Missing metadata" warning for every output of the
     default config's graph instead)."""
     first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
-    for path in (first, second):
-        path.write_text(yaml.safe_dump(CONFIG))
+    first.write_text(yaml.safe_dump(CONFIG))
+    second.write_text(yaml.safe_dump(CONFIG | {"top_k": 10}))
     write_record(experiment(CONFIG, [first]), CONFIG, tmp_path / "results" / "experiment.json")
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
     result = subprocess.run(

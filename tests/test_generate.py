@@ -496,7 +496,7 @@ def test_no_negatives_wanted_skips_the_step(airbench_llm, tmp_path):
 
 
 def test_chunks_can_be_counted_in_a_models_tokens(minilm_path):
-    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
     text = " ".join(["retrieval"] * 300)  # one word-piece token each
@@ -695,7 +695,7 @@ def test_an_arabic_corpus_is_counted_in_its_words(shared_datasets):
 
 
 def test_min_words_counts_the_tokenizers_tokens_when_one_is_named(minilm_path):
-    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
     corpus = pd.DataFrame(
@@ -919,7 +919,7 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     assert generate_config(chunk_tokens=200, chunk_unit="words")["tokenizer"] is None
     assert generate_config()["tokenizer"] is None  # no chunks: lengths stay in words
     # A corpus of words that are two word-piece tokens each: 200 tokens are 100 words.
-    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding.models import load_tokenizer
 
     tokenizer = load_tokenizer({"id": str(minilm_path), "revision": None})
     assert len(tokenizer("retrievers", add_special_tokens=False)["input_ids"]) == 2

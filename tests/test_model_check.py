@@ -26,6 +26,7 @@ from huggingface_hub import constants
 
 from irflow.core.fingerprint import folder_md5
 from irflow.encoding.models import LocalCopyError, checked_local_copy, resolve_model
+from irflow.workflow.config import load_schema, validate_config
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -150,7 +151,7 @@ def test_a_model_missing_offline_is_one_line_naming_the_key_before_any_job(tmp_p
     assert last == (
         f"ConfigError: models.minilm.id: {MISSING!r} is not a folder and not in the Hugging "
         f"Face cache ({tmp_path / 'hf' / 'hub'}), and offline: true forbids downloading it; give "
-        "a local folder or run once online"
+        "a local folder or a local_copy, or run once online"
     )
     assert "Traceback" not in result.stderr
 
@@ -207,8 +208,49 @@ def test_a_missing_local_copy_is_named(tmp_path, monkeypatch):
     assert offline_model_problems(config) == [
         f"models.m.id: {MISSING!r} is not a folder and not in the Hugging Face cache "
         f"({tmp_path / 'hub'}), nor in its local_copy ({tmp_path / 'gone'}), and offline: true "
-        "forbids downloading it; give a local folder or run once online"
+        "forbids downloading it; give a local folder or a local_copy, or run once online"
     ]
+
+
+def test_a_cross_encoder_takes_a_local_copy_as_a_model_does(tmp_path, monkeypatch, minilm_path):
+    """A reranker's `local_copy`, as a model's: offline with an empty cache, the config check
+    passes and the scorer reads the copy. Before: the schema refused the key ("Additional
+    properties are not allowed ('local_copy' was unexpected)")."""
+    from tiny_models import build_tiny_cross_encoder
+
+    from irflow.retrieval.scorers import CrossEncoderScorer
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    copy = build_tiny_cross_encoder(tmp_path / "copy", minilm_path)
+    entry = {"type": "cross-encoder", "id": MISSING, "local_copy": {"path": str(copy)}}
+    written = {
+        "offline": True,
+        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "rerankers": {"ce": entry},
+    }
+    config = validate_config(written, load_schema(REPO / "config" / "config.schema.yaml"))
+    assert offline_model_problems(config) == []
+    scorer = CrossEncoderScorer.load(config["rerankers"]["ce"] | {"device": "cpu"})
+    assert scorer.provenance["local_copy"] == str(copy)
+    assert scorer.score("a query", ["a document", "another"]).shape == (2,)
+
+
+def test_a_cross_encoder_without_weights_offline_points_to_the_bi_encoder(tmp_path, monkeypatch):
+    """Refused when the config is checked, before any job, with what runs offline instead.
+    Before, the refusal said nothing of the bi-encoder reranker."""
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    cross_encoder = {"type": "cross-encoder", "id": "cross-encoder/ms-marco-MiniLM-L-6-v2"}
+    config = {"offline": True, "rerankers": {"ce": cross_encoder}}
+    (problem,) = offline_model_problems(config)
+    assert problem.startswith("rerankers.ce.id: 'cross-encoder/ms-marco-MiniLM-L-6-v2'")
+    assert "The install ships no cross-encoder: a `type: bi-encoder` reranker" in problem
+    pointer = re.search(r'\(docs/retrievers\.md, "(.+?)"\)', problem)
+    headings = re.findall(r"^## (.+)$", (REPO / "docs" / "retrievers.md").read_text(), re.M)
+    assert pointer and pointer[1] in headings
+    for page in (REPO / "README.md", REPO / "docs" / "retrievers.md"):
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        assert "ships no cross-encoder" in text and "type: bi-encoder" in text, page
 
 
 def test_a_local_copy_whose_files_are_not_those_it_pins_is_refused(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from test_retrieve import embeddings
 
 from irflow.core import contracts
 from irflow.data.passages import document_side, split_corpus, window_starts
-from irflow.data.tokens import load_tokenizer
+from irflow.encoding.models import load_tokenizer
 from irflow.retrieval.index import index_file
 from irflow.retrieval.retrieve import dense_search
 

@@ -312,7 +312,7 @@ def test_checksum_follows_base_settings_and_tokenizer(tokenizer):
 
 def test_scifact_at_1024_tokens(shared_datasets, minilm_path, tmp_path):
     from irflow.data.ingest import ingest
-    from irflow.data.tokens import load_tokenizer
+    from irflow.encoding.models import load_tokenizer
 
     folder = shared_datasets / "scifact"
     ingest(

@@ -1,39 +1,21 @@
-"""tokens: a Hugging Face fast tokenizer by model key, id or folder, its fingerprint, and token ids
-(with character offsets) of texts as passages, positions and variants count them."""
+"""tokens: where a tokenizer's files are (by model key, id or folder), a loaded tokenizer's
+fingerprint, and token ids (with character offsets) of texts as passages, positions and variants
+count them. The tokenizer is loaded by irflow.encoding.models.load_tokenizer."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
-
-from irflow.core.errors import ConfigError
-from irflow.core.offline import env_offline
-
-if TYPE_CHECKING:
-    pass
 
 
 def tokenizer_source(name: str, models: dict) -> dict:
-    """A key of ``models`` stands for that model's id and revision; anything else is an id or
-    a folder."""
-    if name in models:
-        return {"id": models[name]["id"], "revision": models[name]["revision"]}
-    return {"id": name, "revision": None}
-
-
-def load_tokenizer(source: dict):
-    from transformers import AutoTokenizer
-
-    # Offline (irflow.core.offline), only a local folder or the Hugging Face cache is read.
-    tokenizer = AutoTokenizer.from_pretrained(
-        source["id"], revision=source["revision"], local_files_only=env_offline()
-    )
-    if not tokenizer.is_fast:
-        raise ConfigError(
-            f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "
-            "offsets that cutting at token boundaries needs"
-        )
-    return tokenizer
+    """A key of ``models`` stands for that model's files: its id and revision, and its
+    ``local_copy`` where it names one (irflow.encoding.models.load_tokenizer reads them as the
+    model's encoder does); anything else is an id or a folder."""
+    if name not in models:
+        return {"id": name, "revision": None}
+    spec = models[name]
+    source = {"id": spec["id"], "revision": spec["revision"]}
+    return source | ({"local_copy": spec["local_copy"]} if spec.get("local_copy") else {})
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -113,12 +113,14 @@ def checked_local_copy(copy: dict, files_md5=folder_md5) -> tuple[Path, str]:
     return folder, md5
 
 
-def resolve_model(spec: dict) -> tuple[str, dict]:
+def resolve_model(spec: dict, weights: bool = True) -> tuple[str, dict]:
     """Local folder or Hugging Face snapshot -> (path, provenance with the exact revision).
     Offline (irflow.core.offline), only the Hugging Face cache is read, then the model's
     ``local_copy``, if it names one. Online with the hub unreachable, the cached snapshot is
     read, as huggingface_hub's own downloads fall back to it (irflow.workflow.model_check has
-    stopped the run before any job when the model is not cached)."""
+    stopped the run before any job when the model is not cached). Every job that reads a
+    model's files finds them here; ``weights=False`` (a tokenizer) downloads its configs and
+    vocabularies alone."""
     if Path(spec["id"]).is_dir():
         return spec["id"], {"model": spec["id"], "files_md5": folder_md5(spec["id"])}
     from huggingface_hub import list_repo_files, snapshot_download
@@ -156,11 +158,30 @@ def resolve_model(spec: dict) -> tuple[str, dict]:
         path = snapshot_download(
             spec["id"],
             revision=spec["revision"],
-            allow_patterns=model_file_patterns(files),
+            allow_patterns=model_file_patterns(files) if weights else list(MODEL_FILE_PATTERNS),
             tqdm_class=progress_named(f"download {spec['id']}"),
         )
     # Snapshot folders are named by the commit they hold.
     return path, {"model": spec["id"], "revision": Path(path).name}
+
+
+def load_tokenizer(source: dict):
+    """The fast tokenizer of ``source`` (``irflow.data.tokens.tokenizer_source``: a model's id,
+    revision and ``local_copy``, or an id or folder), its files found as the model's encoder
+    finds them (``resolve_model``): offline with an empty Hugging Face cache, a model key's
+    tokenizer is read from its ``local_copy``."""
+    from transformers import AutoTokenizer
+
+    # A folder is read as it is, without resolve_model's MD5 of every file (an LLM's weights).
+    folder = Path(source["id"]).is_dir()
+    path = source["id"] if folder else resolve_model(source, weights=False)[0]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if not tokenizer.is_fast:
+        raise ConfigError(
+            f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "
+            "offsets that cutting at token boundaries needs"
+        )
+    return tokenizer
 
 
 def resolve_dtype(requested: str, device: str) -> str:

@@ -4,8 +4,10 @@ Every output has a fixed path under results/, so a run of a second config in the
 directory would replace the first one's tables and database piecemeal, without a word. The
 database rule records the config files its run read, and the validated config's fingerprint,
 in ``RECORD`` (and the database's ``experiment`` table); a later run that reads other config
-files is refused before any job starts, with the ways to keep both. Editing the recorded file
-and running again is the same experiment, continued.
+files with other settings is refused before any job starts, with the ways to keep both. An
+experiment is its settings, not its file names: editing the recorded file and running again is
+the same experiment, continued, and so is a run of the same settings from another path (a copy
+of the config file, byte for byte or not).
 """
 
 from __future__ import annotations
@@ -32,15 +34,20 @@ def experiment(config: dict, config_files) -> dict:
 
 
 def check_experiment(current: dict, record: Path = RECORD) -> None:
-    """Refuse a run whose config files are not those ``record`` names, if it exists."""
+    """Refuse a run whose config files are not those ``record`` names and whose validated
+    config is not the recorded one either, if ``record`` exists."""
     if not record.is_file():
         return
-    recorded = json.loads(record.read_text(encoding="utf-8"))["config_files"]
-    if recorded == current["config_files"]:
-        return
+    recorded_experiment = json.loads(record.read_text(encoding="utf-8"))
+    recorded = recorded_experiment["config_files"]
+    if current["config_files"] == recorded:
+        return  # the same files, edited or not: the experiment continued
+    if current["fingerprint"] == recorded_experiment.get("fingerprint"):
+        return  # the same settings, read from another path
     theirs, ours = " + ".join(recorded), " + ".join(current["config_files"]) or "no config file"
     raise ConfigError(
-        f"{record.parent}/ holds the results of {theirs} ({record}); this run reads {ours}. "
+        f"{record.parent}/ holds the results of {theirs} ({record}); this run reads {ours}, "
+        f"whose settings differ. "
         f"A results folder holds one experiment, so that its tables and database never mix "
         f"two. To continue that experiment (or make its --report), pass --configfile "
         f"{theirs.replace(' + ', ' ')}. To keep both, run this config in its own working "

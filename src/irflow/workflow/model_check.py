@@ -3,8 +3,9 @@ job runs. Under ``offline: true``, it must be a folder, in the Hugging Face cach
 ``local_copy`` (checked when the config is); online, the Hugging Face hub must answer for it
 (checked when the run starts, ``hub_model_problems``).
 
-Offline, a job reads a Hugging Face id from the cache alone (irflow.encoding.models.resolve_model,
-irflow.data.tokens.load_tokenizer); one that is not there used to fail at run time, with
+Offline, a job reads a Hugging Face id from the cache alone, then from its ``local_copy``
+(irflow.encoding.models.resolve_model, which load_tokenizer calls for a model key's tokenizer
+too); one that is not there used to fail at run time, with
 the library's advice to pass ``local_files_only=False``, after the jobs before it had run. The
 lookup here is the jobs' own: huggingface_hub's ``snapshot_download`` with
 ``local_files_only``, which reads the cache and never the network.
@@ -87,7 +88,18 @@ def _offline_problem(key: str, spec: dict, files_md5) -> str | None:
     return (
         f"{key}: {spec['id']!r} is not a folder and not in the Hugging Face cache "
         f"({HF_HUB_CACHE}){_copy_missing(spec)}, and offline: true forbids downloading it; "
-        "give a local folder or run once online"
+        f"give a local folder or a local_copy, or run once online{_reranker_hint(key)}"
+    )
+
+
+def _reranker_hint(key: str) -> str:
+    """What runs offline instead of a cross-encoder: the install ships none."""
+    if not key.startswith("rerankers."):
+        return ""
+    return (
+        ". The install ships no cross-encoder: a `type: bi-encoder` reranker over a `models` "
+        'entry (the shipped all-MiniLM-L6-v2) runs offline (docs/retrievers.md, "Rerankers '
+        'offline")'
     )
 
 
