@@ -56,8 +56,8 @@ ENTRY = "entry.json"
 
 def store_root(configured: str | bool | None = None) -> Path | None:
     """The store's folder: ``configured`` (the config key ``vector_store``) when it names one,
-    none when it is ``false``; else (null or true) ``$IRFLOW_VECTOR_STORE`` (``off``: none); else the user's
-    cache folder (platformdirs), ``irflow/vectors`` in it."""
+    none when it is ``false``; else (null or true) ``$IRFLOW_VECTOR_STORE`` (``off``: none);
+    else the user's cache folder (platformdirs), ``irflow/vectors`` in it."""
     if configured is False:
         return None
     if isinstance(configured, str):
