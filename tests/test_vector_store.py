@@ -1,13 +1,13 @@
 """The vector store shared by every experiment on a machine (issue 51, items 8 and 9):
 irflow.core.store and irflow.encoding.vector_store. Before it, each experiment folder encoded
 the same corpus with the same model again. Here two experiment folders, each with its own table
-of the texts (written with other row groups), embed a 40-document SciFact subset with all-
-MiniLM-L6-v2 as the embed job does: the second encodes nothing, and its vectors are the first's
-bytes. tests/test_workflow.py runs the README's offline quickstart and then a second experiment
-folder with Snakemake. The store's own guarantees are checked on small files: two processes that
-need one key at once make it once, a damaged entry is made again, and the documented commands
-list and prune it. Every store is a folder of the test's own (tests/conftest.py turns the user's
-off).
+of the texts (written with other row groups), embed a 40-document SciFact subset with
+all-MiniLM-L6-v2 as the embed job does: the second encodes nothing, and its vectors are the
+first's bytes. tests/test_workflow.py runs the README's offline quickstart and then a second
+experiment folder with Snakemake. The store's own guarantees are checked on small files: two
+processes that need one key at once make it once, a damaged entry is made again, and the
+documented commands list and prune it. Every store is a folder of the test's own
+(tests/conftest.py turns the user's off).
 """
 
 from __future__ import annotations
