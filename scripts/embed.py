@@ -9,6 +9,7 @@ from _common import encode_sides, start_encode_job
 
 from irflow.encoding.embed import Reuse, embed_file, query_latency
 from irflow.encoding.models import Encoder
+from irflow.encoding.vector_store import stored_or_made
 
 inp = snakemake.input
 manifest, spec, shard = start_encode_job(snakemake, "embed")
@@ -26,7 +27,11 @@ def embed_side(side: str, prefix: str, texts: Path, embeddings: Path) -> dict:
         if f"reuse_{prefix}embeddings" in inp.keys()
         else None
     )
-    return embed_file(encoder, texts, side, embeddings, reuse, shard)
+    made = partial(embed_file, encoder, texts, side, embeddings, reuse, shard)
+    if shard[1] > 1:  # a shard's file is temporary: the gathered one would be stored
+        return made()
+    config = snakemake.config["vector_store"]
+    return stored_or_made(config, encoder.spec, encoder.provenance, texts, side, embeddings, made)
 
 
 encode_sides(

