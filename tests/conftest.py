@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 # irflow's own numbers on the local BEIR copies, as docs/validation.md shows them.
 MEASURED = REPO / "docs" / "measured" / "agreement.yaml"
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+# The papers' plain text, quoted by file and line in docs and code (its README maps the files).
+SHARED_REFERENCES = REPO.parent / "shared" / "references"
 # The figures of `snakemake --report`, each written as results/plots/<name>.png and .svg.
 REPORT_PLOTS = {
     "quality",
@@ -109,6 +111,11 @@ def _require(path: Path, what: str) -> Path:
 @pytest.fixture(scope="session")
 def shared_datasets() -> Path:
     return _require(SHARED_DATASETS, "the shared BEIR datasets")
+
+
+@pytest.fixture(scope="session")
+def references() -> Path:
+    return _require(SHARED_REFERENCES, "the papers' text (shared/references)")
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ App. A.3), and the machinery it shares with the label audit (``irflow.derived.la
 Two questions about every generated query:
 
 - *Is the query any good?* A language model (the judge) rates its positive, the document it
-  was written from, on a four-level scale (``config/prompts/judge.yaml``). A positive judged
-  below ``relevant_level`` means the query does not match its own document: the query is
-  dropped.
+  was written from, on a four-level scale (``config/prompts/judge.yaml``, AIR-Bench's
+  Table 8). A positive judged below ``relevant_level`` means the query does not match its own
+  document: the query is dropped.
 - *Are its labels right?* The query's candidates (the top ``depth`` of a configured
   retriever's run, AIR-Bench: 1000 from an embedding model) are reranked by several rerankers
   (``rerankers.<name>``, cross-encoders or bi-encoders, scored by ``irflow.retrieval.rerank``). Each
