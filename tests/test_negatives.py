@@ -294,7 +294,11 @@ BASE = {
 }
 
 
-def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
+def test_defaults_are_nv_retrievers_cap_without_arctics_absent_filters_and_errors_name_the_key():
+    """Arctic-Embed applies "only an upper threshold" (arctic-embed.txt, line 57): no
+    near-duplicate filter by default (before: Jaccard 0.8), none for consistency. The upper
+    threshold's default stays NV-Retriever's relative cap: Arctic's is on its teacher's scale
+    and the paper gives no value (config/curation.yaml names one for its teacher)."""
     schema, base = SCHEMA, BASE
     curated = {"curate": {"d-clean": {"dataset": "d"}}}
     config = validate_config(
@@ -307,7 +311,8 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
         "top_k": 100,
         "num_negatives": 10,
         "false_negative_filter": {"method": "relative_to_positive", "ratio": 0.95},
-        "near_duplicate_jaccard": 0.8,
+        "near_duplicate_jaccard": None,
+        "consistency": None,
         "min_relevance": 1,
         "format": "n-tuple",
         "scores": False,

@@ -71,6 +71,7 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
+from irflow.data.consistency import similarities
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.download import dataset_files
 from irflow.data.ingest import read_qrels
@@ -308,6 +309,18 @@ def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]
     return pa.Table.from_pylist(rows, contracts.NEGATIVES)
 
 
+def consistent(table: pa.Table, spec: dict | None) -> tuple[pa.Table, int]:
+    """The triples whose (query, positive) pass Arctic-Embed's consistency filter
+    (``irflow.data.consistency``: the cosine of their mean word vectors at least
+    ``min_similarity``), and how many did not; all of them when ``spec`` is None."""
+    if spec is None or table.num_rows == 0:
+        return table, 0
+    pairs = list(zip(table.column("query").to_pylist(), table.column("positive").to_pylist()))
+    scores = similarities(pairs, spec["vectors"], spec["max_words"])
+    keep = pa.array([score >= spec["min_similarity"] for score in scores])
+    return table.filter(keep), table.num_rows - sum(keep.to_pylist())
+
+
 def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
     """Rows of sentence-transformers' training formats (columns by position: anchor,
     positive, negatives), and how many triples were left out of them."""
@@ -400,6 +413,7 @@ def run_negatives(
     documents = _texts(contracts.read_table(corpus), "doc_id", ids, document=True)
     triples, counts = mine(teacher.run, teacher.qrels, documents, settings, teacher.score_positives)
     table = with_texts(triples, queries, documents)
+    table, counts["triples_inconsistent"] = consistent(table, settings.get("consistency"))
     contracts.write_table(table, out_parquet, contracts.NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)
