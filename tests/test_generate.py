@@ -3,6 +3,7 @@ OpenAI-compatible server that answers the shipped AIR-Bench prompts, with script
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -292,6 +293,44 @@ def test_long_documents_become_overlapping_windows_of_words():
     assert chunks["title"].tolist() == ["Long", "Long", "Long", "Short"]
     assert chunks["text"].iat[3] == "  a few words  "  # a one-window document is kept as is
     assert stats == {"documents": 2, "documents_chunked": 1, "chunks": 4}
+
+
+def scifact_joined(shared, count: int) -> pd.DataFrame:
+    """One long document: the first ``count`` SciFact abstracts, joined by blank lines."""
+    with gzip.open(shared / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for _, line in zip(range(count), lines)]
+    return pd.DataFrame([{"doc_id": "scifact", "title": "", "text": "\n\n".join(texts)}])
+
+
+def test_long_doc_chunks_are_llamaindexs_and_keep_sentences_whole(shared_datasets):
+    """AIR-Bench chunks a long document with LlamaIndex's node parser (SimpleNodeParser,
+    "chunk_size=200, chunk_overlap=50" (airbench.txt, line 260)), which keeps sentences whole;
+    its Long-Doc chunks average 126-138 tokens (Tables 17-21). On 300 SciFact abstracts joined
+    (88,963 cl100k tokens): 610 chunks of 174.1 tokens on average, none over 200, none ending
+    mid-sentence. Fixed windows of 200 words (the variant, irflow's before issue 50): 402 chunks
+    of 199.9 words, 388 ending mid-sentence."""
+    from llama_index.core.utils import get_tokenizer
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    assert (
+        schema["properties"]["generate"]["additionalProperties"]["properties"]["chunker"]["default"]
+        == "llamaindex"
+    )
+    document = scifact_joined(shared_datasets, 300)
+    tokens = get_tokenizer()  # LlamaIndex's default: tiktoken's cl100k_base, AIR-Bench's count
+    sentence_end = re.compile(r"[.!?][\"')\]”’]*\s*$")
+
+    chunks, stats = chunk_corpus(document, 200, 50, None, "llamaindex")
+    lengths = [len(tokens(text)) for text in chunks["text"]]
+    assert stats == {"documents": 1, "documents_chunked": 1, "chunks": 610}
+    assert max(lengths) <= 200 and round(sum(lengths) / len(lengths), 1) == 174.1
+    assert all(sentence_end.search(text) for text in chunks["text"])
+    assert chunks["doc_id"].iat[0] == "scifact#0" and set(chunks["source_doc_id"]) == {"scifact"}
+
+    windows, _ = chunk_corpus(document, 200, 50, None, "windows")
+    words = [len(text.split()) for text in windows["text"]]
+    assert len(windows) == 402 and round(sum(words) / len(words), 1) == 199.9
+    assert sum(1 for text in windows["text"] if not sentence_end.search(text)) == 388
 
 
 def test_sampling_is_seeded_stable_when_widened_and_skips_short_documents():
@@ -912,7 +951,11 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     `chunk_overlap=50`)": sizes in tokens (LlamaIndex's default tokenizer, tiktoken's
     cl100k_base), not words."""
     spec_ = generate_config(chunk_tokens=200)
-    assert spec_.get("tokenizer") == "Xenova/gpt-3.5-turbo", (
+    # LlamaIndex counts in its own default tokenizer, cl100k_base (tokenizer null); the fixed
+    # windows (a variant) count with a Hugging Face copy of it.
+    assert spec_["chunker"] == "llamaindex" and spec_.get("tokenizer") is None
+    windows = generate_config(chunk_tokens=200, chunker="windows")
+    assert windows.get("tokenizer") == "Xenova/gpt-3.5-turbo", (
         "AIR-Bench's chunk_size=200 counts tokens (LlamaIndex: tiktoken cl100k_base)"
     )
     assert spec_["chunk_unit"] == "tokens"
@@ -925,12 +968,16 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     assert len(tokenizer("retrievers", add_special_tokens=False)["input_ids"]) == 2
     corpus = pd.DataFrame([{"doc_id": "d", "title": "T", "text": " ".join(["retrievers"] * 300)}])
     in_tokens = {"chunk_tokens": 200, "overlap": 50, "documents": 1, "min_words": 0}
-    chunks, _, stats = prepare(corpus, spec(**in_tokens), tokenizer)
+    fixed = in_tokens | {"chunker": "windows"}
+    chunks, _, stats = prepare(corpus, spec(**fixed), tokenizer)
     assert [len(t.split()) for t in chunks["text"]] == [100, 100, 100, 75]
     with pytest.raises(ValueError, match="chunk_unit tokens needs the tokenizer"):
-        prepare(corpus, spec(**in_tokens), None)
-    words, _, _ = prepare(corpus, spec(**in_tokens, chunk_unit="words"), tokenizer)
+        prepare(corpus, spec(**fixed), None)
+    words, _, _ = prepare(corpus, spec(**fixed, chunk_unit="words"), tokenizer)
     assert [len(t.split()) for t in words["text"]] == [200, 150]
+    # LlamaIndex's splitter counts the same tokens: no chunk over 200 (100 words).
+    chunks, _, _ = prepare(corpus, spec(**in_tokens), tokenizer)
+    assert len(chunks) > 1 and max(len(t.split()) for t in chunks["text"]) <= 100
 
 
 def test_qa_queries_are_split_into_dev_and_test_at_one_to_four(airbench_llm, tmp_path):

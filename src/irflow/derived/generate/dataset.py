@@ -19,15 +19,17 @@ Decisions:
   config/prompts/airbench.yaml), checked on load: an unknown placeholder or a missing field is
   an error naming the file and the field.
 - Long documents are cut first (``chunk_tokens``, ``overlap``; AIR-Bench: 200 and 50), a
-  Long-Doc dataset. AIR-Bench's repository (docs/data_generation.md): "we use the
-  `SimpleNodeParser` from the LlamaIndex to split the long document to fixed-size chunks
-  (`chunk_size=200`, `chunk_overlap=50`)", sizes LlamaIndex counts in tokens (tiktoken's
-  cl100k_base by default). So ``chunk_unit: tokens`` (the default) counts the ``tokenizer``'s
-  tokens, AIR-Bench's (``AIRBENCH_TOKENIZER``) when none is named; ``chunk_unit: words``, a
-  named variant, counts words. Windows are cut as ``irflow.data.passages`` cuts them
-  (LlamaIndex also keeps sentences whole; irflow does not). A document with more than one
-  window is replaced by its windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is
-  kept as it is. The chunks are the corpus that is sampled from and evaluated.
+  Long-Doc dataset: "we use the node parser [...] tool from LlamaIndex [...] to split the long
+  document into fixed-size chunks" (airbench.txt, line 260), "chunk_size=200, chunk_overlap=50"
+  (airbench.txt, line 260). ``chunker: llamaindex`` (the default) is that parser,
+  ``SimpleNodeParser`` (LlamaIndex's SentenceSplitter), which keeps sentences whole where a
+  chunk holds them; it counts in LlamaIndex's default tokenizer (tiktoken's cl100k_base) unless
+  a ``tokenizer`` is named, or in words with ``chunk_unit: words``. ``chunker: windows``, a
+  named variant (irflow's before issue 50), cuts fixed windows as ``irflow.data.passages``
+  does, wherever they end, counted in the ``tokenizer``'s tokens (``AIRBENCH_TOKENIZER``, a
+  Hugging Face copy of cl100k_base, when none is named) or words. A document with more than
+  one chunk is replaced by its chunks, ``<doc_id>#<n>``, each keeping the title; a shorter one
+  is kept as it is. The chunks are the corpus that is sampled from and evaluated.
 - Lengths count the ``tokenizer``'s tokens when one is named, else words: runs of non-space
   characters, where each character of a script written without spaces (Chinese, Japanese, Thai,
   ...) is a word of its own. Chunking and ``min_words`` use the same count.
