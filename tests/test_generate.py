@@ -980,6 +980,39 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     assert len(chunks) > 1 and max(len(t.split()) for t in chunks["text"]) <= 100
 
 
+def test_long_doc_dev_is_one_dataset_per_domain():
+    """AIR-Bench: "For Long-Doc task, we select one dataset as the dev set for each domain, and
+    remain other datasets as the test set." (airbench.txt, line 295). Of the Long-Doc datasets
+    of a domain the first by name is dev as a whole, the others test; a dataset without a
+    domain, or with its own dev_share, is as configured. (Before: every Long-Doc dataset was
+    test.)"""
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    long_doc = {"dataset": "scifact", "chunk_tokens": 200}
+    config = {
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "llm": {"model": "m"},
+        "generate": {
+            "book-b": long_doc | {"domain": "book"},
+            "book-a": long_doc | {"domain": "book"},
+            "law-x": long_doc | {"domain": "law"},
+            "law-y": long_doc | {"domain": "law", "dev_share": 0},
+            "plain": dict(long_doc),
+            "qa": {"dataset": "scifact", "domain": "book"},
+        },
+    }
+    generated = list_generated(validate_config(config, schema))
+    splits = {name: (spec["dev_share"], spec["split"]) for name, spec in generated.items()}
+    assert splits == {
+        "book-a": (1.0, "dev"),
+        "book-b": (0.0, "test"),
+        "law-x": (1.0, "dev"),
+        "law-y": (0, "test"),
+        "plain": (0.0, "test"),
+        "qa": (0.2, "test"),  # QA: 1:4 within the dataset
+    }
+
+
 def test_qa_queries_are_split_into_dev_and_test_at_one_to_four(airbench_llm, tmp_path):
     """AIR-Bench (Chen et al., 2024) splits its QA datasets into dev and test at 1:4; its
     repository's 24.05 task list (air_benchmark/tasks/v24_05/qa_tasks.py) holds "dev": 345 and

@@ -895,6 +895,31 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
 # --- splits -------------------------------------------------------------------------------------
 
 
+def test_the_kept_queries_are_split_one_to_four_after_quality_control():
+    """AIR-Bench: "After the quality control stage, we split the generated queries into
+    different sets." (airbench.txt, line 295), dev and test "in a 1:4 ratio" (airbench.txt,
+    line 295). Generation split 10 queries 2:8; quality control then dropped 6 test queries:
+    kept, 2 dev and 2 test (1:1). Split after it, the 4 kept are 1 dev and 3 test, the ratio
+    of the paper on what is kept. (Before: the generation's split stayed, 2:2.)"""
+    from irflow.derived.generate.sampling import assign_splits
+    from irflow.derived.qc.control import Controlled, split_after_control
+
+    ids = [f"q{i}" for i in range(10)]
+    at_generation = assign_splits(ids, 0.2, seed=0)
+    dev = [q for q in ids if at_generation[q] == "dev"]
+    kept = dev + [q for q in ids if at_generation[q] == "test"][:2]
+    qrels = pd.DataFrame({"query_id": kept, "doc_id": [f"d-{q}" for q in kept], "relevance": 1})
+    controlled = Controlled(
+        corpus=pd.DataFrame(), queries=pd.DataFrame({"query_id": kept}), qrels=qrels,
+        audit=pd.DataFrame(), stats={},
+    )  # fmt: skip
+    assert split_after_control(controlled, 0.2, seed=0) == {"dev": 1, "test": 3}
+    assert {s: len(f) for s, f in controlled.split_qrels.items()} == {"dev": 1, "test": 3}
+    together = pd.concat(controlled.split_qrels.values())
+    assert sorted(together["query_id"]) == sorted(kept)  # every kept query, once
+    assert split_after_control(controlled, 0.0, seed=0) == {"dev": 0, "test": 4}  # Long-Doc
+
+
 def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_path):
     """A tiny generated dataset, two queries in dev and two in test: one query of each split
     has a positive the judge rejects; one dev query has no candidates in the votes (the

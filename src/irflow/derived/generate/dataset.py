@@ -100,7 +100,7 @@ import pandas as pd
 from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, register_check
 from irflow.core.errors import ConfigError, InputError
-from irflow.derived.generate.generator import Generator, prepare, with_task_defaults
+from irflow.derived.generate.generator import Generator, long_doc, prepare, with_task_defaults
 from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
 from irflow.derived.generate.sampling import assign_splits, word_overlap
 from irflow.derived.llm.client import LLMClient
@@ -119,7 +119,7 @@ NEGATIVE_PREFIX = "gen-neg-"
 
 def list_generated(config: dict) -> dict[str, dict]:
     """Every dataset the ``generate`` block defines, by name, with its settings."""
-    generated = {}
+    generated, dev_of_domain = {}, {}
     for name, spec in sorted(config.get("generate", {}).items()):
         if spec["dataset"] not in config["datasets"]:
             known = ", ".join(sorted(config["datasets"]))
@@ -127,6 +127,13 @@ def list_generated(config: dict) -> dict[str, dict]:
                 f"config key 'generate.{name}.dataset': {spec['dataset']!r} is not a key of "
                 f"'datasets'; allowed values: {known}"
             )
+        domain = spec.get("domain")
+        if long_doc(spec) and domain and spec.get("dev_share") is None:
+            # "For Long-Doc task, we select one dataset as the dev set for each domain, and
+            # remain other datasets as the test set." (airbench.txt, line 295): the first of
+            # its domain by name is dev as a whole, the others test.
+            if dev_of_domain.setdefault(domain, name) == name:
+                spec = spec | {"dev_share": 1.0, "split": "dev"}
         generated[name] = with_task_defaults(spec)
     return generated
 

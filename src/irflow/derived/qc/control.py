@@ -173,6 +173,25 @@ def audit_pairs(
     return pairs.drop_duplicates(["query_id", "doc_id"], keep="first").reset_index(drop=True)
 
 
+def split_after_control(controlled: Controlled, dev_share: float, seed: int) -> dict:
+    """The kept queries split anew into dev and test, as AIR-Bench orders it: "After the
+    quality control stage, we split the generated queries into different sets. For QA task, we
+    split the queries in each dataset into dev set and test set in a 1:4 ratio."
+    (airbench.txt, line 295). So ``dev_share`` of the queries quality control kept are dev
+    (``irflow.derived.generate.sampling.assign_splits``, the same seeded order as at
+    generation), whichever split generation gave them. Sets ``controlled.split_qrels``;
+    returns each split's count of kept queries."""
+    from irflow.derived.generate.sampling import assign_splits
+
+    split_of = assign_splits(sorted(controlled.queries["query_id"]), dev_share, seed)
+    in_split = controlled.qrels["query_id"].map(split_of)
+    controlled.split_qrels = {
+        split: controlled.qrels[in_split == split].reset_index(drop=True)
+        for split in ("dev", "test")
+    }
+    return {split: sum(1 for s in split_of.values() if s == split) for split in ("dev", "test")}
+
+
 def quality_control(
     dataset: str,
     corpus: pd.DataFrame,
