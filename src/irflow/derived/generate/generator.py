@@ -13,7 +13,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
-from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
+from irflow.derived.generate.prompts import ATTRIBUTES, REWRITE_ROUNDS, Prompts
 from irflow.derived.generate.sampling import (
     WORDS_UNIT,
     chunk_corpus,
@@ -223,7 +223,7 @@ class Generator:
             item.values["query"] = value.strip()
             item.rewrites.append(value.strip())
         items = [i for i in items if "query" in i.values]
-        for _ in range(steps["rewrite"].get("rounds", 1)):
+        for _ in range(steps["rewrite"].get("rounds", REWRITE_ROUNDS)):
             kept = []
             for item, value in self._ask("rewrite", items, _string):
                 item.values["query"] = value.strip()
