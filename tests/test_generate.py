@@ -320,10 +320,10 @@ def scifact_joined(shared, count: int) -> pd.DataFrame:
 def test_long_doc_chunks_are_llamaindexs_and_keep_sentences_whole(shared_datasets):
     """AIR-Bench chunks a long document with LlamaIndex's node parser (SimpleNodeParser,
     "chunk_size=200, chunk_overlap=50" (airbench.txt, line 260)), which keeps sentences whole;
-    its Long-Doc chunks average 126-138 tokens (Tables 17-21). On 300 SciFact abstracts joined
-    (88,963 cl100k tokens): 610 chunks of 174.1 tokens on average, none over 200, none ending
-    mid-sentence. Fixed windows of 200 words (the variant, irflow's before issue 50): 402 chunks
-    of 199.9 words, 388 ending mid-sentence."""
+    its Long-Doc chunks average 126-138 tokens (App. B.1's tables, in GPT-4o's tokens). On 300
+    SciFact abstracts joined (88,963 cl100k tokens): 610 chunks of 174.1 tokens on average, none
+    over 200, none ending mid-sentence. Fixed windows of 200 words (the variant, irflow's before
+    issue 50): 402 chunks of 199.9 words, 388 ending mid-sentence."""
     from llama_index.core.utils import get_tokenizer
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
