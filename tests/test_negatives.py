@@ -551,7 +551,13 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
                 "format": "triplet",
                 "false_negative_filter": {"method": "none"},
             },
-            "tiny-test": {"dataset": "tiny", "system": "bm25", "split": "test"},
+            # irflow's near-duplicate filter, a named variant (Arctic has none).
+            "tiny-test": {
+                "dataset": "tiny",
+                "system": "bm25",
+                "split": "test",
+                "near_duplicate_jaccard": 0.8,
+            },
         },
     }
     config_path = tmp_path / "config.yaml"

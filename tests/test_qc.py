@@ -877,19 +877,20 @@ def test_the_estimate_counts_the_judges_requests_as_a_run_asks_them(tmp_path):
     # the positives are certain, the pre-labelled ones a ceiling, here reached.
     assert counted(before, "positives")[0] == len(positives)
     assert counted(before, "pre-labelled")[0] == len(prelabelled)
-    assert before["requests"] == 20 + queries and before["at_most"] == [step["pre-labelled"]]
-    assert before["max_requests"] == (20 + queries + len(prelabelled)) * 3  # 2 re-asks each
+    # Generation: 4 documents x 6 requests (two rewrites each).
+    assert before["requests"] == 24 + queries and before["at_most"] == [step["pre-labelled"]]
+    assert before["max_requests"] == (24 + queries + len(prelabelled)) * 3  # 2 re-asks each
     # After generating: the prompts are the run's, token for token (the corpus documents
     # assumed as long as the query's own: all are 30 words here).
     assert counted(generation, "positives") == (queries, sum(map(prompt_words, positives)), 0)
     tokens = sum(map(prompt_words, prelabelled))
     assert counted(generation, "pre-labelled") == (len(prelabelled), tokens, 0)
-    assert generation["requests"] == queries and generation["cached"] == 20
+    assert generation["requests"] == queries and generation["cached"] == 24
     # After quality control: the positives and the negatives' judgements are cached; which
     # corpus documents will be pre-labelled is still unknown, so they stay at their most.
     assert counted(after, "positives") == (0, 0, queries)
     assert counted(after, "pre-labelled")[0::2] == (2 * queries, negatives)
-    assert after["requests"] == 0 and after["cached"] == 20 + queries
+    assert after["requests"] == 0 and after["cached"] == 24 + queries
 
 
 # --- splits -------------------------------------------------------------------------------------
