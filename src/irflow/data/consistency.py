@@ -6,7 +6,7 @@ filter — sentence similarity using a fastText" (arctic-embed.txt, line 49) wor
 sequences to 512 words during this step" (arctic-embed.txt, line 49).
 
 A text's vector is the mean of its words' vectors (the paper speaks of "averaging vectors from
-irrelevant words", arctic-embed.txt, line 49); the similarity of a pair is the cosine of their
+irrelevant words" (arctic-embed.txt, line 49)); the similarity of a pair is the cosine of their
 vectors. The paper names fastText's English vectors (fasttext.cc, english-vectors) and no file:
 the user names one, in fastText's text format (``.vec``, optionally gzipped: a first line
 "<words> <dimension>", then a word and its numbers per line), and only the vectors of the words

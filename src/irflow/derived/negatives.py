@@ -25,12 +25,15 @@ For every judged query, the candidates are the run's top ``top_k`` documents, in
 
   ``none`` is plain top-k mining (NV-Retriever's "naive Top-K", which it finds worse);
 - a candidate missing from the (filtered) corpus is dropped;
-- a near-duplicate of any of the query's positives (exact Jaccard similarity of word shingles,
-  as ``irflow.data.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
-  copy of a positive is a false negative, and the first one the run finds;
+- with ``near_duplicate_jaccard`` set (irflow's variant; null by default, as Arctic-Embed
+  "applied only an upper threshold" (arctic-embed.txt, line 57)), a near-duplicate of any of the
+  query's positives (exact Jaccard similarity of word shingles, as ``irflow.data.dedup``
+  measures it, at least that value) is dropped: an unjudged copy of a positive is a false
+  negative, and the first one the run finds;
 
 and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
-only when the candidates ran out.
+only when the candidates ran out. With ``consistency`` set, a triple whose query and positive
+fail Arctic-Embed's consistency filter (``irflow.data.consistency``) is then left out.
 
 A positive the run did not retrieve (outside its depth) is not dropped: a BM25 or dense teacher
 scores it directly (``PositiveScores`` on the scored split, the searcher's ``score_pairs`` on

@@ -2,8 +2,8 @@
 through an irflow.derived.llm.client.LLMClient.
 
 A prompts file without ``answer_key`` asks for the level as the whole answer, as AIR-Bench's
-labeler does ("Your output must be a single number", shared/references/airbench.txt, lines
-289-290): the request is sent without JSON mode and the answer's text is the level. With
+labeler does: "Your output must be a single number" (shared/references/airbench.txt, lines
+289-290). The request is sent without JSON mode and the answer's text is the level. With
 ``answer_key`` the answer is a JSON object holding it (irflow's own prompts)."""
 
 from __future__ import annotations
