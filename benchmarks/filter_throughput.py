@@ -2,9 +2,11 @@
 filters backed by a library against that library called bare on the same texts.
 
 - basic: the default rules (empty documents), what every run of the workflow pays;
-- gopher: the ten Arctic-Embed / Gopher quality measures (pure Python, no library to compare);
-- language: py3langid only, against bare py3langid (``LanguageIdentifier.rank`` with
-  normalised probabilities) on every document;
+- gopher: the Arctic-Embed / Gopher quality measures but language (pure Python, no library to
+  compare);
+- language: py3langid only (``identifier: py3langid``, the named variant; fastText's
+  classifier is the default since issue 50), against bare py3langid
+  (``LanguageIdentifier.rank`` with normalised probabilities) on every document;
 - near_duplicates: MinHash LSH only, against bare datasketch (a ``MinHash`` of the same
   shingles per document, as datasketch documents it, LSH query and insert with irflow's
   banding, estimated Jaccard of each candidate);
@@ -48,6 +50,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # Every quality filter but language identification.
 GOPHER = [name for name in FILTERS if name != "language"]
+# Language identification by py3langid, the library the bare run calls.
+PY3LANGID = {"language": {"identifier": "py3langid"}}
 
 
 def rules(quality: list[str], near_duplicates: bool) -> dict:
@@ -56,7 +60,7 @@ def rules(quality: list[str], near_duplicates: bool) -> dict:
         "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
         "retrievers": {"r": {"type": "bm25"}},
         "filter": {
-            "quality": {name: {"enabled": True} for name in quality},
+            "quality": {name: {"enabled": True} | PY3LANGID.get(name, {}) for name in quality},
             "near_duplicates": {"enabled": near_duplicates},
         },
     }
@@ -158,7 +162,7 @@ def main() -> None:
                 signatures[position] = minhash
 
         # Load irflow's copy of the model before timing, as the bare one is loaded above.
-        expected_language_probability(Document("warm up"), "en")
+        expected_language_probability(Document("warm up"), "en", identifier="py3langid")
         functions = {f"irflow_{name}": irflow(name) for name in settings}
         functions |= {"bare_language": bare_language, "bare_near_duplicates": bare_near_duplicates}
         cpu: dict[str, tuple[float, float]] = {}

@@ -6,9 +6,9 @@ from pathlib import Path
 from _common import start_job, write_dataset_record, write_dataset_tables
 
 from irflow.core import contracts
-from irflow.derived.generate.dataset import SPLITS, checked_splits, content_checksum
+from irflow.derived.generate.dataset import SPLITS, checked_splits, content_checksum, list_generated
 from irflow.derived.llm.client import LLMClient
-from irflow.derived.qc.control import quality_control, read_votes
+from irflow.derived.qc.control import quality_control, read_votes, split_after_control
 from irflow.derived.qc.judge import Judge, load_judge_prompts
 
 manifest = start_job(snakemake, "quality_control")
@@ -42,6 +42,13 @@ with LLMClient(snakemake.config["llm"]) as client:
     finally:
         manifest.add(llm=client.summary())
 
+# AIR-Bench splits after quality control: when every split was checked, the kept queries are
+# split anew at the generation's dev share (1:4 for QA; all test on Long-Doc).
+generated = list_generated(snakemake.config)[spec["dataset"]]
+if set(checked_splits(spec)) == set(SPLITS):
+    controlled.stats["split_after_control"] = split_after_control(
+        controlled, generated["dev_share"], generated["seed"]
+    )
 # qrels.parquet is the scored split's, as the generated dataset's; a split not checked is
 # written empty.
 controlled.qrels = controlled.split_qrels[base["split"]]

@@ -3,6 +3,7 @@ OpenAI-compatible server that answers the shipped AIR-Bench prompts, with script
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -199,6 +200,21 @@ def test_a_bad_prompts_file_is_named_with_its_field(tmp_path, change, message):
         load_prompts(path)
 
 
+def test_queries_are_rewritten_more_than_once_by_default(airbench_llm, tmp_path):
+    """AIR-Bench: "Prompt LLM to rewrite the generated query for multiple times" (airbench.txt,
+    line 45). The shipped prompts and a prompts file that does not say rewrite twice, each round
+    rewriting the last: two rewrite requests per query. (Before: once.)"""
+    from irflow.derived.generate.prompts import REWRITE_ROUNDS
+
+    assert load_prompts(PROMPTS).steps["rewrite"]["rounds"] == 2 == REWRITE_ROUNDS
+    unsaid = write_prompts(tmp_path / "prompts.yaml", lambda d: d["rewrite"].pop("rounds"))
+    with LLMClient({"base_url": airbench_llm.base_url, "model": "fake"}, tmp_path / "c") as llm:
+        made = generate_dataset(corpus_frame(n=2), spec(documents=2), load_prompts(unsaid), llm)
+    asked = [last_user_message(body) for body in airbench_llm.bodies]
+    assert sum(1 for prompt in asked if '{"rewritten_query"' in prompt) == 2 * 2
+    assert [len(r) for r in made.generation["rewrites"]] == [2, 2]
+
+
 def test_a_prompts_file_that_is_not_yaml_names_the_line(tmp_path):
     path = tmp_path / "prompts.yaml"
     path.write_text("version: 1\nquery: [unclosed\n")
@@ -294,6 +310,44 @@ def test_long_documents_become_overlapping_windows_of_words():
     assert stats == {"documents": 2, "documents_chunked": 1, "chunks": 4}
 
 
+def scifact_joined(shared, count: int) -> pd.DataFrame:
+    """One long document: the first ``count`` SciFact abstracts, joined by blank lines."""
+    with gzip.open(shared / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for _, line in zip(range(count), lines)]
+    return pd.DataFrame([{"doc_id": "scifact", "title": "", "text": "\n\n".join(texts)}])
+
+
+def test_long_doc_chunks_are_llamaindexs_and_keep_sentences_whole(shared_datasets):
+    """AIR-Bench chunks a long document with LlamaIndex's node parser (SimpleNodeParser,
+    "chunk_size=200, chunk_overlap=50" (airbench.txt, line 260)), which keeps sentences whole;
+    its Long-Doc chunks average 126-138 tokens (App. B.1's tables, in GPT-4o's tokens). On 300
+    SciFact abstracts joined (88,963 cl100k tokens): 610 chunks of 174.1 tokens on average, none
+    over 200, none ending mid-sentence. Fixed windows of 200 words (the variant, irflow's before
+    issue 50): 402 chunks of 199.9 words, 388 ending mid-sentence."""
+    from llama_index.core.utils import get_tokenizer
+
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    assert (
+        schema["properties"]["generate"]["additionalProperties"]["properties"]["chunker"]["default"]
+        == "llamaindex"
+    )
+    document = scifact_joined(shared_datasets, 300)
+    tokens = get_tokenizer()  # LlamaIndex's default: tiktoken's cl100k_base, AIR-Bench's count
+    sentence_end = re.compile(r"[.!?][\"')\]”’]*\s*$")
+
+    chunks, stats = chunk_corpus(document, 200, 50, None, "llamaindex")
+    lengths = [len(tokens(text)) for text in chunks["text"]]
+    assert stats == {"documents": 1, "documents_chunked": 1, "chunks": 610}
+    assert max(lengths) <= 200 and round(sum(lengths) / len(lengths), 1) == 174.1
+    assert all(sentence_end.search(text) for text in chunks["text"])
+    assert chunks["doc_id"].iat[0] == "scifact#0" and set(chunks["source_doc_id"]) == {"scifact"}
+
+    windows, _ = chunk_corpus(document, 200, 50, None, "windows")
+    words = [len(text.split()) for text in windows["text"]]
+    assert len(windows) == 402 and round(sum(words) / len(words), 1) == 199.9
+    assert sum(1 for text in windows["text"] if not sentence_end.search(text)) == 388
+
+
 def test_sampling_is_seeded_stable_when_widened_and_skips_short_documents():
     corpus = pd.DataFrame(
         {
@@ -345,8 +399,8 @@ def airbench_llm():
 def test_a_run_writes_an_ordinary_dataset_and_a_rerun_asks_nothing(airbench_llm, tmp_path):
     corpus = corpus_frame()
     generated, summary = run(airbench_llm, tmp_path / "cache", corpus)
-    # 4 documents x 5 steps (characters, scenarios, query, one rewrite, negatives).
-    assert airbench_llm.requests == 20 and summary["requests"] == 20
+    # 4 documents x 6 requests (characters, scenarios, query, two rewrites, negatives).
+    assert airbench_llm.requests == 24 and summary["requests"] == 24
     queries, qrels, negatives = generated.queries, generated.qrels, generated.negatives
     assert len(queries) == 4 and queries["query_id"].str.startswith("gen-q-d").all()
     sources = [q.removeprefix("gen-q-") for q in queries["query_id"]]
@@ -369,7 +423,7 @@ def test_a_run_writes_an_ordinary_dataset_and_a_rerun_asks_nothing(airbench_llm,
     assert added["text"].iat[0] == f"{words[first['source_doc_id']]} decoy 0"
     record = generated.generation.set_index("query_id").loc[queries["query_id"].iat[0]]
     assert record["first_query"] == f"query about {words[sources[0]]}"
-    assert list(record["rewrites"]) == [queries["text"].iat[0]]
+    assert list(record["rewrites"]) == [queries["text"].iat[0]] * 2  # rounds: 2
     assert record["character"].startswith(words[sources[0]] + " reader")
     prompts = load_prompts(PROMPTS)
     for attribute in ATTRIBUTES:
@@ -390,7 +444,7 @@ def test_a_run_writes_an_ordinary_dataset_and_a_rerun_asks_nothing(airbench_llm,
 
     airbench_llm.reset_counts()
     again, summary = run(airbench_llm, tmp_path / "cache", corpus)
-    assert airbench_llm.requests == 0 and summary["cache_hits"] == 20
+    assert airbench_llm.requests == 0 and summary["cache_hits"] == 24
     pd.testing.assert_frame_equal(again.queries, generated.queries)
     pd.testing.assert_frame_equal(again.corpus, generated.corpus)
     other = write_generated(again, tmp_path / "again")
@@ -402,7 +456,7 @@ def test_a_widened_sample_pays_only_for_the_new_documents(airbench_llm, tmp_path
     small, _ = run(airbench_llm, tmp_path / "cache", corpus, documents=3)
     airbench_llm.reset_counts()
     wide, summary = run(airbench_llm, tmp_path / "cache", corpus, documents=5)
-    assert airbench_llm.requests == 2 * 5 and summary["cache_hits"] == 3 * 5
+    assert airbench_llm.requests == 2 * 6 and summary["cache_hits"] == 3 * 6
     assert set(small.queries["query_id"]) < set(wide.queries["query_id"])
 
 
@@ -419,7 +473,7 @@ def test_failures_are_retried_or_dropped_with_their_step_and_reason(tmp_path):
         # Every prompt of this document fails with a 500: dropped at the first step.
         f'"""\n{down} ': ["down"],
         # Its hard negatives come back truncated three times: dropped at the last step.
-        f"Query: rewritten {cut}": ["truncated"] * 3,
+        f"Write in English.\n\nQuery: rewritten {cut}": ["truncated"] * 3,
         # A 429 with Retry-After and a malformed body: retried, then fine.
         f"Person: {limited} reader": ["429"],
         f"Query: query about {garbled}": ["bad_body"],
@@ -451,10 +505,10 @@ def test_failures_are_retried_or_dropped_with_their_step_and_reason(tmp_path):
         assert fake.requests == 3 and fake.behaviours == {"down": 3}
         assert summary["dropped_by_reason"] == {"http_500": 1, "truncated": 1}
         pd.testing.assert_frame_equal(again.queries, generated.queries)
-        # By default (2%) losing 2 of 16 answers fails the run, with the counts by step.
+        # By default (2%) losing 2 of 19 answers fails the run, with the counts by step.
         with pytest.raises(LLMError) as error:
             run(fake, tmp_path / "cache", corpus)
-        assert str(error.value).startswith("2 of 16 requests to 'fake' were dropped (12.5%)")
+        assert str(error.value).startswith("2 of 19 requests to 'fake' were dropped (10.5%)")
         assert "1 http_500 at 'generate: characters'" in str(error.value)
         assert "1 truncated at 'generate: negatives'" in str(error.value)
 
@@ -490,7 +544,7 @@ def test_chunked_documents_are_sampled_as_chunks(airbench_llm, tmp_path):
 
 def test_no_negatives_wanted_skips_the_step(airbench_llm, tmp_path):
     generated, summary = run(airbench_llm, tmp_path / "cache", corpus_frame(), negatives=[0, 0])
-    assert summary["requests"] == 4 * 4 and len(generated.queries) == 4
+    assert summary["requests"] == 4 * 5 and len(generated.queries) == 4
     assert generated.negatives.empty and (generated.qrels["relevance"] == 1).all()
     assert len(generated.corpus) == 9
 
@@ -817,19 +871,19 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
         )
     assert airbench_llm.requests == 0  # a dry run sends nothing
     _, actual = run(airbench_llm, tmp_path / "cache", corpus)
-    # Requests: exact (4 documents x 5 steps), and per step.
-    assert before["requests"] == actual["requests"] == 20 and before["cached"] == 0
+    # Requests: exact (4 documents x 6 requests, two rewrites each), and per step.
+    assert before["requests"] == actual["requests"] == 24 and before["cached"] == 0
     assert {s: c["requests"] for s, c in before["by_step"].items()} == dict.fromkeys(
         ("characters", "scenarios", "query", "rewrite", "negatives"), 4
-    )
-    assert before["max_requests"] == 20 * 3  # each with its 2 re-asks
+    ) | {"rewrite": 8}
+    assert before["max_requests"] == 24 * 3  # each with its 2 re-asks
     # Tokens: the prompts within 1% (the stand-ins differ from the fake's answers by a word or
     # two; measured 2316 vs 2312), the answers within 5% (JSON spacing, the fence the fake puts
     # around characters; 266 vs 270).
     assert abs(before["prompt_tokens"] - actual["prompt_tokens"]) <= 0.01 * actual["prompt_tokens"]
     completion = actual["completion_tokens"]
     assert abs(before["completion_tokens"] - completion) <= 0.05 * completion
-    assert before["max_completion_tokens"] == 60 * 1024
+    assert before["max_completion_tokens"] == 72 * 1024
 
     with LLMClient(settings, tmp_path / "cache", progress=False) as client:
         cached = estimate(corpus, spec(), load_prompts(PROMPTS), client, count_tokens=words_of)
@@ -838,12 +892,12 @@ def test_the_estimate_matches_what_a_run_asks_and_knows_the_cache(airbench_llm, 
         )
     # A cached config asks nothing, and its tokens are the cache's; a widened one asks only
     # for the new documents.
-    assert cached["requests"] == 0 and cached["cached"] == 20
+    assert cached["requests"] == 0 and cached["cached"] == 24
     assert (
         sum(s["cached_prompt_tokens"] for s in cached["by_step"].values())
         == (actual["prompt_tokens"])
     )
-    assert widened["requests"] == 2 * 5 and widened["cached"] == 20
+    assert widened["requests"] == 2 * 6 and widened["cached"] == 24
 
 
 def test_the_estimate_defaults_to_characters_over_four_and_the_prompts_lengths(tmp_path):
@@ -853,7 +907,7 @@ def test_the_estimate_defaults_to_characters_over_four_and_the_prompts_lengths(t
         result = estimate(
             corpus, spec(documents=1, negatives=[2, 2]), load_prompts(PROMPTS), client
         )
-    assert result["counted_with"] == "characters / 4" and result["requests"] == 5
+    assert result["counted_with"] == "characters / 4" and result["requests"] == 6
     # Two hard negatives as long as the 40-word document: at least 80 words of "word ".
     assert result["by_step"]["negatives"]["completion_tokens"] >= 2 * 40 * len("word ") // 4
     # Two documents of the same text ask for characters once, as LLMClient.complete does.
@@ -902,7 +956,7 @@ def test_long_doc_generation_asks_for_no_hard_negatives(airbench_llm, tmp_path):
     generated, summary = run(airbench_llm, tmp_path / "cache", corpus, **chunked)
     asked = [last_user_message(body) for body in airbench_llm.bodies]
     assert not [p for p in asked if '{"negatives"' in p], "a Long-Doc run asked for negatives"
-    assert summary["requests"] == 2 * 4 and len(generated.queries) == 2
+    assert summary["requests"] == 2 * 5 and len(generated.queries) == 2
     assert generated.negatives.empty and (generated.qrels["relevance"] == 1).all()
 
 
@@ -912,7 +966,11 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     `chunk_overlap=50`)": sizes in tokens (LlamaIndex's default tokenizer, tiktoken's
     cl100k_base), not words."""
     spec_ = generate_config(chunk_tokens=200)
-    assert spec_.get("tokenizer") == "Xenova/gpt-3.5-turbo", (
+    # LlamaIndex counts in its own default tokenizer, cl100k_base (tokenizer null); the fixed
+    # windows (a variant) count with a Hugging Face copy of it.
+    assert spec_["chunker"] == "llamaindex" and spec_.get("tokenizer") is None
+    windows = generate_config(chunk_tokens=200, chunker="windows")
+    assert windows.get("tokenizer") == "Xenova/gpt-3.5-turbo", (
         "AIR-Bench's chunk_size=200 counts tokens (LlamaIndex: tiktoken cl100k_base)"
     )
     assert spec_["chunk_unit"] == "tokens"
@@ -925,12 +983,49 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     assert len(tokenizer("retrievers", add_special_tokens=False)["input_ids"]) == 2
     corpus = pd.DataFrame([{"doc_id": "d", "title": "T", "text": " ".join(["retrievers"] * 300)}])
     in_tokens = {"chunk_tokens": 200, "overlap": 50, "documents": 1, "min_words": 0}
-    chunks, _, stats = prepare(corpus, spec(**in_tokens), tokenizer)
+    fixed = in_tokens | {"chunker": "windows"}
+    chunks, _, stats = prepare(corpus, spec(**fixed), tokenizer)
     assert [len(t.split()) for t in chunks["text"]] == [100, 100, 100, 75]
     with pytest.raises(ValueError, match="chunk_unit tokens needs the tokenizer"):
-        prepare(corpus, spec(**in_tokens), None)
-    words, _, _ = prepare(corpus, spec(**in_tokens, chunk_unit="words"), tokenizer)
+        prepare(corpus, spec(**fixed), None)
+    words, _, _ = prepare(corpus, spec(**fixed, chunk_unit="words"), tokenizer)
     assert [len(t.split()) for t in words["text"]] == [200, 150]
+    # LlamaIndex's splitter counts the same tokens: no chunk over 200 (100 words).
+    chunks, _, _ = prepare(corpus, spec(**in_tokens), tokenizer)
+    assert len(chunks) > 1 and max(len(t.split()) for t in chunks["text"]) <= 100
+
+
+def test_long_doc_dev_is_one_dataset_per_domain():
+    """AIR-Bench: "For Long-Doc task, we select one dataset as the dev set for each domain, and
+    remain other datasets as the test set." (airbench.txt, line 295). Of the Long-Doc datasets
+    of a domain the first by name is dev as a whole, the others test; a dataset without a
+    domain, or with its own dev_share, is as configured. (Before: every Long-Doc dataset was
+    test.)"""
+    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    long_doc = {"dataset": "scifact", "chunk_tokens": 200}
+    config = {
+        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+        "llm": {"model": "m"},
+        "generate": {
+            "book-b": long_doc | {"domain": "book"},
+            "book-a": long_doc | {"domain": "book"},
+            "law-x": long_doc | {"domain": "law"},
+            "law-y": long_doc | {"domain": "law", "dev_share": 0},
+            "plain": dict(long_doc),
+            "qa": {"dataset": "scifact", "domain": "book"},
+        },
+    }
+    generated = list_generated(validate_config(config, schema))
+    splits = {name: (spec["dev_share"], spec["split"]) for name, spec in generated.items()}
+    assert splits == {
+        "book-a": (1.0, "dev"),
+        "book-b": (0.0, "test"),
+        "law-x": (1.0, "dev"),
+        "law-y": (0, "test"),
+        "plain": (0.0, "test"),
+        "qa": (0.2, "test"),  # QA: 1:4 within the dataset
+    }
 
 
 def test_qa_queries_are_split_into_dev_and_test_at_one_to_four(airbench_llm, tmp_path):

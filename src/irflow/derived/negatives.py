@@ -25,12 +25,15 @@ For every judged query, the candidates are the run's top ``top_k`` documents, in
 
   ``none`` is plain top-k mining (NV-Retriever's "naive Top-K", which it finds worse);
 - a candidate missing from the (filtered) corpus is dropped;
-- a near-duplicate of any of the query's positives (exact Jaccard similarity of word shingles,
-  as ``irflow.data.dedup`` measures it, at least ``near_duplicate_jaccard``) is dropped: an unjudged
-  copy of a positive is a false negative, and the first one the run finds;
+- with ``near_duplicate_jaccard`` set (irflow's variant; null by default, as Arctic-Embed
+  "applied only an upper threshold" (arctic-embed.txt, line 57)), a near-duplicate of any of the
+  query's positives (exact Jaccard similarity of word shingles, as ``irflow.data.dedup``
+  measures it, at least that value) is dropped: an unjudged copy of a positive is a false
+  negative, and the first one the run finds;
 
 and only then are the ``num_negatives`` best-ranked survivors kept, so a triple comes up short
-only when the candidates ran out.
+only when the candidates ran out. With ``consistency`` set, a triple whose query and positive
+fail Arctic-Embed's consistency filter (``irflow.data.consistency``) is then left out.
 
 A positive the run did not retrieve (outside its depth) is not dropped: a BM25 or dense teacher
 scores it directly (``PositiveScores`` on the scored split, the searcher's ``score_pairs`` on
@@ -71,6 +74,7 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
+from irflow.data.consistency import similarities
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.download import dataset_files
 from irflow.data.ingest import read_qrels
@@ -308,6 +312,18 @@ def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]
     return pa.Table.from_pylist(rows, contracts.NEGATIVES)
 
 
+def consistent(table: pa.Table, spec: dict | None) -> tuple[pa.Table, int]:
+    """The triples whose (query, positive) pass Arctic-Embed's consistency filter
+    (``irflow.data.consistency``: the cosine of their mean word vectors at least
+    ``min_similarity``), and how many did not; all of them when ``spec`` is None."""
+    if spec is None or table.num_rows == 0:
+        return table, 0
+    pairs = list(zip(table.column("query").to_pylist(), table.column("positive").to_pylist()))
+    scores = similarities(pairs, spec["vectors"], spec["max_words"])
+    keep = pa.array([score >= spec["min_similarity"] for score in scores])
+    return table.filter(keep), table.num_rows - sum(keep.to_pylist())
+
+
 def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
     """Rows of sentence-transformers' training formats (columns by position: anchor,
     positive, negatives), and how many triples were left out of them."""
@@ -400,6 +416,7 @@ def run_negatives(
     documents = _texts(contracts.read_table(corpus), "doc_id", ids, document=True)
     triples, counts = mine(teacher.run, teacher.qrels, documents, settings, teacher.score_positives)
     table = with_texts(triples, queries, documents)
+    table, counts["triples_inconsistent"] = consistent(table, settings.get("consistency"))
     contracts.write_table(table, out_parquet, contracts.NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)

@@ -196,6 +196,8 @@ class Plan(QualityControlInputs, DatasetInputs):
             "source": f"{base}/source.json",
             "corpus": f"{base}/filtered/corpus.parquet",
         }
+        if spec["consistency"]:  # the word vectors of the consistency filter, the user's file
+            inputs["consistency_vectors"] = spec["consistency"]["vectors"]
         if spec["split"] != scored_split(self.config, spec["dataset"]):
             # The job searches the split's queries with the system's searcher, from its files.
             files = self.split_retrieval_files(spec["dataset"], spec["system"])

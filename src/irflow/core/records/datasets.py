@@ -173,5 +173,6 @@ class NegativesRecord(StageRecord):
     positives_not_in_corpus: int
     triples_without_negatives: int
     triples_short: int
+    triples_inconsistent: int
     jsonl_rows: int
     jsonl_left_out: int

@@ -19,15 +19,17 @@ Decisions:
   config/prompts/airbench.yaml), checked on load: an unknown placeholder or a missing field is
   an error naming the file and the field.
 - Long documents are cut first (``chunk_tokens``, ``overlap``; AIR-Bench: 200 and 50), a
-  Long-Doc dataset. AIR-Bench's repository (docs/data_generation.md): "we use the
-  `SimpleNodeParser` from the LlamaIndex to split the long document to fixed-size chunks
-  (`chunk_size=200`, `chunk_overlap=50`)", sizes LlamaIndex counts in tokens (tiktoken's
-  cl100k_base by default). So ``chunk_unit: tokens`` (the default) counts the ``tokenizer``'s
-  tokens, AIR-Bench's (``AIRBENCH_TOKENIZER``) when none is named; ``chunk_unit: words``, a
-  named variant, counts words. Windows are cut as ``irflow.data.passages`` cuts them
-  (LlamaIndex also keeps sentences whole; irflow does not). A document with more than one
-  window is replaced by its windows, ``<doc_id>#<n>``, each keeping the title; a shorter one is
-  kept as it is. The chunks are the corpus that is sampled from and evaluated.
+  Long-Doc dataset: "we use the node parser [...] tool from LlamaIndex [...] to split the long
+  document into fixed-size chunks" (airbench.txt, line 260), "chunk_size=200, chunk_overlap=50"
+  (airbench.txt, line 260). ``chunker: llamaindex`` (the default) is that parser,
+  ``SimpleNodeParser`` (LlamaIndex's SentenceSplitter), which keeps sentences whole where a
+  chunk holds them; it counts in LlamaIndex's default tokenizer (tiktoken's cl100k_base) unless
+  a ``tokenizer`` is named, or in words with ``chunk_unit: words``. ``chunker: windows``, a
+  named variant (irflow's before issue 50), cuts fixed windows as ``irflow.data.passages``
+  does, wherever they end, counted in the ``tokenizer``'s tokens (``AIRBENCH_TOKENIZER``, a
+  Hugging Face copy of cl100k_base, when none is named) or words. A document with more than
+  one chunk is replaced by its chunks, ``<doc_id>#<n>``, each keeping the title; a shorter one
+  is kept as it is. The chunks are the corpus that is sampled from and evaluated.
 - Lengths count the ``tokenizer``'s tokens when one is named, else words: runs of non-space
   characters, where each character of a script written without spaces (Chinese, Japanese, Thai,
   ...) is a word of its own. Chunking and ``min_words`` use the same count.
@@ -98,7 +100,7 @@ import pandas as pd
 from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, register_check
 from irflow.core.errors import ConfigError, InputError
-from irflow.derived.generate.generator import Generator, prepare, with_task_defaults
+from irflow.derived.generate.generator import Generator, long_doc, prepare, with_task_defaults
 from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
 from irflow.derived.generate.sampling import assign_splits, word_overlap
 from irflow.derived.llm.client import LLMClient
@@ -117,7 +119,7 @@ NEGATIVE_PREFIX = "gen-neg-"
 
 def list_generated(config: dict) -> dict[str, dict]:
     """Every dataset the ``generate`` block defines, by name, with its settings."""
-    generated = {}
+    generated, dev_of_domain = {}, {}
     for name, spec in sorted(config.get("generate", {}).items()):
         if spec["dataset"] not in config["datasets"]:
             known = ", ".join(sorted(config["datasets"]))
@@ -125,6 +127,13 @@ def list_generated(config: dict) -> dict[str, dict]:
                 f"config key 'generate.{name}.dataset': {spec['dataset']!r} is not a key of "
                 f"'datasets'; allowed values: {known}"
             )
+        domain = spec.get("domain")
+        if long_doc(spec) and domain and spec.get("dev_share") is None:
+            # "For Long-Doc task, we select one dataset as the dev set for each domain, and
+            # remain other datasets as the test set." (airbench.txt, line 295): the first of
+            # its domain by name is dev as a whole, the others test.
+            if dev_of_domain.setdefault(domain, name) == name:
+                spec = spec | {"dev_share": 1.0, "split": "dev"}
         generated[name] = with_task_defaults(spec)
     return generated
 

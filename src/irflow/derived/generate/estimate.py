@@ -61,7 +61,7 @@ class DryRun:
         return self.count(client, step, requests, stand_ins)
 
     def count(
-        self, client: LLMClient, step: str, requests: list[Request], stand_ins: list[dict]
+        self, client: LLMClient, step: str, requests: list[Request], stand_ins: list
     ) -> list[Answer]:
         """Each request's cached answer, else its stand-in answer (``stand_ins``, the parsed
         JSON), counted under ``step`` as cached or as asked."""
@@ -179,7 +179,8 @@ def estimate_judge(dry_run: DryRun, client: LLMClient, made: list[Item], name: s
     ``depth``), each as long as the query's own document; no query dropped. A stand-in answer
     rates every document at the highest level, with an ``explanation`` of typical length."""
     judge = qc["judge"]
-    answer = {judge.prompts.answer_key: max(judge.prompts.levels)}
+    top = max(judge.prompts.levels)
+    answer = top if judge.prompts.answer_key is None else {judge.prompts.answer_key: top}
     if judge.prompts.explanation_key:
         answer[judge.prompts.explanation_key] = dry_run.words(dry_run.typical["explanation"])
     requests = judge.requests([(item.values["query"], item.document) for item in made])

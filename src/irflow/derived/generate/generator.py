@@ -13,8 +13,9 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
-from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
+from irflow.derived.generate.prompts import ATTRIBUTES, REWRITE_ROUNDS, Prompts
 from irflow.derived.generate.sampling import (
+    WORDS_UNIT,
     chunk_corpus,
     document_rng,
     sample_documents,
@@ -51,7 +52,11 @@ def with_task_defaults(spec: dict) -> dict:
     if spec.get("dev_share") is None:
         spec["dev_share"] = 0.0 if chunked else QA_DEV_SHARE
     spec.setdefault("chunk_unit", "tokens")
-    if chunked and spec["chunk_unit"] == "tokens" and not spec.get("tokenizer"):
+    spec.setdefault("chunker", "llamaindex")
+    # LlamaIndex counts in its own default tokenizer (cl100k_base, shipped in its wheel); fixed
+    # windows need a Hugging Face copy of it.
+    windows = spec["chunker"] == "windows"
+    if chunked and windows and spec["chunk_unit"] == "tokens" and not spec.get("tokenizer"):
         spec["tokenizer"] = AIRBENCH_TOKENIZER
     return spec
 
@@ -218,7 +223,7 @@ class Generator:
             item.values["query"] = value.strip()
             item.rewrites.append(value.strip())
         items = [i for i in items if "query" in i.values]
-        for _ in range(steps["rewrite"].get("rounds", 1)):
+        for _ in range(steps["rewrite"].get("rounds", REWRITE_ROUNDS)):
             kept = []
             for item, value in self._ask("rewrite", items, _string):
                 item.values["query"] = value.strip()
@@ -269,13 +274,19 @@ def prepare(
     stats: dict = {}
     if long_doc(spec):
         in_tokens = spec.get("chunk_unit", "tokens") == "tokens"
-        if in_tokens and tokenizer is None:
+        chunker = spec.get("chunker", "llamaindex")
+        if in_tokens and tokenizer is None and chunker == "windows":
             raise ValueError(
                 "chunk_unit tokens needs the tokenizer (AIR-Bench's chunks are 200 tokens); "
                 "pass it, or set chunk_unit: words"
             )
+        words = WORDS_UNIT if chunker == "llamaindex" else None
         corpus, stats["chunking"] = chunk_corpus(
-            corpus, spec["chunk_tokens"], spec["overlap"], tokenizer if in_tokens else None
+            corpus,
+            spec["chunk_tokens"],
+            spec["overlap"],
+            tokenizer if in_tokens else words,
+            chunker,
         )
         sources = corpus.pop("source_doc_id")
     else:

@@ -12,6 +12,9 @@ from irflow.core.errors import InputError
 from irflow.derived.llm.prompts import fence, read_prompts_file
 
 STEPS = ("characters", "scenarios", "query", "rewrite", "negatives")
+# Rewrites of each query when the prompts file does not say: AIR-Bench rewrites "for multiple
+# times" (airbench.txt, line 45), and 2 is the fewest that are.
+REWRITE_ROUNDS = 2
 # In the order they are drawn: the type first, since it limits the lengths (AIR-Bench: a claim
 # is "10 to 20" or "at least 20 words" long).
 ATTRIBUTES = ("query_type", "query_length", "information_type", "expression_style")
@@ -135,7 +138,7 @@ def load_prompts(path: str | Path) -> Prompts:
     for step, key, low in (("characters", "count", 1), ("scenarios", "count", 1)):
         if not isinstance(data[step].get(key, 1), int) or data[step].get(key, 1) < low:
             raise InputError(path, f"must be an integer >= {low}", field=f"{step}.{key}")
-    rounds = data["rewrite"].get("rounds", 1)
+    rounds = data["rewrite"].get("rounds", REWRITE_ROUNDS)
     if not isinstance(rounds, int) or rounds < 0:
         raise InputError(path, "must be an integer >= 0", field="rewrite.rounds")
     return Prompts(

@@ -42,35 +42,83 @@ def _word_spans(texts: list[str]) -> list[list[tuple[int, int]]]:
     return [[m.span() for m in WORDS.finditer(text)] for text in texts]
 
 
-def chunk_corpus(
-    corpus: pd.DataFrame, size: int, overlap: int, tokenizer=None
-) -> tuple[pd.DataFrame, dict]:
-    """Documents of more than one window of ``size`` tokens replaced by their windows;
-    ``source_doc_id`` names each row's document."""
-    texts = corpus["text"].fillna("").tolist()
+# The chunkers of a Long-Doc corpus (``chunker``): LlamaIndex's SimpleNodeParser, AIR-Bench's,
+# and fixed windows (irflow's before issue 50, a named variant).
+CHUNKERS = ("llamaindex", "windows")
+# Counting words for chunk_unit: words.
+WORDS_UNIT = "words"
+
+
+def _windows(texts: list[str], size: int, overlap: int, tokenizer) -> list[list[str]]:
+    """Each text cut into windows of ``size`` tokens (words when ``tokenizer`` is None) sharing
+    ``overlap``, as ``irflow.data.passages`` cuts them, wherever a window ends."""
     if tokenizer is None:
         spans = _word_spans(texts)
     else:
         from irflow.data.tokens import encode
 
         spans = encode(tokenizer, texts, offsets=True)["offset_mapping"]
-    rows, chunked = [], 0
-    for doc_id, title, text, offsets in zip(corpus["doc_id"], corpus["title"], texts, spans):
+    pieces = []
+    for text, offsets in zip(texts, spans):
         starts = window_starts(len(offsets), size, overlap)
-        if len(starts) <= 1:
-            rows.append({"doc_id": doc_id, "title": title, "text": text, "source_doc_id": doc_id})
+        windows = [offsets[start : start + size] for start in starts]
+        pieces.append([text[w[0][0] : w[-1][1]] for w in windows] if len(starts) > 1 else [text])
+    return pieces
+
+
+def _llamaindex(texts: list[str], size: int, overlap: int, tokenizer) -> list[list[str]]:
+    """Each text split by LlamaIndex's SentenceSplitter, which ``SimpleNodeParser`` names,
+    AIR-Bench's chunker: "we use the node parser [...] tool from LlamaIndex" (airbench.txt,
+    line 260). It keeps sentences whole where a chunk can hold them and counts ``size`` and
+    ``overlap`` by ``tokenizer``: a Hugging Face tokenizer, ``WORDS_UNIT`` (``WORDS``), or None
+    for LlamaIndex's own default, tiktoken's cl100k_base (shipped in its wheel)."""
+    from llama_index.core.node_parser import SimpleNodeParser
+
+    if tokenizer == WORDS_UNIT:
+        count = WORDS.findall
+    elif tokenizer is not None:
+        from irflow.data.tokens import encode
+
+        def count(text: str) -> list[int]:
+            return encode(tokenizer, text)["input_ids"]
+    else:
+        count = None
+    splitter = SimpleNodeParser(chunk_size=size, chunk_overlap=overlap, tokenizer=count)
+    pieces = []
+    for text in texts:
+        chunks = splitter.split_text(text) if text.strip() else []
+        pieces.append(chunks if len(chunks) > 1 else [text])
+    return pieces
+
+
+def chunk_corpus(
+    corpus: pd.DataFrame, size: int, overlap: int, tokenizer=None, chunker: str = "windows"
+) -> tuple[pd.DataFrame, dict]:
+    """Documents of more than one chunk of ``size`` tokens replaced by their chunks, cut by
+    ``chunker`` (``CHUNKERS``); ``source_doc_id`` names each row's document. ``tokenizer``
+    counts the tokens: a Hugging Face tokenizer, or None for words with ``windows`` and for
+    LlamaIndex's default tokenizer with ``llamaindex`` (``WORDS_UNIT`` counts words there)."""
+    texts = corpus["text"].fillna("").tolist()
+    cut = _llamaindex if chunker == "llamaindex" else _windows
+    rows, chunked = [], 0
+    for doc_id, title, pieces in zip(
+        corpus["doc_id"], corpus["title"], cut(texts, size, overlap, tokenizer)
+    ):
+        if len(pieces) == 1:
+            rows.append(
+                {"doc_id": doc_id, "title": title, "text": pieces[0], "source_doc_id": doc_id}
+            )
             continue
         chunked += 1
-        for number, start in enumerate(starts):
-            window = offsets[start : start + size]
-            rows.append(
-                {
-                    "doc_id": passage_id(doc_id, number),
-                    "title": title,
-                    "text": text[window[0][0] : window[-1][1]],
-                    "source_doc_id": doc_id,
-                }
-            )
+        rows += [
+            {
+                "doc_id": passage_id(doc_id, n),
+                "title": title,
+                "text": piece,
+                "source_doc_id": doc_id,
+            }
+            for n, piece in enumerate(pieces)
+        ]
     frame = pd.DataFrame(rows, columns=["doc_id", "title", "text", "source_doc_id"])
     stats = {"documents": len(corpus), "documents_chunked": chunked, "chunks": len(frame)}
     return frame, stats

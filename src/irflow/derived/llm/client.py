@@ -390,6 +390,8 @@ class LLMClient:
             problem = request.check(answer.data) if request.check else None
             if problem:
                 answer.error, answer.detail = "invalid_answer", problem
+        elif request.check and (problem := request.check(text)):
+            answer.error, answer.detail = "invalid_answer", problem
         return answer
 
     def _complete_one(self, request: Request) -> Answer:

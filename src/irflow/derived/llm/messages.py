@@ -17,8 +17,9 @@ from typing import Any
 class Request:
     """One chat request. Unset parameters take the client's (the ``llm`` config block's).
 
-    ``check`` validates a parsed JSON answer: it returns None when the answer is usable, or a
-    sentence saying what is wrong, which makes the answer an ``invalid_answer`` and re-asks.
+    ``check`` validates a parsed JSON answer (the answer's text when ``json`` is false): it
+    returns None when the answer is usable, or a sentence saying what is wrong, which makes the
+    answer an ``invalid_answer`` and re-asks.
     """
 
     messages: Sequence[dict]

@@ -12,12 +12,13 @@ import yaml
 from irflow.core.errors import InputError
 
 
-def fence(text: str) -> str:
-    """``text`` between lines of double quotes, one more than its longest run of them (at least
-    three), so that nothing in it can close the quote and speak to the model as the prompt."""
-    longest = max((len(run) for run in re.findall(r'"+', text)), default=0)
-    quotes = '"' * max(3, longest + 1)
-    return f"{quotes}\n{text}\n{quotes}"
+def fence(text: str, mark: str = '"') -> str:
+    """``text`` between lines of ``mark`` (double quotes, or backquotes as a Markdown code
+    fence), one more than its longest run of them (at least three), so that nothing in it can
+    close the quote and speak to the model as the prompt."""
+    longest = max((len(run) for run in re.findall(f"{re.escape(mark)}+", text)), default=0)
+    line = mark * max(3, longest + 1)
+    return f"{line}\n{text}\n{line}"
 
 
 def read_prompts_file(path: str | Path, what: str) -> tuple[dict, str]:

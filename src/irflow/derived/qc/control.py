@@ -4,9 +4,9 @@ App. A.3), and the machinery it shares with the label audit (``irflow.derived.la
 Two questions about every generated query:
 
 - *Is the query any good?* A language model (the judge) rates its positive, the document it
-  was written from, on a four-level scale (``config/prompts/judge.yaml``). A positive judged
-  below ``relevant_level`` means the query does not match its own document: the query is
-  dropped.
+  was written from, on a four-level scale (``config/prompts/judge.yaml``, AIR-Bench's
+  Table 8). A positive judged below ``relevant_level`` means the query does not match its own
+  document: the query is dropped.
 - *Are its labels right?* The query's candidates (the top ``depth`` of a configured
   retriever's run, AIR-Bench: 1000 from an embedding model) are reranked by several rerankers
   (``rerankers.<name>``, cross-encoders or bi-encoders, scored by ``irflow.retrieval.rerank``). Each
@@ -171,6 +171,25 @@ def audit_pairs(
     pairs = pd.concat([positives, own, others], ignore_index=True)
     # The first kind wins: a positive is never also a negative or an unlabelled document.
     return pairs.drop_duplicates(["query_id", "doc_id"], keep="first").reset_index(drop=True)
+
+
+def split_after_control(controlled: Controlled, dev_share: float, seed: int) -> dict:
+    """The kept queries split anew into dev and test, as AIR-Bench orders it: "After the
+    quality control stage, we split the generated queries into different sets. For QA task, we
+    split the queries in each dataset into dev set and test set in a 1:4 ratio."
+    (airbench.txt, line 295). So ``dev_share`` of the queries quality control kept are dev
+    (``irflow.derived.generate.sampling.assign_splits``, the same seeded order as at
+    generation), whichever split generation gave them. Sets ``controlled.split_qrels``;
+    returns each split's count of kept queries."""
+    from irflow.derived.generate.sampling import assign_splits
+
+    split_of = assign_splits(sorted(controlled.queries["query_id"]), dev_share, seed)
+    in_split = controlled.qrels["query_id"].map(split_of)
+    controlled.split_qrels = {
+        split: controlled.qrels[in_split == split].reset_index(drop=True)
+        for split in ("dev", "test")
+    }
+    return {split: sum(1 for s in split_of.values() if s == split) for split in ("dev", "test")}
 
 
 def quality_control(
