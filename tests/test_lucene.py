@@ -232,6 +232,26 @@ def test_beir_indexes_title_and_passage_as_separate_fields():
     )
 
 
+@pytest.mark.parametrize(
+    "line, dataset, value",
+    [
+        (123, "NFCorpus", "0.325"),
+        (130, "ArguAna", "0.315"),
+        (138, "SciFact", "0.665"),
+        (621, "NFCorpus", "0.250"),
+        (628, "ArguAna", "0.942"),
+        (636, "SciFact", "0.908"),
+    ],
+)
+def test_beirs_bm25_cells_docs_validation_cites_stand_at_their_lines(line, dataset, value):
+    """Table 2 (nDCG@10) and Table 9 (Recall@100), first column (BM25), as docs/validation.md
+    sets them beside the multifield numbers."""
+    lines = BEIR.read_text(encoding="utf-8").splitlines()
+    assert lines[line - 1].split()[:2] == [dataset, value]
+    page = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
+    assert f"{value} (line {line})" in page
+
+
 @pytest.fixture(scope="module")
 def scifact(tmp_path_factory, shared_datasets) -> dict:
     folder = tmp_path_factory.mktemp("scifact")

@@ -16,7 +16,7 @@ import os
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, schema_defaults
 from test_readme import SNAKEMAKE, run_in_copy
 from test_workflow import read_result
 
@@ -88,3 +88,25 @@ def test_lucene_reproduces_pyserinis_flat_and_multifield_numbers(lucene_run):
     # nDCG@10 and Recall@100 of flat and multifield on each dataset, all reproductions.
     assert len(lucene[lucene["reproduction"]]) == 2 * 2 * len(LUCENE["measured"])
     assert lucene["within"].all(), lucene[~lucene["within"]].to_string()
+
+
+def test_arguana_multifield_with_self_matches_kept_is_beirs_bm25(lucene_run):
+    """BEIR's Table 2 and Table 9 ArguAna BM25 cells are the multifield run with each query's
+    own argument left in (docs/validation.md): searched on the run's index, self-matches kept."""
+    from irflow.core import contracts
+    from irflow.evaluation.score import score_run
+    from irflow.retrieval.runs import SearchRequest
+    from irflow.workflow.families import family
+
+    base = lucene_run / "results"
+    spec = yaml.safe_load((REPO / "config" / "reproduce" / "bm25.yaml").read_text())
+    settings = {"retriever": schema_defaults(spec["retrievers"]["lucene-multifield"])}
+    searcher = family("lucene").open_searcher(
+        {"index": base / "indexes" / "arguana" / "lucene.multifield"}, settings, threads=2
+    )
+    queries = contracts.read_table(base / "datasets" / "arguana" / "filtered" / "queries.parquet")
+    run, _ = searcher.search(queries, SearchRequest(100, False))
+    qrels = contracts.read_frame(base / "datasets" / "arguana" / "qrels.parquet")
+    mine = score_run(run, qrels, ["ndcg_cut.10", "recall.100"]).groupby("metric")["value"].mean()
+    expected = LUCENE["self_matches_kept"]["arguana"]["lucene-multifield"]
+    assert {metric: round(mine[metric], 4) for metric in expected} == expected
