@@ -88,15 +88,18 @@ def test_a_bad_setting_is_refused_naming_its_key(setting, key):
     assert key in str(error.value)
 
 
-def test_without_java_the_config_is_refused_in_one_line_naming_what_to_install(monkeypatch):
+def test_without_java_a_job_stops_in_one_line_naming_what_to_install(monkeypatch, tmp_path):
+    """Java is the jobs' (with --use-conda, envs/lucene.yaml's): the index job says what to
+    install, in a UserError, which a job reports in one line."""
     monkeypatch.setattr("shutil.which", lambda name: None)
-    with pytest.raises(ConfigError) as error:
-        validated(mine={"type": "lucene"})
+    table = pa.table({"doc_id": ["a"], "title": ["T"], "text": ["x"]}, contracts.CORPUS)
+    contracts.write_file(table, tmp_path / "corpus.parquet")
+    with pytest.raises(UserError) as error:
+        lucene.build_index(tmp_path / "corpus.parquet", "flat", tmp_path / "index", threads=1)
     message = str(error.value)
-    assert "config key 'retrievers.mine.type'" in message
+    assert "\n" not in message and "no `java` is on PATH" in message
     assert "apt-get install openjdk-17-jre-headless" in message
-    with pytest.raises(UserError, match="no `java` is on PATH"):
-        lucene.java()
+    assert not (tmp_path / "index").exists()
 
 
 def test_without_pyserini_the_jar_is_missing_naming_the_extra(monkeypatch):

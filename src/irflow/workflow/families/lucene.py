@@ -1,14 +1,13 @@
 """lucene: BM25 in Lucene, as Anserini runs it for Pyserini's BEIR regressions and BEIR ran it
 (irflow.retrieval.lucene): a flat or multifield index, built once per dataset and layout by rule
 index_lucene (rules/index.smk) and shared by every lucene retriever with that layout; k1, b and
-RM3 or Rocchio feedback are search-time settings of rule retrieve_lucene."""
+RM3 or Rocchio feedback are search-time settings of rule retrieve_lucene. Java is looked for by
+the jobs, not the config check: with --use-conda the jobs' env (envs/lucene.yaml) brings its own."""
 
 from __future__ import annotations
 
-import shutil
-
 from irflow.evaluation.cost import CostModel
-from irflow.retrieval.lucene import JAVA_MISSING, LuceneRetriever
+from irflow.retrieval.lucene import LuceneRetriever
 from irflow.workflow import resources
 from irflow.workflow.families.base import RetrieverFamily
 
@@ -35,12 +34,6 @@ class Lucene(RetrieverFamily):
     schema_def = "lucene"
     steps = ("index_lucene", "search")
     search_rule = "retrieve_lucene"
-
-    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
-        """Anserini needs Java: its absence is refused before any job."""
-        if shutil.which("java") is None:
-            return [f"config key 'retrievers.{name}.type': {JAVA_MISSING}"]
-        return []
 
     def published_as(self, spec: dict, config: dict) -> dict:
         """Lucene's BM25 by its layout, k1, b and feedback."""
