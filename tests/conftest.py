@@ -111,6 +111,12 @@ def shared_datasets() -> Path:
     return _require(SHARED_DATASETS, "the shared BEIR datasets")
 
 
+@pytest.fixture(scope="session")
+def beir_paper() -> Path:
+    """BEIR's paper as plain text (../shared/references/beir.txt), quoted by line."""
+    return _require(SHARED_DATASETS.parent / "references" / "beir.txt", "BEIR's paper")
+
+
 @pytest.fixture
 def small_disk(tmp_path) -> Iterator[Path]:
     """A real file system of 1 MiB (tmpfs, mounted as root), to fill up."""

@@ -28,7 +28,6 @@ from irflow.workflow.families.lucene import index_folder, layouts
 
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 PUBLISHED = load_published(REPO / "config" / "reference" / "published.yaml")
-BEIR = REPO.parent / "shared" / "references" / "beir.txt"
 LUCENE = family("lucene")
 
 
@@ -231,9 +230,9 @@ def test_anserini_failing_is_an_error_with_its_command_and_output(tmp_path):
     assert "NoSuchCollection" in str(error.value)
 
 
-def test_beir_indexes_title_and_passage_as_separate_fields():
+def test_beir_indexes_title_and_passage_as_separate_fields(beir_paper):
     """The quote docs/retrievers.md and irflow.retrieval.lucene give, at its line."""
-    line = BEIR.read_text(encoding="utf-8").splitlines()[103]
+    line = beir_paper.read_text(encoding="utf-8").splitlines()[103]
     assert line.startswith("(i) Lexical Retrieval: (a) BM25")
     assert (
         "We use Anserini [36] with the default Lucene parameters (k=0.9 and b=0.4). We index the "
@@ -252,10 +251,12 @@ def test_beir_indexes_title_and_passage_as_separate_fields():
         (636, "SciFact", "0.908"),
     ],
 )
-def test_beirs_bm25_cells_docs_validation_cites_stand_at_their_lines(line, dataset, value):
+def test_beirs_bm25_cells_docs_validation_cites_stand_at_their_lines(
+    beir_paper, line, dataset, value
+):
     """Table 2 (nDCG@10) and Table 9 (Recall@100), first column (BM25), as docs/validation.md
     sets them beside the multifield numbers."""
-    lines = BEIR.read_text(encoding="utf-8").splitlines()
+    lines = beir_paper.read_text(encoding="utf-8").splitlines()
     assert lines[line - 1].split()[:2] == [dataset, value]
     page = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
     assert f"{value} (line {line})" in page
