@@ -79,6 +79,33 @@ def published_by_system(entries: list[dict], datasets: list[str]) -> list[str]:
     return lines
 
 
+def beir_bm25(lucene: dict) -> list[str]:
+    """Lucene multifield beside BEIR's BM25 cells (beir.txt's Table 2 and Table 9, by line):
+    ArguAna both ways, its self-matches removed (irflow's default) and kept (BEIR's run)."""
+    lines = [
+        "| dataset | metric | irflow multifield | to BEIR's 3 decimals | BEIR's cell | "
+        "BEIR's setup |",
+        "| --- | --- | ---: | ---: | --- | --- |",
+    ]
+    kept = lucene["self_matches_kept"]
+    for dataset, cells in lucene["beir_lines"].items():
+        for metric, line in cells.items():
+            runs = [("", lucene["measured"][dataset]["lucene-multifield"][metric], True)]
+            if dataset in kept:
+                runs = [
+                    (", self-matches removed", runs[0][1], False),
+                    (", self-matches kept", kept[dataset]["lucene-multifield"][metric], True),
+                ]
+            for how, value, same in runs:
+                lines.append(
+                    f"| {TITLES[dataset]}{how} | {METRICS[metric]} | {value:.4f} | "
+                    f"{round(value, 3):.3f} | beir.txt line {line} | "
+                    + ("the same: equal" if same else "no: BEIR kept them")
+                    + " |"
+                )
+    return lines
+
+
 def tables() -> dict[str, list[str]]:
     entries = load_published(PUBLISHED)
     measured = yaml.safe_load(MEASURED.read_text(encoding="utf-8"))
@@ -86,6 +113,7 @@ def tables() -> dict[str, list[str]]:
     return {
         "agreement": agreement(entries, measured),
         "lucene": agreement(entries, lucene),
+        "lucene beir": beir_bm25(lucene),
         "by system": published_by_system(entries, list(TITLES)),
     }
 
