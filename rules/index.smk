@@ -4,10 +4,15 @@
 # index_bm25: the filtered corpus -> a BM25 retriever's bm25s index (BM25.save), once per
 # dataset and retriever; every job that searches it (retrieve, qc_candidates, negatives) loads
 # it memory-mapped. Its params are the settings the score matrix depends on (k1, b, ...).
+# index_lucene: the filtered corpus -> Anserini's Lucene index in one layout (flat or
+# multifield), once per dataset and layout, shared by every lucene retriever of that layout:
+# k1, b and feedback are search-time settings, which rerun the search, never the index.
 
 from irflow.retrieval.bm25 import index_settings as bm25_index_settings
 from irflow.retrieval.index import build_settings
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
+from irflow.workflow.families.lucene import index_folder as lucene_index_folder
+from irflow.workflow.families.lucene import LUCENE_SEARCH_MIB
 
 
 rule index:
@@ -53,3 +58,23 @@ rule index_bm25:
         settings=lambda wc: bm25_index_settings(plan.retrievers[wc.system]),
     script:
         "../scripts/index_bm25.py"
+
+
+rule index_lucene:
+    input:
+        source="results/datasets/{dataset}/source.json",
+        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
+    output:
+        index=directory(lucene_index_folder("{dataset}", "{fields}")),
+        manifest="results/manifests/index_lucene/{dataset}/{fields}.json",
+    log:
+        "results/logs/index_lucene/{dataset}/{fields}.log",
+    wildcard_constraints:
+        fields=one_of(plan.lucene_layouts),
+    conda:
+        "../envs/lucene.yaml"
+    threads: 1  # Anserini's indexing threads (-threads), capped by --cores
+    resources:
+        mem_mb=lambda wc, attempt: memory.request_mb(LUCENE_SEARCH_MIB, attempt),
+    script:
+        "../scripts/index_lucene.py"

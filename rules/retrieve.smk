@@ -47,6 +47,30 @@ rule retrieve_dense:
         "../scripts/retrieve.py"
 
 
+# Lucene's BM25 (Anserini) searches the index of its layout that index_lucene built
+# (rules/index.smk).
+rule retrieve_lucene:
+    input:
+        unpack(plan.search_inputs),
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/retrieve/{dataset}/{system}.json",
+    log:
+        "results/logs/retrieve/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(plan.searched_by["retrieve_lucene"]),
+    conda:
+        "../envs/lucene.yaml"
+    threads: 1  # Anserini's search threads (-threads), capped by --cores
+    resources:
+        mem_mb=plan.search_mb,
+    params:
+        settings=plan.retrieval_settings,
+    script:
+        "../scripts/retrieve.py"
+
+
 # A retriever class of the user's (type python, or an irflow.retrievers entry point), run by
 # irflow.retrieval.custom on the filtered corpus and queries.
 rule retrieve_python:

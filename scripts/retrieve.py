@@ -1,6 +1,6 @@
 """Snakemake script for the rules that make first-stage runs (retrieve_bm25, retrieve_dense,
-retrieve_sparse, retrieve_late_interaction, retrieve_python): the retriever's family searches
-(irflow.workflow.families)."""
+retrieve_sparse, retrieve_late_interaction, retrieve_lucene, retrieve_python): the retriever's
+family searches (irflow.workflow.families)."""
 
 from _common import finish_retrieval, start_job
 

@@ -111,11 +111,11 @@ def test_results_md_shows_the_run_as_beirs_table_2(tmp_path):
 
 
 def test_a_run_with_no_system_of_beirs_has_no_table_2_view(tmp_path):
-    """A config whose BM25 is not Anserini's (k1 1.2) matches no column: no section; with
-    Anserini's k1 and b, BM25's column alone is irflow's."""
+    """A config whose BM25 is not Anserini's multifield (bm25s, even with Anserini's k1 and b)
+    matches no column: no section; Anserini's multifield BM25 is BM25's column alone."""
     config = {
         "datasets": {"scifact": {"source": {"type": "beir", "name": "scifact"}}},
-        "retrievers": {"bm25": {"type": "bm25", "k1": 1.2}},
+        "retrievers": {"bm25": {"type": "bm25", "method": "lucene", "k1": 0.9, "b": 0.4}},
     }
     plan = Plan(validate_config(expand_config(config), SCHEMA), REPO)
     path = tmp_path / "s.parquet"
@@ -132,8 +132,9 @@ def test_a_run_with_no_system_of_beirs_has_no_table_2_view(tmp_path):
         plan.published_identities,
     )
     assert "BEIR's Table 2" not in files.markdown.read_text(encoding="utf-8")
-    # Anserini's k1 and b match BEIR's BM25; without expanded copies docT5query is none.
-    bm25 = {"bm25": {"family": "bm25", "method": "lucene", "k1": 0.9, "b": 0.4}}
+    # Anserini's multifield BM25 is BEIR's; without expanded copies docT5query is none.
+    config["retrievers"] = {"bm25": {"type": "lucene", "fields": "multifield"}}
+    bm25 = Plan(validate_config(expand_config(config), SCHEMA), REPO).published_identities
     summary = pd.DataFrame(
         {"dataset": ["scifact"], "system": ["bm25"], "metric": ["ndcg_cut_10"], "value": [0.5]}
     )

@@ -113,7 +113,8 @@ def test_errors_name_the_key(change, message):
         (
             {"retrievers": {"b": {"type": "BM25"}}},
             "config key 'retrievers.b.type': 'BM25' is not allowed; allowed values: 'bm25', "
-            "'dense', 'sparse', 'late-interaction', 'run', 'python'; did you mean 'bm25'?",
+            "'dense', 'sparse', 'late-interaction', 'run', 'python', 'lucene'; "
+            "did you mean 'bm25'?",
         ),
         (
             {"retrievers": {"d": {"type": "dense"}}},

@@ -16,7 +16,7 @@ import os
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, schema_defaults
 from test_readme import SNAKEMAKE, run_in_copy
 from test_workflow import read_result
 
@@ -52,3 +52,61 @@ def test_every_reproduction_is_within_its_tolerance(offline_run):
     # BM25's nDCG@10 (bm25s) and MiniLM's three metrics (MTEB) on each of the three datasets.
     assert len(reproductions) >= 3 * (1 + 3)
     assert reproductions["within"].all(), reproductions[~reproductions["within"]].to_string()
+
+
+# Lucene's BM25 (the lucene family) on the three datasets whole, as config/reproduce/bm25.yaml
+# runs it: docs/measured/lucene.yaml's numbers (docs/validation.md) and Pyserini's published ones.
+LUCENE = yaml.safe_load((REPO / "docs" / "measured" / "lucene.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def lucene_run(tmp_path_factory, shared_datasets):
+    folder = tmp_path_factory.mktemp("reproduce-lucene")
+    datasets = "datasets={beir: [" + ", ".join(sorted(LUCENE["measured"])) + "]}"
+    command = [*SNAKEMAKE, "--configfile", "config/reproduce/bm25.yaml", "--cores", "2"]
+    config = [f"data_dir={shared_datasets}", "offline=true", datasets]
+    run_in_copy(folder, [*command, "--config", *config])
+    return folder
+
+
+def test_lucene_yaml_names_this_command():
+    assert LUCENE["command"].startswith("snakemake --configfile config/reproduce/bm25.yaml")
+
+
+@pytest.mark.parametrize("dataset", sorted(LUCENE["measured"]))
+def test_every_lucene_number_docs_validation_shows_is_this_runs(lucene_run, dataset):
+    summary = read_result(lucene_run, "summary").set_index(["dataset", "system", "metric"])
+    for system, metrics in LUCENE["measured"][dataset].items():
+        for metric, value in metrics.items():
+            mine = summary.loc[(dataset, system, metric), "value"]
+            assert round(mine, 4) == value, (dataset, system, metric)
+
+
+def test_lucene_reproduces_pyserinis_flat_and_multifield_numbers(lucene_run):
+    comparison = read_result(lucene_run, "published")
+    lucene = comparison[comparison["system"].str.startswith("lucene-")]
+    # nDCG@10 and Recall@100 of flat and multifield on each dataset, all reproductions.
+    assert len(lucene[lucene["reproduction"]]) == 2 * 2 * len(LUCENE["measured"])
+    assert lucene["within"].all(), lucene[~lucene["within"]].to_string()
+
+
+def test_arguana_multifield_with_self_matches_kept_is_beirs_bm25(lucene_run):
+    """BEIR's Table 2 and Table 9 ArguAna BM25 cells are the multifield run with each query's
+    own argument left in (docs/validation.md): searched on the run's index, self-matches kept."""
+    from irflow.core import contracts
+    from irflow.evaluation.score import score_run
+    from irflow.retrieval.runs import SearchRequest
+    from irflow.workflow.families import family
+
+    base = lucene_run / "results"
+    spec = yaml.safe_load((REPO / "config" / "reproduce" / "bm25.yaml").read_text())
+    settings = {"retriever": schema_defaults(spec["retrievers"]["lucene-multifield"])}
+    searcher = family("lucene").open_searcher(
+        {"index": base / "indexes" / "arguana" / "lucene.multifield"}, settings, threads=2
+    )
+    queries = contracts.read_table(base / "datasets" / "arguana" / "filtered" / "queries.parquet")
+    run, _ = searcher.search(queries, SearchRequest(100, False))
+    qrels = contracts.read_frame(base / "datasets" / "arguana" / "qrels.parquet")
+    mine = score_run(run, qrels, ["ndcg_cut.10", "recall.100"]).groupby("metric")["value"].mean()
+    expected = LUCENE["self_matches_kept"]["arguana"]["lucene-multifield"]
+    assert {metric: round(mine[metric], 4) for metric in expected} == expected

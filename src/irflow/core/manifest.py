@@ -24,6 +24,8 @@ PACKAGES = (
     "faiss-gpu",
     "bm25s",
     "PyStemmer",
+    "pyserini",  # its wheel ships the Anserini jar the lucene family runs
+    "pyjnius",
     "pytrec-eval-terrier",
     "pyarrow",
     "pandas",

@@ -18,6 +18,7 @@ from irflow.workflow.families import (
     systems_with_step,
 )
 from irflow.workflow.families.dense import query_model
+from irflow.workflow.families.lucene import layouts as lucene_layouts
 
 # Generated query ids never name a document: nothing to remove, no unknown qrels.
 GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
@@ -83,6 +84,9 @@ class WorkflowNames:
         # Retrievers searching a BM25 index of the filtered corpus (rules/index.smk,
         # index_bm25), built once per dataset and retriever.
         self.bm25_systems = systems_with_step(config, "index_bm25")
+        # The layouts (flat, multifield) of the Lucene indexes the lucene retrievers search
+        # (rules/index.smk, index_lucene), built once per dataset and layout.
+        self.lucene_layouts = lucene_layouts(config)
         # Per folder of results/ that another encode step writes (rules/vectors.smk: learned
         # sparse vectors, ColBERT token vectors): the models whose vectors it holds.
         self.vector_models_by_folder = {
@@ -282,6 +286,11 @@ class WorkflowNames:
                 f"results/manifests/index_bm25/{d}/{s}.json"
                 for d in self.datasets
                 for s in self.bm25_systems
+            ]
+            + [
+                f"results/manifests/index_lucene/{d}/{fields}.json"
+                for d in self.datasets
+                for fields in self.lucene_layouts
             ]
         )
 

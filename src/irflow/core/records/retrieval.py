@@ -79,6 +79,19 @@ class Bm25IndexRecord(StageRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LuceneIndexRecord(StageRecord):
+    """A Lucene index built by rule index_lucene (irflow.retrieval.lucene.build_index): its
+    layout (``fields``, the job's wildcard) and the Anserini jar that built it."""
+
+    fields: str
+    device: str
+    index_seconds: float
+    index_bytes: int
+    documents: int
+    anserini: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RetrieveRecord(StageRecord):
     """A first-stage run's search (scripts/retrieve.py): its timing, every family's; the
     index facts of a family whose search job builds its index (sparse, late interaction, a
