@@ -18,6 +18,7 @@ from irflow.workflow.config import (
 )
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
+from irflow.workflow.guard import guard_input_functions
 from irflow.workflow.interrupted import clear_after_dead_runs
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
@@ -103,14 +104,6 @@ for _analysis in analysis_rule_files(workflow.basedir):
     include: _analysis
 
 
-# Each job's settings are kept beside the results by an input function that names no file, so
-# that a changed setting reruns the job even without Snakemake's records in .snakemake/
-# (irflow.workflow.stamps).
-for _rule in workflow.rules:
-    if _rule.params:
-        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
-
-
 rule all:
     default_target: True
     input:
@@ -125,6 +118,16 @@ rule all:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# Each job's settings are kept beside the results by an input function that names no file, so
+# that a changed setting reruns the job even without Snakemake's records in .snakemake/
+# (irflow.workflow.stamps). An input function that raises ends the run, naming it: Snakemake
+# would drop the job, and everything after it, from the run (irflow.workflow.guard).
+for _rule in workflow.rules:
+    if _rule.params:
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
+    guard_input_functions(_rule)
 
 
 # Online, a model the Hugging Face hub cannot give is named before any job runs. Here rather

@@ -1,0 +1,235 @@
+"""irflow's bookkeeping never switches itself off (issue 49): each fault of its own records, on
+a small real run, ends the next run with an error naming the file and the fix, or is repaired
+and what it guards redone; never exit 0 with the old numbers.
+
+One default-target run (SciFact's first 20 test queries over 200 documents, BM25) is made
+once; each test works on a copy of it (``copy_run``), with the config file outside the copies
+so that each copy is the same experiment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import CORES, REPO, fill, scifact_subset
+
+pytestmark = pytest.mark.e2e
+
+SCORES = "results/scores/sub/bm25.parquet"
+FILES_RECORD = "results/settings/download/sub.files.json"
+QRELS = "sub/qrels/test.tsv"
+ENVIRONMENT = os.environ | {"HF_HUB_OFFLINE": "1"}
+
+# Snakemake, run by this Python; IRFLOW_TEST_RAISE="<rule>.<function>" makes that input function
+# raise, and IRFLOW_TEST_CALLED=<file> lists every input function called, one a line, by
+# wrapping each before irflow guards it (irflow.workflow.guard.guarded).
+SNAKEMAKE = """
+import functools, os, sys
+import irflow.workflow.guard as guard
+original = guard.guarded
+def guarded(rule_name, function):
+    key = f"{rule_name}.{function.__qualname__}"
+    @functools.wraps(function)
+    def inner(*args, **kwargs):
+        if os.environ.get("IRFLOW_TEST_CALLED"):
+            with open(os.environ["IRFLOW_TEST_CALLED"], "a") as called:
+                called.write(key + "\\n")
+        if os.environ.get("IRFLOW_TEST_RAISE") == key:
+            raise RuntimeError("injected failure")
+        return function(*args, **kwargs)
+    return original(rule_name, inner)
+guard.guarded = guarded
+from snakemake.cli import main
+sys.argv[0] = "snakemake"
+main()
+"""
+
+
+def snakemake(workdir: Path, *arguments: str, **environment) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(workdir), "--cores", CORES]
+        + ["--configfile", str(workdir.parent / "config.yaml"), *arguments],
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT | environment,
+        check=False,
+    )
+
+
+def ran(done: subprocess.CompletedProcess) -> set[str]:
+    """The rules of the jobs a Snakemake call ran."""
+    return set(re.findall(r"^(?:local)?rule (\w+):$", done.stdout + done.stderr, re.MULTILINE))
+
+
+def ndcg10(workdir: Path) -> float:
+    scores = pd.read_parquet(workdir / SCORES)
+    return round(scores.loc[scores["metric"] == "ndcg_cut_10", "value"].mean(), 4)
+
+
+@pytest.fixture(scope="module")
+def made(shared_datasets, tmp_path_factory) -> Path:
+    """The completed run, its config beside it (``../config.yaml``): the dataset's path is
+    relative, so that a copy reads its own copy of the dataset."""
+    root = tmp_path_factory.mktemp("bookkeeping")
+    workdir = root / "made"
+    scifact_subset(shared_datasets / "scifact", workdir / "sub")
+    config = {
+        "offline": True,
+        "datasets": {"sub": {"source": {"type": "path", "path": "sub"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    done = snakemake(workdir)
+    assert done.returncode == 0, done.stderr
+    return workdir
+
+
+@pytest.fixture
+def workdir(made) -> Path:
+    """A copy of the completed run, its files' times kept."""
+    copy = made.parent / f"copy-{os.urandom(4).hex()}"
+    shutil.copytree(made, copy, symlinks=True)
+    # The copy's dataset files have new inodes: one run checks them against their checksum.
+    done = snakemake(copy)
+    assert done.returncode == 0 and not ran(done) - {"database"}, done.stderr
+    yield copy
+    shutil.rmtree(copy, ignore_errors=True)
+
+
+def edit_qrels_keeping_time(workdir: Path, keep: int) -> None:
+    """Cut the qrels to their first ``keep`` rows, the file's modification time kept (as
+    ``touch -r`` or ``cp -p`` leave it)."""
+    qrels = workdir / QRELS
+    kept = qrels.stat()
+    lines = qrels.read_text().splitlines()
+    qrels.write_text("\n".join(lines[: keep + 1]) + "\n")
+    os.utime(qrels, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+
+
+def scored_queries(workdir: Path) -> int:
+    return pd.read_parquet(workdir / SCORES)["query_id"].nunique()
+
+
+def test_every_input_function_that_raises_ends_the_run_naming_it(workdir):
+    """On a complete results folder, each input function the run calls raises in turn (the
+    settings stamp, the same function in every rule with params, in one of them): main dropped
+    the job and everything after it and said "Nothing to be done" with exit 0."""
+    called = workdir.parent / f"{workdir.name}-called.txt"
+    done = snakemake(workdir, IRFLOW_TEST_CALLED=str(called))
+    assert done.returncode == 0, done.stderr
+    functions = sorted(set(called.read_text().split()))
+    rules = {function.split(".")[0] for function in functions}
+    assert {"download", "ingest", "filter", "retrieve_bm25", "score", "database", "all"} <= rules
+    stamps = [function for function in functions if ".settings_stamp." in function]
+    assert len(stamps) >= 14, stamps  # every rule with params, of which one raises below
+    for function in [function for function in functions if function not in stamps[1:]]:
+        rule, name = function.split(".", 1)
+        done = snakemake(workdir, IRFLOW_TEST_RAISE=function)
+        assert done.returncode != 0, (function, done.stdout + done.stderr)
+        assert f"planning rule {rule}" in done.stderr, (function, done.stderr)
+        assert f"input function {name}: RuntimeError: injected failure" in done.stderr
+
+
+def rerun_sees_the_cut_qrels(workdir: Path, queries: int) -> None:
+    """The next run reruns the dataset's download and everything after it, and scores the
+    queries the cut qrels judge."""
+    done = snakemake(workdir)
+    assert done.returncode == 0, done.stderr
+    assert {"download", "ingest", "filter", "retrieve_bm25", "score"} <= ran(done)
+    assert scored_queries(workdir) == queries
+
+
+def judged_queries(workdir: Path, rows: int) -> int:
+    lines = (workdir / QRELS).read_text().splitlines()[1 : rows + 1]
+    return len({line.split("\t")[0] for line in lines})
+
+
+@pytest.fixture
+def settings_on_a_full_disk(workdir, small_disk) -> Path:
+    """The copy's results/settings on a real 1 MiB file system, filled up."""
+    settings = workdir / "results" / "settings"
+    shutil.copytree(settings, small_disk, dirs_exist_ok=True, copy_function=shutil.copy2)
+    shutil.rmtree(settings)
+    settings.symlink_to(small_disk)
+    fill(small_disk, leave=0)
+    return small_disk
+
+
+def test_a_full_disk_under_results_stops_the_run_and_the_edit_is_seen_after(
+    workdir, settings_on_a_full_disk
+):
+    """main: the record of the files' status could not be written, the download job left
+    the graph and the run said "Nothing to be done" (exit 0), the old qrels scored."""
+    before = scored_queries(workdir)
+    edit_qrels_keeping_time(workdir, keep=12)
+    queries = judged_queries(workdir, 12)
+    assert queries < before
+    done = snakemake(workdir)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"cannot write {FILES_RECORD} (No space left on device)" in done.stderr
+    assert "planning rule download (dataset=sub)" in done.stderr
+    (settings_on_a_full_disk / "filler").unlink()
+    rerun_sees_the_cut_qrels(workdir, queries)
+
+
+@pytest.fixture
+def read_only_settings(workdir) -> Iterator[Path]:
+    """The copy's results/settings, a real read-only bind mount of itself."""
+    settings = workdir / "results" / "settings"
+    mounts = [["mount", "--bind", settings, settings], ["mount", "-o", "remount,ro,bind", settings]]
+    for command in mounts:
+        mounted = subprocess.run(command, capture_output=True, text=True, check=False)
+        if mounted.returncode != 0:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"CI must be able to bind-mount: {mounted.stderr.strip()}")
+            pytest.skip(f"cannot bind-mount here: {mounted.stderr.strip()}")
+    try:
+        yield settings
+    finally:
+        subprocess.run(["umount", settings], check=False)
+
+
+def test_a_read_only_results_folder_stops_the_run_and_the_edit_is_seen_after(
+    workdir, read_only_settings
+):
+    """main: as on a full disk, exit 0 and the old qrels scored."""
+    edit_qrels_keeping_time(workdir, keep=12)
+    done = snakemake(workdir)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert f"cannot write {FILES_RECORD} (Read-only file system)" in done.stderr
+    subprocess.run(["umount", read_only_settings], check=True)
+    rerun_sees_the_cut_qrels(workdir, judged_queries(workdir, 12))
+
+
+DAMAGES = {
+    "truncated files record": (FILES_RECORD, lambda data: data[: len(data) // 2]),
+    "download stamp not UTF-8": ("results/settings/download/sub.json", lambda data: b"\xff" + data),
+    "retrieve stamp not UTF-8": (
+        "results/settings/retrieve_bm25/sub/bm25.json",
+        lambda data: data[:10] + b"\xfe\xff" + data[10:],
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_damaged_bookkeeping_is_rebuilt_and_an_edit_still_seen(workdir, damage):
+    """main: the damaged file raised in an input function, the job left the graph, exit 0
+    with "Nothing to be done" and the old qrels scored, and so on every later run."""
+    path, damaged = DAMAGES[damage]
+    (workdir / path).write_bytes(damaged((workdir / path).read_bytes()))
+    edit_qrels_keeping_time(workdir, keep=12)
+    rerun_sees_the_cut_qrels(workdir, judged_queries(workdir, 12))
+    assert json.loads((workdir / path).read_text())  # rebuilt
+    again = snakemake(workdir, "--dry-run")
+    assert "Nothing to be done" in again.stdout + again.stderr
