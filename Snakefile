@@ -27,10 +27,14 @@ from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
 
-# A killed run's stale lock and its jobs' temporary files go before Snakemake locks this run.
+# A killed run's stale lock and its jobs' temporary files go before Snakemake locks this run;
+# a run while another runs here is refused, naming it.
 if workflow.is_main_process:
-    for message in clear_after_dead_runs(Path(".snakemake"), Path("results")):
-        print(message, file=sys.stderr)
+    with errors_end_on_the_message():
+        for message in clear_after_dead_runs(
+            Path(".snakemake"), Path("results"), workflow.dryrun
+        ):
+            print(message, file=sys.stderr)
 
 
 report: "report/workflow.rst"
@@ -95,6 +99,7 @@ include: "rules/aggregate.smk"
 include: "rules/significance.smk"
 include: "rules/correlate.smk"
 include: "rules/report.smk"
+include: "rules/verify.smk"
 
 
 # Each analysis's rules (rules/analyses/<name>.smk) add its final outputs to the default target.

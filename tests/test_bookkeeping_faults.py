@@ -13,15 +13,29 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import CORES, REPO, fill, scifact_subset
+from conftest import (
+    CORES,
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    fill,
+    scifact_subset,
+    write_beir,
+)
+from test_parquet_integrity import flip_bit_in_data_page
+
+from irflow.core.fingerprint import folder_md5
 
 pytestmark = pytest.mark.e2e
 
@@ -233,3 +247,145 @@ def test_damaged_bookkeeping_is_rebuilt_and_an_edit_still_seen(workdir, damage):
     assert json.loads((workdir / path).read_text())  # rebuilt
     again = snakemake(workdir, "--dry-run")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_a_second_run_in_the_folder_is_told_which_run_holds_it(workdir):
+    """main: the second of two runs started at once planned beside the first, then met
+    Snakemake's lock message ("Directory cannot be locked ... --unlock") while the first ran,
+    or, when the first had not yet locked, both ran."""
+    first = subprocess.Popen(
+        [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
+        + ["--directory", str(workdir), "--cores", CORES, "--forceall"]
+        + ["--configfile", str(workdir.parent / "config.yaml")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENVIRONMENT,
+        start_new_session=True,
+    )
+    try:
+        records = workdir / ".snakemake" / "irflow-runs"
+        while not any(path.name.split(".")[1] == str(first.pid) for path in records.glob("*")):
+            assert first.poll() is None, "the first run ended before the second started"
+            time.sleep(0.05)
+        second = snakemake(workdir)
+        # A dry run plans beside a run, as Snakemake lets it.
+        assert snakemake(workdir, "--dry-run").returncode == 0
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    assert second.returncode != 0
+    assert f"another run works in this folder ({workdir}): process {first.pid} on " in (
+        second.stderr
+    )
+    assert f"stop it (kill {first.pid})" in second.stderr
+    assert "Directory cannot be locked" not in second.stderr
+
+
+def test_an_edited_local_model_copy_reruns_its_embed_job(tmp_path, minilm_path):
+    """A model read offline from its local_copy (no files_md5 pin, the Hugging Face cache
+    empty): main ran nothing after the copy's pooling was changed, the old vectors kept."""
+    copy = tmp_path / "minilm"
+    shutil.copytree(minilm_path, copy)
+    data = write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    config = {
+        "offline": True,
+        "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
+        "models": {
+            "minilm": {
+                "id": "sentence-transformers/all-MiniLM-L6-v2",
+                "local_copy": {"path": str(copy)},
+                "batch_size": 4,
+            }
+        },
+        "retrievers": {"minilm": {"type": "dense", "model": "minilm"}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    workdir = tmp_path / "run"
+    target = "results/embeddings/tiny/minilm/corpus.parquet"
+    hub = {"HF_HOME": str(tmp_path / "empty-hf-home")}
+    done = snakemake(workdir, target, **hub)
+    assert done.returncode == 0 and "embed" in ran(done), done.stderr
+    before = pd.read_parquet(workdir / target)
+    pooling = copy / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text())
+    settings |= {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
+    pooling.write_text(json.dumps(settings))
+    done = snakemake(workdir, target, **hub)
+    assert done.returncode == 0 and "embed" in ran(done), done.stdout + done.stderr
+    after = pd.read_parquet(workdir / target)
+    assert list(after["id"]) == list(before["id"])
+    moved = [abs(a - b).max() for a, b in zip(after["vector"], before["vector"])]
+    assert min(moved) > 1e-3
+    manifest = json.loads((workdir / "results/manifests/embed/tiny/minilm/corpus.json").read_text())
+    assert manifest["files_md5"] == folder_md5(copy)
+
+
+def test_an_empty_corpus_is_refused_naming_the_file(workdir):
+    """main: BM25 scored the empty corpus 0 (nDCG@10 0.0000) with exit 0, and the Average
+    took it in; the dense path refused it only when it embedded."""
+    (workdir / "sub" / "corpus.jsonl").write_text("")
+    done = snakemake(workdir)
+    assert done.returncode != 0, done.stdout + done.stderr
+    log = (workdir / "results/logs/filter/sub.log").read_text()
+    assert (
+        "results/datasets/sub/corpus.parquet: the corpus holds no documents, so there is "
+        "nothing to retrieve" in log
+    )
+    assert ndcg10(workdir) > 0.5  # the last good scores kept
+
+
+def test_verify_and_the_database_build_find_a_flipped_bit_in_a_scores_file(workdir):
+    """main: no verify command, and the database rebuilt over the damaged file without a word
+    (DuckDB's views verify no checksum), its per_query mean moved."""
+    scores = workdir / SCORES
+    kept = scores.stat()
+    flip_bit_in_data_page(scores, "value")
+    os.utime(scores, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert "Nothing to be done" in (done := snakemake(workdir)).stdout + done.stderr
+    done = snakemake(workdir, "verify")
+    assert done.returncode != 0
+    damaged = f"{SCORES} is damaged"
+    assert damaged in done.stderr and f"--forcerun={SCORES}" in done.stderr
+    log = (workdir / "results/logs/verify.log").read_text()
+    assert log.count(" is damaged") == 1 and damaged in log
+    done = snakemake(workdir, "--forcerun", "database")
+    assert done.returncode != 0
+    assert damaged in (workdir / "results/logs/database.log").read_text()
+    # The command the error gives rebuilds it, and verify then passes.
+    assert snakemake(workdir, f"--forcerun={SCORES}").returncode == 0
+    done = snakemake(workdir, "verify")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"\d+ files under results/ read back whole", done.stderr)
+
+
+def test_a_truncated_manifest_stops_the_database_build(workdir):
+    """main: the database was rebuilt, exit 0; ``SELECT ... FROM manifests`` then failed with
+    "Malformed JSON"."""
+    manifest = workdir / "results/manifests/retrieve/sub/bm25.json"
+    manifest.write_bytes(manifest.read_bytes()[:100])
+    done = snakemake(workdir)
+    assert done.returncode != 0, done.stdout + done.stderr
+    log = (workdir / "results/logs/database.log").read_text()
+    named = "results/manifests/retrieve/sub/bm25.json is damaged (not JSON"
+    assert named in log and "--forcerun=results/manifests/retrieve/sub/bm25.json" in log
+    done = snakemake(workdir, "--forcerun=results/manifests/retrieve/sub/bm25.json")
+    assert done.returncode == 0 and "retrieve_bm25" in ran(done), done.stderr
+    assert json.loads(manifest.read_text())["queries"] == 20
+
+
+def test_a_truncated_experiment_record_is_named_with_the_fix(workdir):
+    """main: ``JSONDecodeError in file "Snakefile", line 54`` and a traceback."""
+    record = workdir / "results/experiment.json"
+    record.write_bytes(record.read_bytes()[:40])
+    done = snakemake(workdir)
+    assert done.returncode != 0
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("ConfigError: results/experiment.json is damaged (JSONDecodeError")
+    )
+    assert "delete it (rm results/experiment.json) and run the same command again" in done.stderr
+    record.unlink()
+    assert snakemake(workdir).returncode == 0
+    assert json.loads(record.read_text())["config_files"] == [str(workdir.parent / "config.yaml")]

@@ -35,7 +35,14 @@ def check_experiment(current: dict, record: Path = RECORD) -> None:
     """Refuse a run whose config files are not those ``record`` names, if it exists."""
     if not record.is_file():
         return
-    recorded = json.loads(record.read_text(encoding="utf-8"))["config_files"]
+    try:
+        recorded = json.loads(record.read_bytes())["config_files"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(
+            f"{record} is damaged ({type(error).__name__}: {error}); it records which config "
+            f"files the results in {record.parent}/ come from. If they are this run's, delete "
+            f"it (rm {record}) and run the same command again: the run writes it anew."
+        ) from error
     if recorded == current["config_files"]:
         return
     theirs, ours = " + ".join(recorded), " + ".join(current["config_files"]) or "no config file"
