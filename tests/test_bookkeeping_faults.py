@@ -36,6 +36,7 @@ from conftest import (
 from test_parquet_integrity import flip_bit_in_data_page
 
 from irflow.core.fingerprint import folder_md5
+from irflow.data.download import dataset_fingerprint
 
 pytestmark = pytest.mark.e2e
 
@@ -69,11 +70,18 @@ main()
 """
 
 
-def snakemake(workdir: Path, *arguments: str, **environment) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def command(workdir: Path, *arguments: str) -> list[str]:
+    """Snakemake's command line in ``workdir``, with the config file beside it."""
+    return (
         [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
         + ["--directory", str(workdir), "--cores", CORES]
-        + ["--configfile", str(workdir.parent / "config.yaml"), *arguments],
+        + ["--configfile", str(workdir.parent / "config.yaml"), *arguments]
+    )
+
+
+def snakemake(workdir: Path, *arguments: str, **environment) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command(workdir, *arguments),
         capture_output=True,
         text=True,
         env=ENVIRONMENT | environment,
@@ -254,9 +262,7 @@ def test_a_second_run_in_the_folder_is_told_which_run_holds_it(workdir):
     Snakemake's lock message ("Directory cannot be locked ... --unlock") while the first ran,
     or, when the first had not yet locked, both ran."""
     first = subprocess.Popen(
-        [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(workdir), "--cores", CORES, "--forceall"]
-        + ["--configfile", str(workdir.parent / "config.yaml")],
+        command(workdir, "--forceall"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=ENVIRONMENT,
@@ -389,3 +395,40 @@ def test_a_truncated_experiment_record_is_named_with_the_fix(workdir):
     record.unlink()
     assert snakemake(workdir).returncode == 0
     assert json.loads(record.read_text())["config_files"] == [str(workdir.parent / "config.yaml")]
+
+
+def test_a_run_killed_while_it_compares_a_datasets_files_loses_no_edit(tmp_path):
+    """A real SIGKILL as soon as the new status of the dataset's files is recorded. main
+    recorded it first and hashed second (100 MB here): the run killed while hashing left the
+    edit recorded as seen, and every later run said "Nothing to be done"."""
+    data = write_beir(tmp_path / "run" / "big", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+    padding = {"_id": "padding", "title": "", "text": "x" * 100_000_000}
+    with (data / "corpus.jsonl").open("a") as corpus:
+        corpus.write(json.dumps(padding) + "\n")
+    config = {"offline": True, "datasets": {"big": {"source": {"type": "path", "path": "big"}}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    workdir, source = tmp_path / "run", "results/datasets/big/source.json"
+    assert snakemake(workdir, source).returncode == 0
+    record = workdir / "results/settings/download/big.files.json"
+    seen = record.stat().st_mtime_ns
+    qrels = data / "qrels" / "test.tsv"
+    kept = qrels.stat()
+    qrels.write_text(qrels.read_text().replace("q2\td1\t0", "q2\td1\t1"))
+    os.utime(qrels, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    run = subprocess.Popen(
+        command(workdir, source),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENVIRONMENT,
+        start_new_session=True,
+    )
+    try:
+        while record.stat().st_mtime_ns == seen and run.poll() is None:
+            time.sleep(0.002)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert record.stat().st_mtime_ns != seen, "the run ended before it recorded the status"
+    planned = snakemake(workdir, source, "--dry-run")
+    checksum = json.loads((workdir / source).read_text())["checksum"]
+    assert "download" in ran(planned) or checksum == dataset_fingerprint(data, "test")["checksum"]
