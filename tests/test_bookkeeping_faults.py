@@ -52,7 +52,7 @@ SNAKEMAKE = """
 import functools, os, sys
 import irflow.workflow.guard as guard
 original = guard.guarded
-def guarded(rule_name, function):
+def guarded(rule_name, function, *before):
     key = f"{rule_name}.{function.__qualname__}"
     @functools.wraps(function)
     def inner(*args, **kwargs):
@@ -62,7 +62,7 @@ def guarded(rule_name, function):
         if os.environ.get("IRFLOW_TEST_RAISE") == key:
             raise RuntimeError("injected failure")
         return function(*args, **kwargs)
-    return original(rule_name, inner)
+    return original(rule_name, inner, *before)
 guard.guarded = guarded
 from snakemake.cli import main
 sys.argv[0] = "snakemake"
@@ -74,8 +74,8 @@ def command(workdir: Path, *arguments: str) -> list[str]:
     """Snakemake's command line in ``workdir``, with the config file beside it."""
     return (
         [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(workdir), "--cores", CORES]
-        + ["--configfile", str(workdir.parent / "config.yaml"), *arguments]
+        + ["--directory", str(workdir), "--cores", CORES, *arguments]
+        + ["--configfile", str(workdir.parent / "config.yaml")]
     )
 
 
@@ -368,16 +368,16 @@ def test_verify_and_the_database_build_find_a_flipped_bit_in_a_scores_file(workd
 def test_a_truncated_manifest_stops_the_database_build(workdir):
     """main: the database was rebuilt, exit 0; ``SELECT ... FROM manifests`` then failed with
     "Malformed JSON"."""
-    manifest = workdir / "results/manifests/retrieve/sub/bm25.json"
+    manifest = workdir / "results/manifests/ingest/sub.json"  # read by the database alone
     manifest.write_bytes(manifest.read_bytes()[:100])
     done = snakemake(workdir)
     assert done.returncode != 0, done.stdout + done.stderr
     log = (workdir / "results/logs/database.log").read_text()
-    named = "results/manifests/retrieve/sub/bm25.json is damaged (not JSON"
-    assert named in log and "--forcerun=results/manifests/retrieve/sub/bm25.json" in log
-    done = snakemake(workdir, "--forcerun=results/manifests/retrieve/sub/bm25.json")
-    assert done.returncode == 0 and "retrieve_bm25" in ran(done), done.stderr
-    assert json.loads(manifest.read_text())["queries"] == 20
+    named = "results/manifests/ingest/sub.json is damaged (not JSON"
+    assert named in log and "--forcerun=results/manifests/ingest/sub.json" in log
+    done = snakemake(workdir, "--forcerun=results/manifests/ingest/sub.json")
+    assert done.returncode == 0 and {"ingest", "database"} <= ran(done), done.stderr
+    assert json.loads(manifest.read_text())["stage"] == "ingest"
 
 
 def test_a_truncated_experiment_record_is_named_with_the_fix(workdir):

@@ -40,12 +40,14 @@ def failure_message(rule_name: str, function, wildcards, error: Exception) -> st
     return f"irflow: planning {job} failed in its input function {name}: {problem}. {ADVICE}"
 
 
-def guarded(rule_name: str, function):
-    """``function``, an input function of rule ``rule_name``, ending the run when it raises.
-    Its signature is kept (``functools.wraps``): Snakemake passes the arguments it names."""
+def guarded(rule_name: str, function, before=lambda: None):
+    """``function``, an input function of rule ``rule_name``, ending the run when it raises;
+    ``before()`` is called first. Its signature is kept (``functools.wraps``): Snakemake passes
+    the arguments it names."""
 
     @functools.wraps(function)
     def call(wildcards, *args, **kwargs):
+        before()
         try:
             return function(wildcards, *args, **kwargs)
         except SNAKEMAKE_SIGNALS:
@@ -56,18 +58,18 @@ def guarded(rule_name: str, function):
     return call
 
 
-def guard_input_functions(rule) -> None:
-    """Every input function of ``rule`` guarded (``guarded``), its flags (``unpack``) and name
-    kept: Snakemake reads a named input from the attribute of its name, the others by
-    position."""
+def guard_input_functions(rule, before=lambda: None) -> None:
+    """Every input function of ``rule`` guarded (``guarded``, calling ``before`` first), its
+    flags (``unpack``) and name kept: Snakemake reads a named input from the attribute of its
+    name, the others by position."""
     names = {id(value): name for name, value in rule.input.items()}
     for position, item in enumerate(rule.input):
         if not is_callable(item):
             continue
         if callable(item):
-            replacement = guarded(rule.name, item)
+            replacement = guarded(rule.name, item, before)
         else:  # a flagged function (unpack(...)): Snakemake keeps it, and its flags, in a string
-            replacement = AnnotatedString(guarded(rule.name, item._file.callable))
+            replacement = AnnotatedString(guarded(rule.name, item._file.callable, before))
             replacement.flags = dict(item.flags)
             replacement = IOFile(replacement, rule=rule)
         rule.input[position] = replacement

@@ -17,9 +17,10 @@ told from here). Otherwise the lock is kept, and the message says what holds it 
 
 Snakemake takes its lock only once it has planned the run, so two runs started at once in one
 folder could both plan, and the second met Snakemake's lock message, which suggests
-``--unlock`` while the first runs. So a run (not a dry run) that finds a run of this host
-recorded before it and still running is refused at once, naming that run's process
-(``refuse_a_second_run``).
+``--unlock`` while the first runs. So when a run starts to plan (the Snakefile calls
+``claim_folder`` before its first input function, when it is known whether it is a dry run),
+a run that finds a run of this host recorded before it, not a dry run, still running is
+refused, naming that run's process (``refuse_a_second_run``).
 """
 
 from __future__ import annotations
@@ -49,11 +50,19 @@ def recorded_runs(snakemake_dir: Path) -> dict[Path, Owner]:
     return {path: owner for path, owner in owners.items() if owner is not None}
 
 
-def record_this_run(snakemake_dir: Path, dry_run: bool = False) -> None:
-    """This process's record; a dry run's says so (it writes nothing, and holds no lock)."""
+def record_this_run(snakemake_dir: Path) -> None:
     folder = snakemake_dir / "irflow-runs"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / Owner.this_process().fields).write_text(DRY_RUN if dry_run else "")
+    (folder / Owner.this_process().fields).touch()
+
+
+def claim_folder(snakemake_dir: Path, dry_run: bool) -> None:
+    """As a run starts to plan: a dry run's record says so (it writes nothing, and holds no
+    lock); another run is refused while an earlier one runs (``refuse_a_second_run``)."""
+    if dry_run:
+        (snakemake_dir / "irflow-runs" / Owner.this_process().fields).write_text(DRY_RUN)
+    else:
+        refuse_a_second_run(snakemake_dir)
 
 
 class FolderInUseError(UserError):
@@ -158,14 +167,11 @@ def clear_stale_lock(snakemake_dir: Path) -> list[str]:
     ]
 
 
-def clear_after_dead_runs(snakemake_dir: Path, results: Path, dry_run: bool = False) -> list[str]:
+def clear_after_dead_runs(snakemake_dir: Path, results: Path) -> list[str]:
     """Before a run: a stale lock and the temporary files of dead jobs under ``results`` are
-    removed, and this run is recorded (refused if another runs, ``refuse_a_second_run``);
-    the messages say what was found."""
+    removed, and this run is recorded; the messages say what was found."""
     messages = clear_stale_lock(snakemake_dir)
-    record_this_run(snakemake_dir, dry_run)
-    if not dry_run:
-        refuse_a_second_run(snakemake_dir)
+    record_this_run(snakemake_dir)
     removed = remove_dead_temporaries(results)
     if removed:
         listed = ", ".join(str(path) for path in removed)

@@ -65,7 +65,7 @@ def recorded_settings_md5(manifest: Path) -> str | None:
         return None
 
 
-class RecordError(UserError, OSError):
+class UnwritableRecordError(UserError, OSError):
     """One of irflow's records in results/settings cannot be written or dated."""
 
     def __init__(self, path: Path, error: OSError):
@@ -98,7 +98,7 @@ def write_record(path: Path, text: str) -> None:
     try:
         atomic.write_text(path, text)
     except OSError as error:
-        raise RecordError(path, error) from error
+        raise UnwritableRecordError(path, error) from error
 
 
 def make_again(outputs: list[Path]) -> None:
@@ -112,7 +112,7 @@ def make_again(outputs: list[Path]) -> None:
                 try:
                     os.utime(dated, (0, 0))
                 except OSError as error:
-                    raise RecordError(dated, error) from error
+                    raise UnwritableRecordError(dated, error) from error
 
 
 def settings_stamp(rule, dry_run):
