@@ -405,7 +405,11 @@ def test_a_run_killed_while_it_compares_a_datasets_files_loses_no_edit(tmp_path)
     padding = {"_id": "padding", "title": "", "text": "x" * 100_000_000}
     with (data / "corpus.jsonl").open("a") as corpus:
         corpus.write(json.dumps(padding) + "\n")
-    config = {"offline": True, "datasets": {"big": {"source": {"type": "path", "path": "big"}}}}
+    config = {
+        "offline": True,
+        "datasets": {"big": {"source": {"type": "path", "path": "big"}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     workdir, source = tmp_path / "run", "results/datasets/big/source.json"
     assert snakemake(workdir, source).returncode == 0
