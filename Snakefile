@@ -2,6 +2,7 @@
 #         -> cost, aggregate -> significance, correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
+import functools
 import os
 import re
 import sys
@@ -19,7 +20,8 @@ from irflow.workflow.config import (
 )
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
-from irflow.workflow.interrupted import clear_after_dead_runs
+from irflow.workflow.guard import guard_input_functions
+from irflow.workflow.interrupted import claim_folder, clear_after_dead_runs
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
 from irflow.workflow.run_end import after_failure, after_success
@@ -31,6 +33,16 @@ min_version("9.0")
 if workflow.is_main_process:
     for message in clear_after_dead_runs(Path(".snakemake"), Path("results")):
         print(message, file=sys.stderr)
+
+
+# As the run starts to plan (before its first input function, when Snakemake knows whether it
+# is a dry run, and before it locks the folder), a run while another runs here is refused,
+# naming it (irflow.workflow.interrupted).
+@functools.cache
+def claim_this_folder():
+    if workflow.is_main_process:
+        with errors_end_on_the_message():
+            claim_folder(Path(".snakemake"), workflow.dryrun)
 
 
 report: "report/workflow.rst"
@@ -97,6 +109,7 @@ include: "rules/aggregate.smk"
 include: "rules/significance.smk"
 include: "rules/correlate.smk"
 include: "rules/report.smk"
+include: "rules/verify.smk"
 
 
 # Each analysis's rules (rules/analyses/<name>.smk) add its final outputs to the default target.
@@ -104,14 +117,6 @@ ANALYSIS_TARGETS = []
 for _analysis in analysis_rule_files(workflow.basedir):
 
     include: _analysis
-
-
-# Each job's settings are kept beside the results by an input function that names no file, so
-# that a changed setting reruns the job even without Snakemake's records in .snakemake/
-# (irflow.workflow.stamps).
-for _rule in workflow.rules:
-    if _rule.params:
-        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
 
 
 rule all:
@@ -128,6 +133,16 @@ rule all:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.
         unpack(plan.database_inputs),
+
+
+# Each job's settings are kept beside the results by an input function that names no file, so
+# that a changed setting reruns the job even without Snakemake's records in .snakemake/
+# (irflow.workflow.stamps). An input function that raises ends the run, naming it: Snakemake
+# would drop the job, and everything after it, from the run (irflow.workflow.guard).
+for _rule in workflow.rules:
+    if _rule.params:
+        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
+    guard_input_functions(_rule, before=claim_this_folder)
 
 
 # Online, a model the Hugging Face hub cannot give is named before any job runs. Here rather

@@ -10,7 +10,7 @@ import os
 import pytest
 from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
-from irflow.data.download import dataset_fingerprint
+from irflow.data.download import dataset_files, dataset_fingerprint
 from irflow.workflow import stamps
 
 PAST = 1_000_000_000  # 2001: older than anything a test writes
@@ -119,3 +119,67 @@ def test_a_status_change_alone_is_hashed_once_and_reruns_nothing(dataset):
     assert check(dataset) == PAST  # hashed, same checksum: nothing reruns
     status = json.loads(dataset[2].read_text())["status"][str(corpus)]
     assert status[2] == corpus.stat().st_ctime_ns  # recorded: the next check hashes nothing
+
+
+def edit_keeping_time(corpus) -> None:
+    kept = corpus.stat()
+    corpus.write_text(corpus.read_text().replace("Cats purr", "Cats hiss"))
+    os.utime(corpus, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not UTF-8", "not the record"])
+def test_a_damaged_record_is_rebuilt_and_an_edit_still_found(dataset, damage):
+    """Issue 49: main raised on a damaged record (in an input function, where Snakemake drops
+    the error), and every later check too."""
+    record = dataset[2]
+    text = record.read_bytes()
+    record.write_bytes(
+        {"truncated": text[:20], "not UTF-8": b"\xff" + text, "not the record": b"[]"}[damage]
+    )
+    edit_keeping_time(dataset[0] / "corpus.jsonl")
+    assert check(dataset) == 0
+    files = dataset_files(dataset[0], "test")
+    status = {str(path): stamps.file_status(path) for path in files}
+    assert json.loads(record.read_text())["status"] == status
+
+
+def test_a_damaged_source_reruns_its_download(dataset):
+    folder, source, record = dataset
+    source.write_bytes(source.read_bytes()[:10])
+    record.unlink()  # as after any change of the files' status
+    assert check(dataset) == 0
+
+
+def test_the_status_is_recorded_only_after_the_comparison_is_acted_on(dataset, monkeypatch):
+    """Issue 49: main recorded the new status first and hashed second, so a run killed while
+    hashing lost the edit; a hash that fails here stands for the kill."""
+    edit_keeping_time(dataset[0] / "corpus.jsonl")
+    before = dataset[2].read_bytes()
+
+    def killed(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stamps, "dataset_fingerprint", killed)
+    with pytest.raises(KeyboardInterrupt):
+        check(dataset)
+    assert dataset[2].read_bytes() == before
+    monkeypatch.undo()
+    assert check(dataset) == 0
+
+
+def test_a_stamp_that_is_not_utf8_is_rewritten_and_its_outputs_made_again(tmp_path):
+    path = tmp_path / "stamp.json"
+    text = stamps.settings_text({"top_k": 10})
+    path.write_bytes(b"\xfe" + text.encode())
+    assert stamps.update_stamp(path, text, None) is True
+    assert path.read_text() == text
+    assert stamps.update_stamp(path, text, None) is False
+
+
+def test_a_record_that_cannot_be_written_names_the_file_and_the_fix(tmp_path):
+    """(A full disk and a read-only mount: tests/test_bookkeeping_faults.py.)"""
+    (tmp_path / "file").write_text("")
+    with pytest.raises(stamps.UnwritableRecordError) as error:
+        stamps.write_record(tmp_path / "file" / "stamp.json", "{}")
+    assert str(error.value).startswith(f"cannot write {tmp_path / 'file' / 'stamp.json'} (")
+    assert str(error.value).endswith("make it writable, then run the same command again.")

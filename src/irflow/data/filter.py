@@ -243,6 +243,7 @@ def filter_corpus(
                 action = record(row["position"], row["doc_id"], row["judged"], [failure])
                 keep[row["position"]] = action == "flag"
 
+    refuse_empty_corpus(corpus_path, keep)
     offset = 0
     with atomic_path(out_path) as tmp, contracts.parquet_writer(tmp, contracts.CORPUS) as writer:
         for batch in contracts.stream_batches(corpus_path, BATCH_ROWS):
@@ -255,6 +256,24 @@ def filter_corpus(
     order = [*BASIC_FILTERS, *(check.name for check in checks), "near_duplicate"]
     counts = _counts(keep, rows, clusters, order)
     return pa.Table.from_pylist(rows, contracts.AUDIT), clusters, counts
+
+
+def refuse_empty_corpus(corpus_path: Path, keep: list[bool]) -> None:
+    """Every retriever family searches the filtered corpus: an empty one is refused here, for
+    all of them (BM25 scored an empty corpus 0 and averaged it in; the dense path refused it
+    only when it embedded)."""
+    if not keep:
+        raise InputError(
+            corpus_path,
+            "the corpus holds no documents, so there is nothing to retrieve; check the "
+            "dataset's corpus file (the one its source.json beside this file names)",
+        )
+    if not any(keep):
+        raise InputError(
+            corpus_path,
+            f"the filters drop all {len(keep)} documents of the corpus, so there is nothing to "
+            f"retrieve; loosen the filter block",
+        )
 
 
 def _counts(keep: list[bool], audit: list[dict], clusters: pa.Table, order: list[str]) -> dict:

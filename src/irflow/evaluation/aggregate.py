@@ -25,6 +25,7 @@ from pytrec_eval import compute_aggregated_measure
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
+from irflow.core.verify import verify_files
 
 
 def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
@@ -126,10 +127,14 @@ def build_database(
     table's file, or the JSON manifests), ``lineage``, how each run was made, and the
     ``experiment`` table: the config files and fingerprint of the results
     (irflow.workflow.experiment). With ``record``, the file that records ``experiment``, every
-    view checks that it still does (``experiment_guard``)."""
+    view checks that it still does (``experiment_guard``). A file that does not read back
+    whole stops the build, named (irflow.core.verify.DamagedFilesError)."""
     if record is not None and experiment is None:
         raise ValueError(f"a database checked against {record} needs the experiment it records")
     guard = "true" if record is None else experiment_guard(record, experiment["fingerprint"])
+    # DuckDB's views verify no checksum and a query reads a row or a file, not all: every file
+    # the views read is read back whole first (irflow.core.verify).
+    verify_files(path for paths in files.values() for path in paths)
     # Named by the process: another build of the same results (a rerun beside a run still
     # going) must not delete or open this one's.
     with atomic_path(db_path) as tmp:

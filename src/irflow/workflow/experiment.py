@@ -38,8 +38,15 @@ def check_experiment(current: dict, record: Path = RECORD) -> None:
     config is not the recorded one either, if ``record`` exists."""
     if not record.is_file():
         return
-    recorded_experiment = json.loads(record.read_text(encoding="utf-8"))
-    recorded = recorded_experiment["config_files"]
+    try:
+        recorded_experiment = json.loads(record.read_bytes())
+        recorded = recorded_experiment["config_files"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(
+            f"{record} is damaged ({type(error).__name__}: {error}); it records which config "
+            f"files the results in {record.parent}/ come from. If they are this run's, delete "
+            f"it (rm {record}) and run the same command again: the run writes it anew."
+        ) from error
     if current["config_files"] == recorded:
         return  # the same files, edited or not: the experiment continued
     if current["fingerprint"] == recorded_experiment.get("fingerprint"):

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from irflow.core.config import scored_split
+from irflow.core.fingerprint import folder_md5
 from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
 from irflow.data.sources import concrete_source
@@ -15,6 +16,7 @@ from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.workflow.model_check import read_folder
 from irflow.workflow.plan import WorkflowNames
 from irflow.workflow.stamps import STAMPS, check_dataset_files
 
@@ -26,6 +28,10 @@ TOKENIZER_FILES = re.compile(r"(.*token.*|vocab.*|merges\.txt|.*\.model|config\.
 def one_of(names):
     """A wildcard constraint matching exactly these names (and nothing when empty)."""
     return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+# A model folder's files, hashed once per workflow (not per job).
+files_md5 = functools.cache(folder_md5)
 
 
 @functools.cache
@@ -226,8 +232,13 @@ class DatasetInputs(WorkflowNames):
 
     def model_result_settings(self, model):
         """The settings that determine a model's vectors; batch size and device are not
-        among them."""
-        return result_settings(self.config["models"][model])
+        among them. For a model read from a folder (its id, or offline its ``local_copy``), the
+        MD5 of the folder's files too: a changed file makes other vectors, so its jobs rerun."""
+        spec = self.config["models"][model]
+        folder = read_folder(spec, self.config["offline"])
+        if folder is None:
+            return result_settings(spec)
+        return result_settings(spec) | {"files_md5": files_md5(str(folder))}
 
     def passages_tokenizer(self, wildcards):
         return tokenizer_source(wildcards.model, self.config["models"])

@@ -14,6 +14,13 @@ job of one still works in this folder (a job outlives a killed Snakemake and wou
 beside a new run's), and no job was submitted to a cluster (a SLURM job's state cannot be
 told from here). Otherwise the lock is kept, and the message says what holds it and when
 ``--unlock`` is safe.
+
+Snakemake takes its lock only once it has planned the run, so two runs started at once in one
+folder could both plan, and the second met Snakemake's lock message, which suggests
+``--unlock`` while the first runs. So when a run starts to plan (the Snakefile calls
+``claim_folder`` before its first input function, when it is known whether it is a dry run),
+a run that finds a run of this host recorded before it, not a dry run, still running is
+refused, naming that run's process (``refuse_a_second_run``).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import re
 from pathlib import Path
 
 from irflow.core.atomic import remove_dead_temporaries
+from irflow.core.errors import UserError
 from irflow.core.processes import HOST, OWNER_FIELDS, PROC, Owner, ancestors, start_ticks
 
 LOCK_FILE = re.compile(r"\d+\.(input|output)\.lock")
 RUN_RECORD = re.compile(OWNER_FIELDS)
+DRY_RUN = "dry run\n"
 UNLOCK_ADVICE = (
     "--unlock is safe once no Snakemake runs in this folder on any machine and none of its "
     "jobs is left (ps, squeue): a job still running would write beside a new run's"
@@ -45,6 +54,49 @@ def record_this_run(snakemake_dir: Path) -> None:
     folder = snakemake_dir / "irflow-runs"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / Owner.this_process().fields).touch()
+
+
+def claim_folder(snakemake_dir: Path, dry_run: bool) -> None:
+    """As a run starts to plan: a dry run's record says so (it writes nothing, and holds no
+    lock); another run is refused while an earlier one runs (``refuse_a_second_run``)."""
+    if dry_run:
+        (snakemake_dir / "irflow-runs" / Owner.this_process().fields).write_text(DRY_RUN)
+    else:
+        refuse_a_second_run(snakemake_dir)
+
+
+class FolderInUseError(UserError):
+    """Another run works in this folder."""
+
+
+def refuse_a_second_run(snakemake_dir: Path) -> None:
+    """Refuse this run when a run of this host recorded before it, not a dry run, still runs
+    (of two started at once, the one that started first goes on)."""
+    this = Owner.this_process()
+    earlier = [
+        owner
+        for path, owner in recorded_runs(snakemake_dir).items()
+        if owner.host == HOST
+        and (owner.started, owner.pid) < (this.started, this.pid)
+        and not owner.is_gone()
+        and owner.pid not in ancestors()
+        and not is_dry_run(path)
+    ]
+    if earlier:
+        holders = ", ".join(str(owner) for owner in earlier)
+        pids = " ".join(str(owner.pid) for owner in earlier)
+        raise FolderInUseError(
+            f"another run works in this folder ({snakemake_dir.parent.resolve()}): {holders}. "
+            f"Wait for it to end, or stop it (kill {pids}) and run your command again: the "
+            f"lock of a run that was stopped is removed then. Do not use --unlock while it runs."
+        )
+
+
+def is_dry_run(record: Path) -> bool:
+    try:
+        return record.read_text() == DRY_RUN
+    except (OSError, ValueError):  # removed by a run that found it gone, or damaged
+        return False
 
 
 def snakemake_processes_here(folder: Path) -> list[int]:

@@ -103,6 +103,18 @@ def _reranker_hint(key: str) -> str:
     )
 
 
+def read_folder(spec: dict, offline: bool) -> Path | None:
+    """The folder a job reads ``spec``'s model from (irflow.encoding.models.resolve_model): its
+    ``id`` when that is a folder; offline, its ``local_copy`` when the Hugging Face cache does
+    not hold it. None for a Hub snapshot, which its revision names."""
+    if Path(spec["id"]).is_dir():
+        return Path(spec["id"])
+    copy = spec.get("local_copy")
+    if copy is None or not (offline or env_offline()) or _cached(spec["id"], spec.get("revision")):
+        return None
+    return _copy_folder(copy)
+
+
 def _copy_folder(copy: dict) -> Path:
     try:
         return local_copy_folder(copy)

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from irflow.core import atomic
+from irflow.core.errors import UserError
 from irflow.data.download import dataset_files, dataset_fingerprint
 
 STAMP_INPUT = "settings"
@@ -64,19 +65,40 @@ def recorded_settings_md5(manifest: Path) -> str | None:
         return None
 
 
+class UnwritableRecordError(UserError, OSError):
+    """One of irflow's records in results/settings cannot be written or dated."""
+
+    def __init__(self, path: Path, error: OSError):
+        super().__init__(
+            f"cannot write {path} ({error.strerror or error}): irflow writes or dates it so "
+            f"that a changed setting or dataset file reruns what it decides. Free space on "
+            f"the disk of results/ or make it writable, then run the same command again."
+        )
+
+
 def update_stamp(path: Path, text: str, manifest: Path | None) -> bool:
     """``path`` holds ``text``, rewritten only when its content differs. Whether the job's
     outputs are of other settings: the stamp held others, or the job's ``manifest`` records
-    others.
+    others. A damaged stamp (not UTF-8) is of other settings: it is rewritten and the job's
+    outputs made again, never left to hide a change.
 
     A new stamp changes nothing: outputs made before the stamps existed (by an older irflow)
     are taken to be of the current settings, as Snakemake's params trigger had checked them,
     unless their manifest says otherwise."""
-    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    current = path.read_bytes().decode("utf-8", errors="replace") if path.is_file() else None
     if current != text:
-        atomic.write_text(path, text)
+        write_record(path, text)
     recorded = recorded_settings_md5(manifest) if manifest is not None else None
     return (current is not None and current != text) or recorded not in (None, text_md5(text))
+
+
+def write_record(path: Path, text: str) -> None:
+    """Write one of irflow's records; a disk that refuses it (full, read-only) ends the run
+    with an error naming the file, rather than leave a change unnoticed."""
+    try:
+        atomic.write_text(path, text)
+    except OSError as error:
+        raise UnwritableRecordError(path, error) from error
 
 
 def make_again(outputs: list[Path]) -> None:
@@ -87,7 +109,10 @@ def make_again(outputs: list[Path]) -> None:
         # A directory output's time is that of the timestamp file Snakemake keeps in it.
         for dated in (output, output / ".snakemake_timestamp"):
             if dated.exists():
-                os.utime(dated, (0, 0))
+                try:
+                    os.utime(dated, (0, 0))
+                except OSError as error:
+                    raise UnwritableRecordError(dated, error) from error
 
 
 def settings_stamp(rule, dry_run):
@@ -119,6 +144,15 @@ def file_status(path: Path) -> list[int]:
     return [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
 
 
+def recorded_field(path: Path, field: str):
+    """``field`` of the JSON object in ``path``; None when the file is missing or damaged
+    (truncated, not UTF-8, not that object): the check it serves then starts over."""
+    try:
+        return json.loads(path.read_bytes())[field]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def check_dataset_files(folder: Path, split: str, source: Path, record: Path) -> None:
     """Date the dataset's ``source`` (source.json, its download job's output) 1970 when the
     dataset's files differ from the checksum it records, so that the download job and
@@ -126,14 +160,16 @@ def check_dataset_files(folder: Path, split: str, source: Path, record: Path) ->
 
     ``record`` holds each file's status (``file_status``) when last checked; the files are
     hashed only when one's status changed since, so an unchanged dataset costs a ``stat`` per
-    file. Without a ``source`` yet, the download job runs anyway and nothing is hashed.
+    file. Without a ``source`` yet, the download job runs anyway and nothing is hashed. A
+    damaged ``record`` or ``source`` counts as changed: the files are hashed, a damaged source
+    made again, and the record rewritten. The new status is recorded only once the comparison
+    is acted on (``source`` dated), so that a run killed in between compares again.
     """
     status = {str(path): file_status(path) for path in dataset_files(folder, split)}
-    if record.is_file() and json.loads(record.read_text())["status"] == status:
+    if recorded_field(record, "status") == status:
         return
-    atomic.write_text(record, json.dumps({"status": status}, indent=2) + "\n")
-    if not source.is_file():
-        return
-    recorded = json.loads(source.read_text())["checksum"]
-    if dataset_fingerprint(folder, split)["checksum"] != recorded:
-        make_again([source])
+    if source.is_file():
+        recorded = recorded_field(source, "checksum")
+        if dataset_fingerprint(folder, split)["checksum"] != recorded:
+            make_again([source])
+    write_record(record, json.dumps({"status": status}, indent=2) + "\n")

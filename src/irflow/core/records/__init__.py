@@ -28,6 +28,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from irflow.core.errors import DamagedFileError
 from irflow.core.records.base import RecordError, StageRecord
 from irflow.core.records.datasets import (
     CurateRecord,
@@ -175,8 +176,13 @@ def parse(facts: dict) -> StageRecord:
 
 
 def read_record(path: Path) -> StageRecord:
-    """The typed record of the manifest at ``path``."""
-    return parse(json.loads(path.read_text()))
+    """The typed record of the manifest at ``path``; a DamagedFileError names it when it is
+    not JSON (truncated, not UTF-8)."""
+    try:
+        record = json.loads(path.read_bytes())
+    except ValueError as error:
+        raise DamagedFileError(path, f"not JSON: {error}") from error
+    return parse(record)
 
 
 def _name(hint) -> str:
