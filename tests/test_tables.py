@@ -280,8 +280,12 @@ def test_the_default_report_shows_beirs_capped_recall(tmp_path):
     layout = TableLayout(benchmark={"d1": None}, derived={})
     write_tables(summary, config["report_metrics"], layout, tmp_path / "results.md", tmp_path)
     text = (tmp_path / "results.md").read_text()
-    table = "## recall_cap_100\n\n| system | d1 | Average |\n|---|---:|---:|\n"
+    table = (
+        "## capped Recall@100 (recall_cap_100)\n\ncapped Recall@100: the relevant documents in "
+        "the top 100 / min(100, the query's relevant documents), BEIR's capped recall.\n\n"
+        "| system | d1 | Average |\n|---|---:|---:|\n"
+    )
     assert f"{table}| bm25 | 1.0000 | 1.0000 |" in text
-    assert "## recall_100" not in text
+    assert "(recall_100)" not in text
     recall = summary.set_index("metric")["value"]
     assert (recall["recall_cap_100"], recall["recall_100"]) == (1.0, 0.2)
