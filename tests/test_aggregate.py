@@ -262,6 +262,7 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
         {"dataset": ["scifact"], "system": ["bm25"], "query_id": ["q1"], "metric": ["map"]}
     ).assign(value=0.5)
     per_query.to_parquet("per_query.parquet")
+    contracts.write_frame(per_query, "bm25.parquet", contracts.PER_QUERY)  # its scores
     build_summary(per_query).to_parquet("summary.parquet")
     pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
     significance = {"metrics": ["map"], "permutations": 10, "seed": 0, "alpha": 0.05}
@@ -269,9 +270,10 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
     run_scripts(
         {
             "significance": {
-                "input": {"per_query": "per_query.parquet"},
+                "input": {"scores": ["bm25.parquet"]},
                 "output": {"table": "significance.parquet"},
-                "params": {"settings": significance | {"baseline": None}},
+                "params": {"settings": significance | {"baseline": None}}
+                | {"pairs": [["scifact", "bm25"]]},
             },
             "correlate": {
                 "input": {"summary": "summary.parquet", "per_query": "per_query.parquet"}

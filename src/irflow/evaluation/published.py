@@ -24,7 +24,7 @@ import yaml
 
 from irflow.core.errors import InputError
 from irflow.evaluation.measures import metric_name
-from irflow.evaluation.tables import markdown_rows
+from irflow.evaluation.tables import markdown_rows, signed
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def shown(comparison: pd.DataFrame, metrics: list[str], depth: int | None = None
             "metric": [metric_name(metric, depth).label for metric in table["metric"]],
             "irflow": table["value"].map("{:.4f}".format),
             "published": table["published"].map("{:.4f}".format),
-            "Δ": table["delta"].map(lambda delta: f"{round(delta, 4) + 0.0:+.4f}"),  # no -0
+            "Δ": table["delta"].map(signed),
             "verdict (tolerance)": [verdict(row) for row in table.itertuples()],
             "published system": table["published_system"],
             "sources": table["source"],

@@ -32,7 +32,7 @@ import pandas as pd
 from irflow.core import contracts
 from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.evaluation.measures import metric_name
-from irflow.evaluation.tables import markdown_rows
+from irflow.evaluation.tables import markdown_rows, signed
 
 # The table's columns but its family (all pairs, or against the baseline), which the script adds.
 COLUMNS = [name for name in contracts.SIGNIFICANCE.names if name != "family"]
@@ -277,7 +277,7 @@ def against_baseline(
             "system": rows["system_b"],
             "against": rows["system_a"],
             "dataset": rows["dataset"],
-            f"{title} − {baseline or 'against'}": rows["b_minus_a"].map("{:+.4f}".format),
+            f"{title} − {baseline or 'against'}": rows["b_minus_a"].map(signed),
             "p (Holm)": rows["randomization_p_holm_text"],
             "significant": rows["significant"].map({True: "yes", False: "no"}),
         }

@@ -191,6 +191,11 @@ def result_tables(
     return [table for table, _ in tables]
 
 
+def signed(value: float) -> str:
+    """A difference to 4 decimals with its sign, and no "-0.0000" for a rounding error."""
+    return f"{round(value, 4) + 0.0:+.4f}"
+
+
 def _cell(value) -> str:
     return "" if pd.isna(value) else f"{value:.4f}"
 
