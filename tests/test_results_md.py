@@ -9,17 +9,19 @@ significance job's own function makes of them."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO
 
 from irflow.core import contracts
-from irflow.evaluation import significance
+from irflow.evaluation import published, significance
 from irflow.evaluation.aggregate import collect_per_query
 from irflow.evaluation.published import load_published, source_text
 from irflow.evaluation.results import ResultFiles, write_results
-from irflow.evaluation.tables import TableLayout
+from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 from irflow.workflow.config import expand_config, load_schema, validate_config
 from irflow.workflow.run_inputs import Plan
 
@@ -70,11 +72,11 @@ def results(tmp_path):
         "all-MiniLM-L6-v2": {"model": MINILM},
     }
     scores = []
-    for system, published in systems.items():
+    for system, identity in systems.items():
         means = {
-            metric: published_value(metric, 0.6, **published) for metric in ("ndcg_cut_10", "map")
+            metric: published_value(metric, 0.6, **identity) for metric in ("ndcg_cut_10", "map")
         }
-        recall = published_value("recall_100", 0.9, **published)
+        recall = published_value("recall_100", 0.9, **identity)
         means |= {"recall_100": recall, "recall_cap_100": min(1.0, recall + 0.01)}
         rows = []
         for metric, mean in means.items():
@@ -175,3 +177,34 @@ def test_each_published_value_once_with_its_sources_and_its_tolerance(results):
     # recall_100, not a measure of the tables, is named below the table, not compared in it.
     assert "Recall@100 (recall_100)" not in table
     assert "Published values of measures the tables do not show (recall_100 (" in table
+
+
+def test_the_report_shows_the_same_names_and_tables(results, tmp_path):
+    """The report's results and significance tables (scripts/plots.py) carry the same
+    names, legend, baseline table and published section as results.md."""
+    _, tests = results
+    summary = contracts.read_frame(tmp_path / "results" / "summary.parquet")
+    comparison = contracts.read_frame(tmp_path / "results" / "published.parquet")
+    layout = TableLayout(benchmark={"scifact": None})
+    report = html_tables(
+        {metric: result_tables(summary, metric, layout) for metric in REPORT_METRICS},
+        layout,
+        1000,
+    ) + published.html(comparison, REPORT_METRICS, 1000)
+    assert "<h3>nDCG@10 (ndcg_cut_10)</h3><p>nDCG@10: normalised" in report
+    assert "<h3>MAP@1000 (map)</h3>" in report and "benchmark&#x27;s 1 dataset (scifact)" in report
+    [shown] = pd.read_html(io.StringIO(report.split("Against published results", 1)[1]))
+    assert "verdict (tolerance)" in shown.columns
+    verdicts = shown["verdict (tolerance)"].tolist()
+    assert verdicts[:3] == ["within (± 1.5e-05)"] * 2 + ["within (± 0.0005)"]  # MiniLM, BM25
+    against = significance.html(tests, "bm25", 0.05, 1000)
+    [table] = pd.read_html(io.StringIO(against))
+    assert table.columns.tolist() == [
+        "system",
+        "dataset",
+        "nDCG@10 − bm25",
+        "p (Holm)",
+        "significant",
+    ]
+    row = tests[tests["family"] == "against bm25"].iloc[0]
+    assert table.iloc[0]["nDCG@10 − bm25"] == pytest.approx(row["b_minus_a"], abs=5e-5)

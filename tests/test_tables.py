@@ -143,6 +143,28 @@ def test_derived_datasets_get_a_table_per_base_and_kind():
     ]
 
 
+def test_one_dataset_is_one_dataset():
+    """Issue 51: "The Average is over the 1 datasets of the benchmark"; a group of one, "the
+    mean of its 1 datasets"."""
+    summary = summary_of({("d1", "A"): 0.5, ("d1-copy", "A"): 0.4, ("cqa-unix", "A"): 0.3})
+    layout = TableLayout(
+        benchmark={"d1": None, "cqa-unix": "cqadupstack"},
+        derived={"d1-copy": {"base": "d1", "kind": EXPANDED}},
+    )
+    main, *_ = result_tables(summary, METRIC, layout)
+    assert main.notes == [
+        "cqadupstack: the mean of its 1 dataset (cqa-unix), counted once in the Average.",
+        "The Average is over the 2 datasets of the benchmark; datasets made from them are in "
+        "their own tables, not in the Average.",
+    ]
+    (main, _) = result_tables(
+        summary_of({("d1", "A"): 0.5, ("d1-copy", "A"): 0.4}),
+        METRIC,
+        TableLayout(benchmark={"d1": None}, derived=layout.derived),
+    )
+    assert main.notes[-1].startswith("The Average is over the 1 dataset of the benchmark;")
+
+
 def test_a_dataset_the_layout_does_not_place_is_refused():
     summary = summary_of({("d1", "A"): 0.5, ("stray", "A"): 0.9})
     with pytest.raises(ValueError, match="datasets stray are neither"):
