@@ -208,3 +208,16 @@ def test_the_report_shows_the_same_names_and_tables(results, tmp_path):
     ]
     row = tests[tests["family"] == "against bm25"].iloc[0]
     assert table.iloc[0]["nDCG@10 − bm25"] == pytest.approx(row["b_minus_a"], abs=5e-5)
+
+
+def test_without_a_baseline_every_pair_is_shown_once(results):
+    """With ``significance.baseline`` null, the section shows all pairs, each once, the
+    difference system − against."""
+    _, tests = results
+    pairs = tests[tests["family"] == "all pairs"]
+    text = significance.markdown(pairs, None, 0.05, 1000)
+    assert text.startswith("## Significance of every pair\n\nEvery pair of systems")
+    header = "| system | against | dataset | nDCG@10: system − against | p (Holm) | significant |"
+    [pair] = pairs.itertuples()
+    row = f"| {pair.system_b} | {pair.system_a} | scifact | {pair.b_minus_a:+.4f} |"
+    assert f"{header}\n|---|---|---|---:|---:|---|\n{row}" in text

@@ -272,12 +272,13 @@ def against_baseline(
     rows = comparisons[(comparisons["family"] == family) & (comparisons["metric"] == metric)]
     rows = rows.sort_values(["system_b", "system_a", "dataset"])
     title = metric_name(metric, depth).title
+    difference = f"{title} − {baseline}" if baseline else f"{title}: system − against"
     shown = pd.DataFrame(
         {
             "system": rows["system_b"],
             "against": rows["system_a"],
             "dataset": rows["dataset"],
-            f"{title} − {baseline or 'against'}": rows["b_minus_a"].map(signed),
+            difference: rows["b_minus_a"].map(signed),
             "p (Holm)": rows["randomization_p_holm_text"],
             "significant": rows["significant"].map({True: "yes", False: "no"}),
         }
