@@ -1,5 +1,5 @@
 # irflow: download -> ingest (or positionalize) -> filter -> embed -> index -> retrieve -> (fuse, rerank) -> score
-#         -> cost, aggregate -> significance, correlate -> plots (report), database
+#         -> cost, significance -> aggregate -> correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
 import functools

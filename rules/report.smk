@@ -71,10 +71,11 @@ rule plots:
         "../envs/data.yaml"
     params:
         metric=config["correlation"]["metric"],
-        significance_metric=config["significance"]["metrics"][0],
         report_metrics=config["report_metrics"],
         layout=plan.table_layout,
         identities=plan.published_identities,
+        depth=config["top_k"],
+        significance=config["significance"],
     script:
         "../scripts/plots.py"
 

@@ -1,10 +1,12 @@
 # significance: paired t-test and randomization test for every pair of systems per dataset
-# and metric, Holm-Bonferroni corrected within each family; against the baseline too.
+# and metric, Holm-Bonferroni corrected within each family; against the baseline too. It reads
+# the scores themselves, not the aggregate's per-query table, so that results.md (the
+# aggregate's) can show the tests against the baseline.
 
 
 rule significance:
     input:
-        per_query="results/per_query.parquet",
+        scores=[f"results/scores/{d}/{s}.parquet" for d, s in plan.pairs],
     output:
         table="results/significance.parquet",
     log:
@@ -12,6 +14,7 @@ rule significance:
     conda:
         "../envs/data.yaml"
     params:
+        pairs=plan.pairs,
         settings=config["significance"],
     script:
         "../scripts/significance.py"

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from _common import setup_logging
 
+from irflow.core import contracts
 from irflow.evaluation.results import ResultFiles, write_results
 from irflow.evaluation.tables import TableLayout
 
@@ -16,4 +17,6 @@ write_results(
     params.report_metrics,
     TableLayout(**params.layout),
     params.identities,
+    depth=params.depth,
+    tests=(contracts.read_frame(inp.significance), params.significance),
 )

@@ -15,7 +15,7 @@ from irflow.analyses.plots import (
     significance_table,
 )
 from irflow.core import contracts
-from irflow.evaluation import beir_table, published
+from irflow.evaluation import beir_table, published, significance
 from irflow.evaluation.tables import TableLayout, html_tables, result_tables
 
 setup_logging(snakemake)
@@ -26,7 +26,7 @@ cost = contracts.read_frame(inp.cost)
 
 bar_charts(per_query, params.metric, Path(out.quality))
 comparisons = contracts.read_frame(inp.significance)
-significance_matrices(comparisons, params.significance_metric, Path(out.significance))
+significance_matrices(comparisons, params.significance["metrics"][0], Path(out.significance))
 correlations = contracts.read_frame(inp.correlations)
 systems = per_query["system"].nunique()
 for kind, path in (("datasets", out.correlation_datasets), ("metrics", out.correlation_metrics)):
@@ -60,14 +60,18 @@ layout = TableLayout(**params.layout)
 entries = published.load_published(inp.reference)
 tables = (
     html_tables(
-        {metric: result_tables(summary, metric, layout) for metric in params.report_metrics}
+        {metric: result_tables(summary, metric, layout) for metric in params.report_metrics},
+        layout,
+        params.depth,
     )
     + beir_table.html_table(beir_table.view(summary, entries, params.identities, layout))
-    + published.html(contracts.read_frame(inp.published))
+    + published.html(contracts.read_frame(inp.published), params.report_metrics, params.depth)
 )
 Path(out.results_table).parent.mkdir(parents=True, exist_ok=True)
 Path(out.results_table).write_text(tables, encoding="utf-8")
-Path(out.significance_table).write_text(significance_table(comparisons), encoding="utf-8")
+tests = params.significance
+against = significance.html(comparisons, tests["baseline"], tests["alpha"], params.depth)
+Path(out.significance_table).write_text(against + significance_table(comparisons), encoding="utf-8")
 Path(out.cost_table).write_text(
     cost.to_html(index=False, float_format="{:.3f}".format, na_rep="–"), encoding="utf-8"
 )

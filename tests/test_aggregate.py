@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
@@ -22,6 +23,7 @@ from irflow.evaluation.aggregate import (
     collect_per_query,
 )
 from irflow.evaluation.score import score_run
+from irflow.evaluation.significance import every_comparison
 from irflow.retrieval.runs import write_run
 from irflow.workflow.experiment import write_record
 
@@ -262,6 +264,7 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
         {"dataset": ["scifact"], "system": ["bm25"], "query_id": ["q1"], "metric": ["map"]}
     ).assign(value=0.5)
     per_query.to_parquet("per_query.parquet")
+    contracts.write_frame(per_query, "bm25.parquet", contracts.PER_QUERY)  # its scores
     build_summary(per_query).to_parquet("summary.parquet")
     pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
     significance = {"metrics": ["map"], "permutations": 10, "seed": 0, "alpha": 0.05}
@@ -269,9 +272,10 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
     run_scripts(
         {
             "significance": {
-                "input": {"per_query": "per_query.parquet"},
+                "input": {"scores": ["bm25.parquet"]},
                 "output": {"table": "significance.parquet"},
-                "params": {"settings": significance | {"baseline": None}},
+                "params": {"settings": significance | {"baseline": None}}
+                | {"pairs": [["scifact", "bm25"]]},
             },
             "correlate": {
                 "input": {"summary": "summary.parquet", "per_query": "per_query.parquet"}
@@ -308,3 +312,58 @@ def test_the_database_is_built_under_a_name_of_its_own_process(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         ["irflow.duckdb"] + [other.name for other in others]
     )
+
+
+def test_the_database_shows_each_tested_pair_once_with_one_sign(tmp_path):
+    """Issue 51: the significance view showed MiniLM − BM25 under "all pairs" as +0.0311 and
+    under "against bm25" as −0.0311. Now the baseline is system_a in both families, and
+    ``significance_pairs`` holds each pair once, with each family's Holm p side by side."""
+    rng = np.random.default_rng(0)
+    bm25 = rng.uniform(0.3, 0.8, 30)
+    values = {
+        "all-MiniLM": bm25 - 0.03 + rng.normal(0, 0.02, 30),
+        "bm25": bm25,
+        "splade": bm25 + 0.1 + rng.normal(0, 0.02, 30),
+    }
+    per_query = pd.DataFrame(
+        [
+            ("scifact", system, f"q{i}", "ndcg_cut_10", value)
+            for system, scores in values.items()
+            for i, value in enumerate(scores)
+        ],
+        columns=["dataset", "system", "query_id", "metric", "value"],
+    )
+    settings = {
+        "metrics": ["ndcg_cut_10"],
+        "permutations": 200,
+        "seed": 0,
+        "alpha": 0.05,
+        "baseline": "bm25",
+    }
+    table = every_comparison(per_query, settings)
+    path = tmp_path / "significance.parquet"
+    contracts.write_frame(table, path, contracts.SIGNIFICANCE)
+    build_database(tmp_path / "irflow.duckdb", {"significance": [path]})
+    with duckdb.connect(str(tmp_path / "irflow.duckdb"), read_only=True) as db:
+        signs = db.execute(
+            "SELECT family, system_a, system_b, b_minus_a FROM significance "
+            "WHERE system_b = 'all-MiniLM' ORDER BY family"
+        ).fetchall()
+        pairs = db.execute(
+            "SELECT system_a, system_b, b_minus_a, p_holm_all_pairs, p_holm_against_baseline "
+            "FROM significance_pairs ORDER BY system_a, system_b"
+        ).fetchall()
+    difference = float(values["all-MiniLM"].mean() - bm25.mean())
+    assert [row[:3] for row in signs] == [
+        ("against bm25", "bm25", "all-MiniLM"),
+        ("all pairs", "bm25", "all-MiniLM"),
+    ]
+    assert [row[3] for row in signs] == pytest.approx([difference, difference])
+    assert [pair[:2] for pair in pairs] == [
+        ("all-MiniLM", "splade"),
+        ("bm25", "all-MiniLM"),
+        ("bm25", "splade"),
+    ]
+    assert pairs[1][2] == pytest.approx(difference) and difference < 0
+    assert pairs[0][4] is None and all(pair[3] is not None for pair in pairs)
+    assert all(pair[4] is not None for pair in pairs[1:])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
@@ -186,6 +188,7 @@ def user_classes_run(tmp_path_factory) -> Path:
         [*command, "--cores", "1", *targets], capture_output=True, text=True, env=environment
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    (folder / "output.txt").write_text(result.stderr, encoding="utf-8")
     return folder
 
 
@@ -205,7 +208,24 @@ def test_a_python_retriever_runs_through_scores_significance_database_and_report
         kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
         runs = db.sql("select count(*) from runs where system = 'overlap'").fetchall()[0][0]
     assert kinds == {"bm25": "bm25", "overlap": "python", RERANKED: "rerank"} and runs > 0
-    assert "overlap" in (results / "results.md").read_text()
+    text = (results / "results.md").read_text()
+    # Each system against the baseline, BM25 (issue 51: results.md had no significance).
+    against = text.split("\n## Against the baseline, bm25\n", 1)[1]
+    rows = re.findall(r"^\| (\S+) \| tiny \| ([-+]\d\.\d{4}) \|", against, re.M)
+    assert {system for system, _ in rows} == {"overlap", RERANKED}
+    wins = significance.query("family == 'against bm25'").set_index("system_b")["b_minus_a"]
+    assert {system: float(value) for system, value in rows} == pytest.approx(
+        wins.to_dict(), abs=5e-5
+    )
+
+
+def test_the_printed_report_command_carries_the_run_s_pythonpath(user_classes_run):
+    """The run had PYTHONPATH for its classes, which --report imports too (issue 51: the
+    printed command omitted it, so pasting it failed)."""
+    printed = (user_classes_run / "output.txt").read_text(encoding="utf-8")
+    [command] = re.findall(r"is made by:\n +(.+)\n", printed)
+    words = shlex.split(command)
+    assert words[0] == f"PYTHONPATH={TESTS}" and "--report" in words
 
 
 def test_a_python_reranker_runs_through_rerank_scores_and_database(user_classes_run, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,7 @@ def test_the_rebuild_command_is_the_run_s_own(tmp_path, monkeypatch):
     that directory, and the config files whole."""
     config = tmp_path / "config" / "quickstart.yaml"
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     here = snakemake_command([config], str(tmp_path / "Snakefile"))
     assert here == "snakemake --cores all --configfile config/quickstart.yaml"
     monkeypatch.setenv(COMMAND_VARIABLE, here)
@@ -138,6 +140,7 @@ def test_the_report_command_names_the_run_s_config_and_folder(tmp_path, monkeypa
     report's path whole so that it lands there."""
     config = tmp_path / "config" / "mine.yaml"
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     report = shown_path(Path("results/report.html"), str(tmp_path / "Snakefile"))
     command = snakemake_command([config], str(tmp_path / "Snakefile"), ("--report", str(report)))
     assert command == "snakemake --report results/report.html --configfile config/mine.yaml"
@@ -150,3 +153,33 @@ def test_the_report_command_names_the_run_s_config_and_folder(tmp_path, monkeypa
         f"snakemake --report {report} --snakefile {tmp_path / 'Snakefile'} --directory "
         f"{elsewhere} --configfile {config}"
     )
+
+
+def test_the_report_command_carries_the_run_s_pythonpath(tmp_path, monkeypatch):
+    """A ``type: python`` retriever's module is imported when the config is checked, so the
+    report command of a run made with PYTHONPATH fails without it (issue 51: the printed
+    command omitted it). It carries the run's folders, made whole, and bash reads it as an
+    assignment even where a folder's name has a space."""
+    config = tmp_path / "config" / "mine.yaml"
+    (tmp_path / "my classes").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["my classes", "/opt/other"]))
+    command = snakemake_command([config], str(tmp_path / "Snakefile"), ("--report", "r.html"))
+    folders = f"{tmp_path / 'my classes'}{os.pathsep}/opt/other"
+    assert shlex.split(command) == [
+        f"PYTHONPATH={folders}",
+        *"snakemake --report r.html --configfile config/mine.yaml".split(),
+    ]
+    # Pasted into bash, the Snakemake it runs (here one that prints what it got) has it.
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    (bin_folder / "snakemake").write_text('#!/bin/sh\nprintf "%s|" "$PYTHONPATH" "$@"\n')
+    (bin_folder / "snakemake").chmod(0o755)
+    environment = os.environ | {"PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+    environment.pop("PYTHONPATH")
+    pasted = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, env=environment, check=True
+    )
+    assert pasted.stdout == f"{folders}|--report|r.html|--configfile|config/mine.yaml|"
+    monkeypatch.setenv("PYTHONPATH", "")
+    assert not snakemake_command([config], str(tmp_path / "Snakefile")).startswith("PYTHON")

@@ -33,7 +33,7 @@ def hits(ranked, qrels, cutoffs):
     return values
 
 
-MEASURE = Measure("hits", hits)
+MEASURE = Measure("hits", hits, "Hits@{k}", "the relevant documents in the top {k}")
 '''
 
 
@@ -90,6 +90,33 @@ def test_a_new_measure_is_one_module(hits_measure):
         "significance": {"metrics": ["hits_5"]},
     }
     assert validate_config(config, SCHEMA)["report_metrics"] == ["ndcg_cut_10", "hits_5"]
+    # Its name in results.md and the report is the module's own.
+    name = measures.metric_name("hits_5")
+    assert (name.label, name.meaning) == ("Hits@5 (hits_5)", "the relevant documents in the top 5")
+
+
+def test_every_metric_is_named_as_a_paper_prints_it():
+    """results.md's headings and legend (issue 51: they were trec_eval ids with no legend):
+    each measure's title with its cutoff, MAP at every run's depth (top_k), trec_eval's id
+    beside it; a metric no measure names keeps its id."""
+    labels = {
+        metric: measures.metric_name(metric, 1000).label
+        for metric in ("ndcg_cut_10", "recall_100", "recall_cap_100", "map", "P_10")
+    }
+    assert labels == {
+        "ndcg_cut_10": "nDCG@10 (ndcg_cut_10)",
+        "recall_100": "Recall@100 (recall_100)",
+        "recall_cap_100": "capped Recall@100 (recall_cap_100)",
+        "map": "MAP@1000 (map)",
+        "P_10": "P@10 (P_10)",
+    }
+    assert measures.metric_name("map").title == "MAP"  # no depth given: none shown
+    assert measures.metric_name("recip_rank_cut_10").title == "MRR@10"
+    unnamed = measures.metric_name("iprec_at_recall_0.10")
+    assert unnamed.label == "iprec_at_recall_0.10"
+    # Every measure of the registry has a title with its cutoff and a meaning.
+    for measure in measures.irflow_measures().values():
+        assert "{k}" in measure.title and measure.meaning
 
 
 def test_without_its_module_the_measure_is_unknown():

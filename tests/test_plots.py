@@ -247,7 +247,49 @@ def test_significance_table_shows_a_floored_p_as_at_most(per_query):
     unbounded = comparisons[comparisons["system_a"] == "bm25"]["randomization_p_holm"]
     for p_value in unbounded:
         assert f"<td>{p_value:.4f}</td>" in html
-    assert "randomization p (Holm)" in html
+    assert "randomization p (Holm, all pairs)" in html
+
+
+def test_the_report_shows_each_pair_once_with_one_sign(per_query):
+    """The report's significance table, both families (issue 51: "all pairs" showed a pair
+    +0.0311 and "against bm25" the same pair −0.0311, on two rows): one row per pair, the
+    baseline as system a, each family's Holm p and verdict side by side, "–" for the family
+    a pair is not in."""
+    rng = np.random.default_rng(5)
+    bm25 = per_query[per_query["system"] == "bm25"]
+    systems = [
+        bm25,
+        bm25.assign(system="all-MiniLM", value=bm25["value"] - 0.03 + rng.normal(0, 0.01, 40)),
+        bm25.assign(system="splade", value=bm25["value"] + 0.2 + rng.normal(0, 0.01, 40)),
+    ]
+    frame = pd.concat(systems)
+    everything = paired_comparisons(frame, permutations=199, first="bm25")
+    against = paired_comparisons(frame, permutations=199, baseline="bm25")
+    comparisons = pd.concat(
+        [everything.assign(family="all pairs"), against.assign(family="against bm25")]
+    )
+    table = pd.read_html(io.StringIO(significance_table(comparisons)))[0]
+    assert len(table) == 2 * 3  # two datasets, three pairs each, each once
+    assert list(table.columns) == [
+        "dataset",
+        "metric",
+        "system a",
+        "system b",
+        "b − a",
+        "d_z",
+        "randomization p (Holm, against bm25)",
+        "significant (against bm25)",
+        "randomization p (Holm, all pairs)",
+        "significant (all pairs)",
+    ]
+    pairs = set(zip(table["system a"], table["system b"]))
+    assert pairs == {("bm25", "all-MiniLM"), ("bm25", "splade"), ("all-MiniLM", "splade")}
+    minilm = table[table["system b"] == "all-MiniLM"]
+    expected = against[against["system_b"] == "all-MiniLM"]["b_minus_a"]
+    assert [float(d) for d in minilm["b − a"]] == pytest.approx(expected.tolist(), abs=5e-5)
+    assert (minilm["b − a"].astype(float) < 0).all()
+    neither = table[table["system a"] == "all-MiniLM"]
+    assert (neither["randomization p (Holm, against bm25)"] == "–").all()
 
 
 def test_position_curves_one_panel_per_bucket_and_the_psi_table(tmp_path, text_in_svg):

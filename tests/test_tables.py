@@ -144,6 +144,28 @@ def test_derived_datasets_get_a_table_per_base_and_kind():
     ]
 
 
+def test_one_dataset_is_one_dataset():
+    """Issue 51: "The Average is over the 1 datasets of the benchmark"; a group of one, "the
+    mean of its 1 datasets"."""
+    summary = summary_of({("d1", "A"): 0.5, ("d1-copy", "A"): 0.4, ("cqa-unix", "A"): 0.3})
+    layout = TableLayout(
+        benchmark={"d1": None, "cqa-unix": "cqadupstack"},
+        derived={"d1-copy": {"base": "d1", "kind": EXPANDED}},
+    )
+    main, *_ = result_tables(summary, METRIC, layout)
+    assert main.notes == [
+        "cqadupstack: the mean of its 1 dataset (cqa-unix), counted once in the Average.",
+        "The Average is over the 2 datasets of the benchmark; datasets made from them are in "
+        "their own tables, not in the Average.",
+    ]
+    (main, _) = result_tables(
+        summary_of({("d1", "A"): 0.5, ("d1-copy", "A"): 0.4}),
+        METRIC,
+        TableLayout(benchmark={"d1": None}, derived=layout.derived),
+    )
+    assert main.notes[-1].startswith("The Average is over the 1 dataset of the benchmark;")
+
+
 def test_a_dataset_the_layout_does_not_place_is_refused():
     summary = summary_of({("d1", "A"): 0.5, ("stray", "A"): 0.9})
     with pytest.raises(ValueError, match="datasets stray are neither"):
@@ -281,9 +303,12 @@ def test_the_default_report_shows_recall_as_beirs_table_9_does(tmp_path):
     layout = TableLayout(benchmark={"d1": None}, derived={})
     write_tables(summary, config["report_metrics"], layout, tmp_path / "results.md", tmp_path)
     text = (tmp_path / "results.md").read_text()
-    table = "## recall_100\n\n| system | d1 | Average |\n|---|---:|---:|\n"
+    table = (
+        "## Recall@100 (recall_100)\n\nRecall@100: the relevant documents in the top 100 / all the "
+        "query's relevant documents.\n\n| system | d1 | Average |\n|---|---:|---:|\n"
+    )
     assert f"{table}| bm25 | 0.2000 | 0.2000 |" in text
-    assert "## recall_cap_100" not in text
+    assert "(recall_cap_100)" not in text
     recall = summary.set_index("metric")["value"]
     assert (recall["recall_cap_100"], recall["recall_100"]) == (1.0, 0.2)
 

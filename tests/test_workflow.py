@@ -33,7 +33,7 @@ from test_readme import offline_quickstart_command, run_in_copy
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.core import contracts
-from irflow.evaluation.published import load_published
+from irflow.evaluation.published import load_published, shown
 from irflow.workflow.config import load_config
 
 pytestmark = pytest.mark.e2e
@@ -206,7 +206,7 @@ def test_the_readmes_offline_quickstart_scores_bm25_and_minilm_on_scifact(workfl
     SciFact numbers, MiniLM's from the copy the install ships."""
     workdir, _, _ = workflow
     table = (workdir / "quickstart" / "results.md").read_text(encoding="utf-8")
-    ndcg = table.split("## ndcg_cut_10", 1)[1].split("##", 1)[0]
+    ndcg = table.split("## nDCG@10 (ndcg_cut_10)", 1)[1].split("##", 1)[0]
     for system, name in (("bm25", "BM25"), (MINILM, MINILM)):
         row = re.search(rf"^\| {re.escape(system)} \| ([0-9.]+) \|", ndcg, re.M)
         assert row, f"no {system} row in the quickstart's nDCG@10 table:\n{ndcg}"
@@ -337,7 +337,10 @@ def test_results_md_sets_each_number_beside_its_published_values(workflow):
     text = (workdir / "results" / "results.md").read_text(encoding="utf-8")
     section = text.split("## Against published results", 1)[1]
     comparison = pd.read_parquet(workdir / "results" / "published.parquet")
-    assert len(comparison) == section.count("\n| ") - 1  # one line per row, under the header
+    # One line per published value of the tables' measures, under the header.
+    record = json.loads((workdir / "results" / "experiment.json").read_text(encoding="utf-8"))
+    rows = shown(comparison, record["config"]["report_metrics"])
+    assert len(rows) == section.count("\n| ") - 1
     assert "missed" not in section
 
 
@@ -540,6 +543,12 @@ def test_significance_of_every_pair(workflow):
     # MiniLM's lead over BM25 on ArguAna (0.50 vs 0.41 on the whole) is no accident.
     arguana = baseline.query("dataset == @ARGUANA and system_b == @MINILM")
     assert arguana["significant"].item() and arguana["b_minus_a"].item() > 0
+    # A pair reads with one sign in both families: the baseline is system_a in all pairs too.
+    key = ["dataset", "metric", "system_a", "system_b"]
+    with_bm25 = pairs[(pairs["system_a"] == "bm25") | (pairs["system_b"] == "bm25")]
+    assert set(with_bm25["system_a"]) == {"bm25"}
+    both = with_bm25.merge(baseline, on=key, suffixes=("", "_baseline"))
+    assert len(both) == len(baseline) and (both["b_minus_a"] == both["b_minus_a_baseline"]).all()
 
 
 def test_correlations_and_corpus_similarity(workflow):

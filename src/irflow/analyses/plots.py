@@ -245,24 +245,30 @@ def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -
 
 
 def significance_table(comparisons: pd.DataFrame) -> str:
-    """HTML table of the comparisons: b − a (positive when system b scores higher), d_z, and the
-    randomization p as reported (with "≤" at the floor)."""
+    """HTML table of the comparisons, each pair once: b − a (positive when system b scores
+    higher; a is the baseline wherever the pair holds it), d_z, and per family (all pairs,
+    against the baseline) the randomization p after Holm as reported ("≤" at the floor) and
+    whether it is significant; "–" for a family the pair is not in."""
     if comparisons.empty:
         return "<p>Nothing to compare: no dataset has two systems.</p>"
+    pair = ["dataset", "metric", "system_a", "system_b"]
+    table = comparisons.drop_duplicates(pair)[[*pair, "b_minus_a", "effect_size"]]
+    for family, rows in comparisons.groupby("family", sort=True):
+        tested = rows[[*pair, "randomization_p_holm_text", "significant"]].rename(
+            columns={
+                "randomization_p_holm_text": f"randomization p (Holm, {family})",
+                "significant": f"significant ({family})",
+            }
+        )
+        table = table.merge(tested, on=pair, how="left")
     columns = {
-        "family": "family",
-        "dataset": "dataset",
-        "metric": "metric",
         "system_a": "system a",
         "system_b": "system b",
         "b_minus_a": "b − a",
         "effect_size": "d_z",
-        "randomization_p_holm_text": "randomization p (Holm)",
-        "significant": "significant",
     }
-    table = comparisons.sort_values(["family", "dataset", "metric", "system_a", "system_b"])
     return (
-        table[list(columns)]
+        table.sort_values(pair)
         .rename(columns=columns)
         .to_html(index=False, float_format="{:+.4f}".format, na_rep="–")
     )

@@ -99,6 +99,21 @@ PATTERNS = {
 }
 
 
+# Each tested pair once (the significance view has it once per family, with one sign: the
+# baseline is system_a wherever a pair holds it), with each family's Holm p side by side.
+PAIRS_VIEW = """
+CREATE OR REPLACE VIEW significance_pairs AS
+SELECT dataset, metric, system_a, system_b, any_value(queries) AS queries,
+       any_value(mean_a) AS mean_a, any_value(mean_b) AS mean_b,
+       any_value(b_minus_a) AS b_minus_a, any_value(effect_size) AS effect_size,
+       any_value(randomization_p_holm) FILTER (family = 'all pairs') AS p_holm_all_pairs,
+       any_value(significant) FILTER (family = 'all pairs') AS significant_all_pairs,
+       any_value(randomization_p_holm) FILTER (family LIKE 'against %') AS p_holm_against_baseline,
+       any_value(significant) FILTER (family LIKE 'against %') AS significant_against_baseline
+FROM significance GROUP BY dataset, metric, system_a, system_b
+"""
+
+
 def _view(name: str, paths: list, guard: str) -> str:
     if name == "manifests":
         source = f"SELECT filename AS path, content::JSON AS record FROM read_text({_files(paths)})"
@@ -124,7 +139,8 @@ def build_database(
     record: Path | None = None,
 ) -> None:
     """(Re)create the DuckDB file with one view per name in ``files`` (a contract's files, a
-    table's file, or the JSON manifests), ``lineage``, how each run was made, and the
+    table's file, or the JSON manifests), ``lineage``, how each run was made,
+    ``significance_pairs``, each tested pair once (``PAIRS_VIEW``), and the
     ``experiment`` table: the config files and fingerprint of the results
     (irflow.workflow.experiment). With ``record``, the file that records ``experiment``, every
     view checks that it still does (``experiment_guard``). A file that does not read back
@@ -190,6 +206,9 @@ def _build(path: Path, files: dict[str, list], experiment: dict | None, guard: s
                 f"WHERE decode(key) = '{contracts.LINEAGE_KEY.decode()}' AND {guard}"
             )
             views.append("lineage")
+        if files.get("significance"):
+            db.execute(PAIRS_VIEW)
+            views.append("significance_pairs")
         # Raises where the disk is full: the checkpoint DuckDB makes on close does not.
         db.execute("CHECKPOINT")
     return views

@@ -24,6 +24,8 @@ import yaml
 
 from irflow.core.config import SAFE_LOADER
 from irflow.core.errors import InputError
+from irflow.evaluation.measures import metric_name
+from irflow.evaluation.tables import markdown_rows, signed
 
 log = logging.getLogger(__name__)
 
@@ -161,45 +163,99 @@ def log_misses(comparison: pd.DataFrame) -> None:
 
 
 def verdict(row) -> str:
-    """Within tolerance, missed, or how the published run differs."""
+    """Within its tolerance or missed, each with the tolerance; or how the published run
+    differs."""
     if not row.reproduction:
         return f"differs: {row.differs}"
-    return "within tolerance" if row.within else f"missed (± {row.tolerance:.4g})"
+    return f"{'within' if row.within else 'missed'} (± {row.tolerance:.4g})"
 
 
-def html(comparison: pd.DataFrame) -> str:
+# What a row of the section is: one published value of one irflow number. Its sources (each
+# publishing the same value, and saying how its run differs, if it does) are listed together.
+VALUE_KEYS = [
+    "dataset",
+    "system",
+    "metric",
+    "value",
+    "published",
+    "delta",
+    "tolerance",
+    "within",
+    "reproduction",
+    "published_system",
+]
+INTRO = (
+    "Each published value irflow knows (config/reference/published.yaml) for a system and "
+    "dataset here, in the measures of the tables above: irflow's number, the published one, "
+    "Δ = irflow − published, and the verdict. A reproduction is a published run with "
+    "irflow's settings: within or missed by more than the tolerance shown; the others differ "
+    "as said. Sources that publish the same value share its row."
+)
+
+
+def shown(comparison: pd.DataFrame, metrics: list[str], depth: int | None = None) -> pd.DataFrame:
+    """The section's rows: the ``metrics`` (those the tables show), one per published value
+    with its sources together, the metric named as the tables name it."""
+    rows = comparison[comparison["metric"].isin(metrics)]
+    # The tables' order of measures within each (dataset, system), reproductions first.
+    position = rows["metric"].map({metric: at for at, metric in enumerate(metrics)})
+    rows = rows.assign(position=position).sort_values(
+        ["dataset", "system", "position"], kind="stable"
+    )
+    table = (
+        rows.groupby(VALUE_KEYS, sort=False)[["differs", "source"]]
+        .agg(lambda texts: "; ".join(dict.fromkeys(texts)))
+        .reset_index()
+    )
+    return pd.DataFrame(
+        {
+            "dataset": table["dataset"],
+            "system": table["system"],
+            "metric": [metric_name(metric, depth).label for metric in table["metric"]],
+            "irflow": table["value"].map("{:.4f}".format),
+            "published": table["published"].map("{:.4f}".format),
+            "Δ": table["delta"].map(signed),
+            "verdict (tolerance)": [verdict(row) for row in table.itertuples()],
+            "published system": table["published_system"],
+            "sources": table["source"],
+        }
+    )
+
+
+def _left_out(comparison: pd.DataFrame, metrics: list[str]) -> str:
+    """A line naming the published values of metrics the tables do not show, if any."""
+    other = comparison[~comparison["metric"].isin(metrics)]
+    if other.empty:
+        return ""
+    counts = other.groupby("metric", sort=True).size()
+    listed = ", ".join(f"{metric} ({count})" for metric, count in counts.items())
+    return (
+        f"Published values of measures the tables do not show ({listed}; add them to "
+        "report_metrics to show them here) are in results/published.parquet, the database's "
+        "published view."
+    )
+
+
+def html(comparison: pd.DataFrame, metrics: list[str], depth: int | None = None) -> str:
     """The report's table of the same rows as results.md's section."""
     if comparison.empty:
         return ""
-    shown = comparison.assign(verdict=[verdict(row) for row in comparison.itertuples()])
-    columns = ["dataset", "system", "metric", "value", "published", "delta", "verdict"]
-    table = shown[[*columns, "published_system", "source"]].to_html(
-        index=False, float_format="{:.4f}".format
+    left_out = _left_out(comparison, metrics)
+    return (
+        f"<h3>Against published results</h3><p>{INTRO}</p>"
+        + shown(comparison, metrics, depth).to_html(index=False)
+        + (f"<p>{left_out}</p>" if left_out else "")
     )
-    return f"<h3>Against published results</h3>{table}"
 
 
-def markdown(comparison: pd.DataFrame) -> str:
-    """results.md's section: each (dataset, system, metric) beside its published values."""
+def markdown(comparison: pd.DataFrame, metrics: list[str], depth: int | None = None) -> str:
+    """results.md's section: each number of the tables beside its published values."""
     if comparison.empty:
         return ""
-    lines = [
-        "## Against published results",
-        "",
-        "Each published value irflow knows for a system and dataset here "
-        "(config/reference/published.yaml). A reproduction is a published run with irflow's "
-        "settings; the others differ as said.",
-        "",
-        "| dataset | system | metric | irflow | published | Δ | | published system | source |",
-        "|---|---|---|---:|---:|---:|---|---|---|",
-    ]
-    for row in comparison.itertuples():
-        lines.append(
-            f"| {row.dataset} | {row.system} | {row.metric} | {row.value:.4f} | "
-            f"{row.published:.4f} | {row.delta:+.4f} | {verdict(row)} | {row.published_system} | "
-            f"{row.source} |"
-        )
-    return "\n".join(lines) + "\n"
+    lines = ["## Against published results", "", INTRO, ""]
+    lines += markdown_rows(shown(comparison, metrics, depth), ["irflow", "published", "Δ"])
+    left_out = _left_out(comparison, metrics)
+    return "\n".join(lines + (["", left_out] if left_out else [])) + "\n"
 
 
 def reference_scores(comparison: pd.DataFrame, metric: str) -> pd.DataFrame:

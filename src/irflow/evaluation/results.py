@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from irflow.core import contracts
-from irflow.evaluation import beir_table, published
+from irflow.evaluation import beir_table, published, significance
 from irflow.evaluation.aggregate import build_summary, collect_per_query
 from irflow.evaluation.tables import TableLayout, write_tables
 
@@ -46,13 +46,17 @@ def write_results(
     identities: dict,
     *,
     missing: dict[tuple[str, str], str] | None = None,
+    depth: int | None = None,
+    tests: tuple[pd.DataFrame, dict] | None = None,
 ) -> pd.DataFrame:
     """Aggregate ``scores`` ((dataset, system, per-query Parquet) each) into ``files``: the
     per-query table, the summary, each number beside its published value
     (``published_path``; ``identities``: what each system is published as) and the tables of
-    ``report_metrics``, with BEIR's Table 2 in its shape where the run has its datasets and
-    systems (irflow.evaluation.beir_table). With ``missing``, a partial run's tables
-    (irflow.evaluation.tables). Returns the summary."""
+    ``report_metrics``, named with ``depth``, every run's (top_k), with BEIR's Table 2 in its
+    shape where the run has its datasets and systems (irflow.evaluation.beir_table). With
+    ``tests``, the significance table and its settings (config ``significance``), results.md
+    shows each system against the baseline (irflow.evaluation.significance). With ``missing``,
+    a partial run's tables (irflow.evaluation.tables). Returns the summary."""
     per_query = collect_per_query(scores)
     contracts.write_frame(per_query, files.per_query)
     summary = build_summary(per_query)
@@ -61,14 +65,22 @@ def write_results(
     comparison = published.compare(summary, entries, identities)
     contracts.write_frame(comparison, files.published, contracts.PUBLISHED)
     published.log_misses(comparison)
+    appendix = ""
+    if tests is not None:
+        comparisons, settings = tests
+        appendix = significance.markdown(
+            comparisons, settings["baseline"], settings["alpha"], depth
+        )
+    appendix += beir_table.markdown(beir_table.view(summary, entries, identities, layout))
+    appendix += published.markdown(comparison, report_metrics, depth)
     write_tables(
         summary,
         report_metrics,
         layout,
         files.markdown,
         files.tables,
-        appendix=beir_table.markdown(beir_table.view(summary, entries, identities, layout))
-        + published.markdown(comparison),
+        appendix=appendix,
         missing=missing,
+        depth=depth,
     )
     return summary

@@ -6,8 +6,10 @@ One call is one kind of comparison (all pairs, or every system against a baselin
 p-values are Holm–Bonferroni adjusted within each family, i.e. one dataset and one metric,
 because that is the set of claims a reader of one results table makes at once.
 
-``b_minus_a`` is ``mean_b - mean_a``: positive when system_b scores higher. Against a baseline,
-system_a is the baseline, so a system that beats it shows a positive ``b_minus_a``.
+``b_minus_a`` is ``mean_b - mean_a``: positive when system_b scores higher. Wherever a pair holds
+the baseline, system_a is the baseline, in both kinds of comparison, so a system that beats it
+shows a positive ``b_minus_a`` and a pair has the same sign in both (before, all pairs were in
+name order, and the same pair showed opposite signs in the two).
 ``effect_size`` (Cohen's d_z) and ``t_statistic`` are of the paired differences b - a, so the
 three have the same sign.
 
@@ -29,6 +31,8 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.evaluation.measures import metric_name
+from irflow.evaluation.tables import markdown_rows, signed
 
 # The table's columns but its family (all pairs, or against the baseline), which the script adds.
 COLUMNS = [name for name in contracts.SIGNIFICANCE.names if name != "family"]
@@ -156,9 +160,9 @@ def compare_pair(a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) 
     }
 
 
-def _pairs(systems: list[str], baseline: str | None) -> list[tuple[str, str]]:
+def _pairs(systems: list[str], baseline: str | None, first: str | None) -> list[tuple[str, str]]:
     if baseline is None:
-        return list(combinations(sorted(systems), 2))
+        return [(b, a) if b == first else (a, b) for a, b in combinations(sorted(systems), 2)]
     if baseline not in systems:
         return []
     return [(baseline, other) for other in sorted(systems) if other != baseline]
@@ -170,12 +174,14 @@ def paired_comparisons(
     permutations: int = 10000,
     seed: int = 0,
     baseline: str | None = None,
+    first: str | None = None,
     alpha: float = 0.05,
 ) -> pd.DataFrame:
     """One row per (dataset, metric, system pair); see the module docstring for the columns.
 
-    Pairs are every system_a < system_b, or (baseline, other) when ``baseline`` is given
-    (datasets the baseline was not run on are skipped). Queries are the union of the pair's
+    Pairs are every system_a < system_b, but with ``first`` as system_a in every pair it is
+    in, or (baseline, other) when ``baseline`` is given (datasets the baseline was not run on
+    are skipped). Queries are the union of the pair's
     query ids; a query one system lacks scores 0 for it, as score.py scores a query the run
     returned nothing for. ``significant`` is randomization_p_holm < alpha.
     ``randomization_p_at_floor``: the p is at its floor, so the true p is at most that.
@@ -188,7 +194,7 @@ def paired_comparisons(
     for (dataset, metric), family in per_query.groupby(["dataset", "metric"], sort=True):
         table = family.pivot(index="query_id", columns="system", values="value")
         family_rows = []
-        for system_a, system_b in _pairs(list(table.columns), baseline):
+        for system_a, system_b in _pairs(list(table.columns), baseline, first):
             pair = table[[system_a, system_b]].dropna(how="all").fillna(0.0)
             a = pair[system_a].to_numpy(dtype=float)
             b = pair[system_b].to_numpy(dtype=float)
@@ -230,6 +236,22 @@ def paired_comparisons(
     return pd.DataFrame(rows, columns=COLUMNS).astype(types)
 
 
+def every_comparison(per_query: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    """The significance table: for each of ``settings["metrics"]`` (config ``significance``),
+    all pairs, and each system against the baseline where there is one, each as its
+    ``family``; the baseline is system_a in every pair that holds it, in both, so that a pair
+    reads with one sign."""
+    per_query = per_query[per_query["metric"].isin(settings["metrics"])]
+    options = {key: settings[key] for key in ("permutations", "seed", "alpha")}
+    baseline = settings["baseline"]
+    everything = paired_comparisons(per_query, first=baseline, **options)
+    families = [everything.assign(family="all pairs")]
+    if baseline is not None:
+        against = paired_comparisons(per_query, baseline=baseline, **options)
+        families.append(against.assign(family=f"against {baseline}"))
+    return pd.concat(families, ignore_index=True)
+
+
 @register_check
 def baseline_problems(config: dict) -> list[str]:
     """``significance.baseline``: a system the config defines, or null."""
@@ -237,3 +259,80 @@ def baseline_problems(config: dict) -> list[str]:
     if baseline is None or baseline in systems:
         return []
     return [missing_key("significance.baseline", baseline, "systems", systems)]
+
+
+def against_baseline(
+    comparisons: pd.DataFrame, metric: str, baseline: str | None, depth: int | None = None
+) -> pd.DataFrame:
+    """The table that answers "is A better than B?" for ``metric``: each system against
+    ``baseline`` on each dataset (every pair where there is no baseline), its difference read
+    so that a win is positive (system − baseline, ``b_minus_a``), the Holm-corrected
+    randomization p as reported ("≤" at the floor) and whether it is significant."""
+    family = "all pairs" if baseline is None else f"against {baseline}"
+    rows = comparisons[(comparisons["family"] == family) & (comparisons["metric"] == metric)]
+    rows = rows.sort_values(["system_b", "system_a", "dataset"])
+    title = metric_name(metric, depth).title
+    difference = f"{title} − {baseline}" if baseline else f"{title}: system − against"
+    shown = pd.DataFrame(
+        {
+            "system": rows["system_b"],
+            "against": rows["system_a"],
+            "dataset": rows["dataset"],
+            difference: rows["b_minus_a"].map(signed),
+            "p (Holm)": rows["randomization_p_holm_text"],
+            "significant": rows["significant"].map({True: "yes", False: "no"}),
+        }
+    )
+    return (shown if baseline is None else shown.drop(columns="against")).reset_index(drop=True)
+
+
+def _explanation(baseline: str | None, alpha: float) -> str:
+    test = (
+        "the paired randomization test's two-sided p after Holm's correction over the "
+        f"{{}} on that dataset and measure, and whether it is below {alpha:g} (a p at the "
+        "test's floor shows as ≤, docs/metrics.md). Every pair, with the t-test: "
+        "results/significance.parquet (the database's significance view)."
+    )
+    if baseline is None:
+        return (
+            "Every pair of systems on each dataset: the difference system − against (a win of "
+            f"the system is positive), {test.format('pairs')} Set significance.baseline to "
+            "compare each system with one."
+        )
+    return (
+        f"Each system against the baseline, {baseline}, on each dataset: its difference "
+        f"from it (system − {baseline}: a win is positive), "
+        f"{test.format(f'systems compared with {baseline}')}"
+    )
+
+
+def _section_title(baseline: str | None) -> str:
+    return "Significance of every pair" if baseline is None else f"Against the baseline, {baseline}"
+
+
+def markdown(
+    comparisons: pd.DataFrame, baseline: str | None, alpha: float, depth: int | None = None
+) -> str:
+    """results.md's section: ``against_baseline`` for each metric tested."""
+    if comparisons.empty:
+        return ""
+    lines = [f"## {_section_title(baseline)}", "", _explanation(baseline, alpha), ""]
+    for metric in sorted(comparisons["metric"].unique()):
+        table = against_baseline(comparisons, metric, baseline, depth)
+        lines += [f"### {metric_name(metric, depth).label}", ""]
+        lines += [*markdown_rows(table, list(table.columns[-3:-1])), ""]  # difference and p
+    return "\n".join(lines) + "\n"
+
+
+def html(
+    comparisons: pd.DataFrame, baseline: str | None, alpha: float, depth: int | None = None
+) -> str:
+    """The report's table of the same rows as results.md's section."""
+    if comparisons.empty:
+        return ""
+    parts = [f"<h3>{_section_title(baseline)}</h3><p>{_explanation(baseline, alpha)}</p>"]
+    for metric in sorted(comparisons["metric"].unique()):
+        table = against_baseline(comparisons, metric, baseline, depth)
+        parts.append(f"<h4>{metric_name(metric, depth).label}</h4>")
+        parts.append(table.to_html(index=False))
+    return "".join(parts)

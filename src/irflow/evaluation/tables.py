@@ -39,10 +39,16 @@ from pathlib import Path
 import pandas as pd
 
 from irflow.core.config import register_check
+from irflow.evaluation.measures import metric_name
 
 AVERAGE = "Average"
 # BEIR's mark of an in-domain result (Table 2's \ddagger).
 IN_DOMAIN = "‡"
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 dataset", "2 datasets"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -144,8 +150,8 @@ def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> R
     table = table.sort_index().sort_values(AVERAGE, ascending=False, kind="stable")
     table = table.rename(columns={column: f"{column} {IN_DOMAIN}" for column in in_domain})
     notes = [
-        f"{group}: the mean of its {len(members)} datasets ({', '.join(members)}), counted "
-        f"once in the Average."
+        f"{group}: the mean of its {counted(len(members), 'dataset')} ({', '.join(members)}), "
+        "counted once in the Average."
         for group, members in groups.items()
     ]
     notes += [
@@ -158,8 +164,8 @@ def benchmark_table(values: pd.DataFrame, layout: TableLayout, metric: str) -> R
     ]
     if layout.derived:
         notes.append(
-            f"The Average is over the {len(layout.columns())} datasets of the benchmark; "
-            "datasets made from them are in their own tables, not in the Average."
+            f"The Average is over the {counted(len(layout.columns()), 'dataset')} of the "
+            "benchmark; datasets made from them are in their own tables, not in the Average."
         )
     return ResultTable(metric, metric, table, notes)
 
@@ -219,6 +225,11 @@ def result_tables(
     return [table for table, _ in tables]
 
 
+def signed(value: float) -> str:
+    """A difference to 4 decimals with its sign, and no "-0.0000" for a rounding error."""
+    return f"{round(value, 4) + 0.0:+.4f}"
+
+
 def _cell(value) -> str:
     return "" if pd.isna(value) else f"{value:.4f}"
 
@@ -237,24 +248,71 @@ def table_markdown(table: ResultTable, heading: str) -> list[str]:
     return parts + [""] + [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
 
 
-def markdown(tables: dict[str, list[ResultTable]], banner: str = "") -> str:
-    """results.md: ``banner`` (what a reader must know first), then per metric its main table
-    and the others under it, each with its notes."""
+def markdown_rows(frame: pd.DataFrame, numbers: list[str]) -> list[str]:
+    """A table of text cells in Markdown, the ``numbers`` columns right-aligned."""
+    align = "|".join("---:" if column in numbers else "---" for column in frame.columns)
+    return [
+        "| " + " | ".join(frame.columns) + " |",
+        f"|{align}|",
+        *("| " + " | ".join(row) + " |" for row in frame.itertuples(index=False)),
+    ]
+
+
+def legend(layout: TableLayout) -> str:
+    """What every table's cells and Average are, as results.md and the report say it first."""
+    columns = layout.columns()
+    text = (
+        "Each table is one measure, named as a paper prints it with trec_eval's id beside it: "
+        "systems × datasets, each cell the measure's mean over the dataset's judged queries. "
+        f"The Average is the mean over the benchmark's {counted(len(columns), 'dataset')} "
+        f"({', '.join(columns)}), each counted once"
+    )
+    if layout.groups():
+        text += " (a group of datasets as one, the mean of its members)"
+    if layout.derived:
+        text += "; the datasets made from them are in tables of their own, without an Average"
+    return text + "; a system lacking one of them has none."
+
+
+def metric_heading(metric: str, depth: int | None) -> tuple[str, str]:
+    """A main table's heading (its metric's name, the id beside it) and the line under it,
+    what the metric means (irflow.evaluation.measures)."""
+    name = metric_name(metric, depth)
+    return name.label, f"{name.title}: {name.meaning}."
+
+
+def markdown(
+    tables: dict[str, list[ResultTable]],
+    layout: TableLayout,
+    banner: str = "",
+    depth: int | None = None,
+) -> str:
+    """results.md: ``banner`` (what a reader must know first), the ``layout``'s legend, then
+    per metric its main table, under its name and what it means (``depth``: every run's, for
+    a measure of the whole ranking), and the others under it, each with its notes."""
     parts = ["# irflow results", ""] + ([banner, ""] if banner else [])
-    for metric_tables in tables.values():
+    parts += [legend(layout), ""]
+    for metric, metric_tables in tables.items():
+        title, meaning = metric_heading(metric, depth)
         for i, table in enumerate(metric_tables):
-            parts += table_markdown(table, f"{'##' if i == 0 else '###'} {table.title}")
+            parts += table_markdown(
+                table, f"## {title}\n\n{meaning}" if i == 0 else f"### {table.title}"
+            )
     return "\n".join(parts)
 
 
-def html_tables(tables: dict[str, list[ResultTable]]) -> str:
-    """The report's results table: the same tables and notes as results.md."""
-    parts = []
-    for metric_tables in tables.values():
+def html_tables(
+    tables: dict[str, list[ResultTable]], layout: TableLayout, depth: int | None = None
+) -> str:
+    """The report's results table: the same legend, names, tables and notes as results.md."""
+    parts = [f"<p>{html.escape(legend(layout))}</p>"]
+    for metric, metric_tables in tables.items():
+        title, meaning = metric_heading(metric, depth)
         for i, table in enumerate(metric_tables):
-            parts.append(
-                f"<h{3 if i == 0 else 4}>{html.escape(table.title)}</h{3 if i == 0 else 4}>"
-            )
+            if i == 0:
+                parts.append(f"<h3>{html.escape(title)}</h3><p>{html.escape(meaning)}</p>")
+            else:
+                parts.append(f"<h4>{html.escape(table.title)}</h4>")
             parts.append(table.frame.to_html(float_format="{:.4f}".format, na_rep=""))
             if table.notes:
                 items = "".join(f"<li>{html.escape(note)}</li>" for note in table.notes)
@@ -278,8 +336,10 @@ def write_tables(
     *,
     appendix: str = "",
     missing: dict[tuple[str, str], str] | None = None,
+    depth: int | None = None,
 ) -> None:
-    """results.md (with ``appendix`` after the tables) and the tables' CSV files. With
+    """results.md (with ``appendix`` after the tables; ``depth``: every run's, top_k, for the
+    names of whole-ranking measures) and the tables' CSV files. With
     ``missing``, the tables of a partial run (``result_tables``): results.md opens by saying
     so, and tables/missing.csv lists each missing (dataset, system) and why."""
     tables = {metric: result_tables(summary, metric, layout, missing) for metric in metrics}
@@ -296,7 +356,8 @@ def write_tables(
         pd.DataFrame(rows, columns=["dataset", "system", "reason"]).to_csv(
             csv_dir / "missing.csv", index=False
         )
-    text = markdown(tables, banner) + (f"\n{appendix}" if appendix else "")
+    text = markdown(tables, layout, banner, depth)
+    text += f"\n{appendix}" if appendix else ""
     markdown_path.write_text(text, encoding="utf-8")
 
 

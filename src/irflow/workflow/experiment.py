@@ -13,6 +13,7 @@ of the config file, byte for byte or not).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -90,8 +91,8 @@ def snakemake_command(
     """The command line that runs this experiment again with ``options`` (by default
     ``--cores all``), less its targets: the Snakemake the user ran (``.venv/bin/snakemake`` for
     the README's) and the config files the run named; with the Snakefile and the working
-    directory where the Snakefile is not in it. A damaged file's error
-    (irflow.core.errors.rebuild_command) adds the file."""
+    directory where the Snakefile is not in it, and the run's PYTHONPATH (``python_path``). A
+    damaged file's error (irflow.core.errors.rebuild_command) adds the file."""
     program = sys.argv[0] if Path(sys.argv[0]).name == "snakemake" else "snakemake"
     words = [program, *options]
     here = Path.cwd()
@@ -102,4 +103,16 @@ def snakemake_command(
         paths = [path.relative_to(here) if path.is_relative_to(here) else path for path in paths]
     if paths:
         words += ["--configfile", *(str(path) for path in paths)]
-    return shlex.join(words)
+    return python_path() + shlex.join(words)
+
+
+def python_path() -> str:
+    """``PYTHONPATH=<folders> `` as this run had it, or "" where it had none: a ``type: python``
+    retriever's, reranker's or source's module is imported from there when the config is
+    checked, by the run and by --report alike, so a command without it fails. Each folder is
+    made whole (a relative one against the working directory, where the run's jobs read it),
+    so that the command works pasted anywhere."""
+    value = os.environ.get("PYTHONPATH", "")
+    folders = [str(Path(folder).absolute()) for folder in value.split(os.pathsep) if folder]
+    # One word, unquoted up to the "=": a quoted name would not be an assignment to bash.
+    return f"PYTHONPATH={shlex.quote(os.pathsep.join(folders))} " if folders else ""

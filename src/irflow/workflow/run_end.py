@@ -122,12 +122,16 @@ class RunState:
         return "; ".join(reasons) or NOT_RUN
 
 
-def main_table(summary, metric: str, layout: dict, missing: dict | None = None) -> list[str]:
-    """The lines of ``metric``'s main table, as results.md shows it, with its notes."""
-    from irflow.evaluation.tables import TableLayout, result_tables, table_markdown
+def main_table(summary, aggregate, missing: dict | None = None) -> list[str]:
+    """The lines of the first report metric's main table, as results.md shows it (its name,
+    with the id beside it), with its notes; ``aggregate``: the aggregate job."""
+    from irflow.evaluation.tables import TableLayout, metric_heading, result_tables, table_markdown
 
-    table = result_tables(summary, metric, TableLayout(**layout), missing)[0]
-    return table_markdown(table, f"{metric}{' (partial)' if missing else ''}:")
+    params = aggregate.params
+    metric = params.report_metrics[0]
+    table = result_tables(summary, metric, TableLayout(**params.layout), missing)[0]
+    title, _ = metric_heading(metric, params.depth)
+    return table_markdown(table, f"{title}{' (partial)' if missing else ''}:")
 
 
 def say(lines: list[str]) -> None:
@@ -154,7 +158,6 @@ def after_success(workflow) -> None:
         return
     remove_partial(state.snakefile)
     summary = read_frame(aggregate.output.summary)
-    metric = aggregate.params.report_metrics[0]
     where = [aggregate.output.markdown, aggregate.output.tables]
     where += [DATABASE] if state.up_to_date(DATABASE) else []
     where = [str(shown_path(Path(path), state.snakefile)) for path in where]
@@ -163,7 +166,7 @@ def after_success(workflow) -> None:
         workflow.overwrite_configfiles, state.snakefile, ("--report", str(report))
     )
     lines = [f"irflow: the results are in {', '.join(where[:-1])} and {where[-1]}.", ""]
-    lines += main_table(summary, metric, aggregate.params.layout)
+    lines += main_table(summary, aggregate)
     lines += [f"The report, {report}, is made by:", f"    {command}"]
     say(lines)
 
@@ -196,13 +199,12 @@ def after_failure(workflow) -> None:
         return
     shown = shown_path(PARTIAL, state.snakefile)
     made = [name for name in PARTIAL_FILES if (PARTIAL / name).exists()]
-    metric = aggregate.params.report_metrics[0]
     rerun = snakemake_command(workflow.overwrite_configfiles, state.snakefile)
     lines = [
         f"irflow: partial results of the {len(finished)} of {len(scores)} (dataset, system) "
         f"pairs that finished, in {shown}/ ({', '.join(made)}):",
         "",
-        *main_table(summary, metric, aggregate.params.layout, missing),
+        *main_table(summary, aggregate, missing),
         "Fix what failed and run again; the complete tables replace these:",
         f"    {rerun}",
     ]
@@ -229,6 +231,7 @@ def write_partial(workflow, state: RunState, aggregate, finished: dict, missing:
         TableLayout(**params.layout),
         params.identities,
         missing=missing,
+        depth=params.depth,
     )
     rows = [(dataset, system, why) for (dataset, system), why in sorted(missing.items())]
     frame = pd.DataFrame(rows, columns=contracts.MISSING.names)

@@ -18,10 +18,15 @@ Values = Callable[[pd.DataFrame, dict, list[int]], dict[str, dict[str, float]]]
 
 @dataclass(frozen=True)
 class Measure:
-    """A measure irflow computes: ``name`` (the spec's, which takes cutoffs) and ``values``."""
+    """A measure irflow computes: ``name`` (the spec's, which takes cutoffs), ``values``, and
+    how results.md and the report name it: ``title``, the name a paper prints, and
+    ``meaning``, what it measures in a line; both with ``{k}`` for the cutoff
+    (irflow.evaluation.measures.metric_name)."""
 
     name: str
     values: Values
+    title: str
+    meaning: str
 
 
 def run_dict(run: pd.DataFrame) -> dict[str, dict[str, float]]:

@@ -16,4 +16,9 @@ def hole_share(ranked, qrels: dict, cutoffs: list[int]) -> dict[str, dict[str, f
     return values
 
 
-MEASURE = Measure("hole", hole_share)
+MEASURE = Measure(
+    "hole",
+    hole_share,
+    "Hole@{k}",
+    "the share of the top {k} that no query of the split judged (BEIR's Hole@k)",
+)

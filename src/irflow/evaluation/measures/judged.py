@@ -16,4 +16,6 @@ def judged_share(ranked, qrels: dict, cutoffs: list[int]) -> dict[str, dict[str,
     return values
 
 
-MEASURE = Measure("judged", judged_share)
+MEASURE = Measure(
+    "judged", judged_share, "Judged@{k}", "the share of the top {k} judged for that query"
+)

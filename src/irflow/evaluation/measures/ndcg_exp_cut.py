@@ -30,4 +30,9 @@ def exponential_ndcg(ranked, qrels: dict, cutoffs: list[int]) -> dict[str, dict[
     }
 
 
-MEASURE = Measure("ndcg_exp_cut", exponential_ndcg)
+MEASURE = Measure(
+    "ndcg_exp_cut",
+    exponential_ndcg,
+    "nDCG@{k} (2^grade − 1)",
+    "nDCG of the top {k} with the exponential gain 2^grade − 1 (Burges et al.)",
+)

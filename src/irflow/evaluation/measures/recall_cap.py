@@ -24,4 +24,10 @@ def capped_recall(ranked, qrels: dict, cutoffs: list[int]) -> dict[str, dict[str
     return values
 
 
-MEASURE = Measure("recall_cap", capped_recall)
+MEASURE = Measure(
+    "recall_cap",
+    capped_recall,
+    "capped Recall@{k}",
+    "the relevant documents in the top {k} / min({k}, the query's relevant documents), "
+    "BEIR's capped recall",
+)

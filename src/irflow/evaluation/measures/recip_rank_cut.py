@@ -15,4 +15,9 @@ def reciprocal_rank_at(ranked, qrels: dict, cutoffs: list[int]) -> dict[str, dic
     return values
 
 
-MEASURE = Measure("recip_rank_cut", reciprocal_rank_at)
+MEASURE = Measure(
+    "recip_rank_cut",
+    reciprocal_rank_at,
+    "MRR@{k}",
+    "1 / the rank of the first relevant document in the top {k} (0 if none)",
+)
