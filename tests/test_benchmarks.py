@@ -91,6 +91,10 @@ NOT_SMOKED = {
     "scale/measure.py": "runs config/scale.yaml twice on corpora of 10^5+ documents",
     # reads the embeddings and qrels of a workflow run (measure.py's or a user's)
     "index_quality.py": "reads a workflow run's embeddings",
+    # two whole experiment folders, each a Snakemake run loading MiniLM (a minute at any size);
+    # the path it times runs in CI in tests/test_vector_store.py and test_workflow.py's second
+    # experiment folder
+    "vector_store.py": "runs two whole experiment folders",
 }
 
 

@@ -118,7 +118,8 @@ def test_errors_name_the_key(change, message):
         ),
         (
             {"retrievers": {"d": {"type": "dense"}}},
-            "config key 'retrievers.d.model' is missing; write <string> (A key of `models`: the model that encodes the documents",
+            "config key 'retrievers.d.model' is missing; write <string> (A key of `models`: the "
+            "model that encodes the documents",
         ),
         (
             {"retrievers": {"b": "bm25"}},
