@@ -458,6 +458,15 @@ def check_order(name: str) -> tuple:
     return (FILTERS.index(name) if name in FILTERS else len(FILTERS), False, 0)
 
 
+# The filters bounding a share of lines from above with one setting of their own:
+# filter -> (its measure, the setting's key in the filter's block).
+LINE_SHARES = {
+    "short_lines": (short_line_fraction, "words"),
+    "numeric_lines": (numeric_line_fraction, "definition"),
+    "uppercase_lines": (uppercase_line_fraction, "uppercase_share"),
+}
+
+
 def build_checks(quality: dict) -> list[Check]:
     """The enabled checks of the ``filter.quality`` config block, in a fixed order."""
 
@@ -517,36 +526,16 @@ def build_checks(quality: dict) -> list[Check]:
         checks.append(
             Check("bullet_lines", bullet_line_fraction, maximum=spec["max"], strict=strict)
         )
-    if spec := on("short_lines"):
-        short = spec["words"]
-        checks.append(
-            Check(
-                "short_lines",
-                lambda doc: short_line_fraction(doc, short),
-                maximum=spec["max"],
-                strict=strict,
+    for name, (measure, setting) in LINE_SHARES.items():
+        if spec := on(name):
+            checks.append(
+                Check(
+                    name,
+                    lambda doc, measure=measure, value=spec[setting]: measure(doc, value),
+                    maximum=spec["max"],
+                    strict=strict,
+                )
             )
-        )
-    if spec := on("numeric_lines"):
-        definition = spec["definition"]
-        checks.append(
-            Check(
-                "numeric_lines",
-                lambda doc: numeric_line_fraction(doc, definition),
-                maximum=spec["max"],
-                strict=strict,
-            )
-        )
-    if spec := on("uppercase_lines"):
-        share = spec["uppercase_share"]
-        checks.append(
-            Check(
-                "uppercase_lines",
-                lambda doc: uppercase_line_fraction(doc, share),
-                maximum=spec["max"],
-                strict=strict,
-            )
-        )
     if spec := on("language"):
         expected, identifier, least = spec["expected"], spec["identifier"], spec["min_words"]
         if expected not in known_languages(identifier):

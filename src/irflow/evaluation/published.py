@@ -172,18 +172,7 @@ def verdict(row) -> str:
 
 # What a row of the section is: one published value of one irflow number. Its sources (each
 # publishing the same value, and saying how its run differs, if it does) are listed together.
-VALUE_KEYS = [
-    "dataset",
-    "system",
-    "metric",
-    "value",
-    "published",
-    "delta",
-    "tolerance",
-    "within",
-    "reproduction",
-    "published_system",
-]
+VALUE_KEYS = [column for column in COLUMNS if column not in ("differs", "source")]
 INTRO = (
     "Each published value irflow knows (config/reference/published.yaml) for a system and "
     "dataset here, in the measures of the tables above: irflow's number, the published one, "
