@@ -2,7 +2,6 @@
 #         -> cost, significance -> aggregate -> correlate -> plots (report), database
 # Every wildcard value comes from the validated config; see config/config.schema.yaml.
 
-import functools
 import os
 import re
 import sys
@@ -21,7 +20,7 @@ from irflow.workflow.config import (
 from irflow.workflow.experiment import RECORD as EXPERIMENT_RECORD
 from irflow.workflow.experiment import check_experiment, experiment, snakemake_command
 from irflow.workflow.guard import guard_input_functions
-from irflow.workflow.interrupted import claim_folder, clear_after_dead_runs
+from irflow.workflow.interrupted import claim_when_planning, clear_after_dead_runs
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
 from irflow.workflow.run_end import after_failure, after_success
@@ -33,16 +32,6 @@ min_version("9.0")
 if workflow.is_main_process:
     for message in clear_after_dead_runs(Path(".snakemake"), Path("results")):
         print(message, file=sys.stderr)
-
-
-# As the run starts to plan (before its first input function, when Snakemake knows whether it
-# is a dry run, and before it locks the folder), a run while another runs here is refused,
-# naming it (irflow.workflow.interrupted).
-@functools.cache
-def claim_this_folder():
-    if workflow.is_main_process:
-        with errors_end_on_the_message():
-            claim_folder(Path(".snakemake"), workflow.dryrun)
 
 
 report: "report/workflow.rst"
@@ -139,10 +128,12 @@ rule all:
 # that a changed setting reruns the job even without Snakemake's records in .snakemake/
 # (irflow.workflow.stamps). An input function that raises ends the run, naming it: Snakemake
 # would drop the job, and everything after it, from the run (irflow.workflow.guard).
+# As the run starts to plan, a run while another runs here is refused, naming it.
+_claim_this_folder = claim_when_planning(workflow)
 for _rule in workflow.rules:
     if _rule.params:
         _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
-    guard_input_functions(_rule, before=claim_this_folder)
+    guard_input_functions(_rule, before=_claim_this_folder)
 
 
 # Online, a model the Hugging Face hub cannot give is named before any job runs. Here rather

@@ -25,9 +25,11 @@ refused, naming that run's process (``refuse_a_second_run``).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from irflow.core.atomic import remove_dead_temporaries
@@ -54,6 +56,22 @@ def record_this_run(snakemake_dir: Path) -> None:
     folder = snakemake_dir / "irflow-runs"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / Owner.this_process().fields).touch()
+
+
+def claim_when_planning(workflow) -> Callable[[], None]:
+    """What a run calls, once, as it starts to plan: before its first input function, when
+    Snakemake knows whether it is a dry run, and before it locks the folder. A run while another
+    runs here is refused, its message the last line (``claim_folder``)."""
+
+    @functools.cache
+    def claim() -> None:
+        if workflow.is_main_process:
+            try:
+                claim_folder(Path(".snakemake"), workflow.dryrun)
+            except UserError as error:
+                raise SystemExit(f"{type(error).__name__}: {error}") from None
+
+    return claim
 
 
 def claim_folder(snakemake_dir: Path, dry_run: bool) -> None:
