@@ -58,10 +58,15 @@ LONGEST_FIRST = (
     "test_slurm.py",
     "test_qc_workflow.py",
     "test_kill_resume.py",
+    "test_bookkeeping_faults.py",
     "test_vectors_workflow.py",
+    "test_offline_configs.py",
+    "test_benchmarks.py",
     "test_onnx.py",
     "test_generate.py",
     "test_external_run.py",
+    "test_vector_store.py",
+    "test_documented_commands.py",
 )
 
 

@@ -634,7 +634,8 @@ def test_generate_reads_a_local_tokenizer_without_chunking_and_qrels_for_positiv
 def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
     """Five of SciFact's judged-relevant documents through generate (two queries to dev),
     filter, BM25 and scoring of the test split, against the fake server; the dry-run estimate
-    before (25 requests) and after (all cached); a second run has nothing to do."""
+    before (30 requests: two rewrites a query) and after (all cached); a second run has
+    nothing to do."""
     config = official_scifact_config(shared_datasets) | {
         "generate": {
             "scifact-gen": {
@@ -671,11 +672,11 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         )
         assert result.returncode == 0, result.stdout + result.stderr
         before = json.loads((tmp_path / estimate_target).read_text())
-        assert fake.requests == 0 and before["requests"] == 25 and before["cached"] == 0
+        assert fake.requests == 0 and before["requests"] == 30 and before["cached"] == 0
         assert before["sample"]["not_positive"] > 0 and before["documents"] == 5
         result = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert fake.requests == 25
+        assert fake.requests == 30
         folder = tmp_path / "results/datasets/scifact-gen"
         sampled = set(pd.read_parquet(folder / "generation/generation.parquet")["doc_id"])
         judged = pd.read_parquet(tmp_path / "results/datasets/scifact/qrels.parquet")
@@ -690,7 +691,7 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         manifest = json.loads(
             (tmp_path / "results/manifests/generate/scifact-gen.json").read_text()
         )
-        assert manifest["llm"]["requests"] == 25 and manifest["llm"]["model"] == "fake"
+        assert manifest["llm"]["requests"] == 30 and manifest["llm"]["model"] == "fake"
         assert manifest["statistics"]["queries"] == 5
         source = json.loads((tmp_path / "results/datasets/scifact-gen/source.json").read_text())
         assert source["base_dataset"] == "scifact" and len(source["checksum"]) == 32
@@ -703,7 +704,7 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         )
         assert after.returncode == 0, after.stdout + after.stderr
         cached = json.loads((tmp_path / estimate_target).read_text())
-        assert cached["requests"] == 0 and cached["cached"] == 25
+        assert cached["requests"] == 0 and cached["cached"] == 30
         assert fake.requests == 0
 
 
