@@ -91,7 +91,7 @@ def test_a_second_experiment_folder_encodes_nothing(tmp_path, shared_datasets, m
     assert first["rows_encoded"] == DOCUMENTS and first["vector_store"]["found"] is False
     assert second["rows_encoded"] == 0 and second["rows"] == DOCUMENTS
     assert second["vector_store"]["found"] is True
-    assert second["vector_store"]["placed"] == {"vectors.parquet": "hardlink"}
+    assert second["vector_store"]["placed"] == {"vectors.parquet": "copy"}
     assert second["encode_seconds"] == first["encode_seconds"]  # the cost table's throughput
     assert f"the vector store holds these {DOCUMENTS} vectors" in caplog.text
     assert "nothing encoded" in caplog.text

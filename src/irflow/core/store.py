@@ -18,11 +18,10 @@ removes. Each file's MD5, recorded when it is written, is checked whenever it is
 damaged entry (a flipped bit, a truncated file, an unreadable ``entry.json``) is removed,
 said so in the job's log, and made again.
 
-A file is placed in an experiment folder as a hard link (no second copy on disk), or a copy
-where the two are on different file systems. Each read dates its ``entry.json``: ``prune``
-removes the entries not used for a number of days, or the least recently used ones beyond a
-total size. An entry that an experiment folder still links keeps its disk space until that
-folder's file is deleted too.
+A file is placed in an experiment folder as a copy, dated now: a hard link would share its
+date with every folder's file of that inode, and dating it for one experiment would rerun what
+follows it in another. Each read dates its ``entry.json``: ``prune`` removes the entries not
+used for a number of days, or the least recently used ones beyond a total size.
 
     python -m irflow.core.store list [--root FOLDER]
     python -m irflow.core.store prune [--older-than DAYS] [--max-size SIZE] [--dry-run]
@@ -84,17 +83,14 @@ class Entry:
 
 
 def _place(source: Path, target: Path) -> str:
-    """``target`` holds ``source``'s bytes, a hard link where it can be, else a copy; returns
-    which. Dated now: the job's inputs, made just before it, must not be newer."""
+    """``target`` holds a copy of ``source``'s bytes, dated now (the job's inputs, made just
+    before it, must not be newer); returns how it was placed. A copy, not a hard link: dating a
+    hard link dates every folder's file of that inode, and Snakemake then reruns what follows
+    them in the experiment that made them (test_workflow's second experiment folder did)."""
     with atomic_path(target) as tmp:
-        try:
-            os.link(source, tmp)
-            how = "hardlink"
-        except OSError:  # another file system, or none with hard links
-            shutil.copyfile(source, tmp)
-            how = "copy"
+        shutil.copyfile(source, tmp)
     os.utime(target)
-    return how
+    return "copy"
 
 
 def _damage(folder: Path) -> tuple[dict | None, str | None]:
@@ -132,7 +128,7 @@ class Store:
         """The files of ``key`` at ``targets`` (name in the entry -> path): linked from the
         store when it holds them intact, else made by ``make()`` (which writes every target
         and returns the facts of their making) and stored. Returns those facts and what the
-        store did: ``found`` (and each file's ``placed``: hardlink or copy), and, when an
+        store did: ``found`` (and each file's ``placed``: a copy), and, when an
         entry was damaged, ``rebuilt`` saying how."""
         folder = self.folder(key)
         done = {"key": key, "entry": str(folder)}
