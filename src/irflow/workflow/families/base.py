@@ -26,6 +26,16 @@ def named_paths(inputs) -> dict[str, Path]:
     return {name: Path(value) for name, value in inputs.items() if isinstance(value, (str, Path))}
 
 
+def cpu_index_fields(index) -> dict:
+    """The cost table's fields for an index built on the CPU from its stage record (BM25's,
+    Lucene's): its size and build time."""
+    return {
+        "index_bytes": index.index_bytes,
+        "index_build_seconds": index.index_seconds,
+        "device": "cpu",
+    }
+
+
 class RetrieverFamily:
     """One retriever family. Class attributes describe it; methods take the retriever's config
     entry (``spec``) and the validated config."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from irflow.evaluation.cost import CostModel
 from irflow.workflow import resources
-from irflow.workflow.families.base import RetrieverFamily
+from irflow.workflow.families.base import RetrieverFamily, cpu_index_fields
 
 
 def index_folder(dataset: str, system: str) -> str:
@@ -36,12 +36,7 @@ class Bm25(RetrieverFamily):
         return bm25_searcher(files["index"], settings["retriever"])
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
-        index = cost.manifest("index_bm25", dataset, system)
-        return {
-            "index_bytes": index.index_bytes,
-            "index_build_seconds": index.index_seconds,
-            "device": "cpu",
-        }
+        return cpu_index_fields(cost.manifest("index_bm25", dataset, system))
 
 
 FAMILY = Bm25()

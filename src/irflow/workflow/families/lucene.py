@@ -9,7 +9,7 @@ from __future__ import annotations
 from irflow.evaluation.cost import CostModel
 from irflow.retrieval.lucene import LuceneRetriever
 from irflow.workflow import resources
-from irflow.workflow.families.base import RetrieverFamily
+from irflow.workflow.families.base import RetrieverFamily, cpu_index_fields
 
 # The settings that make a published Lucene BM25 run (config/reference/published.yaml).
 PUBLISHED_SETTINGS = ("fields", "k1", "b", "feedback")
@@ -61,12 +61,7 @@ class Lucene(RetrieverFamily):
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
         fields = cost.config["retrievers"][system]["fields"]
-        index = cost.manifest("index_lucene", dataset, fields)
-        return {
-            "index_bytes": index.index_bytes,
-            "index_build_seconds": index.index_seconds,
-            "device": "cpu",
-        }
+        return cpu_index_fields(cost.manifest("index_lucene", dataset, fields))
 
 
 FAMILY = Lucene()
