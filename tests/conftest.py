@@ -127,21 +127,22 @@ def shared_references() -> Path:
     return _require(SHARED_REFERENCES, "the papers' text")
 
 
+def mount_or_skip(command: list, what: str) -> None:
+    """Runs a mount ``command`` (as root); where it cannot, the test is skipped, and under
+    CI=true it fails."""
+    mounted = subprocess.run(command, capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must be able to mount {what}: {mounted.stderr.strip()}")
+        pytest.skip(f"cannot mount {what} here: {mounted.stderr.strip()}")
+
+
 @pytest.fixture
 def small_disk(tmp_path) -> Iterator[Path]:
     """A real file system of 1 MiB (tmpfs, mounted as root), to fill up."""
     folder = tmp_path / "small-disk"
     folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must be able to mount a tmpfs: {mounted.stderr.strip()}")
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    mount_or_skip(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], "a tmpfs")
     try:
         yield folder
     finally:
