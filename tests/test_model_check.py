@@ -397,8 +397,11 @@ def test_online_with_the_hub_unreachable_a_job_reads_the_cached_model(tmp_path):
     cache_snapshot(tmp_path / "hf", "org/cached")
     env = {name: value for name, value in os.environ.items() if name != "HF_HUB_OFFLINE"}
     env |= {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+    # huggingface_hub retries a refused connection five times, sleeping 23 s in all: the
+    # test's two lookups skip the sleeps (the retries themselves still run).
     code = (
-        "import logging, sys; logging.basicConfig(level=logging.INFO)\n"
+        "import logging, sys, time; logging.basicConfig(level=logging.INFO)\n"
+        "time.sleep = lambda seconds: None\n"
         "from irflow.encoding.models import resolve_model\n"
         "print(resolve_model({'id': sys.argv[1], 'revision': None}))"
     )
