@@ -24,7 +24,7 @@ import pandas as pd
 import pytrec_eval
 
 from irflow.core.config import register_check
-from irflow.evaluation.measures import irflow_measures
+from irflow.evaluation.measures import MEASURES
 from irflow.evaluation.measures.base import RELEVANCE_LEVEL, pytrec_values, run_dict
 from irflow.retrieval.runs import trec_order
 
@@ -36,14 +36,14 @@ def parse_measures(specs: list[str]) -> tuple[set[str], dict[str, list[int]]]:
     native, extra = set(), {}
     for spec in specs:
         name, _, cutoffs = spec.partition(".")
-        if name in irflow_measures():
+        if name in MEASURES.all():
             if not cutoffs:
                 raise ValueError(f"measure {name!r} needs cutoffs, e.g. {name}.10")
             extra[name] = sorted({int(c) for c in cutoffs.split(",")})
         elif name in pytrec_eval.supported_measures:
             native.add(spec)
         else:
-            known = sorted(pytrec_eval.supported_measures | set(irflow_measures()))
+            known = sorted(pytrec_eval.supported_measures | set(MEASURES.all()))
             raise ValueError(f"unknown measure {name!r}; known measures: {', '.join(known)}")
     return native, extra
 
@@ -66,7 +66,7 @@ def score_run(run: pd.DataFrame, qrels: pd.DataFrame, measure_specs: list[str]) 
     for query_id, values in pytrec_values(qrels_nested, run_dict(ranked), native).items():
         per_query[query_id].update(values)
     for name, cutoffs in extra.items():
-        measured = irflow_measures()[name].values(ranked, qrels_nested, cutoffs)
+        measured = MEASURES.all()[name].values(ranked, qrels_nested, cutoffs)
         for query_id, values in measured.items():
             per_query[query_id].update(values)
 
