@@ -117,7 +117,7 @@ rule all:
         rules.filter_summary.output,
         *ANALYSIS_TARGETS,
         rules.label_audit_summary.output if plan.audited else [],
-        rules.quality_control_summary.output if plan.quality_controlled else [],
+        rules.quality_control_summary.output if QUALITY_CONTROL.datasets else [],
         # The files the database's views read when queried, so that one deleted is made again:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.

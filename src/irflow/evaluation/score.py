@@ -106,20 +106,28 @@ def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) ->
 
 @register_check
 def _metric_problems(config: dict) -> list[str]:
-    """Every metric a table, test or analysis names must be one that ``metrics`` computes:
-    otherwise the run fails only at its last stages."""
+    """Every metric a table or test names must be one that ``metrics`` computes: otherwise the
+    run fails only at its last stages (an analysis checks the metrics it names itself, with
+    ``uncomputed_metrics``)."""
     try:
-        computed = metric_names(config["metrics"])
+        metric_names(config["metrics"])
     except ValueError as exc:
         return [f"config key 'metrics': {exc}"]
     named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
     named += [
         (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
     ]
-    named += [
-        ("correlation.metric", config["correlation"]["metric"]),
-        ("position_analysis.metric", config["position_analysis"]["metric"]),
-    ]
+    named += [("correlation.metric", config["correlation"]["metric"])]
+    return uncomputed_metrics(config, named)
+
+
+def uncomputed_metrics(config: dict, named: list[tuple[str, str]]) -> list[str]:
+    """Each (config key, metric) of ``named`` whose metric ``metrics`` does not compute, as a
+    problem naming the key (none when ``metrics`` itself is wrong: its check says so)."""
+    try:
+        computed = metric_names(config["metrics"])
+    except ValueError:
+        return []
     return [
         f"config key '{path}': {metric!r} is not a metric that 'metrics' computes; "
         f"computed: {', '.join(computed)}"
