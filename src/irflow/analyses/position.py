@@ -171,8 +171,8 @@ def _psi_interval(
 
     if len(sums) < 2:
         return np.nan, np.nan
-    # Imported here: every Snakemake run imports this module (irflow.workflow.config), and scipy.stats
-    # alone takes half a second to import.
+    # Imported here: every Snakemake run imports this module (irflow.workflow.config), and
+    # scipy.stats alone takes half a second to import.
     from scipy import stats
 
     result = stats.bootstrap(
