@@ -44,7 +44,9 @@ def test_no_module_but_the_registrys_lists_entry_points():
 
 
 def test_an_installed_one_is_found_once_and_may_not_take_a_built_in_name(monkeypatch):
-    registry = Registry("measure", "irflow.evaluation.measures", "MEASURE", group="irflow.test")
+    registry = Registry(
+        "measure", "irflow.evaluation.measures", "MEASURE", key="name", group="irflow.test"
+    )
     point = EntryPoint("mine", "irflow.evaluation.measures.hole:MEASURE", "irflow.test")
     fake_entry_points(monkeypatch, registry, point)
     assert registry.all()["mine"] is MEASURES.get("hole")

@@ -38,6 +38,7 @@ from irflow.data.catalog import resolve_catalog
 from irflow.data.sources import SOURCES, untyped_problems
 from irflow.retrieval.rerankers import RERANKERS
 from irflow.workflow.families import FAMILIES
+from irflow.workflow.kinds import KINDS
 
 
 def analyses() -> list[str]:
@@ -54,6 +55,7 @@ def analyses() -> list[str]:
 
 FAMILIES.built_in()  # imports every family module: each registers its checks
 RERANKERS.built_in()  # and every reranker type module
+KINDS.built_in()  # and every derived-dataset kind module
 analyses()
 
 __all__ = [
