@@ -7,7 +7,9 @@ ordinary dataset under results/datasets/<name>/ that filter, embed, retrieve and
 any other. Its kind's one module under irflow.workflow.kinds says everything the plan needs:
 the datasets its config block defines, the files and settings of the job that makes each, and
 how the results tables show them. The job's rules (rules/<stage>.smk) read it as
-``plan.kinds[<name>]``.
+``plan.kinds[<name>]``; a kind that makes its datasets from its base's tables in Python
+(``derive``) needs no rules of its own: the shared rule ``derive`` (rules/derive.smk) runs its
+``make``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class DerivedKind:
     reuses_vectors = True
     # The correlate stage compares the system orderings on its datasets with the others'.
     compared = False
+    # Its datasets are made by its ``make``, in the shared rule ``derive`` (rules/derive.smk),
+    # whose stage its jobs' manifests are of; else by rules of its own, of its stage.
+    derive = False
 
     def __init__(self, plan):
         self.plan = plan
@@ -61,9 +66,23 @@ class DerivedKind:
             return dict(GENERATED_SPEC)
         return self.config["datasets"][self.base(dataset)]
 
+    def inputs(self, wildcards) -> dict:
+        """What the job that makes a dataset reads: its base's tables and source.json."""
+        base = f"results/datasets/{self.base(wildcards.dataset)}"
+        tables = {name: f"{base}/{name}.parquet" for name in ("corpus", "queries", "qrels")}
+        return {"base_source": f"{base}/source.json"} | tables
+
+    @staticmethod
+    def make(tables, spec: dict) -> tuple[object, dict]:
+        """A dataset of settings ``spec`` made from its base's ``tables`` (``corpus``,
+        ``queries`` and ``qrels``, the contracts' frames), for a kind that ``derive``s: its
+        tables (attributes of those names) and its statistics (stats.json)."""
+        raise NotImplementedError
+
     def manifests(self) -> list[str]:
         """The manifests of its jobs."""
-        return [f"results/manifests/{self.name}/{d}.json" for d in self.datasets]
+        stage = "derive" if self.derive else self.name
+        return [f"results/manifests/{stage}/{d}.json" for d in self.datasets]
 
     def filter_inputs(self, dataset: str) -> dict:
         """What the filter job of ``dataset`` reads beyond its own tables."""

@@ -26,14 +26,9 @@ class Expand(DerivedKind):
         """The base dataset's tables, and the local files of the query model and of the
         filter's cross-encoder, so that editing them rebuilds."""
         spec = self.spec(wildcards)
-        base = f"results/datasets/{spec['dataset']}"
         filter_spec = spec.get("filter")
         rerankers = self.config["rerankers"]
-        return {
-            "base_source": f"{base}/source.json",
-            "corpus": f"{base}/corpus.parquet",
-            "queries": f"{base}/queries.parquet",
-            "qrels": f"{base}/qrels.parquet",
+        return super().inputs(wildcards) | {
             "model": local_folder_files(spec["model"]["id"]) if "model" in spec else [],
             "filter_model": (
                 local_folder_files(rerankers[filter_spec["reranker"]]["id"]) if filter_spec else []

@@ -23,12 +23,7 @@ class Positionalize(DerivedKind):
         rebuilds the variant; with a screen, its reranker's local model files too (none
         otherwise, so that a variant without one keeps its inputs)."""
         spec = self.spec(wildcards)
-        base = f"results/datasets/{spec['dataset']}"
-        inputs = {
-            "base_source": f"{base}/source.json",
-            "corpus": f"{base}/corpus.parquet",
-            "queries": f"{base}/queries.parquet",
-            "qrels": f"{base}/qrels.parquet",
+        inputs = super().inputs(wildcards) | {
             "tokenizer": tokenizer_files(self.tokenizer(wildcards)),
         }
         if "screen" in spec:
