@@ -125,7 +125,10 @@ def test_the_derive_job_makes_a_kinds_dataset_with_its_make(tmp_path, monkeypatc
     contracts.write_frame(corpus, base / "corpus.parquet", contracts.CORPUS)
     queries = pd.DataFrame({"query_id": ["q2", "q1"], "text": ["two", "one"]})
     contracts.write_frame(queries, base / "queries.parquet", contracts.QUERIES)
-    qrels = pd.DataFrame({"query_id": ["q1", "q2"], "doc_id": ["d1", "d1"], "relevance": [1, 1]})
+    qrels = pd.DataFrame(
+        {"query_id": ["q1", "q2"], "doc_id": ["d1", "d1"], "relevance": [1, 1]}
+        | {"span_start": [None, None], "span_end": [None, None]}
+    )
     contracts.write_frame(qrels, base / "qrels.parquet", contracts.QRELS)
     made = "results/datasets/d-toy"
     names = ("corpus", "queries", "qrels")
@@ -162,7 +165,7 @@ def test_the_derive_job_makes_a_kinds_dataset_with_its_make(tmp_path, monkeypatc
 
 # An analysis's module, or its config block.
 PACKAGES = ("core", "data", "encoding", "retrieval", "evaluation", "derived", "workflow")
-ANALYSES = re.compile(r"irflow\.analyses\.[a-z_]+|position_analysis|saliency|beir_figures")
+ANALYSES = re.compile(r"irflow\.analyses\.[a-z]\w*|position_analysis|saliency|beir_figures")
 
 
 def test_no_analysis_is_named_outside_its_own_files():
