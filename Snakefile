@@ -80,6 +80,7 @@ include: "rules/download.smk"
 include: "rules/positionalize.smk"
 include: "rules/generate.smk"
 include: "rules/expand.smk"
+include: "rules/derive.smk"
 include: "rules/ingest.smk"
 include: "rules/filter.smk"
 include: "rules/negatives.smk"
@@ -117,7 +118,7 @@ rule all:
         rules.filter_summary.output,
         *ANALYSIS_TARGETS,
         rules.label_audit_summary.output if plan.audited else [],
-        rules.quality_control_summary.output if plan.quality_controlled else [],
+        rules.quality_control_summary.output if QUALITY_CONTROL.datasets else [],
         # The files the database's views read when queried, so that one deleted is made again:
         # Snakemake remakes a missing file only for a job that has to run, and the database's
         # job, its output there, does not.

@@ -3,7 +3,8 @@
 # Every wildcard value comes from the validated config.
 
 from irflow.core.config import scored_split
-from irflow.workflow.inputs import one_of, tokenizer_files
+from irflow.workflow.inputs import one_of
+from irflow.workflow.local_files import tokenizer_files
 from irflow.workflow.run_inputs import Plan
 
 plan = Plan(config, workflow.basedir)

@@ -27,7 +27,8 @@ rule correlate:
             dataset=plan.correlated_datasets,
         ),
         reference=plan.correlation_reference,
-        psi=["results/psi.parquet"] if plan.position_datasets else [],
+        # The position analysis's PSI table, when it runs (rules/analyses/position.smk).
+        psi=lambda wc: plan.analysis_views.get("psi", []),
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
@@ -41,6 +42,9 @@ rule correlate:
         # Real datasets, and generated ones (with their quality-controlled copies) to compare.
         datasets=plan.correlated_datasets,
         # Each length bucket's ranking against the dataset a positionalize block was built from.
-        buckets={spec["block"]: [spec["dataset"]] for spec in plan.variants.values()},
+        buckets={
+            spec["block"]: [spec["dataset"]]
+            for spec in plan.kinds["positionalize"].datasets.values()
+        },
     script:
         "../scripts/correlate.py"

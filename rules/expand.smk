@@ -1,10 +1,13 @@
 # expand: a dataset -> its document-expanded copy (docT5query, doc2query--), an ordinary
 # dataset under results/datasets/<name>/ that filter, retrieve and score read like any other.
+# Its datasets and inputs are its kind's (irflow.workflow.kinds.expand).
+
+EXPAND = plan.kinds["expand"]
 
 
 rule expand:
     input:
-        unpack(plan.expand_inputs),
+        unpack(EXPAND.inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -15,14 +18,14 @@ rule expand:
     log:
         "results/logs/expand/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.expanded),
+        dataset=one_of(EXPAND.datasets),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=1,
     params:
-        settings=plan.expand_settings,
+        settings=EXPAND.settings,
     script:
         "../scripts/expand.py"
 
@@ -32,13 +35,13 @@ rule expand:
 # not part of `all`, and it reads the cache, which is no input: force it (-f) to estimate again.
 rule expand_estimate:
     input:
-        corpus=lambda wc: f"results/datasets/{EXPANDED[wc.dataset]}/corpus.parquet",
+        corpus=lambda wc: f"results/datasets/{EXPAND.base(wc.dataset)}/corpus.parquet",
     output:
         "results/llm_estimate/{dataset}.json",
     log:
         "results/logs/expand_estimate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(name for name, spec in config["expand"].items() if "llm" in spec),
+        dataset=one_of(EXPAND.estimated()),
     conda:
         "../envs/models.yaml"
     params:

@@ -6,12 +6,16 @@
 # filter block. filter_summary: what every filter removed and flagged, for the report.
 
 
+# Its datasets are its kind's (irflow.workflow.kinds.curate).
+CURATE = plan.kinds["curate"]
+
+
 rule curate:
     input:
-        source=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/source.json",
-        corpus=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/corpus.parquet",
-        queries=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/queries.parquet",
-        qrels=lambda wc: f"results/datasets/{plan.curated[wc.dataset]}/qrels.parquet",
+        source=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/source.json",
+        corpus=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/corpus.parquet",
+        queries=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/queries.parquet",
+        qrels=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/qrels.parquet",
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -21,11 +25,11 @@ rule curate:
     log:
         "results/logs/curate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.curated),
+        dataset=one_of(CURATE.datasets),
     conda:
         "../envs/data.yaml"
     params:
-        base=lambda wc: plan.curated[wc.dataset],
+        base=lambda wc: CURATE.base(wc.dataset),
     script:
         "../scripts/curate.py"
 

@@ -6,13 +6,15 @@
 # copy) and asks nothing; not part of `all`, and it reads the cache, which is no input: force
 # it (-f) to estimate again.
 
-from irflow.data.tokens import tokenizer_source
 from irflow.derived.llm.client import answer_settings
+
+# Its datasets and inputs are its kind's (irflow.workflow.kinds.generate).
+GENERATE = plan.kinds["generate"]
 
 
 rule generate:
     input:
-        unpack(plan.generate_inputs),
+        unpack(GENERATE.inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -28,41 +30,33 @@ rule generate:
     log:
         "results/logs/generate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.generated),
+        dataset=one_of(GENERATE.datasets),
     conda:
         "../envs/generate.yaml"
     params:
-        spec=lambda wc: plan.generated[wc.dataset],
+        spec=GENERATE.spec,
         # Only what changes the answers: a new address, concurrency or timeout reruns nothing.
-        llm=answer_settings(config["llm"]) if plan.generated else {},
-        tokenizer=lambda wc: (
-            tokenizer_source(plan.generated[wc.dataset]["tokenizer"], config["models"])
-            if plan.generated[wc.dataset]["tokenizer"]
-            else None
-        ),
+        llm=answer_settings(config["llm"]) if GENERATE.datasets else {},
+        tokenizer=GENERATE.tokenizer,
     script:
         "../scripts/generate.py"
 
 
 rule generate_estimate:
     input:
-        unpack(plan.generate_estimate_inputs),
+        unpack(GENERATE.estimate_inputs),
     output:
         "results/llm_estimate/{dataset}.json",
     log:
         "results/logs/generate_estimate/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.generated),
+        dataset=one_of(GENERATE.datasets),
     conda:
         "../envs/generate.yaml"
     params:
-        spec=lambda wc: plan.generated[wc.dataset],
-        tokenizer=lambda wc: (
-            tokenizer_source(plan.generated[wc.dataset]["tokenizer"], config["models"])
-            if plan.generated[wc.dataset]["tokenizer"]
-            else None
-        ),
-        quality_control=plan.estimate_quality_control,
+        spec=GENERATE.spec,
+        tokenizer=GENERATE.tokenizer,
+        quality_control=GENERATE.estimate_quality_control,
         judge=config["quality_control"]["judge"],
         majority=config["quality_control"]["majority"],
         rerankers=len(plan.qc_rerankers),

@@ -24,8 +24,8 @@ rule negatives:
         ),
         curated_copies=lambda wildcards: sorted(
             name
-            for name, base in plan.curated.items()
-            if base == config["negatives"][wildcards.export]["dataset"]
+            for name, spec in plan.kinds["curate"].datasets.items()
+            if spec["dataset"] == config["negatives"][wildcards.export]["dataset"]
         ),
         retrieval=plan.negatives_retrieval,
         # A retriever scores the positives its run missed; None for fusion or reranked systems.

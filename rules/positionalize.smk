@@ -1,10 +1,13 @@
 # positionalize: a dataset -> its position-controlled variants (PosIR), each an ordinary dataset
 # under results/datasets/<variant>/ that filter, embed, retrieve and score read like any other.
+# Its datasets and inputs are its kind's (irflow.workflow.kinds.positionalize).
+
+POSITIONALIZE = plan.kinds["positionalize"]
 
 
 rule positionalize:
     input:
-        unpack(plan.positionalize_inputs),
+        unpack(POSITIONALIZE.inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -15,11 +18,11 @@ rule positionalize:
     log:
         "results/logs/positionalize/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.variants),
+        dataset=one_of(POSITIONALIZE.datasets),
     conda:
-        plan.positionalize_env
+        POSITIONALIZE.env
     params:
-        variant=lambda wc: plan.variants[wc.dataset],
-        tokenizer=plan.variant_tokenizer,
+        variant=POSITIONALIZE.spec,
+        tokenizer=POSITIONALIZE.tokenizer,
     script:
         "../scripts/positionalize.py"

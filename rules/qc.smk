@@ -16,40 +16,44 @@ from irflow.workflow.families import family
 include: "qc_common.smk"
 
 
+# The QC'd copies' datasets and inputs are their kind's (irflow.workflow.kinds.quality_control).
+QUALITY_CONTROL = plan.kinds["quality_control"]
+
+
 rule qc_candidates:
     input:
-        unpack(plan.qc_candidates_inputs),
+        unpack(QUALITY_CONTROL.candidates_inputs),
     output:
         run="results/qc/{dataset}/candidates/{split}.parquet",
         manifest="results/manifests/qc_candidates/{dataset}/{split}.json",
     log:
         "results/logs/qc_candidates/{dataset}/{split}.log",
     wildcard_constraints:
-        dataset=one_of(plan.quality_controlled),
+        dataset=one_of(QUALITY_CONTROL.datasets),
         split=one_of(SPLITS),
     conda:
         "../envs/models.yaml"
     threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
     resources:
         gpu=lambda wc: int(
-            family(plan.retrievers[plan.qc_spec(wc)["retriever"]]["type"]).gpu
+            family(plan.retrievers[QUALITY_CONTROL.spec(wc)["retriever"]]["type"]).gpu
         ),
     params:
-        retrieval=plan.qc_candidates_retrieval,
+        retrieval=QUALITY_CONTROL.candidates_retrieval,
     script:
         "../scripts/qc_candidates.py"
 
 
 rule qc_votes:
     input:
-        unpack(plan.qc_votes_inputs),
+        unpack(QUALITY_CONTROL.votes_inputs),
     output:
         votes="results/qc/{dataset}/votes/{reranker}.parquet",
         manifest="results/manifests/qc_votes/{dataset}/{reranker}.json",
     log:
         "results/logs/qc_votes/{dataset}/{reranker}.log",
     wildcard_constraints:
-        dataset=one_of(plan.quality_controlled),
+        dataset=one_of(QUALITY_CONTROL.datasets),
         reranker=one_of(plan.qc_rerankers),
     conda:
         "../envs/models.yaml"
@@ -57,7 +61,7 @@ rule qc_votes:
     resources:
         gpu=1,
     params:
-        depth=lambda wc: plan.qc_spec(wc)["depth"],
+        depth=lambda wc: QUALITY_CONTROL.spec(wc)["depth"],
         settings=lambda wc: reranker_settings(wc.reranker),
     script:
         "../scripts/qc_votes.py"
@@ -88,7 +92,7 @@ rule audit_votes:
 
 rule quality_control:
     input:
-        unpack(plan.quality_control_inputs),
+        unpack(QUALITY_CONTROL.inputs),
     output:
         source="results/datasets/{dataset}/source.json",
         corpus="results/datasets/{dataset}/corpus.parquet",
@@ -102,16 +106,16 @@ rule quality_control:
     log:
         "results/logs/quality_control/{dataset}.log",
     wildcard_constraints:
-        dataset=one_of(plan.quality_controlled),
+        dataset=one_of(QUALITY_CONTROL.datasets),
     conda:
         "../envs/generate.yaml"
     params:
-        spec=plan.qc_spec,
+        spec=QUALITY_CONTROL.spec,
         rerankers=plan.qc_rerankers,
         majority=config["quality_control"]["majority"],
         judge=config["quality_control"]["judge"],
         # Only what changes the answers: a new address, concurrency or timeout reruns nothing.
-        llm=answer_settings(config["llm"]) if plan.quality_controlled else {},
+        llm=answer_settings(config["llm"]) if QUALITY_CONTROL.datasets else {},
     script:
         "../scripts/quality_control.py"
 
@@ -170,7 +174,7 @@ rule label_audit_summary:
 rule quality_control_summary:
     input:
         audits=expand(
-            "results/qc/{dataset}/audit.parquet", dataset=plan.quality_controlled
+            "results/qc/{dataset}/audit.parquet", dataset=QUALITY_CONTROL.datasets
         ),
     output:
         summary="results/quality_control.parquet",

@@ -277,7 +277,8 @@ def measured(dataset: str, system: str, metric: str) -> float:
 
 def fake_entry_points(monkeypatch, registry, *points) -> None:
     """Installed packages' entry points, as importlib.metadata lists them, for ``registry``
-    (irflow.workflow.families, irflow.retrieval.rerankers, ...), whose cache is emptied."""
+    (an irflow.core.plugins.Registry: irflow.workflow.families.FAMILIES, ...), whose cache is
+    emptied."""
     import irflow.core.plugins
 
     monkeypatch.setattr(

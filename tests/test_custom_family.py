@@ -43,7 +43,7 @@ def tests_on_path(monkeypatch):
     entry points are listed again after the test (each test lists its own)."""
     monkeypatch.syspath_prepend(str(TESTS))
     yield
-    families.installed.cache_clear()
+    families.FAMILIES.installed.cache_clear()
 
 
 def validated(retriever: dict) -> dict:
@@ -95,7 +95,9 @@ def test_a_class_reference_without_its_colon_is_refused_by_the_schema():
 
 
 def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
-    fake_entry_points(monkeypatch, families, EntryPoint("overlap", OVERLAP, "irflow.retrievers"))
+    fake_entry_points(
+        monkeypatch, families.FAMILIES, EntryPoint("overlap", OVERLAP, "irflow.retrievers")
+    )
     config = validated({"type": "overlap", "settings": {"lowercase": False}})
     family = families.family("overlap")
     assert family.search_rule == families.family("python").search_rule
@@ -107,18 +109,22 @@ def test_an_entry_point_is_a_retriever_type_of_its_own(monkeypatch):
 
 def test_an_entry_point_that_does_not_load_or_takes_a_built_in_name_is_refused(monkeypatch):
     fake_entry_points(
-        monkeypatch, families, EntryPoint("broken", "no_such_module:X", "irflow.retrievers")
+        monkeypatch,
+        families.FAMILIES,
+        EntryPoint("broken", "no_such_module:X", "irflow.retrievers"),
     )
     with pytest.raises(ConfigError) as error:
         validated({"type": "broken"})
     assert "config key 'retrievers.mine.type': cannot import 'no_such_module:X'" in str(error.value)
-    fake_entry_points(monkeypatch, families, EntryPoint("bm25", OVERLAP, "irflow.retrievers"))
+    fake_entry_points(
+        monkeypatch, families.FAMILIES, EntryPoint("bm25", OVERLAP, "irflow.retrievers")
+    )
     with pytest.raises(ConfigError, match="entry point 'bm25' .* built-in retriever type"):
         validated({"type": "bm25"})
 
 
 def test_without_the_entry_point_its_type_is_refused_with_the_types_allowed(monkeypatch):
-    fake_entry_points(monkeypatch, families)
+    fake_entry_points(monkeypatch, families.FAMILIES)
     with pytest.raises(ConfigError, match="'overlap' is not allowed; allowed values: 'bm25'"):
         validated({"type": "overlap"})
 
@@ -128,10 +134,10 @@ def test_every_family_has_its_fragment_among_a_retrievers_choices():
     are the built-in families' fragments, each fixing its type."""
     choices = SCHEMA["properties"]["retrievers"]["additionalProperties"]["oneOf"]
     assert [c["$ref"].rsplit("/", 1)[-1] for c in choices] == sorted(
-        (f.schema_def for f in families.built_in().values()),
+        (f.schema_def for f in families.FAMILIES.built_in().values()),
         key=[c["$ref"].rsplit("/", 1)[-1] for c in choices].index,
     )
-    for family in families.built_in().values():
+    for family in families.FAMILIES.built_in().values():
         assert SCHEMA["$defs"][family.schema_def]["properties"]["type"] == {"const": family.type}
 
 

@@ -29,7 +29,7 @@ def tests_on_path(monkeypatch):
     entry points are listed again after the test (each test lists its own)."""
     monkeypatch.syspath_prepend(str(TESTS))
     yield
-    rerankers.installed.cache_clear()
+    rerankers.RERANKERS.installed.cache_clear()
 
 
 def validated(reranker: dict) -> dict:
@@ -77,13 +77,17 @@ def test_a_class_that_does_not_import_or_score_is_refused_naming_its_key(referen
 
 
 def test_an_entry_point_is_a_reranker_type_of_its_own(monkeypatch):
-    fake_entry_points(monkeypatch, rerankers, EntryPoint("density", DENSITY, "irflow.rerankers"))
+    fake_entry_points(
+        monkeypatch, rerankers.RERANKERS, EntryPoint("density", DENSITY, "irflow.rerankers")
+    )
     spec = validated({"type": "density", "settings": {"weight": 3.0}})["rerankers"]["mine"]
     scorer = load_scorer(spec, {}, {})
     assert scorer.score("cats", ["cats dogs"]).tolist() == [1.5]
     with pytest.raises(ConfigError, match="'class' was unexpected"):  # the point names it
         validated({"type": "density", "class": DENSITY})
-    fake_entry_points(monkeypatch, rerankers, EntryPoint("bi-encoder", DENSITY, "irflow.rerankers"))
+    fake_entry_points(
+        monkeypatch, rerankers.RERANKERS, EntryPoint("bi-encoder", DENSITY, "irflow.rerankers")
+    )
     with pytest.raises(ConfigError, match="entry point 'bi-encoder' .* built-in reranker type"):
         validated({"type": "bi-encoder", "model": "m"})
 
@@ -92,8 +96,8 @@ def test_every_type_has_its_fragment_among_a_rerankers_choices():
     """The schema and the registry name the same types, each fragment fixing its type."""
     choices = SCHEMA["properties"]["rerankers"]["additionalProperties"]["oneOf"]
     named = {c["$ref"].rsplit("/", 1)[-1] for c in choices}
-    assert named == {found.schema_def for found in rerankers.built_in().values()}
-    for found in rerankers.built_in().values():
+    assert named == {found.schema_def for found in rerankers.RERANKERS.built_in().values()}
+    for found in rerankers.RERANKERS.built_in().values():
         assert SCHEMA["$defs"][found.schema_def]["properties"]["type"] == {"const": found.type}
 
 

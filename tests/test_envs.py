@@ -39,7 +39,7 @@ NOT_DISTRIBUTIONS = {"python", "pip", "cpuonly"}
 # Rules whose `conda:` is a function of the wildcards: each env it can return, and the modules
 # that the job then imports beyond its script's (a screened variant scores with a reranker).
 CHOSEN_ENVS = {
-    "plan.positionalize_env": {
+    "POSITIONALIZE.env": {
         "positionalize.yaml": [],
         "positionalize-screen.yaml": ["irflow.retrieval.rerank"],
     },

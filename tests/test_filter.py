@@ -344,16 +344,21 @@ def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
         "datasets": {"tiny": {"source": {"type": "path", "path": str(raw)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
         "filter": {"max_words": 20},
-        "expand": {"tiny-doct5query": {"dataset": "tiny", "model": {"id": "a/doc2query"}}},
+        "expand": {
+            "tiny-doct5query": {"dataset": "tiny", "model": {"id": "a/doc2query"}},
+            "tiny-llm": {"dataset": "tiny", "llm": {}},
+        },
+        "llm": {"model": "fake", "base_url": "http://127.0.0.1:9/v1"},
     }
     target = "results/datasets/tiny-doct5query/filtered/corpus.parquet"
+    # In the same dry run, an llm expansion's estimate reads its base's corpus.
+    estimate = "results/llm_estimate/tiny-llm.json"
     (tmp_path / "graph").mkdir()
-    inputs = {
-        wildcards["dataset"]: files
-        for rule, wildcards, files in planned_inputs(tmp_path / "graph", config, target)
-        if rule == "filter"
-    }
+    planned = planned_inputs(tmp_path / "graph", config, target, estimate)
+    inputs = {wildcards["dataset"]: files for rule, wildcards, files in planned if rule == "filter"}
     assert "results/datasets/tiny/filtered/corpus.parquet" in inputs["tiny-doct5query"]
+    estimated = [files for rule, wildcards, files in planned if rule == "expand_estimate"]
+    assert estimated == [["results/datasets/tiny/corpus.parquet"]]
 
     # The base drops "d" (50 words, max_words 20) and keeps "b" (3 words). Expanded, "b" has
     # 23 words and "a" (empty, dropped by the base) has words: neither changes the decision.

@@ -38,7 +38,7 @@ def test_derived_datasets_follow_the_base_datasets_and_share_their_spec():
         curate={"d-clean": {"dataset": "d"}},
     )
     assert plan.datasets == ["d", "d-clean"]
-    assert plan.curated == {"d-clean": "d"}
+    assert plan.kinds["curate"].base("d-clean") == "d"
     # A curated copy is sharded like its base, so both embed in several jobs.
     assert plan.dataset_specs["d-clean"] == plan.dataset_specs["d"]
     assert plan.sharded_datasets == ["d", "d-clean"]

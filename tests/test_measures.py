@@ -38,7 +38,7 @@ MEASURE = Measure("hits", hits, "Hits@{k}", "the relevant documents in the top {
 
 
 def test_the_registry_holds_irflows_five_measures():
-    assert sorted(measures.irflow_measures()) == [
+    assert sorted(measures.MEASURES.all()) == [
         "hole",
         "judged",
         "ndcg_exp_cut",
@@ -52,10 +52,10 @@ def hits_measure(tmp_path, monkeypatch):
     """``hits.py`` dropped into the measures package, as a new module of it would be."""
     (tmp_path / "hits.py").write_text(HITS_MODULE, encoding="utf-8")
     monkeypatch.setattr(measures, "__path__", [*measures.__path__, str(tmp_path)])
-    measures.irflow_measures.cache_clear()
+    measures.MEASURES.built_in.cache_clear()
     yield
     sys.modules.pop("irflow.evaluation.measures.hits", None)
-    measures.irflow_measures.cache_clear()
+    measures.MEASURES.built_in.cache_clear()
 
 
 def test_a_new_measure_is_one_module(hits_measure):
@@ -115,7 +115,7 @@ def test_every_metric_is_named_as_a_paper_prints_it():
     unnamed = measures.metric_name("iprec_at_recall_0.10")
     assert unnamed.label == "iprec_at_recall_0.10"
     # Every measure of the registry has a title with its cutoff and a meaning.
-    for measure in measures.irflow_measures().values():
+    for measure in measures.MEASURES.all().values():
         assert "{k}" in measure.title and measure.meaning
 
 

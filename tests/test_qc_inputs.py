@@ -1,5 +1,6 @@
-"""What the quality-control and label-audit jobs read (irflow.workflow.qc_inputs, a part of
-``Plan``), on small validated configs, without running Snakemake."""
+"""What the quality-control jobs (irflow.workflow.kinds.quality_control, ``plan.kinds``) and the
+label-audit jobs (irflow.workflow.qc_inputs, a part of ``Plan``) read, on small validated
+configs, without running Snakemake."""
 
 from types import SimpleNamespace
 
@@ -30,31 +31,32 @@ def qc_plan(generate=None, quality_control=None, **config):
 
 
 def test_qc_candidates_retrieve_the_other_checked_splits_with_the_qc_retriever():
-    plan = qc_plan()
+    quality_control = qc_plan().kinds["quality_control"]
     # gen scores its test split; its dev split (dev_share 0.2) is retrieved by qc_candidates.
-    assert plan.qc_other_splits("gen-qc") == ["dev"]
+    assert quality_control.other_splits("gen-qc") == ["dev"]
     wildcards = SimpleNamespace(dataset="gen-qc", split="dev")
-    assert plan.qc_spec(wildcards)["retriever"] == "bm25"
-    assert plan.qc_candidates_inputs(wildcards) == {
+    assert quality_control.spec(wildcards)["retriever"] == "bm25"
+    assert quality_control.candidates_inputs(wildcards) == {
         "source": "results/datasets/gen/source.json",
         "queries": "results/datasets/gen/queries.parquet",
         "qrels": "results/datasets/gen/qrels/dev.parquet",
         "index": "results/indexes/gen/bm25.bm25s",
     }
-    retrieval = plan.qc_candidates_retrieval(wildcards)
+    retrieval = quality_control.candidates_retrieval(wildcards)
     assert (retrieval["top_k"], retrieval["remove_self_matches"]) == (50, False)
-    assert retrieval["retriever"] == plan.retrievers["bm25"]
+    assert retrieval["retriever"] == quality_control.config["retrievers"]["bm25"]
 
 
 def test_a_split_the_generation_leaves_empty_is_not_retrieved():
-    assert qc_plan(generate={"dev_share": 0}).qc_other_splits("gen-qc") == []
-    scored_dev = qc_plan(generate={"dev_share": 1, "split": "dev"})
-    assert scored_dev.qc_other_splits("gen-qc") == []
+    quality_control = qc_plan(generate={"dev_share": 0}).kinds["quality_control"]
+    assert quality_control.other_splits("gen-qc") == []
+    scored_dev = qc_plan(generate={"dev_share": 1, "split": "dev"}).kinds["quality_control"]
+    assert scored_dev.other_splits("gen-qc") == []
 
 
 def test_qc_votes_read_the_run_the_other_splits_candidates_and_reuse_dense_vectors():
-    plan = qc_plan()
-    votes = plan.qc_votes_inputs(SimpleNamespace(dataset="gen-qc", reranker="bi"))
+    quality_control = qc_plan().kinds["quality_control"]
+    votes = quality_control.votes_inputs(SimpleNamespace(dataset="gen-qc", reranker="bi"))
     assert votes == {
         "source": "results/datasets/gen/source.json",
         "corpus": "results/datasets/gen/filtered/corpus.parquet",
@@ -70,7 +72,8 @@ def test_qc_votes_read_the_run_the_other_splits_candidates_and_reuse_dense_vecto
     # no vectors to reuse.
     scored_only = qc_plan(quality_control={"generated": {"gen-qc": {"dataset": "gen",
         "retriever": "bm25", "splits": ["test"]}}})  # fmt: skip
-    votes = scored_only.qc_votes_inputs(SimpleNamespace(dataset="gen-qc", reranker="ce"))
+    wildcards = SimpleNamespace(dataset="gen-qc", reranker="ce")
+    votes = scored_only.kinds["quality_control"].votes_inputs(wildcards)
     assert votes == {
         "source": "results/datasets/gen/source.json",
         "corpus": "results/datasets/gen/filtered/corpus.parquet",
@@ -80,8 +83,7 @@ def test_qc_votes_read_the_run_the_other_splits_candidates_and_reuse_dense_vecto
 
 
 def test_quality_control_reads_the_generation_and_every_rerankers_votes():
-    plan = qc_plan()
-    inputs = plan.quality_control_inputs(SimpleNamespace(dataset="gen-qc"))
+    inputs = qc_plan().kinds["quality_control"].inputs(SimpleNamespace(dataset="gen-qc"))
     assert inputs == {
         "base_source": "results/datasets/gen/source.json",
         "corpus": "results/datasets/gen/corpus.parquet",

@@ -218,6 +218,7 @@ def test_a_stage_without_a_declared_type_is_refused_and_not_written(tmp_path):
 # Of each stage typed last, the first field its record requires and a value of the wrong type.
 MISTYPED = {
     "curate": ("base", 1),
+    "derive": ("kind", 1),
     "expand": ("base_checksum", 1),
     "external_run": ("settings", "top_k=10"),
     "filter": ("documents_in", "5"),

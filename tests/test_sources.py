@@ -246,7 +246,7 @@ def test_every_built_in_type_is_one_module_and_one_schema_fragment():
     registry finds the module, and nothing else lists the types."""
     choices = SCHEMA["$defs"]["dataset"]["properties"]["source"]["oneOf"]
     fragments = [choice["$ref"].removeprefix("#/$defs/") for choice in choices]
-    built_in = sources.built_in()
+    built_in = sources.SOURCES.built_in()
     assert sorted(fragments) == sorted(source.schema_def for source in built_in.values())
     for name, source in built_in.items():
         assert SCHEMA["$defs"][source.schema_def]["properties"]["type"] == {"const": name}
@@ -270,9 +270,9 @@ def plugin(tmp_path, monkeypatch) -> Path:
         "[irflow.sources]\ncopied = copied_source:CopiedFolder\n"
     )
     monkeypatch.syspath_prepend(str(site))
-    sources.installed.cache_clear()
+    sources.SOURCES.installed.cache_clear()
     yield site
-    sources.installed.cache_clear()
+    sources.SOURCES.installed.cache_clear()
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None):
@@ -297,7 +297,7 @@ def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path)
         1:
     ] == ["  config key 'datasets.mine.source.from': no folder nowhere"]
     # Without the package, the type is unknown: the choices name every installed type.
-    sources.installed.cache_clear()
+    sources.SOURCES.installed.cache_clear()
     sys.path.remove(str(plugin))
     assert refusal({"mine": {"source": source}}).splitlines()[1:] == [
         "  config key 'datasets.mine.source.type': 'copied' is not allowed; allowed values: "
@@ -328,6 +328,6 @@ def test_a_source_type_of_the_users_is_fetched_by_the_download_rule(plugin, tmp_
 def test_an_entry_point_may_not_take_a_built_in_types_name(plugin, tmp_path):
     info = plugin / "copied_source-0.1.dist-info" / "entry_points.txt"
     info.write_text("[irflow.sources]\nurl = copied_source:CopiedFolder\n")
-    sources.installed.cache_clear()
+    sources.SOURCES.installed.cache_clear()
     with pytest.raises(ConfigError, match="entry point 'url' .* takes the name of a built-in"):
-        sources.installed()
+        sources.SOURCES.installed()

@@ -257,7 +257,7 @@ def test_the_plan_passes_which_datasets_are_derived_and_the_groups():
     plan = Plan(validate_config(config, SCHEMA), REPO)
     layout = plan.table_layout
     assert layout["benchmark"] == {"cqa-unix": "cqadupstack", "scifact": None}
-    variants = sorted(plan.variants)
+    variants = sorted(plan.kinds["positionalize"].datasets)
     assert len(variants) == 2
     assert layout["derived"] == {
         "scifact-clean": {"base": "scifact", "kind": "curated copies"},

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from irflow.data.catalog import BENCHMARKS, catalog, catalog_entry, dataset_names
-from irflow.data.sources import built_in
+from irflow.data.sources import SOURCES
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "datasets.md"
@@ -93,7 +93,7 @@ def source_types() -> list[str]:
     """One entry per built-in source type: its schema fragment's description and example."""
     defs = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["$defs"]
     out = []
-    for name, source in sorted(built_in().items()):
+    for name, source in sorted(SOURCES.built_in().items()):
         fragment = defs[source.schema_def]
         example = yaml.safe_dump(
             fragment["examples"][0], default_flow_style=True, width=200, sort_keys=False

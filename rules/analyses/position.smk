@@ -2,16 +2,23 @@
 # spans) -> mean score per length bucket and relative-position bin, each bucket's PSI and trend
 # (PosIR); the plots and PSI table of the report. See irflow.analyses.position.
 
+from irflow.analyses.position import position_groups
+
+# The positional variants (irflow.workflow.kinds.positionalize), and the datasets whose qrels
+# carry spans.
+POSITION_VARIANTS = plan.kinds["positionalize"].datasets
+POSITION_DATASETS = sorted(POSITION_VARIANTS) + config["position_analysis"]["datasets"]
+
 
 rule position:
     input:
         scores=[
             f"results/scores/{d}/{s}.parquet"
-            for d in plan.position_datasets
+            for d in POSITION_DATASETS
             for s in plan.systems
         ],
-        qrels=[f"results/datasets/{d}/qrels.parquet" for d in plan.position_datasets],
-        corpus=[f"results/datasets/{d}/corpus.parquet" for d in plan.position_datasets],
+        qrels=[f"results/datasets/{d}/qrels.parquet" for d in POSITION_DATASETS],
+        corpus=[f"results/datasets/{d}/corpus.parquet" for d in POSITION_DATASETS],
     output:
         bins="results/position_bins.parquet",
         psi="results/psi.parquet",
@@ -21,8 +28,8 @@ rule position:
         "../../envs/positionalize.yaml"
     params:
         analysis=config["position_analysis"],
-        datasets=plan.position_datasets,
-        groups=plan.position_groups(),
+        datasets=POSITION_DATASETS,
+        groups=position_groups(config, POSITION_VARIANTS, POSITION_DATASETS),
         systems=plan.systems,
     script:
         "../../scripts/position.py"
@@ -51,7 +58,7 @@ rule position_plots:
         "../../scripts/position_plots.py"
 
 
-ANALYSIS_TARGETS.append(rules.position_plots.output if plan.position_datasets else [])
-if plan.position_datasets:
+ANALYSIS_TARGETS.append(rules.position_plots.output if POSITION_DATASETS else [])
+if POSITION_DATASETS:
     plan.analysis_views["position_bins"] = ["results/position_bins.parquet"]
     plan.analysis_views["psi"] = ["results/psi.parquet"]

@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
-from irflow.data.tokens import encode
+from irflow.data.tokens import encode, tokenizer_source
+from irflow.evaluation.score import uncomputed_metrics
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +171,8 @@ def _psi_interval(
 
     if len(sums) < 2:
         return np.nan, np.nan
-    # Imported here: every Snakemake run imports this module (irflow.workflow.plan), and scipy.stats
-    # alone takes half a second to import.
+    # Imported here: every Snakemake run imports this module (irflow.workflow.config), and
+    # scipy.stats alone takes half a second to import.
     from scipy import stats
 
     result = stats.bootstrap(
@@ -366,3 +367,30 @@ def position_analysis_problems(config: dict) -> list[str]:
                 )
             pooled.add(dataset)
     return problems
+
+
+@register_check
+def position_metric_problems(config: dict) -> list[str]:
+    """``position_analysis.metric`` must be one that ``metrics`` computes."""
+    return uncomputed_metrics(
+        config, [("position_analysis.metric", config["position_analysis"]["metric"])]
+    )
+
+
+def position_groups(config: dict, variants: dict[str, dict], datasets: list[str]) -> dict:
+    """Per dataset analysed (``datasets``, the positional ``variants`` among them): the group its
+    queries are pooled in (a variant's positionalize block, whose lengths and positions the
+    buckets and bins tell apart), the tokenizer that counts its documents' tokens, and a
+    variant's configured position."""
+    analysis = config["position_analysis"]
+    groups = {}
+    for dataset in datasets:
+        spec = variants.get(dataset, {})
+        groups[dataset] = {
+            "group": spec.get("block") or pooled_group(dataset, analysis) or dataset,
+            "tokenizer": tokenizer_source(
+                analysis["tokenizer"] or spec["tokenizer"], config["models"]
+            ),
+            "position": spec.get("position"),
+        }
+    return groups

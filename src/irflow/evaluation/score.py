@@ -24,7 +24,7 @@ import pandas as pd
 import pytrec_eval
 
 from irflow.core.config import register_check
-from irflow.evaluation.measures import irflow_measures
+from irflow.evaluation.measures import MEASURES
 from irflow.evaluation.measures.base import RELEVANCE_LEVEL, pytrec_values, run_dict
 from irflow.retrieval.runs import trec_order
 
@@ -36,14 +36,14 @@ def parse_measures(specs: list[str]) -> tuple[set[str], dict[str, list[int]]]:
     native, extra = set(), {}
     for spec in specs:
         name, _, cutoffs = spec.partition(".")
-        if name in irflow_measures():
+        if name in MEASURES.all():
             if not cutoffs:
                 raise ValueError(f"measure {name!r} needs cutoffs, e.g. {name}.10")
             extra[name] = sorted({int(c) for c in cutoffs.split(",")})
         elif name in pytrec_eval.supported_measures:
             native.add(spec)
         else:
-            known = sorted(pytrec_eval.supported_measures | set(irflow_measures()))
+            known = sorted(pytrec_eval.supported_measures | set(MEASURES.all()))
             raise ValueError(f"unknown measure {name!r}; known measures: {', '.join(known)}")
     return native, extra
 
@@ -66,7 +66,7 @@ def score_run(run: pd.DataFrame, qrels: pd.DataFrame, measure_specs: list[str]) 
     for query_id, values in pytrec_values(qrels_nested, run_dict(ranked), native).items():
         per_query[query_id].update(values)
     for name, cutoffs in extra.items():
-        measured = irflow_measures()[name].values(ranked, qrels_nested, cutoffs)
+        measured = MEASURES.all()[name].values(ranked, qrels_nested, cutoffs)
         for query_id, values in measured.items():
             per_query[query_id].update(values)
 
@@ -106,20 +106,28 @@ def _metric_names(qrels: dict, native: set[str], extra: dict[str, list[int]]) ->
 
 @register_check
 def _metric_problems(config: dict) -> list[str]:
-    """Every metric a table, test or analysis names must be one that ``metrics`` computes:
-    otherwise the run fails only at its last stages."""
+    """Every metric a table or test names must be one that ``metrics`` computes: otherwise the
+    run fails only at its last stages (an analysis checks the metrics it names itself, with
+    ``uncomputed_metrics``)."""
     try:
-        computed = metric_names(config["metrics"])
+        metric_names(config["metrics"])
     except ValueError as exc:
         return [f"config key 'metrics': {exc}"]
     named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
     named += [
         (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
     ]
-    named += [
-        ("correlation.metric", config["correlation"]["metric"]),
-        ("position_analysis.metric", config["position_analysis"]["metric"]),
-    ]
+    named += [("correlation.metric", config["correlation"]["metric"])]
+    return uncomputed_metrics(config, named)
+
+
+def uncomputed_metrics(config: dict, named: list[tuple[str, str]]) -> list[str]:
+    """Each (config key, metric) of ``named`` whose metric ``metrics`` does not compute, as a
+    problem naming the key (none when ``metrics`` itself is wrong: its check says so)."""
+    try:
+        computed = metric_names(config["metrics"])
+    except ValueError:
+        return []
     return [
         f"config key '{path}': {metric!r} is not a metric that 'metrics' computes; "
         f"computed: {', '.join(computed)}"

@@ -83,29 +83,6 @@ def class_problem(
         )
 
 
-def with_entry_points(schema: dict, block: str, python_def: str, names) -> dict:
-    """``schema`` with a choice per installed entry point ``names`` among a ``block`` entry's
-    (retrievers, rerankers): the ``python_def`` fragment (the block's type python) with that
-    entry point's name as its type and without ``class``, which the entry point names."""
-    if not names:
-        return schema
-    python = schema["$defs"][python_def]
-    properties = {key: value for key, value in python["properties"].items() if key != "class"}
-    schema = schema | {"$defs": dict(schema["$defs"])}
-    choices = list(schema["properties"][block]["additionalProperties"]["oneOf"])
-    for name in sorted(names):
-        schema["$defs"][f"{python_def}:{name}"] = python | {
-            "required": ["type"],
-            "properties": properties | {"type": {"const": name}},
-        }
-        choices.append({"$ref": f"#/$defs/{python_def}:{name}"})
-    entries = schema["properties"][block]
-    schema["properties"] = schema["properties"] | {
-        block: entries | {"additionalProperties": {"oneOf": choices}}
-    }
-    return schema
-
-
 def custom_search(
     retriever: Retriever,
     corpus_path: Path,
@@ -162,7 +139,19 @@ class EntryPointClass:
     def __init__(self, entry_point):
         self.entry_point = entry_point
         self.type = entry_point.name
-        self.schema_def = None
+        # Its fragment is the type python's (``schema_fragment``), not one of the schema's.
+        self.python_def, self.schema_def = self.schema_def, None
+
+    def schema_fragment(self, schema: dict) -> dict:
+        """Its entry's fragment (irflow.core.plugins.Registry.with_installed): the type
+        python's, with the entry point's name as its type and without ``class``, which the
+        entry point names."""
+        python = schema["$defs"][self.python_def]
+        properties = {key: value for key, value in python["properties"].items() if key != "class"}
+        return python | {
+            "required": ["type"],
+            "properties": properties | {"type": {"const": self.type}},
+        }
 
     def class_reference(self, spec: dict) -> str:
         return self.entry_point.value

@@ -5,9 +5,8 @@ of the core blocks; each feature registers the checks of its own blocks
 (``irflow.core.config.register_check``) when its module is imported. This module imports every
 feature that registers one, so that validating through it runs them all: the Snakefile, the
 tests and the benchmarks validate here. Retriever families, reranker types and dataset source
-types installed as entry points add their entries' schema fragments
-(irflow.workflow.families.with_installed, irflow.retrieval.rerankers.with_installed,
-irflow.data.sources.with_installed).
+types installed as entry points add their entries' schema fragments (each registry's
+``with_installed``, irflow.core.plugins.Registry).
 """
 
 import importlib
@@ -36,10 +35,10 @@ from irflow.core import config as core
 from irflow.core.config import load_schema
 from irflow.core.errors import ConfigError, UserError
 from irflow.data.catalog import resolve_catalog
-from irflow.data.sources import untyped_problems
-from irflow.data.sources import with_installed as with_installed_sources
-from irflow.retrieval import rerankers
-from irflow.workflow.families import built_in, with_installed
+from irflow.data.sources import SOURCES, untyped_problems
+from irflow.retrieval.rerankers import RERANKERS
+from irflow.workflow.families import FAMILIES
+from irflow.workflow.kinds import KINDS
 
 
 def analyses() -> list[str]:
@@ -54,8 +53,9 @@ def analyses() -> list[str]:
     return names
 
 
-built_in()  # imports every family module: each registers its checks
-rerankers.built_in()  # and every reranker type module
+FAMILIES.built_in()  # imports every family module: each registers its checks
+RERANKERS.built_in()  # and every reranker type module
+KINDS.built_in()  # and every derived-dataset kind module
 analyses()
 
 __all__ = [
@@ -80,7 +80,8 @@ def expand_config(config: dict) -> dict:
 def validate_config(config: dict, schema: dict) -> dict:
     """irflow.core.config.validate_config, with the installed retriever families', reranker
     types' and source types' fragments; every mapping's keys in sorted order (``sorted_keys``)."""
-    schema = with_installed_sources(rerankers.with_installed(with_installed(schema)))
+    for registry in (FAMILIES, RERANKERS, SOURCES):
+        schema = registry.with_installed(schema)
     return sorted_keys(core.validate_config(config, schema))
 
 

@@ -13,16 +13,12 @@ from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
 from irflow.data.sources import concrete_source
 from irflow.data.tokens import tokenizer_source
-from irflow.derived.llm.client import answer_settings
 from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
+from irflow.workflow.local_files import local_folder_files
 from irflow.workflow.model_check import read_folder
 from irflow.workflow.plan import WorkflowNames
 from irflow.workflow.stamps import STAMPS, check_dataset_files
-
-# The files a Hugging Face tokenizer is read from (not the weights beside them in a model's
-# folder, so that replacing those does not rebuild what only the tokenizer decides).
-TOKENIZER_FILES = re.compile(r"(.*token.*|vocab.*|merges\.txt|.*\.model|config\.json)")
 
 
 def one_of(names):
@@ -32,26 +28,6 @@ def one_of(names):
 
 # A model folder's files, hashed once per workflow (not per job).
 files_md5 = functools.cache(folder_md5)
-
-
-@functools.cache
-def local_folder_files(folder):
-    """Every file under a local folder, listed once per workflow (not per job); none for a
-    Hugging Face id."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(str(p) for p in folder.rglob("*") if p.is_file())
-
-
-def tokenizer_files(source):
-    """A local tokenizer's files, as inputs; none for a Hugging Face id."""
-    folder = Path(source["id"])
-    if not folder.is_dir():
-        return []
-    return sorted(
-        str(p) for p in folder.iterdir() if p.is_file() and TOKENIZER_FILES.fullmatch(p.name)
-    )
 
 
 def texts_to_embed(dataset, model, side):
@@ -101,128 +77,27 @@ class DatasetInputs(WorkflowNames):
                 return str(shipped)
         return str(path)
 
-    def variant_tokenizer(self, wildcards):
-        return tokenizer_source(
-            self.variants[wildcards.dataset]["tokenizer"], self.config["models"]
-        )
-
-    def positionalize_inputs(self, wildcards):
-        """The base dataset's tables, and a local tokenizer's files, so that editing them
-        rebuilds the variant; with a screen, its reranker's local model files too (none
-        otherwise, so that a variant without one keeps its inputs)."""
-        spec = self.variants[wildcards.dataset]
-        base = f"results/datasets/{spec['dataset']}"
-        inputs = {
-            "base_source": f"{base}/source.json",
-            "corpus": f"{base}/corpus.parquet",
-            "queries": f"{base}/queries.parquet",
-            "qrels": f"{base}/qrels.parquet",
-            "tokenizer": tokenizer_files(self.variant_tokenizer(wildcards)),
-        }
-        if "screen" in spec:
-            reranker = spec["screen"]["spec"]
-            folder = reranker.get("id") or self.config["models"][reranker["model"]]["id"]
-            inputs["screen_model"] = local_folder_files(folder)
-        return inputs
-
-    def positionalize_env(self, wildcards):
-        """A screen's reranker needs torch and sentence-transformers; plain variants do
-        not."""
-        screened = "screen" in self.variants[wildcards.dataset]
-        return f"../envs/positionalize{'-screen' if screened else ''}.yaml"
-
-    def generate_inputs(self, wildcards):
-        """The source dataset's corpus (and qrels when sampling its positives), the prompts
-        file and a local tokenizer's files (it counts chunk_tokens, min_words and
-        max_words), so that editing any of them regenerates (the answer cache makes
-        unchanged prompts free)."""
-        spec = self.generated[wildcards.dataset]
-        base = f"results/datasets/{spec['dataset']}"
-        tokenizer = (
-            tokenizer_files(tokenizer_source(spec["tokenizer"], self.config["models"]))
-            if spec["tokenizer"]
-            else []
-        )
-        inputs = {
-            "base_source": f"{base}/source.json",
-            "corpus": f"{base}/corpus.parquet",
-            "prompts": self.prompts_file(spec),
-            "tokenizer": tokenizer,
-        }
-        if spec["sample_from"] == "positives":
-            inputs["qrels"] = f"{base}/qrels.parquet"
-        return inputs
-
     def judge_prompts(self):
         """The quality-control judge's prompts file."""
         judge = self.config["quality_control"]["judge"]
         return self.prompts_file({"prompts": judge["prompts"]})
 
-    def estimate_quality_control(self, wildcards):
-        """The QC'd copies of the generated dataset whose judge the dry-run estimate
-        counts."""
-        return {
-            name: spec
-            for name, spec in self.quality_controlled.items()
-            if spec["dataset"] == wildcards.dataset
-        }
-
-    def generate_estimate_inputs(self, wildcards):
-        """generate's inputs, and the judge's prompts when a QC'd copy is estimated too."""
-        inputs = self.generate_inputs(wildcards)
-        if self.estimate_quality_control(wildcards):
-            inputs["judge_prompts"] = self.judge_prompts()
-        return inputs
-
     def filter_inputs(self, wildcards):
-        """The dataset's tables; for a document-expanded copy (expand) also its base's
-        filter outputs, whose documents it keeps (irflow.data.filter.run_filter_as_base),
-        so that the copy ranks the same corpus as its base."""
+        """The dataset's tables, and what its kind's filter job reads beyond them (a
+        document-expanded copy: its base's filter outputs, irflow.workflow.kinds.expand)."""
         folder = f"results/datasets/{wildcards.dataset}"
         inputs = {"source": f"{folder}/source.json"} | {
             name: f"{folder}/{name}.parquet" for name in ("corpus", "queries", "qrels")
         }
-        if wildcards.dataset in self.expanded:
-            base = f"results/datasets/{self.expanded[wildcards.dataset]}/filtered"
-            tables = ("corpus", "audit", "clusters")
-            inputs |= {f"base_{name}": f"{base}/{name}.parquet" for name in tables}
-        return inputs
+        kind = self.derived.get(wildcards.dataset)
+        return inputs | (kind.filter_inputs(wildcards.dataset) if kind else {})
 
     def filter_rules(self, wildcards):
-        """A curated dataset's own filter block, or the top-level one, without the settings of
-        the filters that are off (irflow.data.filter.deciding_rules)."""
-        if wildcards.dataset in self.curated:
-            return deciding_rules(self.config["curate"][wildcards.dataset]["filter"])
-        return deciding_rules(self.config["filter"])
-
-    def expand_inputs(self, wildcards):
-        """The base dataset's tables, and the local files of the query model and of the
-        filter's cross-encoder, so that editing them rebuilds."""
-        spec = self.config["expand"][wildcards.dataset]
-        base = f"results/datasets/{spec['dataset']}"
-        filter_spec = spec.get("filter")
-        rerankers = self.config["rerankers"]
-        return {
-            "base_source": f"{base}/source.json",
-            "corpus": f"{base}/corpus.parquet",
-            "queries": f"{base}/queries.parquet",
-            "qrels": f"{base}/qrels.parquet",
-            "model": local_folder_files(spec["model"]["id"]) if "model" in spec else [],
-            "filter_model": (
-                local_folder_files(rerankers[filter_spec["reranker"]]["id"]) if filter_spec else []
-            ),
-        }
-
-    def expand_settings(self, wildcards):
-        """The expand block, with the filter's cross-encoder and the llm settings that
-        change the answers: a change to any of them rebuilds the copy."""
-        spec = self.config["expand"][wildcards.dataset]
-        settings = {"expand": spec}
-        if "filter" in spec:
-            settings["filter_model"] = self.config["rerankers"][spec["filter"]["reranker"]]
-        if "llm" in spec:
-            settings["llm"] = answer_settings(self.config["llm"])
-        return settings
+        """The dataset's own filter block (a curated copy's), or the top-level one, without the
+        settings of the filters that are off (irflow.data.filter.deciding_rules)."""
+        kind = self.derived.get(wildcards.dataset)
+        block = kind.filter_block(wildcards.dataset) if kind else None
+        return deciding_rules(self.config["filter"] if block is None else block)
 
     # Encoding.
 
@@ -267,15 +142,10 @@ class DatasetInputs(WorkflowNames):
         return f"results/embeddings/{wildcards.dataset}/{wildcards.model}/{side}.parquet"
 
     def base_dataset(self, dataset):
-        """The dataset a variant, curated, generated or quality-controlled one is made from
-        (None for the others)."""
-        if dataset in self.variants:
-            return self.variants[dataset]["dataset"]
-        return (
-            self.curated.get(dataset)
-            or self.generated.get(dataset, {}).get("dataset")
-            or self.quality_controlled.get(dataset, {}).get("dataset")
-        )
+        """The dataset a derived one is made from, where it reuses that one's vectors (its
+        kind's ``reuses_vectors``; None for the others)."""
+        kind = self.derived.get(dataset)
+        return kind.base(dataset) if kind and kind.reuses_vectors else None
 
     def embed_inputs(self, dataset, model, sides):
         """The model and, per side embedded (texts, then query_texts for the queries

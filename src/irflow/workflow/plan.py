@@ -1,13 +1,9 @@
 """The names the workflow's rules are built from: datasets, systems, models and the manifests
 every job files, each derived once from the validated config (rules/common.smk builds one)."""
 
-from irflow.analyses.position import pooled_group
 from irflow.core.config import reranked_name, system_kinds
 from irflow.data.passages import document_side
-from irflow.data.tokens import tokenizer_source
-from irflow.derived.generate.dataset import list_generated
-from irflow.derived.positionalize import list_variants
-from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
+from irflow.derived.qc.settings import audited_datasets
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.rerankers import reranker_type
 from irflow.workflow.families import (
@@ -19,14 +15,7 @@ from irflow.workflow.families import (
 )
 from irflow.workflow.families.dense import query_model
 from irflow.workflow.families.lucene import layouts as lucene_layouts
-
-# Generated query ids never name a document: nothing to remove, no unknown qrels.
-GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
-
-
-def _bases(specs: dict[str, dict]) -> dict[str, str]:
-    """Each derived dataset's base, from its settings' ``dataset``."""
-    return {name: spec["dataset"] for name, spec in specs.items()}
+from irflow.workflow.kinds import kinds_in_order
 
 
 class WorkflowNames:
@@ -34,36 +23,22 @@ class WorkflowNames:
 
     def __init__(self, config):
         self.config = config
-        # Position-controlled variants (PosIR) are datasets built from a base dataset, not
-        # downloaded.
-        self.variants = list_variants(config)
         self.base_datasets = sorted(config["datasets"])
-        # Benchmarks written by a language model from a dataset's corpus (AIR-Bench).
-        self.generated = list_generated(config)
-        # Curated copies: a dataset's tables filtered with their own filter block
-        # (rules/filter.smk).
-        self.curated = {name: spec["dataset"] for name, spec in config["curate"].items()}
-        # Quality-controlled copies of generated datasets (AIR-Bench's QC; rules/qc.smk).
-        self.quality_controlled = list_quality_controlled(config)
-        # Document-expanded copies (docT5query; rules/expand.smk), not downloaded.
-        self.expanded = {name: spec["dataset"] for name, spec in config["expand"].items()}
-        self.datasets = (
-            self.base_datasets
-            + sorted(self.variants)
-            + sorted(self.generated)
-            + sorted(self.curated)
-            + sorted(self.quality_controlled)
-            + sorted(self.expanded)
-        )
+        # The datasets made from others, by kind (irflow.workflow.kinds: positional variants,
+        # generated benchmarks, curated, quality-controlled and document-expanded copies), in
+        # the kinds' order; and each derived dataset's kind.
+        self.kinds = {kind.name: kind(self) for kind in kinds_in_order()}
+        self.derived = {name: kind for kind in self.kinds.values() for name in kind.datasets}
+        self.datasets = self.base_datasets + [
+            name for kind in self.kinds.values() for name in sorted(kind.datasets)
+        ]
         # Datasets whose labels are audited (rules/qc.smk), and the rerankers that vote.
         self.audited = audited_datasets(config)
         self.qc_rerankers = config["quality_control"]["rerankers"]
         # Datasets whose system orderings the correlate stage compares: real and generated.
-        self.correlated_datasets = (
-            self.base_datasets + sorted(self.generated) + sorted(self.quality_controlled)
-        )
-        # Datasets whose per-query scores the position analysis places by the relevant span.
-        self.position_datasets = sorted(self.variants) + config["position_analysis"]["datasets"]
+        self.correlated_datasets = self.base_datasets + [
+            name for kind in self.kinds.values() if kind.compared for name in sorted(kind.datasets)
+        ]
         self.dataset_specs = self._dataset_specs()
         # Where the results tables show each dataset (irflow.evaluation.tables): the Average
         # is over the benchmark's own datasets only.
@@ -165,35 +140,23 @@ class WorkflowNames:
         return identities
 
     def _dataset_specs(self):
-        """Each dataset's block; a dataset made from another has its base's."""
-        datasets = self.config["datasets"]
-        return (
-            datasets
-            | {variant: datasets[spec["dataset"]] for variant, spec in self.variants.items()}
-            | {name: dict(GENERATED_SPEC) for name in [*self.generated, *self.quality_controlled]}
-            | {name: datasets[base] for name, base in self.curated.items()}
-            | {name: datasets[base] for name, base in self.expanded.items()}
-        )
+        """Each dataset's block; a dataset made from another has its kind's (its base's)."""
+        return self.config["datasets"] | {
+            name: kind.dataset_spec(name) for name, kind in self.derived.items()
+        }
 
     def _table_layout(self):
         """Each dataset of the config with the group it counts in, each dataset made from
         another with that dataset and its kind, in words, and the in-domain datasets
         (irflow.evaluation.tables)."""
-        made_from = {
-            "positional variants": _bases(self.variants),
-            "generated benchmarks": _bases(self.generated),
-            "curated copies": self.curated,
-            "quality-controlled copies": _bases(self.quality_controlled),
-            "document-expanded copies": self.expanded,
-        }
         return {
             "benchmark": {
                 name: self.config["datasets"][name].get("group") for name in self.base_datasets
             },
             "derived": {
-                name: {"base": base, "kind": kind}
-                for kind, bases in made_from.items()
-                for name, base in sorted(bases.items())
+                name: {"base": kind.base(name), "kind": kind.layout}
+                for kind in self.kinds.values()
+                for name in sorted(kind.datasets)
             },
             "in_domain": [
                 name for name in self.base_datasets if self.config["datasets"][name]["in_domain"]
@@ -223,16 +186,7 @@ class WorkflowNames:
         rerankers = self.qc_rerankers
         return (
             [f"results/manifests/ingest/{d}.json" for d in self.base_datasets]
-            + [f"results/manifests/positionalize/{v}.json" for v in self.variants]
-            + [f"results/manifests/generate/{g}.json" for g in self.generated]
-            + [f"results/manifests/curate/{c}.json" for c in self.curated]
-            + [f"results/manifests/expand/{e}.json" for e in self.expanded]
-            + [f"results/manifests/quality_control/{q}.json" for q in self.quality_controlled]
-            + [
-                f"results/manifests/qc_votes/{q}/{r}.json"
-                for q in self.quality_controlled
-                for r in rerankers
-            ]
+            + [path for kind in self.kinds.values() for path in kind.manifests()]
             + [f"results/manifests/label_audit/{d}.json" for d in self.audited]
             + [
                 f"results/manifests/audit_votes/{d}/{r}.json"
@@ -293,21 +247,3 @@ class WorkflowNames:
                 for fields in self.lucene_layouts
             ]
         )
-
-    def position_groups(self):
-        """Per dataset analysed: the group its queries are pooled in (a variant's
-        positionalize block, whose lengths and positions the buckets and bins tell apart),
-        the tokenizer that counts its documents' tokens, and a variant's configured
-        position."""
-        analysis = self.config["position_analysis"]
-        groups = {}
-        for dataset in self.position_datasets:
-            spec = self.variants.get(dataset, {})
-            groups[dataset] = {
-                "group": spec.get("block") or pooled_group(dataset, analysis) or dataset,
-                "tokenizer": tokenizer_source(
-                    analysis["tokenizer"] or spec["tokenizer"], self.config["models"]
-                ),
-                "position": spec.get("position"),
-            }
-        return groups

@@ -12,8 +12,9 @@ from irflow.retrieval.rerankers import reranker_settings, reranker_type
 from irflow.workflow.families import family
 from irflow.workflow.families.bm25 import index_folder as bm25_index_folder
 from irflow.workflow.families.dense import query_model
-from irflow.workflow.inputs import DatasetInputs, local_folder_files
-from irflow.workflow.qc_inputs import QualityControlInputs
+from irflow.workflow.inputs import DatasetInputs
+from irflow.workflow.local_files import local_folder_files
+from irflow.workflow.qc_inputs import LabelAuditInputs
 
 # The tables of results/ each dataset has one of, by the database view that shows them.
 DATASET_TABLES = {
@@ -35,9 +36,10 @@ SUMMARY_VIEWS = [
 ]
 
 
-class Plan(QualityControlInputs, DatasetInputs):
+class Plan(LabelAuditInputs, DatasetInputs):
     """Every name and input function of the workflow (irflow.workflow.plan,
-    irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs."""
+    irflow.workflow.inputs, irflow.workflow.qc_inputs), and those of its runs; the derived
+    datasets' are their kinds' (``plan.kinds``, irflow.workflow.kinds)."""
 
     def __init__(self, config, basedir):
         super().__init__(config, basedir)
@@ -271,9 +273,8 @@ class Plan(QualityControlInputs, DatasetInputs):
             views["negatives"] = [
                 f"results/negatives/{n}.parquet" for n in self.config["negatives"]
             ]
-        if self.quality_controlled:
-            views["qc_audit"] = [f"results/qc/{q}/audit.parquet" for q in self.quality_controlled]
-            views["quality_control_summary"] = ["results/quality_control.parquet"]
+        for kind in self.kinds.values():
+            views |= kind.views()
         if self.audited:
             views["label_audit"] = [f"results/audit/{d}/candidates.parquet" for d in self.audited]
             views["label_audit_hole"] = [f"results/audit/{d}/hole.parquet" for d in self.audited]

@@ -32,6 +32,7 @@ from irflow.core.errors import DamagedFileError
 from irflow.core.records.base import RecordError, StageRecord
 from irflow.core.records.datasets import (
     CurateRecord,
+    DeriveRecord,
     ExpandRecord,
     FilterRecord,
     GenerateRecord,
@@ -68,6 +69,7 @@ TYPES: dict[str, type[StageRecord]] = {
     "ingest": IngestRecord,
     "filter": FilterRecord,
     "curate": CurateRecord,
+    "derive": DeriveRecord,
     "passages": PassagesRecord,
     "generate": GenerateRecord,
     "expand": ExpandRecord,

@@ -48,6 +48,16 @@ class CurateRecord(StageRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DeriveRecord(StageRecord):
+    """A dataset its kind made from its base's tables (scripts/derive.py,
+    irflow.workflow.kinds): the kind, and the statistics it gave."""
+
+    kind: str
+    base_checksum: str
+    statistics: dict
+
+
+@dataclass(frozen=True, kw_only=True)
 class PassagesRecord(StageRecord):
     """A corpus split into passages for a model (irflow.data.passages.split_corpus); the
     window and the passages longer than it where the model's window is known."""

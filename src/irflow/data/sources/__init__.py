@@ -10,31 +10,17 @@ block has.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 from irflow.core.config import register_check, scored_split
 from irflow.core.errors import ConfigError
-from irflow.core.plugins import defined_in, installed_plugins
+from irflow.core.plugins import Registry
 from irflow.data import download
 from irflow.data.download import Fetch, SourceParams, dataset_layout
 from irflow.data.sources.base import SourceType
 from irflow.data.sources.path import folder_problem
 
 ENTRY_POINT_GROUP = "irflow.sources"
-
-
-@cache
-def built_in() -> dict[str, SourceType]:
-    """Every module of this package that defines a SOURCE, by its type."""
-    return defined_in(__name__, __path__, "SOURCE")
-
-
-@cache
-def installed() -> dict[str, SourceType]:
-    """The source types installed packages register as irflow.sources entry points (each a
-    SourceType, or its class)."""
-    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "source type", loaded_source)
 
 
 def loaded_source(entry_point) -> SourceType:
@@ -50,32 +36,16 @@ def loaded_source(entry_point) -> SourceType:
     return source
 
 
-def source_types() -> dict[str, SourceType]:
-    return built_in() | installed()
-
-
-def source_type(name: str) -> SourceType:
-    """The source type ``name`` (a validated config names only known ones)."""
-    known = source_types()
-    if name not in known:
-        raise ConfigError(f"no dataset source type {name!r}; known: " + ", ".join(sorted(known)))
-    return known[name]
-
-
-def with_installed(schema: dict) -> dict:
-    """``schema`` with each installed type's fragment among a source block's choices."""
-    plugins = installed()
-    if not plugins:
-        return schema
-    defs = dict(schema["$defs"])
-    source = defs["dataset"]["properties"]["source"]
-    choices = list(source["oneOf"])
-    for name, plugin in sorted(plugins.items()):
-        defs[f"source_entry_point:{name}"] = plugin.schema
-        choices.append({"$ref": f"#/$defs/source_entry_point:{name}"})
-    properties = defs["dataset"]["properties"] | {"source": source | {"oneOf": choices}}
-    defs["dataset"] = defs["dataset"] | {"properties": properties}
-    return schema | {"$defs": defs}
+SOURCES: Registry[SourceType] = Registry(
+    "dataset source type",
+    __name__,
+    "SOURCE",
+    group=ENTRY_POINT_GROUP,
+    load=loaded_source,
+    choices=("$defs", "dataset", "properties", "source", "oneOf"),
+)
+# The source type a block names (a validated config names only known ones).
+source_type = SOURCES.get
 
 
 # --- the spelling before source types ----------------------------------------------------------
@@ -104,13 +74,13 @@ def untyped_problems(config: dict) -> list[str]:
 
 def _typed_spelling(source: dict) -> str:
     """The fix for an untyped source: the block with its type, where the keys tell it."""
-    for found in built_in().values():
+    for found in SOURCES.built_in().values():
         if found.untyped_key in source:
             typed = {"type": found.type} | {
                 found.renamed.get(key, key): value for key, value in source.items()
             }
             return f"write {_flow(typed)} (was {_flow(source)})"
-    return "name one of the types: " + ", ".join(sorted(source_types()))
+    return "name one of the types: " + ", ".join(sorted(SOURCES.all()))
 
 
 def _flow(block: dict) -> str:

@@ -25,7 +25,7 @@ class SourceType:
     type: str
     # Its block's schema: the name of its fragment in config/config.schema.yaml's $defs. A type
     # installed as an ``irflow.sources`` entry point has none there and gives its fragment as
-    # ``schema`` (irflow.data.sources.with_installed).
+    # ``schema`` (``schema_fragment``).
     schema_def: str | None = None
     schema: dict | None = None
     # How irflow spelled this source before sources had a type: the key that told it apart
@@ -34,6 +34,11 @@ class SourceType:
     # for a type that came after.
     untyped_key: str | None = None
     renamed: dict[str, str] = {}
+
+    def schema_fragment(self, schema: dict) -> dict:
+        """An installed type's fragment among the source's choices
+        (irflow.core.plugins.Registry.with_installed)."""
+        return self.schema
 
     def concrete(self, dataset: str, spec: dict, config: dict) -> dict:
         """The source block this one stands for (a catalog name: its zip URL and MD5 sum)."""

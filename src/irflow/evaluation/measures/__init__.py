@@ -11,16 +11,12 @@ its test and its part of docs/metrics.md. trec_eval's own measures are named in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
-from irflow.core.plugins import defined_in
+from irflow.core.plugins import Registry
 from irflow.evaluation.measures.base import Measure
 
-
-@cache
-def irflow_measures() -> dict[str, Measure]:
-    """Every module of this package that defines a MEASURE, by its name."""
-    return defined_in(__name__, __path__, "MEASURE", key="name")
+# Every module of this package that defines a MEASURE, by its name.
+MEASURES: Registry[Measure] = Registry("measure", __name__, "MEASURE", key="name")
 
 
 # trec_eval's measures as a paper names them and what each means, "{k}" for a cutoff; a measure
@@ -88,6 +84,7 @@ def metric_name(metric: str, depth: int | None = None) -> MetricName:
 
 
 def _named(measure: str) -> tuple[str, str] | None:
-    if measure in irflow_measures():
-        return irflow_measures()[measure].title, irflow_measures()[measure].meaning
+    if measure in MEASURES.all():
+        found = MEASURES.get(measure)
+        return found.title, found.meaning
     return TREC_EVAL.get(measure)

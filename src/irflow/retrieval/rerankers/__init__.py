@@ -9,46 +9,21 @@ control, positionalize's screen, expand's filter) ask the registry, never a list
 
 from __future__ import annotations
 
-from functools import cache
-
 from irflow.core.config import register_check
-from irflow.core.errors import ConfigError
-from irflow.core.plugins import defined_in, installed_plugins
-from irflow.retrieval.custom import with_entry_points
+from irflow.core.plugins import Registry
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.rerankers.python import EntryPoint
 
-ENTRY_POINT_GROUP = "irflow.rerankers"
-
-
-@cache
-def built_in() -> dict[str, RerankerType]:
-    """Every module of this package that defines a RERANKER, by its type."""
-    return defined_in(__name__, __path__, "RERANKER")
-
-
-@cache
-def installed() -> dict[str, RerankerType]:
-    """The types installed packages register as irflow.rerankers entry points, read once per
-    process, as irflow.workflow.families.installed."""
-    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "reranker type", EntryPoint)
-
-
-def reranker_types() -> dict[str, RerankerType]:
-    return built_in() | installed()
-
-
-def reranker_type(name: str) -> RerankerType:
-    """The type a ``rerankers`` entry names (a validated config names only known ones)."""
-    known = reranker_types()
-    if name not in known:
-        raise ConfigError(f"no reranker type {name!r}; known: " + ", ".join(sorted(known)))
-    return known[name]
-
-
-def with_installed(schema: dict) -> dict:
-    """``schema`` with each installed type's fragment among a rerankers entry's choices."""
-    return with_entry_points(schema, "rerankers", "python_reranker", installed())
+RERANKERS: Registry[RerankerType] = Registry(
+    "reranker type",
+    __name__,
+    "RERANKER",
+    group="irflow.rerankers",
+    load=EntryPoint,
+    choices=("properties", "rerankers", "additionalProperties", "oneOf"),
+)
+# The type a ``rerankers`` entry names (a validated config names only known ones).
+reranker_type = RERANKERS.get
 
 
 def with_capability(config: dict, capability: str) -> list[str]:
@@ -62,7 +37,7 @@ def with_capability(config: dict, capability: str) -> list[str]:
 
 def types_with(capability: str) -> str:
     """The types that can do ``capability``, for a message: "cross-encoder or bi-encoder"."""
-    return " or ".join(t for t, found in built_in().items() if getattr(found, capability))
+    return " or ".join(t for t, found in RERANKERS.built_in().items() if getattr(found, capability))
 
 
 def reranker_settings(

@@ -23,7 +23,7 @@ class RerankerType:
     # The ``type`` a rerankers entry names.
     type: str
     # Its entry's schema: the name of its fragment in config/config.schema.yaml's $defs (an
-    # installed entry point has none there: irflow.retrieval.rerankers.with_installed).
+    # installed entry point has none there: irflow.core.plugins.Registry.with_installed).
     schema_def: str | None = None
     # Screens a positionalize block's candidate fillers (irflow.derived.positionalize.Screen):
     # its scores of one query against a few texts are comparable with one another.

@@ -8,56 +8,29 @@ config check, the memory requests and the cost table ask the registry, never a l
 
 from __future__ import annotations
 
-from functools import cache
-
 from irflow.core.config import register_check, scored_split, system_kinds
-from irflow.core.errors import ConfigError
-from irflow.core.plugins import defined_in, installed_plugins
+from irflow.core.plugins import Registry
 from irflow.derived.generate.dataset import checked_splits
 from irflow.derived.qc.settings import quality_settings
-from irflow.retrieval.custom import with_entry_points
 from irflow.workflow.families.base import RetrieverFamily
 from irflow.workflow.families.python import EntryPoint
 
-ENTRY_POINT_GROUP = "irflow.retrievers"
-
-
-@cache
-def built_in() -> dict[str, RetrieverFamily]:
-    """Every module of this package that defines a FAMILY, by its type."""
-    return defined_in(__name__, __path__, "FAMILY")
-
-
-@cache
-def installed() -> dict[str, RetrieverFamily]:
-    """The families installed packages register as irflow.retrievers entry points. Read once
-    per process: listing entry points reads every installed package's metadata (40 ms here),
-    and the rules ask for a family per job."""
-    return installed_plugins(ENTRY_POINT_GROUP, built_in(), "retriever type", EntryPoint)
-
-
-def families() -> dict[str, RetrieverFamily]:
-    return built_in() | installed()
-
-
-def family(retriever_type: str) -> RetrieverFamily:
-    """The family of a retriever type (a validated config names only known ones)."""
-    known = families()
-    if retriever_type not in known:
-        raise ConfigError(
-            f"no retriever family {retriever_type!r}; known: " + ", ".join(sorted(known))
-        )
-    return known[retriever_type]
-
-
-def with_installed(schema: dict) -> dict:
-    """``schema`` with each installed family's fragment among a retriever entry's choices."""
-    return with_entry_points(schema, "retrievers", "python", installed())
+FAMILIES: Registry[RetrieverFamily] = Registry(
+    "retriever type",
+    __name__,
+    "FAMILY",
+    group="irflow.retrievers",
+    load=EntryPoint,
+    choices=("properties", "retrievers", "additionalProperties", "oneOf"),
+)
+families = FAMILIES.all
+# The family of a retriever type (a validated config names only known ones).
+family = FAMILIES.get
 
 
 def systems_by_rule(config: dict) -> dict[str, list[str]]:
     """The retrievers each search rule runs (an empty list for a rule that runs none)."""
-    by_rule = {f.search_rule: [] for f in built_in().values()}
+    by_rule = {f.search_rule: [] for f in FAMILIES.built_in().values()}
     for name, spec in sorted(config["retrievers"].items()):
         by_rule.setdefault(family(spec["type"]).search_rule, []).append(name)
     return by_rule

@@ -44,7 +44,7 @@ class RetrieverFamily:
     type: str
     # Its entry's schema: the name of its fragment in config/config.schema.yaml's $defs, the
     # one source of config validation and of the reference (docs/configuration.md). (A family
-    # installed as an entry point has none there: irflow.workflow.families.with_installed.)
+    # installed as an entry point has none there: irflow.core.plugins.Registry.with_installed.)
     schema_def: str | None = None
     # Its steps, in order: encode (documents and queries, into results/<encoder>/), index
     # (a faiss index of the encoded documents, rules/index.smk), search, or import (a run made

@@ -1,0 +1,98 @@
+"""base: what the workflow knows of a kind of derived dataset, the protocol each kind
+implements.
+
+A derived dataset is a dataset made from another, the config's own or derived (a positional
+variant, a generated benchmark, a curated, quality-controlled or document-expanded copy): an
+ordinary dataset under results/datasets/<name>/ that filter, embed, retrieve and score read like
+any other. Its kind's one module under irflow.workflow.kinds says everything the plan needs:
+the datasets its config block defines, the files and settings of the job that makes each, and
+how the results tables show them. The job's rules (rules/<stage>.smk) read it as
+``plan.kinds[<name>]``; a kind that makes its datasets from its base's tables in Python
+(``derive``) needs no rules of its own: the shared rule ``derive`` (rules/derive.smk) runs its
+``make``.
+"""
+
+from __future__ import annotations
+
+# A generated dataset's block (generated query ids never name a document: nothing to remove,
+# no unknown qrels).
+GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
+
+
+class DerivedKind:
+    """One kind, made for a plan (``plan``, irflow.workflow.run_inputs.Plan): its datasets
+    (``datasets``: by name, each with its settings, its base's name as ``dataset``)."""
+
+    # Its config block, and its job's stage (results/manifests/<name>/<dataset>.json).
+    name: str
+    # Where its datasets come in the list of datasets, after the config's own: a kind made
+    # from another kind's datasets comes after it. The order every job that lists datasets
+    # reads (a change of it reruns them).
+    order: int
+    # Its datasets in the results tables, in words (irflow.evaluation.tables).
+    layout: str
+    # The dataset block its datasets are embedded and searched with: their base's, or
+    # GENERATED_SPEC for datasets of new queries.
+    generated = False
+    # Its datasets reuse their base's vectors for unchanged texts (irflow.encoding.embed).
+    reuses_vectors = True
+    # The correlate stage compares the system orderings on its datasets with the others'.
+    compared = False
+    # Its datasets are made by its ``make``, in the shared rule ``derive`` (rules/derive.smk),
+    # whose stage its jobs' manifests are of; else by rules of its own, of its stage.
+    derive = False
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.config = plan.config
+        self.datasets = self.listed(plan.config)
+
+    def listed(self, config: dict) -> dict[str, dict]:
+        """The datasets its block defines, by name, each with its settings (``dataset``: its
+        base)."""
+        return {name: dict(spec) for name, spec in sorted(config[self.name].items())}
+
+    def base(self, dataset: str) -> str:
+        """The dataset ``dataset`` is made from."""
+        return self.datasets[dataset]["dataset"]
+
+    def spec(self, wildcards) -> dict:
+        """The settings of the dataset a job makes."""
+        return self.datasets[wildcards.dataset]
+
+    def dataset_spec(self, dataset: str) -> dict:
+        """The dataset block ``dataset`` is embedded and searched with."""
+        if self.generated:
+            return dict(GENERATED_SPEC)
+        return self.config["datasets"][self.base(dataset)]
+
+    def inputs(self, wildcards) -> dict:
+        """What the job that makes a dataset reads: its base's tables and source.json."""
+        base = f"results/datasets/{self.base(wildcards.dataset)}"
+        tables = {name: f"{base}/{name}.parquet" for name in ("corpus", "queries", "qrels")}
+        return {"base_source": f"{base}/source.json"} | tables
+
+    @staticmethod
+    def make(tables, spec: dict) -> tuple[object, dict]:
+        """A dataset of settings ``spec`` made from its base's ``tables`` (``corpus``,
+        ``queries`` and ``qrels``, the contracts' frames), for a kind that ``derive``s: its
+        tables (attributes of those names) and its statistics (stats.json)."""
+        raise NotImplementedError
+
+    def manifests(self) -> list[str]:
+        """The manifests of its jobs."""
+        stage = "derive" if self.derive else self.name
+        return [f"results/manifests/{stage}/{d}.json" for d in self.datasets]
+
+    def filter_inputs(self, dataset: str) -> dict:
+        """What the filter job of ``dataset`` reads beyond its own tables."""
+        return {}
+
+    def filter_block(self, dataset: str) -> dict | None:
+        """The filter block ``dataset`` is filtered with (None: the top-level one)."""
+        return None
+
+    def views(self) -> dict[str, list[str]]:
+        """The results database's views of its own tables, by view (none when it has no
+        datasets)."""
+        return {}
