@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
+from irflow.core.seeds import mean_sd
 from irflow.evaluation.tables import metric_values
 
 BOOTSTRAP_COLUMNS = [
@@ -288,9 +289,42 @@ def bootstrap_correlation(
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
+def bootstrap_seeds(
+    per_query: pd.DataFrame,
+    metric: str,
+    left: list[str],
+    right: list[str],
+    *,
+    seeds: list[int],
+    resamples: int = 30,
+    sample_size: int = 2000,
+) -> pd.DataFrame:
+    """``bootstrap_correlation`` under each of ``seeds`` (irflow.core.seeds), each seed's
+    draws kept, with their ``seed``."""
+    return pd.concat(
+        [
+            bootstrap_correlation(
+                per_query,
+                metric,
+                left,
+                right,
+                resamples=resamples,
+                sample_size=sample_size,
+                seed=seed,
+            ).assign(seed=seed)
+            for seed in seeds
+        ],
+        ignore_index=True,
+    )
+
+
 def summarize_bootstrap(draws: pd.DataFrame) -> dict:
-    """Spread of the bootstrap correlations: mean, std (ddof=1), min, 5th/95th percentile."""
+    """Spread of the bootstrap correlations: mean, std (ddof=1), min, 5th/95th percentile over
+    every draw. Draws under several seeds also give, per correlation, the mean and standard
+    deviation over the seeds of each seed's mean (``spearman_seeds_mean``, ``_seeds_sd``,
+    irflow.core.seeds.mean_sd) and ``seeds``, how many."""
     summary: dict = {"draws": len(draws)}
+    seeds = draws["seed"].nunique() if "seed" in draws else 1
     for column in ("spearman", "kendall"):
         values = draws[column].dropna()
         summary[f"{column}_mean"] = float(values.mean())
@@ -298,6 +332,10 @@ def summarize_bootstrap(draws: pd.DataFrame) -> dict:
         summary[f"{column}_min"] = float(values.min())
         summary[f"{column}_p5"] = float(values.quantile(0.05))
         summary[f"{column}_p95"] = float(values.quantile(0.95))
+        if seeds > 1:
+            means = draws.groupby("seed")[column].mean().tolist()
+            summary[f"{column}_seeds_mean"], summary[f"{column}_seeds_sd"] = mean_sd(means)
+            summary["seeds"] = seeds
     return summary
 
 

@@ -3,10 +3,11 @@ every job files, each derived once from the validated config (rules/common.smk b
 
 from irflow.analyses.position import pooled_group
 from irflow.core.config import reranked_name, system_kinds
+from irflow.core.seeds import seed_groups
 from irflow.data.passages import document_side
 from irflow.data.tokens import tokenizer_source
-from irflow.derived.generate.dataset import list_generated
-from irflow.derived.positionalize import list_variants
+from irflow.derived.generate.dataset import list_generated, seeded_generated
+from irflow.derived.positionalize import list_variants, seeded_variants
 from irflow.derived.qc.settings import audited_datasets, list_quality_controlled
 from irflow.retrieval.exact_search import searched_in_shards
 from irflow.retrieval.rerankers import reranker_type
@@ -186,7 +187,10 @@ class WorkflowNames:
             "quality-controlled copies": _bases(self.quality_controlled),
             "document-expanded copies": self.expanded,
         }
-        return {
+        # Datasets made under several seeds (irflow.core.seeds); only when some are, so that a
+        # config of one seed per step lays its tables out, and reruns, as before.
+        seeds = seed_groups(seeded_generated(self.config) | seeded_variants(self.config))
+        return ({"seeds": seeds} if seeds else {}) | {
             "benchmark": {
                 name: self.config["datasets"][name].get("group") for name in self.base_datasets
             },
