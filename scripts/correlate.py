@@ -6,17 +6,17 @@ import pandas as pd
 from _common import setup_logging
 
 from irflow.analyses.correlate import (
+    BOOTSTRAP_COLUMNS,
     against_reference,
     between_benchmarks,
     between_buckets,
     between_datasets,
     between_metrics,
-    bootstrap_seeds,
+    bootstrap_correlation,
     corpus_similarity,
     load_reference,
 )
 from irflow.core import contracts
-from irflow.core.seeds import seed_list
 from irflow.evaluation.published import reference_scores
 
 setup_logging(snakemake)
@@ -55,17 +55,17 @@ if inp.psi:
 correlations = pd.concat(tables, ignore_index=True)
 contracts.write_frame(correlations, out.correlations, contracts.CORRELATIONS)
 
-draws = pd.DataFrame(columns=contracts.BOOTSTRAP.names)
+draws = pd.DataFrame(columns=[*BOOTSTRAP_COLUMNS, "left", "right"])
 if settings["bootstrap"] is not None:
     boot = settings["bootstrap"]
-    draws = bootstrap_seeds(
+    draws = bootstrap_correlation(
         per_query,
         metric,
         settings["benchmarks"][boot["left"]],
         settings["benchmarks"][boot["right"]],
-        seeds=seed_list(boot["seed"]),
         resamples=boot["resamples"],
         sample_size=boot["sample_size"],
+        seed=boot["seed"],
     ).assign(left=boot["left"], right=boot["right"])
 contracts.write_frame(draws, out.bootstrap, contracts.BOOTSTRAP)
 

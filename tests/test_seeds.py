@@ -24,7 +24,7 @@ from test_positionalize import (
     word_tokenizer,
 )
 
-from irflow.analyses.correlate import bootstrap_correlation, bootstrap_seeds, summarize_bootstrap
+from irflow.analyses.correlate import bootstrap_correlation, summarize_bootstrap
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.derived.generate.sampling import sample_documents
@@ -156,17 +156,16 @@ def test_two_seeds_draw_two_sets_of_fillers_documents_and_subsamples():
     assert documents["gen"] == sample_documents(corpus, 5, 0, None, 1)[0]
 
     per_query = bootstrap_per_query()
-    draws = bootstrap_seeds(
-        per_query, "m", ["d1", "d2"], ["d3"], seeds=[1, 2], resamples=20, sample_size=8
+    draws = bootstrap_correlation(
+        per_query, "m", ["d1", "d2"], ["d3"], resamples=20, sample_size=8, seed=[1, 2]
     )
     assert draws.groupby("seed").size().to_dict() == {1: 20, 2: 20}
     for seed in (1, 2):
         alone = bootstrap_correlation(
             per_query, "m", ["d1", "d2"], ["d3"], resamples=20, sample_size=8, seed=seed
         )
-        pd.testing.assert_frame_equal(
-            draws[draws["seed"] == seed].drop(columns="seed").reset_index(drop=True), alone
-        )
+        assert (alone["seed"] == seed).all()
+        pd.testing.assert_frame_equal(draws[draws["seed"] == seed].reset_index(drop=True), alone)
     assert not np.array_equal(
         draws.loc[draws["seed"] == 1, "spearman"], draws.loc[draws["seed"] == 2, "spearman"]
     )

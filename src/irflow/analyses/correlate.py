@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
-from irflow.core.seeds import mean_sd
+from irflow.core.seeds import mean_sd, seed_list
 from irflow.evaluation.tables import metric_values
 
 BOOTSTRAP_COLUMNS = [
@@ -40,6 +40,7 @@ BOOTSTRAP_COLUMNS = [
     "every_query",
     "spearman",
     "kendall",
+    "seed",
 ]
 PAIR_COLUMNS = ["left", "right", "systems", "spearman", "spearman_p", "kendall", "kendall_p"]
 REFERENCE_COLUMNS = ["system", "benchmark", "score"]
@@ -209,7 +210,7 @@ def bootstrap_correlation(
     *,
     resamples: int = 30,
     sample_size: int = 2000,
-    seed: int = 0,
+    seed: int | list[int] = 0,
 ) -> pd.DataFrame:
     """Would the left group rank systems as the right one does from a subsample of its queries?
 
@@ -224,7 +225,8 @@ def bootstrap_correlation(
     ``sampled_queries`` is the draw's total over the left datasets; ``whole_datasets`` counts
     those it holds whole (their means are the same in every draw). ``every_query`` is True
     when it holds them all: every draw is then the full group, all draws are identical, and a
-    warning is logged.
+    warning is logged. ``seed``: one seed, or a list of them (irflow.core.seeds), each making
+    its ``resamples`` draws from a generator of its own, the rows keeping their ``seed``.
     """
     selected = per_query[per_query["metric"] == metric]
     for side, datasets in (("left", left), ("right", right)):
@@ -267,55 +269,28 @@ def bootstrap_correlation(
             sample_size,
             ", ".join(whole),
         )
-    rng = np.random.default_rng(seed)
     rows = []
-    for draw in range(resamples):
-        dataset_means = [
-            values[rng.choice(len(values), size=take, replace=False)].mean(axis=0)
-            for values, take in zip(left_values, takes)
-        ]
-        left_scores = pd.Series(np.mean(dataset_means, axis=0), index=systems)
-        correlation = rank_correlation(left_scores, right_scores)
-        rows.append(
-            {
-                "draw": draw,
-                "sampled_queries": sum(takes),
-                "whole_datasets": len(whole),
-                "every_query": len(whole) == len(left),
-                "spearman": correlation["spearman"],
-                "kendall": correlation["kendall"],
-            }
-        )
+    for each in seed_list(seed):
+        rng = np.random.default_rng(each)
+        for draw in range(resamples):
+            dataset_means = [
+                values[rng.choice(len(values), size=take, replace=False)].mean(axis=0)
+                for values, take in zip(left_values, takes)
+            ]
+            left_scores = pd.Series(np.mean(dataset_means, axis=0), index=systems)
+            correlation = rank_correlation(left_scores, right_scores)
+            rows.append(
+                {
+                    "draw": draw,
+                    "sampled_queries": sum(takes),
+                    "whole_datasets": len(whole),
+                    "every_query": len(whole) == len(left),
+                    "spearman": correlation["spearman"],
+                    "kendall": correlation["kendall"],
+                    "seed": each,
+                }
+            )
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
-
-
-def bootstrap_seeds(
-    per_query: pd.DataFrame,
-    metric: str,
-    left: list[str],
-    right: list[str],
-    *,
-    seeds: list[int],
-    resamples: int = 30,
-    sample_size: int = 2000,
-) -> pd.DataFrame:
-    """``bootstrap_correlation`` under each of ``seeds`` (irflow.core.seeds), each seed's
-    draws kept, with their ``seed``."""
-    return pd.concat(
-        [
-            bootstrap_correlation(
-                per_query,
-                metric,
-                left,
-                right,
-                resamples=resamples,
-                sample_size=sample_size,
-                seed=seed,
-            ).assign(seed=seed)
-            for seed in seeds
-        ],
-        ignore_index=True,
-    )
 
 
 def summarize_bootstrap(draws: pd.DataFrame) -> dict:
