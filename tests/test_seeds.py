@@ -1,8 +1,8 @@
 """Variance over seeds (issue 50 item 10): every step that samples (generate, positionalize, the
 subsampling of benchmark agreement) takes one seed or a list of them; each seed's datasets and
 rows are kept, with their seed, and the tables show the mean ± sd over the seeds. One seed, or
-a list of one, plans and shows what it did before. (The workflow's dry runs: test_generate.py,
-test_the_workflow_evaluates_a_generated_dataset.)"""
+a list of one, makes the datasets it made before, with the same parameters. (The workflow's dry
+runs: test_generate.py, test_the_workflow_evaluates_a_generated_dataset.)"""
 
 from __future__ import annotations
 
