@@ -214,6 +214,7 @@ def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
     contracts.write_frame(corpus.assign(title=corpus["title"]), tmp_path / "corpus.parquet")
     summary = summary_of({"bm25": {"tiny": 0.5}, "dense": {"tiny": 0.75}})
     summary["queries"] = summary["queries"].astype("int64")
+    summary["seed"] = pd.array([None] * len(summary), dtype="Int64")  # made under one seed
     contracts.write_frame(summary, tmp_path / "summary.parquet", contracts.SUMMARY)
     runs = {}
     for system, order in (("bm25", ["d1", "d2", "d3"]), ("dense", ["d3", "d4"])):

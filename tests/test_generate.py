@@ -699,6 +699,21 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         fake.reset_counts()
         rerun = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
         assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
+        # Seeds (issue 50 item 10): a list of one seed plans nothing; adding a seed plans only
+        # that seed's jobs (its own dataset, named <name>@seed<seed>), none of the first's.
+        seeded = "results/scores/scifact-gen@seed1/bm25.parquet"
+        for seeds, targets in (([0], [target]), ([0, 1], [target, seeded])):
+            config["generate"]["scifact-gen"]["seed"] = seeds
+            config_path.write_text(yaml.safe_dump(config))
+            planned = subprocess.run(
+                [*command, "-n", *targets], capture_output=True, text=True, env=os.environ
+            )
+            assert planned.returncode == 0, planned.stdout + planned.stderr
+            said = planned.stdout + planned.stderr
+            if len(seeds) == 1:
+                assert "Nothing to be done" in said, said
+            else:
+                assert set(re.findall(r"dataset=([^,\s]+)", said)) == {"scifact-gen@seed1"}, said
         after = subprocess.run(
             [*command, "-f", estimate_target], capture_output=True, text=True, env=os.environ
         )

@@ -1,5 +1,6 @@
-"""Every quote of AIR-Bench and Arctic-Embed in docs, code, configs and tests is the paper's text
-at the line it names: a quote in straight double quotes followed by its citation,
+"""Every quote of AIR-Bench, Arctic-Embed and the overview of benchmarks and metrics in docs,
+code, configs and tests is the paper's text at the line it names: a quote in straight double
+quotes followed by its citation,
 ``"words" (airbench.txt, line 45)`` or ``(shared/references/arctic-embed.txt, lines 57-58)``,
 occurs in ../shared/references/<file> within those lines (their text joined, table bars and
 runs of spaces made one space; "[...]" or "…" in a quote leaves words out)."""
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-PAPERS = ("airbench.txt", "arctic-embed.txt")
+PAPERS = ("airbench.txt", "arctic-embed.txt", "benchmarks-and-metrics.txt")
 # A quote, then its citation: "(" anything without quotes or brackets, the file, the line(s).
 CITED = re.compile(
     r'"(?P<quote>[^"]{3,})"[\s,.;:]*\((?P<before>[^()"]*?)(?P<file>'
@@ -69,9 +70,13 @@ def test_every_quote_of_the_papers_is_at_the_line_it_names(shared_references):
         if (missing := missing_parts(papers[name], first, last, quote))
     ]
     assert not wrong, "\n".join(wrong)
-    # The check reads what this task quotes: the judge's prompt, the filters, the negatives.
+    # The check reads what this task quotes: the judge's prompt, the filters, the negatives,
+    # the seeds and the mean ± sd over them (docs/metrics.md, irflow.core.seeds).
     by_file = {name: sum(1 for q in found if q[1] == name) for name in PAPERS}
     assert by_file["airbench.txt"] >= 6 and by_file["arctic-embed.txt"] >= 10, by_file
+    seeds = {(q[0].split(":")[0], q[2]) for q in found if q[1] == "benchmarks-and-metrics.txt"}
+    assert {("docs/metrics.md", 629), ("docs/metrics.md", 643)} <= seeds, seeds
+    assert {("src/irflow/core/seeds.py", 629), ("src/irflow/core/seeds.py", 643)} <= seeds, seeds
 
 
 @pytest.mark.parametrize(

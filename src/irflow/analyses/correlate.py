@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
+from irflow.core.seeds import mean_sd, seed_list
 from irflow.evaluation.tables import metric_values
 
 BOOTSTRAP_COLUMNS = [
@@ -39,6 +40,7 @@ BOOTSTRAP_COLUMNS = [
     "every_query",
     "spearman",
     "kendall",
+    "seed",
 ]
 PAIR_COLUMNS = ["left", "right", "systems", "spearman", "spearman_p", "kendall", "kendall_p"]
 REFERENCE_COLUMNS = ["system", "benchmark", "score"]
@@ -208,7 +210,7 @@ def bootstrap_correlation(
     *,
     resamples: int = 30,
     sample_size: int = 2000,
-    seed: int = 0,
+    seed: int | list[int] = 0,
 ) -> pd.DataFrame:
     """Would the left group rank systems as the right one does from a subsample of its queries?
 
@@ -223,7 +225,8 @@ def bootstrap_correlation(
     ``sampled_queries`` is the draw's total over the left datasets; ``whole_datasets`` counts
     those it holds whole (their means are the same in every draw). ``every_query`` is True
     when it holds them all: every draw is then the full group, all draws are identical, and a
-    warning is logged.
+    warning is logged. ``seed``: one seed, or a list of them (irflow.core.seeds), each making
+    its ``resamples`` draws from a generator of its own, the rows keeping their ``seed``.
     """
     selected = per_query[per_query["metric"] == metric]
     for side, datasets in (("left", left), ("right", right)):
@@ -266,31 +269,37 @@ def bootstrap_correlation(
             sample_size,
             ", ".join(whole),
         )
-    rng = np.random.default_rng(seed)
     rows = []
-    for draw in range(resamples):
-        dataset_means = [
-            values[rng.choice(len(values), size=take, replace=False)].mean(axis=0)
-            for values, take in zip(left_values, takes)
-        ]
-        left_scores = pd.Series(np.mean(dataset_means, axis=0), index=systems)
-        correlation = rank_correlation(left_scores, right_scores)
-        rows.append(
-            {
-                "draw": draw,
-                "sampled_queries": sum(takes),
-                "whole_datasets": len(whole),
-                "every_query": len(whole) == len(left),
-                "spearman": correlation["spearman"],
-                "kendall": correlation["kendall"],
-            }
-        )
+    for each in seed_list(seed):
+        rng = np.random.default_rng(each)
+        for draw in range(resamples):
+            dataset_means = [
+                values[rng.choice(len(values), size=take, replace=False)].mean(axis=0)
+                for values, take in zip(left_values, takes)
+            ]
+            left_scores = pd.Series(np.mean(dataset_means, axis=0), index=systems)
+            correlation = rank_correlation(left_scores, right_scores)
+            rows.append(
+                {
+                    "draw": draw,
+                    "sampled_queries": sum(takes),
+                    "whole_datasets": len(whole),
+                    "every_query": len(whole) == len(left),
+                    "spearman": correlation["spearman"],
+                    "kendall": correlation["kendall"],
+                    "seed": each,
+                }
+            )
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
 def summarize_bootstrap(draws: pd.DataFrame) -> dict:
-    """Spread of the bootstrap correlations: mean, std (ddof=1), min, 5th/95th percentile."""
+    """Spread of the bootstrap correlations: mean, std (ddof=1), min, 5th/95th percentile over
+    every draw. Draws under several seeds also give, per correlation, the mean and standard
+    deviation over the seeds of each seed's mean (``spearman_seeds_mean``, ``_seeds_sd``,
+    irflow.core.seeds.mean_sd) and ``seeds``, how many."""
     summary: dict = {"draws": len(draws)}
+    seeds = draws["seed"].nunique() if "seed" in draws else 1
     for column in ("spearman", "kendall"):
         values = draws[column].dropna()
         summary[f"{column}_mean"] = float(values.mean())
@@ -298,6 +307,10 @@ def summarize_bootstrap(draws: pd.DataFrame) -> dict:
         summary[f"{column}_min"] = float(values.min())
         summary[f"{column}_p5"] = float(values.quantile(0.05))
         summary[f"{column}_p95"] = float(values.quantile(0.95))
+        if seeds > 1:
+            means = draws.groupby("seed")[column].mean().tolist()
+            summary[f"{column}_seeds_mean"], summary[f"{column}_seeds_sd"] = mean_sd(means)
+            summary["seeds"] = seeds
     return summary
 
 

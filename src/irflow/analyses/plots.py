@@ -239,6 +239,13 @@ def bootstrap_histogram(draws: pd.DataFrame, path: Path, full: float = np.nan) -
         axis.set_title(
             f"{title}\nevery draw holds every query of {left}: the draws are identical", fontsize=10
         )
+    elif "seeds" in spread:
+        # irflow.core.seeds: the mean ± sd over the seeds of each seed's mean.
+        over = f"{spread['spearman_seeds_mean']:.3f} ± {spread['spearman_seeds_sd']:.3f}"
+        axis.set_title(
+            f"{title}\n{len(draws)} draws, {spread['seeds']} seeds: {over} over the seeds",
+            fontsize=10,
+        )
     else:
         axis.set_title(f"{title}\n{len(draws)} draws", fontsize=10)
     save(figure, path)

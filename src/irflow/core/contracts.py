@@ -32,9 +32,10 @@ run         query_id, doc_id, score, rank                      rank 1 is best; o
             first-stage run a reranker read
 per_query   query_id, metric, value                            trec_eval metric names;
             gm_* values are logs, as trec_eval keeps them per query
-summary     dataset, system, metric, value, queries            each metric over the judged
+summary     dataset, system, metric, value, queries, seed      each metric over the judged
             queries as trec_eval aggregates it: mean, sum for num_*, geometric mean for
-            gm_*; quality metrics only (cost is its own table)
+            gm_*; quality metrics only (cost is its own table); seed: the seed a dataset
+            was made under, where it was made under several (irflow.core.seeds), else null
 
 Tables of the analysis stages (one file each, not read by another stage's contract):
 clusters       dataset's near-duplicate clusters: cluster (the kept doc_id), doc_id, position,
@@ -52,7 +53,7 @@ significance   family, dataset, metric, system_a, system_b, queries, mean_a, mea
 correlations   kind, left, right, metric, systems, spearman(_p), kendall(_p); kind is
                datasets, metrics, benchmarks, reference or buckets (see irflow.analyses.correlate)
 bootstrap      left, right, draw, sampled_queries, whole_datasets, every_query, spearman,
-               kendall: one row per subsampling draw
+               kendall, seed: one row per subsampling draw of each seed (irflow.core.seeds)
 position_bins  dataset, system, bucket, metric, bin, bin_start, bin_end, mean_ndcg,
                queries, excluded: the mean score of every relative-position bin of every
                length bucket (see irflow.analyses.position); dataset is a positionalize block for
@@ -141,6 +142,7 @@ SUMMARY = pa.schema(
         ("metric", pa.string()),
         ("value", pa.float64()),
         ("queries", pa.int64()),
+        ("seed", pa.int64()),
     ]
 )
 # The analysis tables that may have no row (one system: no pair to test or rank), typed all
@@ -201,6 +203,7 @@ BOOTSTRAP = pa.schema(
         ("kendall", pa.float64()),
         ("left", pa.string()),
         ("right", pa.string()),
+        ("seed", pa.int64()),
     ]
 )
 LINEAGE_KEY = b"irflow.lineage"

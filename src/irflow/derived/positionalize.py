@@ -70,6 +70,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.seeds import SEED_MARK, seeded_names
 
 if TYPE_CHECKING:
     from irflow.retrieval.scorers import Scorer
@@ -79,7 +80,8 @@ log = logging.getLogger(__name__)
 
 
 SEPARATOR = "\n\n"
-NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+# A block's key, and a seed's copy of it (irflow.core.seeds: "key@seed1").
+NAME = rf"[A-Za-z0-9][A-Za-z0-9._-]*(?:{SEED_MARK}[0-9]+)?"
 VARIANT = re.compile(rf"(?P<name>{NAME})@L(?P<length>[1-9][0-9]*)@p(?P<position>[0-9.e-]+)")
 # Random fillers are drawn this many at a time without a pass over the corpus; only a haystack
 # that needs more (very short documents) pays for a full permutation.
@@ -111,7 +113,8 @@ def list_variants(config: dict) -> dict[str, dict]:
     """Every variant the ``positionalize`` block defines, by name, with its settings.
 
     The name starts with the block's key, so two blocks over one dataset (random and bm25
-    fillers, say) give different variants.
+    fillers, say) give different variants. A block of several seeds is one block per seed
+    (irflow.core.seeds.seeded_names: ``key``, ``key@seed1``, ...), each with that one seed.
     """
     variants = {}
     for key, block in sorted(config.get("positionalize", {}).items()):
@@ -122,16 +125,31 @@ def list_variants(config: dict) -> dict[str, dict]:
                 f"of 'datasets'; allowed values: {known}"
             )
         screen = block.get("screen") and screen_settings(key, block["screen"], config)
-        for length, position in itertools.product(block["lengths"], block["positions"]):
-            settings = {key: block[key] for key in ("dataset", "tokenizer", "fillers", "seed")}
+        shape = itertools.product(block["lengths"], block["positions"])
+        for (length, position), (name, seed) in itertools.product(
+            shape, seeded_names(key, block["seed"]).items()
+        ):
+            settings = {key: block[key] for key in ("dataset", "tokenizer", "fillers")}
             # Only when configured, so that a block without it keeps its jobs' parameters.
-            settings |= {"screen": screen} if screen else {}
-            variants[variant_name(key, length, position)] = settings | {
-                "block": key,
+            settings |= {"seed": seed} | ({"screen": screen} if screen else {})
+            variants[variant_name(name, length, position)] = settings | {
+                "block": name,
                 "length": length,
                 "position": position,
             }
     return variants
+
+
+def seeded_variants(config: dict) -> dict[str, dict[str, int]]:
+    """Per variant of a block's first seed, that variant under each of the block's seeds."""
+    return {
+        variant_name(key, length, position): {
+            variant_name(name, length, position): seed
+            for name, seed in seeded_names(key, block["seed"]).items()
+        }
+        for key, block in config.get("positionalize", {}).items()
+        for length, position in itertools.product(block["lengths"], block["positions"])
+    }
 
 
 def screen_settings(key: str, screen: dict, config: dict) -> dict:

@@ -39,10 +39,12 @@ def collect_per_query(scores: list[tuple[str, str, Path]]) -> pd.DataFrame:
     ]
 
 
-def build_summary(per_query: pd.DataFrame) -> pd.DataFrame:
+def build_summary(per_query: pd.DataFrame, seeds: dict[str, int] | None = None) -> pd.DataFrame:
     """Each metric over the judged queries, aggregated as trec_eval aggregates it: the mean,
     but the sum for ``num_*`` counts and the geometric mean for ``gm_*`` (whose per-query
-    values are logs). Quality only: cost measurements stay in the cost table."""
+    values are logs). Quality only: cost measurements stay in the cost table. ``seed``: the
+    seed each dataset of ``seeds`` was made under (one of several, irflow.core.seeds), null
+    for the others."""
     rows = [
         (
             dataset,
@@ -55,7 +57,8 @@ def build_summary(per_query: pd.DataFrame) -> pd.DataFrame:
             ["dataset", "system", "metric"], sort=True
         )["value"]
     ]
-    return pd.DataFrame(rows, columns=contracts.SUMMARY.names)
+    summary = pd.DataFrame(rows, columns=["dataset", "system", "metric", "value", "queries"])
+    return summary.assign(seed=summary["dataset"].map(seeds or {}).astype("Int64"))
 
 
 def _sql_string(text: str) -> str:

@@ -59,7 +59,7 @@ def write_results(
     a partial run's tables (irflow.evaluation.tables). Returns the summary."""
     per_query = collect_per_query(scores)
     contracts.write_frame(per_query, files.per_query)
-    summary = build_summary(per_query)
+    summary = build_summary(per_query, layout.seed_of())
     contracts.write_frame(summary, files.summary, contracts.SUMMARY)
     entries = published.load_published(published_path)
     comparison = published.compare(summary, entries, identities)

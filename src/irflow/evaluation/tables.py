@@ -21,6 +21,11 @@ for what the Average leaves out.
   the mean of its members, as BEIR does for CQADupStack: "We evaluate each StackExchange
   subforum separately and report the overall mean scores for all tasks in BEIR." The members
   are shown in a table of their own.
+- **A dataset made under several seeds is one column**, the mean ± the standard deviation
+  (ddof 1) over its seeds, in its base's table of derived datasets (irflow.core.seeds): the
+  overview's "Report mean and standard deviation across runs" (benchmarks-and-metrics.txt,
+  line 643). A system lacking a seed's value gets none, and a note says so; each seed's
+  values are in the summary, with their ``seed``.
 - **No Average over fewer datasets.** A system without a score on a base dataset (or on a
   member of a group) gets no Average (and no group value): a mean over other datasets is not
   comparable. A note under the table names what it lacks.
@@ -39,6 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from irflow.core.config import register_check
+from irflow.core.seeds import mean_sd_text
 from irflow.evaluation.measures import metric_name
 
 AVERAGE = "Average"
@@ -58,12 +64,26 @@ class TableLayout:
     ``benchmark``: each of the benchmark's own datasets, with the group it counts in (None:
     on its own). ``derived``: each dataset made from another, with that dataset (``base``) and
     what kind of dataset it is (``kind``, words: "positional variants"). ``in_domain``: the
-    benchmark's datasets that its systems were trained on, shown but not averaged.
+    benchmark's datasets that its systems were trained on, shown but not averaged. ``seeds``:
+    each derived dataset made under one of several seeds, with the name they are shown under
+    (``of``) and its ``seed`` (irflow.core.seeds.seed_groups).
     """
 
     benchmark: dict[str, str | None]
     derived: dict[str, dict[str, str]] = field(default_factory=dict)
     in_domain: list[str] = field(default_factory=list)
+    seeds: dict[str, dict] = field(default_factory=dict)
+
+    def seed_of(self) -> dict[str, int]:
+        """The seed of each dataset made under one of several."""
+        return {name: made["seed"] for name, made in self.seeds.items()}
+
+    def seed_sets(self) -> dict[str, list[str]]:
+        """Each name that several seeds are shown under, with its datasets in seed order."""
+        sets: dict[str, list[str]] = {}
+        for name, made in sorted(self.seeds.items(), key=lambda item: item[1]["seed"]):
+            sets.setdefault(made["of"], []).append(name)
+        return sets
 
     def groups(self) -> dict[str, list[str]]:
         """Each group's member datasets, in name order."""
@@ -178,6 +198,33 @@ def _table_of(
     return ResultTable(title, name, frame.reindex([s for s in order if s in frame.index]))
 
 
+def over_seeds(table: ResultTable, layout: TableLayout, metric: str) -> ResultTable:
+    """``table`` with the datasets of each seed set (``layout.seed_sets``) as one column, where
+    the first seed's was: "<name> (<n> seeds)", each cell the mean ± the standard deviation of a
+    system's values over the seeds (irflow.core.seeds.mean_sd_text), blank where one lacks."""
+    frame = table.frame
+    for name, members in layout.seed_sets().items():
+        if name not in frame.columns:
+            continue
+        seeds = [layout.seeds[member]["seed"] for member in members]
+        values = frame.reindex(columns=members)
+        cells = [
+            "" if row.isna().any() else mean_sd_text(row.tolist()) for _, row in values.iterrows()
+        ]
+        column = f"{name} ({len(members)} seeds)"
+        frame.insert(frame.columns.get_loc(name), column, pd.Series(cells, index=frame.index))
+        frame = frame.drop(columns=[member for member in members if member in frame.columns])
+        table.notes.append(
+            f"{column}: {metric}'s mean ± standard deviation (ddof 1) over seeds "
+            f"{', '.join(map(str, seeds))} ({', '.join(members)}); each seed's value is in "
+            "summary.parquet, with its seed."
+        )
+        lacking = [system for system, cell in zip(frame.index, cells) if not cell]
+        if lacking:
+            table.notes.append(f"{column}: none for {', '.join(lacking)}, lacking a seed's value.")
+    return ResultTable(table.title, table.name, frame, table.notes)
+
+
 def missing_notes(datasets: list[str], missing: dict[tuple[str, str], str]) -> list[str]:
     """What a partial run lacks on ``datasets``: ``missing`` holds why each (dataset, system)
     has no value; one note per dataset and reason."""
@@ -219,7 +266,8 @@ def result_tables(
     for (base, kind), names in layout.derived_sets().items():
         title = f"{base}: {kind}"
         shown = [base, *names]
-        tables.append((_table_of(values, shown, main.frame.index, title, f"{base}.{kind}"), shown))
+        table = _table_of(values, shown, main.frame.index, title, f"{base}.{kind}")
+        tables.append((over_seeds(table, layout, metric), shown))
     for table, datasets in tables:
         table.notes.extend(missing_notes(datasets, missing or {}))
     return [table for table, _ in tables]
@@ -231,7 +279,8 @@ def signed(value: float) -> str:
 
 
 def _cell(value) -> str:
-    return "" if pd.isna(value) else f"{value:.4f}"
+    """A value to 4 decimals; text (a mean ± sd over seeds) as it is."""
+    return value if isinstance(value, str) else "" if pd.isna(value) else f"{value:.4f}"
 
 
 def table_markdown(table: ResultTable, heading: str) -> list[str]:

@@ -2,6 +2,7 @@
 every job files, each derived once from the validated config (rules/common.smk builds one)."""
 
 from irflow.core.config import reranked_name, system_kinds
+from irflow.core.seeds import seed_groups
 from irflow.data.passages import document_side
 from irflow.derived.qc.settings import audited_datasets
 from irflow.retrieval.exact_search import searched_in_shards
@@ -149,7 +150,13 @@ class WorkflowNames:
         """Each dataset of the config with the group it counts in, each dataset made from
         another with that dataset and its kind, in words, and the in-domain datasets
         (irflow.evaluation.tables)."""
-        return {
+        # Datasets made under several seeds (irflow.core.seeds); only when some are, so that a
+        # config of one seed per step lays its tables out, and reruns, as before.
+        seeded = {}
+        for kind in self.kinds.values():
+            seeded |= kind.seeded()
+        seeds = seed_groups(seeded)
+        return ({"seeds": seeds} if seeds else {}) | {
             "benchmark": {
                 name: self.config["datasets"][name].get("group") for name in self.base_datasets
             },

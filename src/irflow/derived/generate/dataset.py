@@ -100,6 +100,7 @@ import pandas as pd
 from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, register_check
 from irflow.core.errors import ConfigError, InputError
+from irflow.core.seeds import seeded_names
 from irflow.derived.generate.generator import Generator, long_doc, prepare, with_task_defaults
 from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
 from irflow.derived.generate.sampling import assign_splits, word_overlap
@@ -118,7 +119,9 @@ NEGATIVE_PREFIX = "gen-neg-"
 
 
 def list_generated(config: dict) -> dict[str, dict]:
-    """Every dataset the ``generate`` block defines, by name, with its settings."""
+    """Every dataset the ``generate`` block defines, by name, with its settings: one per seed
+    of its ``seed`` (irflow.core.seeds.seeded_names), each with that one seed; a seed's copy
+    of a Long-Doc dev dataset is dev too."""
     generated, dev_of_domain = {}, {}
     for name, spec in sorted(config.get("generate", {}).items()):
         if spec["dataset"] not in config["datasets"]:
@@ -134,8 +137,15 @@ def list_generated(config: dict) -> dict[str, dict]:
             # its domain by name is dev as a whole, the others test.
             if dev_of_domain.setdefault(domain, name) == name:
                 spec = spec | {"dev_share": 1.0, "split": "dev"}
-        generated[name] = with_task_defaults(spec)
+        spec = with_task_defaults(spec)
+        for copy, seed in seeded_names(name, spec["seed"]).items():
+            generated[copy] = spec | {"seed": seed}
     return generated
+
+
+def seeded_generated(config: dict) -> dict[str, dict[str, int]]:
+    """Per ``generate`` key, its datasets and their seeds (irflow.core.seeds.seeded_names)."""
+    return {name: seeded_names(name, spec["seed"]) for name, spec in config["generate"].items()}
 
 
 def checked_splits(spec: dict) -> list[str]:

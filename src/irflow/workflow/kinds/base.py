@@ -52,6 +52,11 @@ class DerivedKind:
         base)."""
         return {name: dict(spec) for name, spec in sorted(config[self.name].items())}
 
+    def seeded(self) -> dict[str, dict[str, int]]:
+        """Per dataset of its first seed, that dataset under each seed its block names
+        (irflow.core.seeds); none for a kind that samples nothing."""
+        return {}
+
     def base(self, dataset: str) -> str:
         """The dataset ``dataset`` is made from."""
         return self.datasets[dataset]["dataset"]

@@ -2,7 +2,7 @@
 rules/generate.smk), defined by the ``generate`` block."""
 
 from irflow.data.tokens import tokenizer_source
-from irflow.derived.generate.dataset import list_generated
+from irflow.derived.generate.dataset import list_generated, seeded_generated
 from irflow.workflow.kinds.base import DerivedKind
 from irflow.workflow.local_files import tokenizer_files
 
@@ -16,6 +16,9 @@ class Generate(DerivedKind):
 
     def listed(self, config):
         return list_generated(config)
+
+    def seeded(self):
+        return seeded_generated(self.config)
 
     def tokenizer(self, wildcards):
         """The tokenizer that counts chunk_tokens, min_words and max_words (None: words)."""

@@ -2,7 +2,7 @@
 each a length and a position of the relevant span, defined by the ``positionalize`` blocks."""
 
 from irflow.data.tokens import tokenizer_source
-from irflow.derived.positionalize import list_variants
+from irflow.derived.positionalize import list_variants, seeded_variants
 from irflow.workflow.kinds.base import DerivedKind
 from irflow.workflow.local_files import local_folder_files, tokenizer_files
 
@@ -14,6 +14,9 @@ class Positionalize(DerivedKind):
 
     def listed(self, config):
         return list_variants(config)
+
+    def seeded(self):
+        return seeded_variants(self.config)
 
     def tokenizer(self, wildcards):
         return tokenizer_source(self.spec(wildcards)["tokenizer"], self.config["models"])
