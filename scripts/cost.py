@@ -16,10 +16,6 @@ def manifest(stage: str, *names: str) -> StageRecord:
     return read_record(Path("results/manifests", stage, *names[:-1], f"{names[-1]}.json"))
 
 
-def first_stage(kind: str):
-    return family(kind).cost
-
-
-model = CostModel(snakemake.config, snakemake.params.kinds, manifest, first_stage)
+model = CostModel(snakemake.config, snakemake.params.kinds, manifest, family)
 table = model.table(snakemake.params.datasets)
 contracts.write_frame(table, snakemake.output.table)

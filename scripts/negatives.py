@@ -44,7 +44,7 @@ else:  # another split: the system's searcher retrieves its judged queries
         for name, path in named_paths(inp).items()
         if name.startswith(SEARCHER_FILES)
     }
-    searcher = family(retrieval["retriever"]["type"]).job.open_searcher(
+    searcher = family(retrieval["retriever"]["type"]).open_searcher(
         files, retrieval, snakemake.threads, models=snakemake.config["models"]
     )
     request = SearchRequest.of(retrieval)

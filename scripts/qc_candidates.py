@@ -13,7 +13,7 @@ from irflow.workflow.families.base import named_paths
 
 manifest = start_job(snakemake, "qc_candidates")
 inp, out, retrieval = snakemake.input, snakemake.output, snakemake.params.retrieval
-searcher = family(retrieval["retriever"]["type"]).job.open_searcher(
+searcher = family(retrieval["retriever"]["type"]).open_searcher(
     named_paths(inp), retrieval, snakemake.threads, models=snakemake.config["models"]
 )
 queries, qrels = contracts.read_table(inp.queries), contracts.read_table(inp.qrels)

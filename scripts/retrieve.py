@@ -5,10 +5,9 @@ family searches (irflow.workflow.families)."""
 from _common import finish_retrieval, start_job
 
 from irflow.workflow.families import family
-from irflow.workflow.families.base import named_paths
 
 manifest = start_job(snakemake, "retrieve")
 settings = snakemake.params.settings
-job = family(settings["retriever"]["type"]).job
-run, timing = job.search(named_paths(snakemake.input), settings, snakemake.threads)
+searcher = family(settings["retriever"]["type"])
+run, timing = searcher.search(snakemake.input, settings, snakemake.threads)
 finish_retrieval(snakemake, manifest, run, timing)

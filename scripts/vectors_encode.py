@@ -11,7 +11,7 @@ from irflow.encoding.encode_parts import encode_file, query_latency
 from irflow.workflow.families import by_encoder
 
 manifest, spec, shard = start_encode_job(snakemake, "encode_vectors")
-vectors = by_encoder(snakemake.wildcards.family).job
+vectors = by_encoder(snakemake.wildcards.family)
 model = vectors.load_encoder(spec)
 
 

@@ -45,11 +45,6 @@ MANIFESTS = {
 }
 
 
-def first_stage(kind: str):
-    """The cost part of a retriever type's family, as scripts/cost.py gives it."""
-    return family(kind).cost
-
-
 def recorded(manifests: dict):
     """The cost table's reader of ``manifests`` (by folder and names): their typed records, of
     the stage of the folder unless they name theirs."""
@@ -58,7 +53,7 @@ def recorded(manifests: dict):
 
 @pytest.fixture
 def model():
-    return CostModel(CONFIG, KINDS, recorded(MANIFESTS), first_stage)
+    return CostModel(CONFIG, KINDS, recorded(MANIFESTS), family)
 
 
 def test_stages_add_up_per_query(model):
@@ -91,7 +86,7 @@ def test_no_recorded_encode_seconds_gives_no_throughput_rather_than_an_error():
     manifests = MANIFESTS | {
         ("embed", "d", "m", "corpus"): {"rows": 1000, "encode_seconds": 0.0, "device": "cpu"}
     }
-    model = CostModel(CONFIG, KINDS, recorded(manifests), first_stage)
+    model = CostModel(CONFIG, KINDS, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert math.isnan(table.loc["dense", "encode_docs_per_second"])
     assert table.loc["dense", "index_bytes"] == 1536000
@@ -105,7 +100,7 @@ def test_a_flat_index_searched_in_shards_has_no_index_to_count():
     kinds = KINDS | {"sharded": "dense"}
     # No index job wrote a manifest for it: none is read.
     manifests = MANIFESTS | {("retrieve", "d", "sharded"): {"latency": {"q1": 0.002}}}
-    model = CostModel(config, kinds, recorded(manifests), first_stage)
+    model = CostModel(config, kinds, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert table.loc["sharded", ["index_bytes", "index_build_seconds"]].tolist() == [0, 0.0]
     assert table.loc["sharded", "encode_docs_per_second"] == 250.0
@@ -140,7 +135,7 @@ def test_approximate_indexes_carry_their_recall_against_exact_search():
         },
         ("tokens", "d", "c", "queries"): {"stage": "encode_vectors", "latency": {"q1": 0.01}},
     }
-    model = CostModel(config, kinds, recorded(manifests), first_stage)
+    model = CostModel(config, kinds, recorded(manifests), family)
     table = model.table(["d"]).set_index("system")
     assert table.loc["ivf", ["recall_against_exact", "recall_queries"]].tolist() == [0.97, 100]
     assert table.loc["colbert", ["recall_against_exact", "recall_queries"]].tolist() == [0.9, 20]

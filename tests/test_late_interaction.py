@@ -591,7 +591,7 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
     the same run as the search of the encode job's query token vectors, searched in memory."""
     stored, _ = encode_and_search(encoder, late_interaction_search, tmp_path)
     retriever = {"type": "late-interaction", "model": "c", "query_batch_size": 2, "index": None}
-    searcher = family("late-interaction").job.open_searcher(
+    searcher = family("late-interaction").open_searcher(
         {"corpus": tmp_path / "docs.parquet"},
         {"retriever": retriever},
         1,

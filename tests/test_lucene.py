@@ -57,7 +57,7 @@ def searched(index: Path, queries: Path, **settings) -> tuple:
     """The run of ``queries`` by a lucene retriever of ``settings``, as a retrieve job makes
     it (top 100, its self-matches kept)."""
     spec = schema_defaults({"type": "lucene"} | settings)
-    searcher = LUCENE.job.open_searcher({"index": index}, {"retriever": spec}, threads=1)
+    searcher = LUCENE.open_searcher({"index": index}, {"retriever": spec}, threads=1)
     return searcher.search(contracts.read_table(queries), SearchRequest(100, False))
 
 

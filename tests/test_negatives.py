@@ -432,7 +432,7 @@ def test_a_users_own_retriever_mines_another_split_with_its_familys_searcher(tmp
     retrieval = {"retriever": config["retrievers"]["overlap"], "top_k": 10}
     retrieval["remove_self_matches"] = False
     files = {"corpus": tmp_path / "corpus.parquet"}
-    searcher = family("python").job.open_searcher(files, retrieval, 1)
+    searcher = family("python").open_searcher(files, retrieval, 1)
     queries = pq.read_table(tmp_path / "queries.parquet")
     request = SearchRequest.of(retrieval)
     teacher = Teacher.searching(queries, source, "train", searcher, request)

@@ -101,7 +101,7 @@ def test_arguana_multifield_with_self_matches_kept_is_beirs_bm25(lucene_run):
     base = lucene_run / "results"
     spec = yaml.safe_load((REPO / "config" / "reproduce" / "bm25.yaml").read_text())
     settings = {"retriever": schema_defaults(spec["retrievers"]["lucene-multifield"])}
-    searcher = family("lucene").job.open_searcher(
+    searcher = family("lucene").open_searcher(
         {"index": base / "indexes" / "arguana" / "lucene.multifield"}, settings, threads=2
     )
     queries = contracts.read_table(base / "datasets" / "arguana" / "filtered" / "queries.parquet")

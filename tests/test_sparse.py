@@ -232,7 +232,7 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
     vectors, searched in memory."""
     stored, _ = encode_and_search(model, sparse_search, tmp_path)
     retriever = {"type": "sparse", "model": "m", "query_batch_size": 2}
-    searcher = family("sparse").job.open_searcher(
+    searcher = family("sparse").open_searcher(
         {"corpus": tmp_path / "docs.parquet"},
         {"retriever": retriever},
         1,

@@ -48,29 +48,35 @@ class Manifests(Protocol):
     def __call__(self, stage: str, *names: str) -> StageRecord: ...
 
 
-class FirstStage(Protocol):
-    """What the cost table asks of a retriever family: its cost part
-    (irflow.workflow.families.base.CostColumns)."""
+class FirstStageCost(Protocol):
+    """What the cost table asks of a retriever family's cost part (its ``cost``,
+    irflow.workflow.families.base.CostColumns)."""
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]: ...
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict: ...
 
 
+class FirstStage(Protocol):
+    """What the cost table asks of a retriever family (irflow.workflow.families.base): its
+    cost part."""
+
+    cost: FirstStageCost
+
+
 class CostModel:
     """Cost rows for the systems of one config, from the manifests their jobs wrote; a
-    retriever's part from its family's (``first_stage``: a retriever type -> its family's
-    cost part)."""
+    retriever's part from its family's cost part (``family``: a retriever type -> its
+    family)."""
 
     def __init__(
         self,
         config: dict,
         kinds: dict[str, str],
         manifest: Manifests,
-        first_stage: Callable[[str], FirstStage],
+        family: Callable[[str], FirstStage],
     ):
-        self.config, self.kinds, self.manifest = config, kinds, manifest
-        self.first_stage = first_stage
+        self.config, self.kinds, self.manifest, self.family = config, kinds, manifest, family
 
     def latency(self, dataset: str, system: str) -> dict[str, float]:
         kind = self.kinds[system]
@@ -80,7 +86,7 @@ class CostModel:
         if kind == "rerank":
             rerank = self.manifest("rerank", dataset, system)
             return in_sequence(self.latency(dataset, rerank.first_stage), rerank.latency)
-        return self.first_stage(kind).latency(self, dataset, system)
+        return self.family(kind).cost.latency(self, dataset, system)
 
     def row(self, dataset: str, system: str) -> dict:
         latency_ms = 1000 * np.array(list(self.latency(dataset, system).values()))
@@ -101,7 +107,7 @@ class CostModel:
             return {"device": self.manifest("rerank", dataset, system).device}
         if kind == "fusion":
             return {}
-        return self.first_stage(kind).cost_fields(self, dataset, system)
+        return self.family(kind).cost.cost_fields(self, dataset, system)
 
     def table(self, datasets: list[str]) -> pd.DataFrame:
         rows = [self.row(d, s) for d in datasets for s in sorted(self.kinds)]

@@ -9,7 +9,8 @@ and not what the plan or the cost table read:
   settings; and its three other parts:
 - ``job`` (``SearchJob``), what its jobs run: its searcher (scripts/retrieve.py, and the
   negatives and qc_candidates jobs), and for a family that encodes vectors its encoder
-  (``VectorsJob``, scripts/vectors_encode.py);
+  (``VectorsJob``, scripts/vectors_encode.py); the family names the methods the scripts call,
+  which are its job's;
 - ``memory`` (``SearchMemory``), the memory its search job asks Snakemake for
   (irflow.workflow.resources);
 - ``cost`` (``CostColumns``), its columns of the cost table (irflow.evaluation.cost).
@@ -179,6 +180,20 @@ class RetrieverFamily:
         """Whether its job opens a searcher, which searches any split's query texts."""
         return type(self.job).open_searcher is not SearchJob.open_searcher
 
+    # What the workflow's scripts call (scripts/retrieve.py; negatives.py and qc_candidates.py):
+    # its job's, named on the family so that the scripts stay as they were. Snakemake reruns
+    # every job of a script that is newer than the job's outputs.
+
+    def search(self, inputs, settings: dict, threads: int) -> tuple:
+        """Its job's ``search`` of a retrieve job's named inputs (Snakemake's, or a dict)."""
+        return self.job.search(named_paths(inputs), settings, threads)
+
+    def open_searcher(
+        self, files: dict[str, Path], settings: dict, threads: int, *, models: dict | None = None
+    ) -> QuerySearcher | None:
+        """Its job's searcher (``SearchJob.open_searcher``)."""
+        return self.job.open_searcher(files, settings, threads, models=models)
+
 
 class VectorsJob(SearchJob):
     """The jobs of a family whose model encodes documents and queries into vectors under
@@ -266,6 +281,16 @@ class EncodedVectors(RetrieverFamily):
 
     def __init__(self):
         self.cost = VectorsCost(self.encoder)
+
+    # What scripts/vectors_encode.py calls, as ``search`` above: its job's.
+
+    def load_encoder(self, spec: dict):
+        """Its job's encoder (``VectorsJob.load_encoder``)."""
+        return self.job.load_encoder(spec)
+
+    def encode_facts(self, encoder, texts, side: str, shard: tuple[int, int]) -> dict:
+        """Its job's facts of an encode job (``VectorsJob.encode_facts``)."""
+        return self.job.encode_facts(encoder, texts, side, shard)
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """Its encoder runs on torch: a model with an ONNX backend is refused."""
