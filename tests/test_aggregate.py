@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -14,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
-from conftest import REPO, fill
+from conftest import fill
+from script_jobs import run_scripts
 
 from irflow.core import contracts
 from irflow.evaluation.aggregate import (
@@ -220,37 +219,6 @@ def test_a_full_disk_keeps_the_old_database_and_leaves_nothing(small_disk, tmp_p
     with duckdb.connect(str(database), read_only=True) as db:
         assert db.execute("SELECT count(*) FROM per_query").fetchone() == (1,)
         assert db.execute("SELECT fingerprint FROM experiment").fetchone() == ("f",)
-
-
-# Runs workflow scripts, in one process, each with the parts of the snakemake object it reads
-# (from JSON: each dict but the config as Snakemake's named list, whose lists stay lists, as
-# Snakemake's inputs).
-SCRIPT_DRIVER = """
-import json, runpy, sys
-from types import SimpleNamespace
-from snakemake.iocontainers import Namedlist
-sys.path.insert(0, sys.argv[1])
-for script, parts in json.loads(sys.argv[2]):
-    snakemake = SimpleNamespace(**{
-        k: Namedlist(fromdict=v) if isinstance(v, dict) and k != "config" else v
-        for k, v in parts.items()
-    })
-    runpy.run_path(script, init_globals={"snakemake": snakemake}, run_name="__main__")
-"""
-
-
-def run_scripts(jobs: dict[str, dict]) -> None:
-    """Run ``scripts/<name>.py`` with the snakemake object's parts, for each name of ``jobs``,
-    in the current folder."""
-    scripts = REPO / "scripts"
-    jobs = [(str(scripts / f"{name}.py"), parts | {"log": []}) for name, parts in jobs.items()]
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT_DRIVER, str(scripts), json.dumps(jobs)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
 
 
 DUCKDB_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}

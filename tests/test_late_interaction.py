@@ -15,6 +15,7 @@ from test_sparse import (
     TEXTS,
     assert_a_swap_changes_the_run,
     encode_and_search,
+    refuse_to_write,
     write_tables,
 )
 from tiny_models import (
@@ -584,10 +585,10 @@ def test_lengths_key_the_cached_parts_only_when_set(colbert, tmp_path):
 
 
 def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
-    encoder, colbert, tmp_path
+    encoder, colbert, tmp_path, monkeypatch
 ):
     """The late-interaction family's searcher, on a query table of texts (another split's):
-    the same run as the search of the encode job's query token vectors."""
+    the same run as the search of the encode job's query token vectors, searched in memory."""
     stored, _ = encode_and_search(encoder, late_interaction_search, tmp_path)
     retriever = {"type": "late-interaction", "model": "c", "query_batch_size": 2, "index": None}
     searcher = family("late-interaction").open_searcher(
@@ -596,6 +597,9 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
         1,
         models={"c": colbert_spec(colbert)},
     )
-    run, _ = searcher.search(pq.read_table(tmp_path / "queries.parquet"), SearchRequest(4, False))
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    # The encoded queries are searched in memory: no file is written for them.
+    monkeypatch.setattr(pq, "write_table", refuse_to_write)
+    run, _ = searcher.search(queries, SearchRequest(4, False))
     assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
     np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)

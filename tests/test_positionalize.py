@@ -558,6 +558,19 @@ def test_only_a_screened_variant_takes_the_reranker_as_input(
     assert any(path.endswith("tokenizer.json") for path in inputs["plain@L512@p0"])
 
 
+def test_bm25_is_built_in_one_place():
+    """positionalize's near-misses and the index job build bm25s' BM25 and its stemmer with
+    irflow.retrieval.bm25's builders (bm25_model, stemmer_of), from its one list of the
+    settings: no other module builds either."""
+    builders = ("bm25s.BM25(", "Stemmer.Stemmer(")
+    building = sorted(
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "src").rglob("*.py")
+        if any(builder in path.read_text(encoding="utf-8") for builder in builders)
+    )
+    assert building == ["src/irflow/retrieval/bm25.py"]
+
+
 def test_near_misses_are_ranked_by_the_schemas_default_bm25(tokenizer):
     """The BM25 that ranks bm25 fillers is the schema's default bm25 retriever, and its
     settings are the ones used: without stopwords, "the" and "on" make a near-miss."""

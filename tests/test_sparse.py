@@ -204,6 +204,10 @@ def test_query_vectors_are_the_static_term_weights(splade, model, tmp_path):
         np.testing.assert_array_equal(stored[row].data, weights.numpy()[terms])
 
 
+def refuse_to_write(*args, **kwargs):
+    raise AssertionError("a Parquet file was written")
+
+
 def assert_a_swap_changes_the_run(model, search, folder: Path, monkeypatch) -> None:
     """``model``'s run (``encode_and_search``) differs when each side is encoded as the
     other: so the tests that compare irflow's run with the library's sides would catch a
@@ -221,11 +225,11 @@ def test_encoding_either_side_as_the_other_changes_the_run(model, tmp_path, monk
 
 
 def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
-    model, splade, tmp_path
+    model, splade, tmp_path, monkeypatch
 ):
     """The sparse family's searcher, on a query table of texts (another split's, in a
     negatives or qc_candidates job): the same run as the search of the encode job's query
-    vectors."""
+    vectors, searched in memory."""
     stored, _ = encode_and_search(model, sparse_search, tmp_path)
     retriever = {"type": "sparse", "model": "m", "query_batch_size": 2}
     searcher = family("sparse").open_searcher(
@@ -234,6 +238,9 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
         1,
         models={"m": minilm_spec(splade, batch_size=4, chunk_size=3)},
     )
-    run, _ = searcher.search(pq.read_table(tmp_path / "queries.parquet"), SearchRequest(4, False))
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    # The encoded queries are searched in memory: no file is written for them.
+    monkeypatch.setattr(pq, "write_table", refuse_to_write)
+    run, _ = searcher.search(queries, SearchRequest(4, False))
     assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
     np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)

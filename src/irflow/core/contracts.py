@@ -402,6 +402,12 @@ def read_table(path: str | Path, columns: list[str] | None = None, **options) ->
         return pq.read_table(path, columns=columns, **options, **VERIFY_CHECKSUMS)
 
 
+def table_of(source: str | Path | pa.Table) -> pa.Table:
+    """``source`` itself where it is a table in memory (a job's own, not yet written), else the
+    Parquet file it names, read whole."""
+    return source if isinstance(source, pa.Table) else read_table(source)
+
+
 def read_frame(path: str | Path, columns: list[str] | None = None, **options) -> pd.DataFrame:
     """A Parquet file as a pandas DataFrame, as pd.read_parquet reads it."""
     with reading(path):

@@ -75,6 +75,7 @@ from irflow.core.seeds import SEED_MARK, seeded_names
 if TYPE_CHECKING:
     from irflow.retrieval.scorers import Scorer
 from irflow.data.tokens import encode
+from irflow.retrieval.bm25 import bm25_model, stemmer_of
 
 log = logging.getLogger(__name__)
 
@@ -322,10 +323,9 @@ class Positionalizer:
 
     def _rank_near_misses(self) -> dict[str, list[int]]:
         import bm25s
-        import Stemmer
 
         spec = self.bm25
-        stemmer = Stemmer.Stemmer(spec["stemmer"]) if spec["stemmer"] else None
+        stemmer = stemmer_of(spec)
 
         def tokenize(texts):
             return bm25s.tokenize(
@@ -336,7 +336,7 @@ class Positionalizer:
                 show_progress=False,
             )
 
-        model = bm25s.BM25(method=spec["method"], k1=spec["k1"], b=spec["b"], delta=spec["delta"])
+        model = bm25_model(spec)
         model.index(tokenize(self.filler_texts), show_progress=False)
         # A document relevant to several kept queries is a near-miss for all of them at once.
         docs = sorted(self.query_texts)

@@ -48,17 +48,26 @@ class Manifests(Protocol):
     def __call__(self, stage: str, *names: str) -> StageRecord: ...
 
 
-class FirstStage(Protocol):
-    """What the cost table asks of a retriever family (irflow.workflow.families.base)."""
+class FirstStageCost(Protocol):
+    """What the cost table asks of a retriever family's cost part (its ``cost``,
+    irflow.workflow.families.base.CostColumns)."""
 
     def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]: ...
 
     def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict: ...
 
 
+class FirstStage(Protocol):
+    """What the cost table asks of a retriever family (irflow.workflow.families.base): its
+    cost part."""
+
+    cost: FirstStageCost
+
+
 class CostModel:
     """Cost rows for the systems of one config, from the manifests their jobs wrote; a
-    retriever's part from its family (``family``: a retriever type -> its family)."""
+    retriever's part from its family's cost part (``family``: a retriever type -> its
+    family)."""
 
     def __init__(
         self,
@@ -77,7 +86,7 @@ class CostModel:
         if kind == "rerank":
             rerank = self.manifest("rerank", dataset, system)
             return in_sequence(self.latency(dataset, rerank.first_stage), rerank.latency)
-        return self.family(kind).latency(self, dataset, system)
+        return self.family(kind).cost.latency(self, dataset, system)
 
     def row(self, dataset: str, system: str) -> dict:
         latency_ms = 1000 * np.array(list(self.latency(dataset, system).values()))
@@ -98,7 +107,7 @@ class CostModel:
             return {"device": self.manifest("rerank", dataset, system).device}
         if kind == "fusion":
             return {}
-        return self.family(kind).cost_fields(self, dataset, system)
+        return self.family(kind).cost.cost_fields(self, dataset, system)
 
     def table(self, datasets: list[str]) -> pd.DataFrame:
         rows = [self.row(d, s) for d in datasets for s in sorted(self.kinds)]

@@ -71,9 +71,12 @@ def _without_cyclic_gc():
             gc.enable()
 
 
-# The keys of a bm25 retriever entry that determine its index: the index job's params, so a
+# The keys of a bm25 retriever entry, each listed here once: those that set its scores,
+# bm25s.BM25's arguments; and those that determine its index, its scores' and its terms' (the
+# tokenizer's stemmer and stopwords, the fields it reads), the index job's params, so a
 # changed k1 or b rebuilds that variant's index and nothing else.
-INDEX_SETTINGS = ("method", "k1", "b", "delta", "stemmer", "stopwords", "fields")
+SCORING_SETTINGS = ("method", "k1", "b", "delta")
+INDEX_SETTINGS = (*SCORING_SETTINGS, "stemmer", "stopwords", "fields")
 # Beside bm25s' own files (BM25.save: the score matrix as .npy, vocab.index.json,
 # params.index.json): the corpus's doc ids by row, the terms with a posting scoring <= 0, and
 # the settings the index was built with, checked against the searching job's.
@@ -102,6 +105,24 @@ def index_settings(spec: dict) -> dict:
     return {key: spec[key] for key in INDEX_SETTINGS}
 
 
+def bm25_model(spec: dict):
+    """bm25s' BM25, empty, with the scoring of a bm25 retriever entry ``spec``: the one place
+    irflow builds one (the index job here, positionalize's near-misses)."""
+    import bm25s
+
+    return bm25s.BM25(**{key: spec[key] for key in SCORING_SETTINGS})
+
+
+def stemmer_of(spec: dict):
+    """The stemmer of a bm25 retriever entry (PyStemmer's, by its ``stemmer`` language), or
+    None where it names none."""
+    if not spec["stemmer"]:
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(spec["stemmer"])
+
+
 class BM25Retriever:
     """bm25s over a corpus table, with the variant fully set by ``spec``: built from the corpus
     (``index``) and saved (``save``), or loaded memory-mapped from a saved index (``load``)."""
@@ -110,16 +131,11 @@ class BM25Retriever:
         from bm25s.tokenization import Tokenizer
 
         self.spec = spec
-        stemmer = None
-        if spec["stemmer"]:
-            import Stemmer
-
-            stemmer = Stemmer.Stemmer(spec["stemmer"])
         # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
         # kept across batches and then used for the queries. allow_empty=False: an empty
         # document has no tokens, as with bm25s.tokenize, rather than an "" token.
         self.tokenizer = Tokenizer(
-            splitter=BM25S_WORDS, stopwords=spec["stopwords"], stemmer=stemmer
+            splitter=BM25S_WORDS, stopwords=spec["stopwords"], stemmer=stemmer_of(spec)
         )
 
     def _token_ids(self, texts: list[str], update_vocab: bool) -> list[list[int]]:
@@ -139,14 +155,7 @@ class BM25Retriever:
         into bm25s' sparse matrix (CSC: a column per term, documents ascending in it) by a
         counting sort over the document frequencies, so the matrix is the only full-size array.
         """
-        import bm25s
-
-        self.model = bm25s.BM25(
-            method=self.spec["method"],
-            k1=self.spec["k1"],
-            b=self.spec["b"],
-            delta=self.spec["delta"],
-        )
+        self.model = bm25_model(self.spec)
         with tempfile.TemporaryFile() as terms, tempfile.TemporaryFile() as counts:
             lengths, distinct, frequencies = self._write_postings(corpus_path, terms, counts)
             terms.seek(0)

@@ -189,8 +189,9 @@ class TokenVectors:
     offsets: np.ndarray
 
     @classmethod
-    def read(cls, path: Path) -> TokenVectors:
-        table = contracts.read_table(path)
+    def read(cls, source: Path | pa.Table) -> TokenVectors:
+        """The rows of a ``contracts.tokens_schema`` file, or of such a table in memory."""
+        table = contracts.table_of(source)
         vectors = table.column("vectors").combine_chunks()
         offsets = vectors.offsets.to_numpy().astype(np.int64)
         dim = vectors.type.value_type.list_size
@@ -376,7 +377,7 @@ class _ByteCounter(io.RawIOBase):
 
 def late_interaction_search(
     doc_vectors: Path,
-    query_vectors: Path,
+    query_vectors: Path | pa.Table,
     top_k: int,
     remove_self_matches: bool,
     batch_size: int,
@@ -384,11 +385,12 @@ def late_interaction_search(
     *,
     index: dict | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Top-k run of the queries' token vectors against the documents' by MaxSim: exact over
-    every document, or over a Voyager index's candidates (``index``, a retriever's ``index``),
-    whose ``recall`` against the exact search is measured first (``recall_against_exact``);
-    timing, and the index's size in memory for the cost table: the token vectors, or the
-    Voyager graph (the search holds the token vectors too, to rank the candidates)."""
+    """Top-k run of the queries' token vectors (a file, or a searcher's table in memory)
+    against the documents' by MaxSim: exact over every document, or over a Voyager index's
+    candidates (``index``, a retriever's ``index``), whose ``recall`` against the exact search
+    is measured first (``recall_against_exact``); timing, and the index's size in memory for
+    the cost table: the token vectors, or the Voyager graph (the search holds the token
+    vectors too, to rank the candidates)."""
     index = index or {"type": "exact"}
     started = time.perf_counter()
     documents, queries = TokenVectors.read(doc_vectors), TokenVectors.read(query_vectors)

@@ -70,10 +70,12 @@ def sparse_table(ids: list[str], matrix: sp.csr_matrix) -> pa.Table:
     )
 
 
-def read_sparse(path: Path, vocabulary: int | None = None) -> tuple[pa.Array, sp.csr_matrix]:
-    """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file; ``vocabulary`` columns (default:
-    the largest term id + 1)."""
-    table = contracts.read_table(path)
+def read_sparse(
+    source: Path | pa.Table, vocabulary: int | None = None
+) -> tuple[pa.Array, sp.csr_matrix]:
+    """(ids, float32 CSR matrix) of a ``contracts.SPARSE`` file, or such a table in memory;
+    ``vocabulary`` columns (default: the largest term id + 1)."""
+    table = contracts.table_of(source)
     indices = table.column("indices").combine_chunks()
     values = table.column("values").combine_chunks()
     offsets = indices.offsets.to_numpy().astype(np.int64)
@@ -120,14 +122,15 @@ def _top(rows: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, 
 
 def sparse_search(
     doc_vectors: Path,
-    query_vectors: Path,
+    query_vectors: Path | pa.Table,
     top_k: int,
     remove_self_matches: bool,
     batch_size: int,
     latency_queries: int = 0,
 ) -> tuple[pd.DataFrame, dict]:
-    """Exact top-k run of the queries' vectors against the documents'; the timing and index
-    facts the retrieve manifest and the cost table take."""
+    """Exact top-k run of the queries' vectors (a file, or a searcher's table in memory)
+    against the documents'; the timing and index facts the retrieve manifest and the cost table
+    take."""
     started = time.perf_counter()
     doc_ids, documents = read_sparse(doc_vectors)
     query_ids, queries = read_sparse(query_vectors)

@@ -31,6 +31,7 @@ import irflow.evaluation.significance
 import irflow.evaluation.tables
 import irflow.retrieval.fuse
 import irflow.retrieval.index
+import irflow.workflow.split_search
 from irflow.core import config as core
 from irflow.core.config import load_schema
 from irflow.core.errors import ConfigError, UserError

@@ -99,7 +99,7 @@ class Plan(LabelAuditInputs, DatasetInputs):
         """The memory a retrieve job asks for: its family's model."""
         spec = self.retrievers[wildcards.system]
         settings = self.retrieval_settings(wildcards)
-        return family(spec["type"]).search_mb(input, settings, attempt)
+        return family(spec["type"]).memory.search_mb(input, settings, attempt)
 
     def split_retrieval(self, dataset, system, top_k):
         """How a job retrieves a split the retrieve jobs do not run, with ``system`` as the

@@ -3,9 +3,18 @@ dataset and retriever by rule index_bm25 (rules/index.smk) and searched memory-m
 
 from __future__ import annotations
 
-from irflow.evaluation.cost import CostModel
-from irflow.workflow import resources
-from irflow.workflow.families.base import RetrieverFamily, cpu_index_fields
+from irflow.retrieval.bm25 import INDEX_SETTINGS
+from irflow.workflow.families.base import (
+    CostColumns,
+    RetrieverFamily,
+    SearchJob,
+    SearchMemory,
+    cpu_index_fields,
+)
+
+# The settings a published BM25 run names (config/reference/published.yaml): its index's, less
+# ``delta``, which only bm25l and bm25+ read and no published run sets.
+PUBLISHED_SETTINGS = tuple(key for key in INDEX_SETTINGS if key != "delta")
 
 
 def index_folder(dataset: str, system: str) -> str:
@@ -13,30 +22,40 @@ def index_folder(dataset: str, system: str) -> str:
     return f"results/indexes/{dataset}/{system}.bm25s"
 
 
-class Bm25(RetrieverFamily):
-    type = "bm25"
-    schema_def = "bm25"
-    steps = ("index_bm25", "search")
-    search_rule = "retrieve_bm25"
-
-    def published_as(self, spec: dict, config: dict) -> dict:
-        """BM25 by its scoring and text settings: a published BM25 names those it used."""
-        settings = ("method", "k1", "b", "stemmer", "stopwords", "fields")
-        return {"family": self.type} | {key: spec[key] for key in settings}
-
-    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
-        return resources.bm25_search_mb(inputs.index, inputs.queries, settings["top_k"], attempt)
-
-    def search_inputs(self, plan, wildcards) -> dict[str, str]:
-        return plan.bm25_inputs(wildcards)
-
+class Bm25Job(SearchJob):
     def open_searcher(self, files, settings, threads, *, models=None):
         from irflow.retrieval.retrieve import bm25_searcher
 
         return bm25_searcher(files["index"], settings["retriever"])
 
-    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
+
+class Bm25Memory(SearchMemory):
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        from irflow.workflow import resources
+
+        return resources.bm25_search_mb(inputs.index, inputs.queries, settings["top_k"], attempt)
+
+
+class Bm25Cost(CostColumns):
+    def cost_fields(self, cost, dataset: str, system: str) -> dict:
         return cpu_index_fields(cost.manifest("index_bm25", dataset, system))
+
+
+class Bm25(RetrieverFamily):
+    type = "bm25"
+    schema_def = "bm25"
+    steps = ("index_bm25", "search")
+    search_rule = "retrieve_bm25"
+    job = Bm25Job()
+    memory = Bm25Memory()
+    cost = Bm25Cost()
+
+    def published_as(self, spec: dict, config: dict) -> dict:
+        """BM25 by its scoring and text settings: a published BM25 names those it used."""
+        return {"family": self.type} | {key: spec[key] for key in PUBLISHED_SETTINGS}
+
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.bm25_inputs(wildcards)
 
 
 FAMILY = Bm25()

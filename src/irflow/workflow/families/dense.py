@@ -13,41 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from irflow.core.config import missing_key
-from irflow.data.passages import document_side
-from irflow.evaluation.cost import CostModel, encode_throughput, in_sequence, recall_fields
-from irflow.retrieval.exact_search import searched_in_shards
-from irflow.workflow import resources
-from irflow.workflow.families.base import RetrieverFamily
+from irflow.workflow.families.base import CostColumns, RetrieverFamily, SearchJob, SearchMemory
 
 
-class Dense(RetrieverFamily):
-    type = "dense"
-    schema_def = "dense"
-    steps = ("encode", "index", "search")
-    encoder = "embeddings"
-    search_rule = "retrieve_dense"
-    gpu = True
-    # The document model, then the query model of a dual encoder.
-    model_keys = ("model", "query_model")
-
-    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
-        problems = super().problems(name, spec, config)
-        if spec["index"] not in config["indexes"]:
-            key = f"retrievers.{name}.index"
-            problems.append(missing_key(key, spec["index"], "indexes", config["indexes"]))
-        return problems
-
-    def search_settings(self, spec: dict, config: dict) -> dict:
-        return {"index": config["indexes"][spec["index"]]}
-
-    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
-        return resources.dense_search_mb(
-            index_file(inputs), inputs.queries, settings["index"], attempt, documents=inputs.corpus
-        )
-
-    def search_inputs(self, plan, wildcards) -> dict[str, str]:
-        return plan.dense_inputs(wildcards)
-
+class DenseJob(SearchJob):
     def open_searcher(self, files, settings, threads, *, models=None):
         import faiss
 
@@ -67,13 +36,30 @@ class Dense(RetrieverFamily):
             encode=encode,
         )
 
-    def latency(self, cost: CostModel, dataset: str, system: str) -> dict[str, float]:
+
+class DenseMemory(SearchMemory):
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        from irflow.workflow import resources
+
+        return resources.dense_search_mb(
+            index_file(inputs), inputs.queries, settings["index"], attempt, documents=inputs.corpus
+        )
+
+
+class DenseCost(CostColumns):
+    def latency(self, cost, dataset: str, system: str) -> dict[str, float]:
         """The query's encoding, then its search."""
+        from irflow.evaluation.cost import in_sequence
+
         model = query_model(cost.config["retrievers"][system])
         encode = cost.manifest("embed", dataset, model, "queries").latency
         return in_sequence(encode, cost.manifest("retrieve", dataset, system).latency)
 
-    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
+    def cost_fields(self, cost, dataset: str, system: str) -> dict:
+        from irflow.data.passages import document_side
+        from irflow.evaluation.cost import encode_throughput, recall_fields
+        from irflow.retrieval.exact_search import searched_in_shards
+
         spec = cost.config["retrievers"][system]
         # A flat index searched in shards has no index job: no file, no build.
         if searched_in_shards(cost.config["indexes"][spec["index"]]):
@@ -93,6 +79,33 @@ class Dense(RetrieverFamily):
             # in a manifest from before irflow recorded it.
             "similarity": corpus.similarity,
         } | recall_fields(cost.manifest("retrieve", dataset, system).recall or {})
+
+
+class Dense(RetrieverFamily):
+    type = "dense"
+    schema_def = "dense"
+    steps = ("encode", "index", "search")
+    encoder = "embeddings"
+    search_rule = "retrieve_dense"
+    gpu = True
+    # The document model, then the query model of a dual encoder.
+    model_keys = ("model", "query_model")
+    job = DenseJob()
+    memory = DenseMemory()
+    cost = DenseCost()
+
+    def problems(self, name: str, spec: dict, config: dict) -> list[str]:
+        problems = super().problems(name, spec, config)
+        if spec["index"] not in config["indexes"]:
+            key = f"retrievers.{name}.index"
+            problems.append(missing_key(key, spec["index"], "indexes", config["indexes"]))
+        return problems
+
+    def search_settings(self, spec: dict, config: dict) -> dict:
+        return {"index": config["indexes"][spec["index"]]}
+
+    def search_inputs(self, plan, wildcards) -> dict[str, str]:
+        return plan.dense_inputs(wildcards)
 
 
 class QueryEncoder:

@@ -4,17 +4,12 @@ over a Voyager index's candidates (irflow.retrieval.late_interaction)."""
 from __future__ import annotations
 
 from irflow.core.config import register_check
-from irflow.workflow.families.base import EncodedVectors
+from irflow.workflow.families.base import EncodedVectors, VectorsJob
 
 TYPE = "late-interaction"
 
 
-class LateInteraction(EncodedVectors):
-    type = TYPE
-    schema_def = "late_interaction"
-    encoder = "tokens"
-    search_rule = "retrieve_late_interaction"
-
+class LateInteractionJob(VectorsJob):
     def load_encoder(self, spec: dict):
         from irflow.retrieval.late_interaction import TokenEncoder
 
@@ -24,7 +19,7 @@ class LateInteraction(EncodedVectors):
         """The texts cut to the model's query or document length."""
         return encoder.truncation(texts, side, shard)
 
-    def search_files(self, files, settings: dict, threads: int) -> tuple:
+    def search_vectors(self, files, queries, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.late_interaction import late_interaction_search
@@ -33,13 +28,21 @@ class LateInteraction(EncodedVectors):
         retriever = settings["retriever"]
         return late_interaction_search(
             files["corpus"],
-            files["queries"],
+            queries,
             settings["top_k"],
             settings["remove_self_matches"],
             retriever["query_batch_size"],
             settings["latency_queries"],
             index=retriever["index"],
         )
+
+
+class LateInteraction(EncodedVectors):
+    type = TYPE
+    schema_def = "late_interaction"
+    encoder = "tokens"
+    search_rule = "retrieve_late_interaction"
+    job = LateInteractionJob()
 
 
 FAMILY = LateInteraction()

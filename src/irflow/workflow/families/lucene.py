@@ -6,10 +6,13 @@ the jobs, not the config check: with --use-conda the jobs' env (envs/lucene.yaml
 
 from __future__ import annotations
 
-from irflow.evaluation.cost import CostModel
-from irflow.retrieval.lucene import LuceneRetriever
-from irflow.workflow import resources
-from irflow.workflow.families.base import RetrieverFamily, cpu_index_fields
+from irflow.workflow.families.base import (
+    CostColumns,
+    RetrieverFamily,
+    SearchJob,
+    SearchMemory,
+    cpu_index_fields,
+)
 
 # The settings that make a published Lucene BM25 run (config/reference/published.yaml).
 PUBLISHED_SETTINGS = ("fields", "k1", "b", "feedback")
@@ -29,20 +32,42 @@ def layouts(config: dict) -> list[str]:
     )
 
 
+class LuceneJob(SearchJob):
+    def open_searcher(self, files, settings, threads, *, models=None):
+        from irflow.retrieval.lucene import LuceneRetriever
+        from irflow.retrieval.retrieve import TextSearcher
+
+        retriever = LuceneRetriever(files["index"], settings["retriever"], threads)
+        return TextSearcher(retriever, retriever.doc_ids, reason="Lucene BM25")
+
+
+class LuceneMemory(SearchMemory):
+    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
+        from irflow.workflow import resources
+
+        # Anserini's JVM (its default heap: a quarter of the memory it is given) holds the
+        # queries and their hits; the index is read through the page cache.
+        return resources.request_mb(LUCENE_SEARCH_MIB, attempt)
+
+
+class LuceneCost(CostColumns):
+    def cost_fields(self, cost, dataset: str, system: str) -> dict:
+        fields = cost.config["retrievers"][system]["fields"]
+        return cpu_index_fields(cost.manifest("index_lucene", dataset, fields))
+
+
 class Lucene(RetrieverFamily):
     type = "lucene"
     schema_def = "lucene"
     steps = ("index_lucene", "search")
     search_rule = "retrieve_lucene"
+    job = LuceneJob()
+    memory = LuceneMemory()
+    cost = LuceneCost()
 
     def published_as(self, spec: dict, config: dict) -> dict:
         """Lucene's BM25 by its layout, k1, b and feedback."""
         return {"family": self.type} | {key: spec[key] for key in PUBLISHED_SETTINGS}
-
-    def search_mb(self, inputs, settings: dict, attempt: int = 1) -> int:
-        # Anserini's JVM (its default heap: a quarter of the memory it is given) holds the
-        # queries and their hits; the index is read through the page cache.
-        return resources.request_mb(LUCENE_SEARCH_MIB, attempt)
 
     def search_inputs(self, plan, wildcards) -> dict[str, str]:
         base = f"results/datasets/{wildcards.dataset}"
@@ -52,16 +77,6 @@ class Lucene(RetrieverFamily):
             "index": index_folder(wildcards.dataset, fields),
             "queries": f"{base}/filtered/queries.parquet",
         }
-
-    def open_searcher(self, files, settings, threads, *, models=None):
-        from irflow.retrieval.retrieve import TextSearcher  # numpy, pandas: not at parse time
-
-        retriever = LuceneRetriever(files["index"], settings["retriever"], threads)
-        return TextSearcher(retriever, retriever.doc_ids, reason="Lucene BM25")
-
-    def cost_fields(self, cost: CostModel, dataset: str, system: str) -> dict:
-        fields = cost.config["retrievers"][system]["fields"]
-        return cpu_index_fields(cost.manifest("index_lucene", dataset, fields))
 
 
 FAMILY = Lucene()

@@ -3,21 +3,16 @@ the documents' vectors in results/sparse/."""
 
 from __future__ import annotations
 
-from irflow.workflow.families.base import EncodedVectors
+from irflow.workflow.families.base import EncodedVectors, VectorsJob
 
 
-class Sparse(EncodedVectors):
-    type = "sparse"
-    schema_def = "sparse"
-    encoder = "sparse"
-    search_rule = "retrieve_sparse"
-
+class SparseJob(VectorsJob):
     def load_encoder(self, spec: dict):
         from irflow.retrieval.sparse import SparseModel
 
         return SparseModel.load(spec)
 
-    def search_files(self, files, settings: dict, threads: int) -> tuple:
+    def search_vectors(self, files, queries, settings: dict, threads: int) -> tuple:
         import torch
 
         from irflow.retrieval.sparse import sparse_search
@@ -25,12 +20,20 @@ class Sparse(EncodedVectors):
         torch.set_num_threads(threads)
         return sparse_search(
             files["corpus"],
-            files["queries"],
+            queries,
             settings["top_k"],
             settings["remove_self_matches"],
             settings["retriever"]["query_batch_size"],
             settings["latency_queries"],
         )
+
+
+class Sparse(EncodedVectors):
+    type = "sparse"
+    schema_def = "sparse"
+    encoder = "sparse"
+    search_rule = "retrieve_sparse"
+    job = SparseJob()
 
 
 FAMILY = Sparse()
