@@ -1,6 +1,7 @@
-"""The input functions of rules/qc.smk: quality control of generated datasets and the label
-audit (irflow.derived.qc). ``Plan`` (irflow.workflow.run_inputs) takes them from
-``QualityControlInputs``, with the runs' own ``split_retrieval`` and ``reranker_embeddings``."""
+"""The input functions of rules/qc.smk, quality_control.smk and label_audit.smk: quality
+control of generated datasets and the label audit (irflow.derived.qc). ``Plan``
+(irflow.workflow.run_inputs) takes them from ``QualityControlInputs``, with the runs' own
+``split_retrieval`` and ``reranker_embeddings``."""
 
 from irflow.derived.generate.dataset import checked_splits
 

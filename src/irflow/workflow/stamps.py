@@ -25,11 +25,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from irflow.core import atomic
 from irflow.core.errors import UserError
 from irflow.data.download import dataset_files, dataset_fingerprint
-from irflow.workflow.snakemake_internals import WorkflowRule
+
+if TYPE_CHECKING:  # jobs import this module (scripts/_common.py): not Snakemake's internals
+    from irflow.workflow.snakemake_internals import WorkflowRule
 
 STAMP_INPUT = "settings"
 STAMPS = Path("results/settings")
