@@ -67,7 +67,7 @@ note(
 configfile: "config.yaml"
 
 rule all:
-    input: "joined.txt", "failed.txt", "after_checkpoint.txt"
+    input: "joined.txt", "failed_1.txt", "after_checkpoint.txt"
 
 rule made:
     output: text="made.txt", manifest="made.json"
@@ -81,7 +81,8 @@ rule joined:
 
 rule failed:
     input: "made.txt"
-    output: "failed.txt"
+    output: "failed_{n}.txt"
+    log: "failed_{n}.log"
     shell: "exit 1"
 
 checkpoint listed:
@@ -129,8 +130,14 @@ onerror:
         failed=sorted(job.rule for job in run.failed),
         up_to_date=sorted(job.rule for job in run.jobs if run.up_to_date(job)),
         dependencies={job.rule: sorted(d.rule for d in run.dependencies(job)) for job in run.jobs},
-        outputs={job.rule: list(job.output) for job in run.jobs},
-        params={job.rule: dict(job.params.items()) for job in run.jobs if job.rule == "made"},
+        details={
+            job.rule: {
+                "input": dict(job.input.items()), "output": list(job.output),
+                "params": dict(job.params.items()), "log": list(job.log),
+                "wildcards": dict(job.wildcards.items()),
+            }
+            for job in run.jobs
+        },
     )
 """
 
@@ -250,8 +257,12 @@ def test_the_finished_run_gives_its_jobs_failures_and_dependencies(notes):
     assert finished["dependencies"]["all"] == ["after_checkpoint", "failed", "joined"], changed(
         "DAG.dependencies"
     )
-    assert finished["outputs"]["made"] == ["made.txt", "made.json"], changed("Job.output")
-    assert finished["params"]["made"] == {"fixed": 3, "computed": "computed"}, changed("Job.params")
+    made, joined, failed = (finished["details"][rule] for rule in ("made", "joined", "failed"))
+    assert made["output"] == ["made.txt", "made.json"], changed("Job.output")
+    assert made["params"] == {"fixed": 3, "computed": "computed"}, changed("Job.params")
+    assert joined["input"] == {"unpacked": "made.txt", "named": "made.txt"}, changed("Job.input")
+    assert failed["log"] == ["failed_1.log"], changed("Job.log")
+    assert failed["wildcards"] == {"n": "1"}, changed("Job.wildcards")
 
 
 def test_a_group_job_still_holds_its_jobs():
