@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-import snakemake
+# Snakemake's modules import each other in a circle that the order of its API module's imports
+# resolves: on 9.0, importing snakemake.parser first fails (it imports snakemake.workflow, which
+# imports it back).
+import snakemake.api
 from snakemake.exceptions import IncompleteCheckpointException, InputOpenException
 from snakemake.io import AnnotatedString, IOFile, is_callable
 from snakemake.parser import parse
@@ -183,14 +186,6 @@ class WorkflowRule:
 # The parser.
 
 
-def _open(source):
-    return open(source.get_path_or_uri(secret_free=True), encoding="utf-8")
-
-
-# All that snakemake.parser asks of a workflow: its source cache, to open a Snakefile.
-_PARSING = SimpleNamespace(sourcecache=SimpleNamespace(open=_open))
-
-
 @dataclass(frozen=True)
 class Directive:
     """A directive's arguments as written: a positional string as its text, anything else as
@@ -270,7 +265,9 @@ def _parsed_rule(function: ast.FunctionDef) -> ParsedRule | None:
 def parse_snakefile(snakefile: Path) -> ParsedSnakefile:
     """``snakefile`` as Snakemake's own parser reads it, without a config and without evaluating
     anything."""
-    code, _ = parse(LocalSourceFile(str(snakefile)), _PARSING, {})
+    # All that the parser asks of a workflow: its source cache, to open the Snakefile.
+    opening = SimpleNamespace(open=lambda source: open(snakefile, encoding="utf-8"))
+    code, _ = parse(LocalSourceFile(str(snakefile)), SimpleNamespace(sourcecache=opening), {})
     tree = ast.parse(code, filename=str(snakefile))
     includes = [
         call.args[0].value
