@@ -24,12 +24,20 @@ from irflow.workflow.interrupted import claim_when_planning, clear_after_dead_ru
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 from irflow.workflow.rule_directives import analysis_rule_files
 from irflow.workflow.run_end import after_failure, after_success
+from irflow.workflow.snakemake_internals import (
+    given_config_files,
+    is_dry_run,
+    is_main_process,
+    main_snakefile,
+    read_config_files,
+    rules_of,
+)
 from irflow.workflow.stamps import STAMP_INPUT, settings_stamp
 
 min_version("9.0")
 
 # A killed run's stale lock and its jobs' temporary files go before Snakemake locks this run.
-if workflow.is_main_process:
+if is_main_process(workflow):
     for message in clear_after_dead_runs(Path(".snakemake"), Path("results")):
         print(message, file=sys.stderr)
 
@@ -38,7 +46,7 @@ report: "report/workflow.rst"
 
 
 # --configfile replaces the default experiment rather than merging into it.
-if not workflow.overwrite_configfiles:
+if not given_config_files(workflow):
 
     configfile: "config/config.yaml"
 
@@ -52,17 +60,17 @@ with errors_end_on_the_message():
     config.clear()
     config.update(_validated)
     # results/ holds one experiment: a run of other config files is refused before any job starts.
-    EXPERIMENT = experiment(config, workflow.configfiles)
+    EXPERIMENT = experiment(config, read_config_files(workflow))
     check_experiment(EXPERIMENT)
     # Offline, a dataset or model that is not at hand is named now rather than when its job fails.
-    if workflow.is_main_process and (
+    if is_main_process(workflow) and (
         _missing := offline_dataset_problems(config) + offline_model_problems(config)
     ):
         raise ConfigError("\n".join(_missing))
 # What a damaged file's error tells the user to run (kept from the run that submitted a job).
 os.environ.setdefault(
     COMMAND_VARIABLE,
-    snakemake_command(workflow.overwrite_configfiles, workflow.main_snakefile),
+    snakemake_command(given_config_files(workflow), main_snakefile(workflow)),
 )
 
 
@@ -82,6 +90,7 @@ include: "rules/generate.smk"
 include: "rules/expand.smk"
 include: "rules/derive.smk"
 include: "rules/ingest.smk"
+include: "rules/curate.smk"
 include: "rules/filter.smk"
 include: "rules/negatives.smk"
 include: "rules/passages.smk"
@@ -93,12 +102,16 @@ include: "rules/fuse.smk"
 include: "rules/external_run.smk"
 include: "rules/rerank.smk"
 include: "rules/qc.smk"
+include: "rules/quality_control.smk"
+include: "rules/label_audit.smk"
 include: "rules/score.smk"
 include: "rules/cost.smk"
 include: "rules/aggregate.smk"
 include: "rules/significance.smk"
+include: "rules/unigrams.smk"
 include: "rules/correlate.smk"
-include: "rules/report.smk"
+include: "rules/plots.smk"
+include: "rules/database.smk"
 include: "rules/verify.smk"
 
 
@@ -129,11 +142,14 @@ rule all:
 # that a changed setting reruns the job even without Snakemake's records in .snakemake/
 # (irflow.workflow.stamps). An input function that raises ends the run, naming it: Snakemake
 # would drop the job, and everything after it, from the run (irflow.workflow.guard).
+# What this reads and changes of Snakemake's rules is in irflow.workflow.snakemake_internals.
 # As the run starts to plan, a run while another runs here is refused, naming it.
 _claim_this_folder = claim_when_planning(workflow)
-for _rule in workflow.rules:
+for _rule in rules_of(workflow):
     if _rule.params:
-        _rule.set_input(**{STAMP_INPUT: settings_stamp(_rule, lambda: workflow.dryrun)})
+        _rule.add_input_function(
+            STAMP_INPUT, settings_stamp(_rule, lambda: is_dry_run(workflow))
+        )
     guard_input_functions(_rule, before=_claim_this_folder)
 
 

@@ -1,21 +1,6 @@
 # correlate: how far orderings of systems agree between datasets, metrics, benchmarks and a
 # reference leaderboard, and per length bucket of the position analysis (PosIR); AIR-Bench's
-# bootstrap; corpus similarity (weighted Jaccard).
-
-
-rule unigrams:
-    input:
-        corpus="results/datasets/{dataset}/filtered/corpus.parquet",
-    output:
-        "results/datasets/{dataset}/unigrams.parquet",
-    log:
-        "results/logs/unigrams/{dataset}.log",
-    conda:
-        "../envs/data.yaml"
-    params:
-        words=config["correlation"]["similarity_words"],
-    script:
-        "../scripts/unigrams.py"
+# bootstrap; corpus similarity (weighted Jaccard) of the datasets' unigrams (rules/unigrams.smk).
 
 
 rule correlate:

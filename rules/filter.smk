@@ -2,36 +2,8 @@
 # failing the quality filters and near-duplicates (judged ones are flagged, not dropped, by
 # default); keep the queries that have judgements in the split. A document-expanded copy
 # (expand) keeps exactly its base's filtered documents, so both rank the same corpus.
-# curate: a curated dataset starts from its base dataset's tables and is filtered with its own
-# filter block. filter_summary: what every filter removed and flagged, for the report.
-
-
-# Its datasets are its kind's (irflow.workflow.kinds.curate).
-CURATE = plan.kinds["curate"]
-
-
-rule curate:
-    input:
-        source=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/source.json",
-        corpus=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/corpus.parquet",
-        queries=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/queries.parquet",
-        qrels=lambda wc: f"results/datasets/{CURATE.base(wc.dataset)}/qrels.parquet",
-    output:
-        source="results/datasets/{dataset}/source.json",
-        corpus="results/datasets/{dataset}/corpus.parquet",
-        queries="results/datasets/{dataset}/queries.parquet",
-        qrels="results/datasets/{dataset}/qrels.parquet",
-        manifest="results/manifests/curate/{dataset}.json",
-    log:
-        "results/logs/curate/{dataset}.log",
-    wildcard_constraints:
-        dataset=one_of(CURATE.datasets),
-    conda:
-        "../envs/data.yaml"
-    params:
-        base=lambda wc: CURATE.base(wc.dataset),
-    script:
-        "../scripts/curate.py"
+# A curated dataset's tables (rules/curate.smk) are filtered with its own filter block.
+# filter_summary: what every filter removed and flagged, for the report.
 
 
 rule filter:

@@ -93,3 +93,33 @@ rule retrieve_python:
         settings=plan.retrieval_settings,
     script:
         "../scripts/retrieve.py"
+
+
+# Learned sparse and late-interaction retrievers search, exactly, the vectors that their
+# encode_vectors jobs wrote (rules/vectors.smk; irflow.retrieval.sparse,
+# irflow.retrieval.late_interaction).
+rule retrieve_sparse:
+    input:
+        unpack(plan.vector_search_inputs),
+    output:
+        run="results/runs/{dataset}/{system}.parquet",
+        trec="results/runs/{dataset}/{system}.trec",
+        manifest="results/manifests/retrieve/{dataset}/{system}.json",
+    log:
+        "results/logs/retrieve/{dataset}/{system}.log",
+    wildcard_constraints:
+        system=one_of(plan.searched_by["retrieve_sparse"]),
+    conda:
+        "../envs/models.yaml"
+    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
+    resources:
+        mem_mb=plan.search_mb,
+    params:
+        settings=plan.retrieval_settings,
+    script:
+        "../scripts/retrieve.py"
+
+
+use rule retrieve_sparse as retrieve_late_interaction with:
+    wildcard_constraints:
+        system=one_of(plan.searched_by["retrieve_late_interaction"]),

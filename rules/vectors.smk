@@ -1,8 +1,9 @@
 # vectors: learned sparse vectors (results/sparse) and ColBERT token vectors (results/tokens) of
-# documents and queries, per model, and the exact first-stage runs searched over them
-# (irflow.encoding.encode_parts, irflow.retrieval.sparse, irflow.retrieval.late_interaction). Encoding is resumable and
-# sharded as rules/embed.smk embeds: one job per (dataset, model) for documents and queries, or,
-# with embed_shards > 1, shard jobs joined by encode_vectors_gather and the queries on their own.
+# documents and queries, per model (irflow.encoding.encode_parts), which retrieve_sparse and
+# retrieve_late_interaction search (rules/retrieve.smk). Encoding is resumable and sharded as
+# rules/embed.smk embeds: one job per (dataset, model) for documents and queries, or, with
+# embed_shards > 1, shard jobs joined by encode_vectors_gather (with embed's gather script) and
+# the queries on their own.
 
 
 rule encode_vectors:
@@ -92,30 +93,3 @@ rule encode_vectors_gather:
         mem_mb=lambda wc, attempt: memory.gather_mb(attempt),
     script:
         "../scripts/embed_gather.py"
-
-
-rule retrieve_sparse:
-    input:
-        unpack(plan.vector_search_inputs),
-    output:
-        run="results/runs/{dataset}/{system}.parquet",
-        trec="results/runs/{dataset}/{system}.trec",
-        manifest="results/manifests/retrieve/{dataset}/{system}.json",
-    log:
-        "results/logs/retrieve/{dataset}/{system}.log",
-    wildcard_constraints:
-        system=one_of(plan.searched_by["retrieve_sparse"]),
-    conda:
-        "../envs/models.yaml"
-    threads: 8  # capped by --cores, and on SLURM by the profile's max-threads
-    resources:
-        mem_mb=plan.search_mb,
-    params:
-        settings=plan.retrieval_settings,
-    script:
-        "../scripts/retrieve.py"
-
-
-use rule retrieve_sparse as retrieve_late_interaction with:
-    wildcard_constraints:
-        system=one_of(plan.searched_by["retrieve_late_interaction"]),

@@ -14,13 +14,9 @@ from __future__ import annotations
 import functools
 import traceback
 
-from snakemake.exceptions import IncompleteCheckpointException, InputOpenException
-from snakemake.io import AnnotatedString, IOFile, is_callable
-
 from irflow.core.errors import UserError
+from irflow.workflow.snakemake_internals import SIGNALS, WorkflowRule
 
-# Snakemake's own signals, raised through input functions on purpose.
-SNAKEMAKE_SIGNALS = (IncompleteCheckpointException, InputOpenException)
 ADVICE = (
     "The run stops here rather than leave this job and everything after it out of the run. "
     "Fix what the message names and run the same command again."
@@ -50,7 +46,7 @@ def guarded(rule_name: str, function, before=lambda: None):
         before()
         try:
             return function(wildcards, *args, **kwargs)
-        except SNAKEMAKE_SIGNALS:
+        except SIGNALS:  # Snakemake's own, raised through input functions on purpose
             raise
         except Exception as error:
             raise SystemExit(failure_message(rule_name, function, wildcards, error)) from error
@@ -58,20 +54,7 @@ def guarded(rule_name: str, function, before=lambda: None):
     return call
 
 
-def guard_input_functions(rule, before=lambda: None) -> None:
+def guard_input_functions(rule: WorkflowRule, before=lambda: None) -> None:
     """Every input function of ``rule`` guarded (``guarded``, calling ``before`` first), its
-    flags (``unpack``) and name kept: Snakemake reads a named input from the attribute of its
-    name, the others by position."""
-    names = {id(value): name for name, value in rule.input.items()}
-    for position, item in enumerate(rule.input):
-        if not is_callable(item):
-            continue
-        if callable(item):
-            replacement = guarded(rule.name, item, before)
-        else:  # a flagged function (unpack(...)): Snakemake keeps it, and its flags, in a string
-            replacement = AnnotatedString(guarded(rule.name, item._file.callable, before))
-            replacement.flags = dict(item.flags)
-            replacement = IOFile(replacement, rule=rule)
-        rule.input[position] = replacement
-        if id(item) in names:
-            setattr(rule.input, names[id(item)], replacement)
+    flags (``unpack``) and name kept."""
+    rule.replace_input_functions(lambda function: guarded(rule.name, function, before))

@@ -35,6 +35,7 @@ from pathlib import Path
 from irflow.core.atomic import remove_dead_temporaries
 from irflow.core.errors import UserError
 from irflow.core.processes import HOST, OWNER_FIELDS, PROC, Owner, ancestors, start_ticks
+from irflow.workflow import snakemake_internals
 
 LOCK_FILE = re.compile(r"\d+\.(input|output)\.lock")
 RUN_RECORD = re.compile(OWNER_FIELDS)
@@ -65,9 +66,9 @@ def claim_when_planning(workflow) -> Callable[[], None]:
 
     @functools.cache
     def claim() -> None:
-        if workflow.is_main_process:
+        if snakemake_internals.is_main_process(workflow):
             try:
-                claim_folder(Path(".snakemake"), workflow.dryrun)
+                claim_folder(Path(".snakemake"), snakemake_internals.is_dry_run(workflow))
             except UserError as error:
                 raise SystemExit(f"{type(error).__name__}: {error}") from None
 

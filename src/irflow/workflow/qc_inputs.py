@@ -1,7 +1,7 @@
-"""The input functions of rules/qc.smk's label audit (irflow.derived.qc), and the texts a voting
-reranker reads. ``Plan`` (irflow.workflow.run_inputs) takes them from ``LabelAuditInputs``, with
-the runs' own ``reranker_embeddings``; quality control of generated datasets is a derived
-dataset's kind (irflow.workflow.kinds.quality_control)."""
+"""The input functions of the label audit (rules/qc.smk and label_audit.smk;
+irflow.derived.qc), and the texts a voting reranker reads. ``Plan`` (irflow.workflow.run_inputs)
+takes them from ``LabelAuditInputs``, with the runs' own ``reranker_embeddings``; quality control
+of generated datasets is a derived dataset's kind (irflow.workflow.kinds.quality_control)."""
 
 
 def candidate_texts(dataset):

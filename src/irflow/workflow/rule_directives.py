@@ -1,7 +1,7 @@
 """The directives each rule of the workflow declares, read without running the workflow.
 
-Snakemake's own parser (``snakemake.parser.parse``) translates each Snakefile into the Python
-that Snakemake executes, where every directive of a rule is a decorator of the rule's function::
+Snakemake's own parser translates each Snakefile into the Python that Snakemake executes, where
+every directive of a rule is a decorator of the rule's function::
 
     @workflow.rule(name='embed', ...)
     @workflow.conda("../envs/models.yaml")
@@ -9,25 +9,21 @@ that Snakemake executes, where every directive of a rule is a decorator of the r
     @workflow.script("../scripts/embed.py")
 
 and ``use rule embed as embed_shard with: ...`` is ``@workflow.userule(rules=['embed'],
-name_modifier='embed_shard')`` with the directives it changes. Reading those decorators from the
-syntax tree gives each rule's declarations as written, without a configuration and without
-evaluating anything: what the SLURM profile (irflow.workflow.slurm_profile) needs to know which
-rules ask for a GPU, and what tests/test_envs.py needs to know which environment each script
-runs in.
+name_modifier='embed_shard')`` with the directives it changes
+(irflow.workflow.snakemake_internals.parse_snakefile reads them). Those decorators give each
+rule's declarations as written, without a configuration and without evaluating anything: what
+the SLURM profile (irflow.workflow.slurm_profile) needs to know which rules ask for a GPU, and
+what tests/test_envs.py needs to know which environment each script runs in.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
-
-from snakemake.parser import parse
-from snakemake.sourcecache import LocalSourceFile
 
 from irflow.core.errors import InputError
+from irflow.workflow.snakemake_internals import ParsedRule, ParsedSnakefile, parse_snakefile
 
 # The checkout's Snakefile: irflow is installed from its checkout (`pip install -e .`).
 SNAKEFILE = Path(__file__).resolve().parents[3] / "Snakefile"
@@ -54,71 +50,32 @@ class Rule:
         return (self.snakefile.parent / relative).resolve()
 
 
-def _open(source):
-    return open(source.get_path_or_uri(secret_free=True), encoding="utf-8")
-
-
 def analysis_rule_files(workflow_folder: Path) -> list[Path]:
     """Every analysis's rules, ``rules/analyses/<name>.smk``, in name order: the Snakefile
     includes each, so that a new analysis changes no file of the workflow but its own."""
     return sorted((Path(workflow_folder) / "rules" / "analyses").glob("*.smk"))
 
 
-# All that snakemake.parser asks of a workflow: its source cache, to open a Snakefile.
-_WORKFLOW = SimpleNamespace(sourcecache=SimpleNamespace(open=_open))
+def _declared(rule: ParsedRule) -> dict:
+    """The directives of a rule that Rule records."""
+    declared = {}
+    directives = rule.directives
+    if "resources" in directives:
+        declared["resources"] = dict(directives["resources"].keywords)
+    for name in ("conda", "script"):
+        if name in directives:
+            declared[name] = next(iter(directives[name].args), None)
+    return declared
 
 
-def _compiled(snakefile: Path) -> ast.Module:
-    """The Python that Snakemake makes of one Snakefile, as a syntax tree."""
+def _parsed(snakefile: Path) -> ParsedSnakefile:
     if not snakefile.is_file():
         raise InputError(
             snakefile,
             "no such Snakefile, whose rules the SLURM profile reads: install irflow from the "
             "checkout that holds the workflow (pip install -e .)",
         )
-    code, _ = parse(LocalSourceFile(str(snakefile)), _WORKFLOW, {})
-    return ast.parse(code, filename=str(snakefile))
-
-
-def _directive(node: ast.expr) -> ast.Call | None:
-    """`workflow.<directive>(...)`, else None."""
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "workflow"
-    ):
-        return node
-    return None
-
-
-def _keyword(call: ast.Call, name: str):
-    return next((ast.literal_eval(k.value) for k in call.keywords if k.arg == name), None)
-
-
-def _first_argument(call: ast.Call) -> str | None:
-    """A directive's value: a string as written, else the expression's source."""
-    if not call.args:
-        return None
-    value = call.args[0]
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return value.value
-    return ast.unparse(value)
-
-
-def _is_text(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _declared(decorators: list[ast.Call]) -> dict:
-    """The directives among a rule function's decorators that Rule records."""
-    declared = {}
-    for call in decorators:
-        if call.func.attr == "resources":
-            declared["resources"] = {k.arg: ast.unparse(k.value) for k in call.keywords}
-        elif call.func.attr in ("conda", "script"):
-            declared[call.func.attr] = _first_argument(call)
-    return declared
+    return parse_snakefile(snakefile)
 
 
 @functools.cache
@@ -136,23 +93,16 @@ def workflow_rules(snakefile: Path = SNAKEFILE) -> dict[str, Rule]:
         if path in seen:
             continue
         seen.add(path)
-        tree = _compiled(path)
-        for node in ast.walk(tree):
-            include = _directive(node) if isinstance(node, ast.expr) else None
-            # A computed include is an analysis's rules, pending already.
-            if include and include.func.attr == "include" and _is_text(include.args[0]):
-                pending.append((path.parent / include.args[0].value).resolve())
-        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-            decorators = [d for d in map(_directive, function.decorator_list) if d is not None]
-            kinds = {d.func.attr: d for d in decorators}
-            if "rule" in kinds:
-                name = _keyword(kinds["rule"], "name")
-                rules[name] = Rule(name, path, **_declared(decorators))
-            elif "userule" in kinds and _keyword(kinds["userule"], "from_module") is None:
-                modifier = _keyword(kinds["userule"], "name_modifier")
-                for base in _keyword(kinds["userule"], "rules"):
-                    name = (modifier or base).replace("*", base)
-                    uses.append((base, name, _declared(decorators)))
+        parsed = _parsed(path)
+        # A computed include is an analysis's rules, pending already.
+        pending += [(path.parent / include).resolve() for include in parsed.includes]
+        for rule in parsed.rules:
+            if not rule.is_use:
+                rules[rule.name] = Rule(rule.name, path, **_declared(rule))
+                continue
+            for base in rule.uses:
+                name = (rule.use_name or base).replace("*", base)
+                uses.append((base, name, _declared(rule)))
     while uses:
         ready = [use for use in uses if use[0] in rules]
         if not ready:

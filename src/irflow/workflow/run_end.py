@@ -27,6 +27,13 @@ import sys
 from pathlib import Path
 
 from irflow.workflow.experiment import shown_path, snakemake_command, write_record
+from irflow.workflow.snakemake_internals import (
+    FinishedJob,
+    FinishedRun,
+    given_config_files,
+    main_snakefile,
+    workflow_config,
+)
 
 PARTIAL = Path("results/partial")
 REPORT = Path("results/report.html")
@@ -59,29 +66,29 @@ def log_error(path: Path) -> str | None:
     return message[:MESSAGE_CHARACTERS]
 
 
-def failure_reason(job, snakefile: str) -> str:
+def failure_reason(job: FinishedJob, snakefile: str) -> str:
     """Why a job's results are missing, as a table's note says it: the rule that failed, the
     error its log ends with, and the log."""
     logs = [shown_path(Path(log), snakefile) for log in job.log]
     message = next(filter(None, map(log_error, job.log)), None)
-    reason = f"{job.rule.name} failed" + (f": {message}" if message else "")
+    reason = f"{job.rule} failed" + (f": {message}" if message else "")
     return reason + (f" (log: {', '.join(map(str, logs))})" if logs else "")
 
 
-def failed_upstream(dag, job, failed: set) -> list:
+def failed_upstream(run: FinishedRun, job: FinishedJob) -> list[FinishedJob]:
     """The failed jobs among ``job`` and the jobs it depends on, directly or not (not past a
     failed one), by rule and wildcards."""
     found, seen, todo = [], {job}, [job]
     while todo:
         current = todo.pop()
-        if current in failed:
+        if current in run.failed:
             found.append(current)
             continue
-        for dependency in dag.dependencies[current]:
+        for dependency in run.dependencies(current):
             if dependency not in seen:
                 seen.add(dependency)
                 todo.append(dependency)
-    return sorted(found, key=lambda each: (each.rule.name, str(each.wildcards)))
+    return sorted(found, key=lambda each: (each.rule, str(each.wildcards)))
 
 
 NOT_RUN = (
@@ -95,29 +102,23 @@ class RunState:
     this run, or needed not), and why the others are not."""
 
     def __init__(self, workflow):
-        self.dag = workflow.dag
-        self.snakefile = workflow.main_snakefile
-        # A group job (cluster execution) fails as a whole: each of its jobs counts as failed.
-        self.failed = {
-            member
-            for job in workflow.scheduler.failed
-            for member in (job.jobs if job.is_group() else [job])
-        }
-        self.maker = {str(path): job for job in self.dag.jobs for path in job.output}
+        self.run = FinishedRun(workflow)
+        self.snakefile = main_snakefile(workflow)
+        self.maker = {str(path): job for job in self.run.jobs for path in job.output}
 
-    def job(self, rule: str):
+    def job(self, rule: str) -> FinishedJob | None:
         """The DAG's job of ``rule`` (the aggregate's or the database's), or None."""
-        return next((job for job in self.dag.jobs if job.rule.name == rule), None)
+        return next((job for job in self.run.jobs if job.rule == rule), None)
 
     def up_to_date(self, path) -> bool:
         """Whether ``path`` exists and is current: its job ran in this run or needed not."""
         job = self.maker.get(str(path))
-        return Path(path).exists() and (job is None or self.dag.noneedrun_finished(job))
+        return Path(path).exists() and (job is None or self.run.up_to_date(job))
 
     def why_missing(self, path) -> str:
         """Why ``path`` is not up to date: the failed jobs it waits on, or that none ran."""
         job = self.maker.get(str(path))
-        failed = failed_upstream(self.dag, job, self.failed) if job is not None else []
+        failed = failed_upstream(self.run, job) if job is not None else []
         reasons = [failure_reason(each, self.snakefile) for each in failed]
         return "; ".join(reasons) or NOT_RUN
 
@@ -163,7 +164,7 @@ def after_success(workflow) -> None:
     where = [str(shown_path(Path(path), state.snakefile)) for path in where]
     report = shown_path(REPORT, state.snakefile)
     command = snakemake_command(
-        workflow.overwrite_configfiles, state.snakefile, ("--report", str(report))
+        given_config_files(workflow), state.snakefile, ("--report", str(report))
     )
     lines = [f"irflow: the results are in {', '.join(where[:-1])} and {where[-1]}.", ""]
     lines += main_table(summary, aggregate)
@@ -199,7 +200,7 @@ def after_failure(workflow) -> None:
         return
     shown = shown_path(PARTIAL, state.snakefile)
     made = [name for name in PARTIAL_FILES if (PARTIAL / name).exists()]
-    rerun = snakemake_command(workflow.overwrite_configfiles, state.snakefile)
+    rerun = snakemake_command(given_config_files(workflow), state.snakefile)
     lines = [
         f"irflow: partial results of the {len(finished)} of {len(scores)} (dataset, system) "
         f"pairs that finished, in {shown}/ ({', '.join(made)}):",
@@ -245,6 +246,6 @@ def write_partial(workflow, state: RunState, aggregate, finished: dict, missing:
         views |= {"summary": [files.summary], "published": [files.published]}
         views["missing"] = [PARTIAL / "missing.parquet"]
         record = PARTIAL / "experiment.json"
-        write_record(database.params.experiment, workflow.config, record)
+        write_record(database.params.experiment, workflow_config(workflow), record)
         build_database(PARTIAL / "irflow.duckdb", views, database.params.experiment, record=record)
     return summary

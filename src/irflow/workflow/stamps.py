@@ -25,10 +25,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from irflow.core import atomic
 from irflow.core.errors import UserError
 from irflow.data.download import dataset_files, dataset_fingerprint
+
+if TYPE_CHECKING:  # jobs import this module (scripts/_common.py): not Snakemake's internals
+    from irflow.workflow.snakemake_internals import WorkflowRule
 
 STAMP_INPUT = "settings"
 STAMPS = Path("results/settings")
@@ -115,22 +119,21 @@ def make_again(outputs: list[Path]) -> None:
                     raise UnwritableRecordError(dated, error) from error
 
 
-def settings_stamp(rule, dry_run):
+def settings_stamp(rule: WorkflowRule, dry_run):
     """An input function of ``rule`` that names no file: it writes the job's stamp and, when
     the job's outputs are of other settings, dates them 1970. (A stamp among the inputs would
     change every job's input files, and Snakemake would rerun the whole graph once.) It does
     nothing while ``dry_run()``: a dry run of a changed config changes no file, so a later
     run of the config as it was reruns nothing."""
-    manifest = dict(rule.output.items()).get("manifest")
 
     def stamp(wildcards) -> list:
         if dry_run():
             return []
         path = stamp_path(rule.name, wildcards)
-        produced = Path(manifest.apply_wildcards(wildcards)) if manifest else None
+        outputs, named = rule.outputs(wildcards)
         text = settings_text(job_settings(rule.params, wildcards))
-        if update_stamp(path, text, produced):
-            make_again([Path(output.apply_wildcards(wildcards)) for output in rule.output])
+        if update_stamp(path, text, named.get("manifest")):
+            make_again(outputs)
         return []
 
     return stamp

@@ -1,6 +1,5 @@
-# report: the figures and tables of `snakemake --report`, also kept under results/plots/ as PNG
-# and SVG; and the DuckDB database with views over every Parquet output, beside the record of
-# the config files the results are of (irflow.workflow.experiment).
+# plots: the figures and tables of `snakemake --report`, also kept under results/plots/ as PNG
+# and SVG (irflow.analyses.plots).
 
 
 rule plots:
@@ -78,20 +77,3 @@ rule plots:
         significance=config["significance"],
     script:
         "../scripts/plots.py"
-
-
-rule database:
-    input:
-        unpack(plan.database_inputs),
-    output:
-        database="results/irflow.duckdb",
-        experiment=str(EXPERIMENT_RECORD),
-    log:
-        "results/logs/database.log",
-    conda:
-        "../envs/data.yaml"
-    params:
-        # Changes with the config, so the record always names the one the results are of.
-        experiment=EXPERIMENT,
-    script:
-        "../scripts/database.py"
