@@ -71,7 +71,7 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
             # 512 tokens by a word at most, 8 of them.
             "saliency": {
                 "models": ["minilm"],
-                "dataset": "pos@L512@p0.5",
+                "datasets": ["pos@L512@p0.5"],
                 "min_tokens": 500,
                 "queries": 8,
             },
@@ -153,7 +153,16 @@ def test_each_bucket_is_correlated_with_the_base_dataset(position_run):
 
 def test_saliency_stops_where_the_window_ends(position_run):
     workdir, _ = position_run
-    profile = pd.read_parquet(workdir / "results" / "saliency" / "minilm.parquet")
+    table = pd.read_parquet(workdir / "results" / "saliency" / "minilm.parquet")
+    # One dataset: its curve, and the pooled curve (dataset "all") of the same pairs.
+    curves = dict(list(table.groupby("dataset")))
+    assert set(curves) == {"pos@L512@p0.5", "all"}
+    profile = curves["all"]
+    columns = ["point", "saliency", "pairs"]
+    pd.testing.assert_frame_equal(
+        profile[columns].reset_index(drop=True),
+        curves["pos@L512@p0.5"][columns].reset_index(drop=True),
+    )
     assert len(profile) == 100 and set(profile["pairs"]) == {8}
     # Every 512-token haystack is longer than MiniLM's 256-token window: about half its
     # tokens are never read, so they get no gradient.
@@ -163,6 +172,7 @@ def test_saliency_stops_where_the_window_ends(position_run):
     unread = profile[profile["position"] >= 0.6]["saliency"]
     assert (read > 0).all() and (unread == 0).all()
     assert (workdir / "results" / "plots" / "saliency.png").stat().st_size > 10_000
+    assert "all (pairs pooled)" in (workdir / "results/report/saliency_table.html").read_text()
 
 
 def test_a_new_position_runs_only_its_own_variant(position_run):
