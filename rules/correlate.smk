@@ -28,6 +28,12 @@ rule correlate:
         ),
         reference=plan.correlation_reference,
         psi=["results/psi.parquet"] if plan.position_datasets else [],
+        # The published scores each length bucket's ranking is also compared with.
+        published=(
+            [workflow.source_path("../config/reference/published.yaml")]
+            if plan.position_datasets and config["position_analysis"]["published"]
+            else []
+        ),
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
@@ -42,5 +48,7 @@ rule correlate:
         datasets=plan.correlated_datasets,
         # Each length bucket's ranking against the dataset a positionalize block was built from.
         buckets={spec["block"]: [spec["dataset"]] for spec in plan.variants.values()},
+        published_datasets=config["position_analysis"]["published"],
+        identities=plan.published_identities,
     script:
         "../scripts/correlate.py"
