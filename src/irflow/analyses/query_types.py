@@ -91,10 +91,13 @@ def by_query_type(
     present = set(zip(*(table[column] for column in [*keys, "query_type"])))
     unplaced = [key for key in means.index if key not in present]
     if unplaced:
-        table = pd.concat([table, _unplaced_rows(unplaced, means)], ignore_index=True)
+        placed = [table] if len(table) else []
+        table = pd.concat([*placed, _unplaced_rows(unplaced, means)], ignore_index=True)
     table = table.merge(pd.concat([scored, share], axis=1).reset_index(), on=[*keys, "query_type"])
     order = table["query_type"].map({name: at for at, name in enumerate(QUERY_TYPES)})
-    table = table.assign(_order=order).sort_values([*keys, "_order", "bucket"], kind="stable")
+    table = table.assign(_order=order).sort_values(
+        ["dataset", "metric", "_order", "system", "bucket"], kind="stable"
+    )
     columns = [*TYPE_COLUMNS, *(c for c in PSI_COLUMNS if c not in keys)]
     return table[columns].astype({"trend": "string", "reason": "string"}).reset_index(drop=True)
 
