@@ -510,3 +510,44 @@ def test_each_length_bucket_is_ranked_against_a_published_ranking():
     assert rows.loc["pos Q2", "spearman"] == pytest.approx(-1.0)
     with pytest.raises(ConfigError, match=r"'position_analysis.published.1': no published"):
         published_ranking(entries, identities, ["arguana", "no-such-set"], "ndcg_cut_10")
+
+
+def test_the_correlate_job_ranks_each_bucket_against_the_published_ranking(tmp_path, monkeypatch):
+    """The correlate job (the rule's script) reads config/reference/published.yaml and the
+    systems' identities, and writes each bucket's correlation with the published ranking beside
+    the one with its base dataset."""
+    monkeypatch.chdir(tmp_path)
+    systems = {
+        "bm25": BM25_DEFAULTS,
+        "minilm": {"family": "dense", "model": "sentence-transformers/all-MiniLM-L6-v2"},
+        "bge": {"family": "dense", "model": "BAAI/bge-small-en-v1.5"},
+        "e5": {"family": "dense", "model": "intfloat/e5-small-v2"},
+    }
+    # The base dataset orders them bge < e5 < minilm < bm25; the bucket as published does.
+    base = {"bge": 0.1, "e5": 0.2, "minilm": 0.3, "bm25": 0.4}
+    bucket = {"bm25": 0.1, "e5": 0.2, "minilm": 0.3, "bge": 0.4}
+    summary = pd.DataFrame(
+        {"dataset": "sub", "system": list(base), "metric": "ndcg_cut_10", "queries": 10}
+    ).assign(value=list(base.values()))
+    summary.to_parquet("summary.parquet")
+    summary.assign(query_id="q1").to_parquet("per_query.parquet")
+    pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
+    psi = pd.DataFrame(
+        {"dataset": "pos", "bucket": "Q1", "system": list(bucket), "metric": "ndcg_cut_10"}
+    ).assign(mean_ndcg=list(bucket.values()))
+    psi.to_parquet("psi.parquet")
+    settings = {"metric": "ndcg_cut_10", "benchmarks": {}, "bootstrap": None, "reference": None}
+    inputs = {"summary": "summary.parquet", "per_query": "per_query.parquet"}
+    inputs |= {"unigrams": ["unigrams.parquet"], "reference": [], "psi": ["psi.parquet"]}
+    inputs |= {"published": [str(REPO / "config" / "reference" / "published.yaml")]}
+    outputs = {"correlations": "correlations.parquet", "bootstrap": "bootstrap.parquet"}
+    params = {"settings": settings, "datasets": ["sub"], "buckets": {"pos": ["sub"]}}
+    params |= {"published_datasets": ["arguana", "scidocs"], "identities": systems}
+    job = {"input": inputs, "output": outputs | {"similarity": "similarity.parquet"}}
+    run_scripts({"correlate": job | {"params": params}})
+    rows = pd.read_parquet("correlations.parquet")
+    rows = rows[rows["kind"] == "buckets"].set_index("right")
+    assert rows.index.tolist() == ["sub", "published (arguana, scidocs)"]
+    assert rows["systems"].tolist() == [4, 4]
+    assert rows.loc["sub", "spearman"] == pytest.approx(-0.8)  # bge and bm25 swap places
+    assert rows.loc["published (arguana, scidocs)", "spearman"] == pytest.approx(1.0)
