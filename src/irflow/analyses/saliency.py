@@ -378,9 +378,7 @@ def saliency_figure(table: pd.DataFrame):
             linewidth=0,
         )
         datasets = model[model["dataset"] != POOLED].groupby("dataset", sort=True)
-        for dataset, curve in datasets:
-            if not several:
-                break
+        for dataset, curve in datasets if several else []:
             axis.plot(
                 curve["position"],
                 curve["saliency"],
