@@ -490,7 +490,7 @@ def test_each_length_bucket_is_ranked_against_a_published_ranking():
         "minilm": (0.50167 + 0.21641) / 2,
     }
     pd.testing.assert_series_equal(
-        published, pd.Series(expected, name=published.name), check_index_type=False, rtol=1e-9
+        published, pd.Series(expected, name=published.name).rename_axis("system"), rtol=1e-9
     )
     # The published order: bm25 < e5 < minilm < bge. Q1 agrees, Q2 reverses it.
     order = {"bm25": 1, "e5": 2, "minilm": 3, "bge": 4, "fused": 0}

@@ -98,5 +98,5 @@ def test_each_type_gets_its_share_mean_score_and_psi():
     assert overall.loc["claim", "reason"] == "no query of this type has a placed span"
     assert overall.loc["others", "reason"] == "usable bins: 1; PSI and the trend need 2"
     html = query_types_table(table)
-    assert html.count("<tr>") == 5  # the header and each type's pooled row
+    assert html.count("</tr>") == 5  # the header and each type's pooled row
     assert "no query of this type has a placed span" in html
