@@ -391,13 +391,18 @@ def test_figure_draws_one_line_per_model(tiny_model):
     np.testing.assert_allclose(axis.get_lines()[0].get_xdata(), [0, 0.25, 0.5, 0.75, 1])
 
 
-def test_minilm_profile_is_finite(minilm_path):
-    encoder = Encoder.load(minilm_spec(minilm_path))
+@pytest.fixture(scope="module")
+def minilm(minilm_path):
+    """all-MiniLM-L6-v2 as irflow loads it, once for the tests that profile it."""
+    return Encoder.load(minilm_spec(minilm_path)).model
+
+
+def test_minilm_profile_is_finite(minilm):
     pairs = [
         (query, contracts.document_text(doc["title"], doc["text"]))
         for query, doc in zip(["why do cats purr", "what is the sun"], TINY_CORPUS[::2])
     ]
-    table = one_dataset(saliency_profile(encoder.model, {"d": pairs}, "minilm", bins=100))
+    table = one_dataset(saliency_profile(minilm, {"d": pairs}, "minilm", bins=100))
     assert len(table) == 100
     assert np.isfinite(table["saliency"]).all() and table["saliency"].max() <= 1
     assert table["saliency"].min() > 0  # short documents: every bin holds a read token
@@ -410,8 +415,8 @@ def real_pairs(folder, count: int, seed: int = 0) -> list[tuple[str, str]]:
     import gzip
     import json
 
-    qrels = pd.read_csv(folder / "qrels" / "test.tsv", sep="\t", dtype={"score": int})
-    qrels = qrels.set_axis(["query_id", "doc_id", "relevance"], axis=1)
+    qrels = pd.read_csv(folder / "qrels" / "test.tsv", sep="\t", dtype=str)
+    qrels = qrels.set_axis(["query_id", "doc_id", "relevance"], axis=1).astype({"relevance": int})
     judged = set(qrels["doc_id"])
     with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         documents = [doc for doc in map(json.loads, lines) if doc["_id"] in judged]
@@ -422,27 +427,26 @@ def real_pairs(folder, count: int, seed: int = 0) -> list[tuple[str, str]]:
     return list(zip(chosen["query"], chosen["document"]))
 
 
-def test_pooled_curve_averages_every_pair_of_every_dataset(minilm_path, shared_datasets):
+def test_pooled_curve_averages_every_pair_of_every_dataset(minilm, shared_datasets):
     """PosIR pools its English domains' pairs: "We aggregate the saliency over 3,131 English
     query-document pairs that satisfy the length and position constraints" (posir.txt, line
-    81). Three SciFact pairs and one NFCorpus pair: the pooled curve is the mean of the four
-    pairs' profiles, each weighing a quarter, not the mean of the two datasets' curves (which
+    81). Two SciFact pairs and one NFCorpus pair: the pooled curve is the mean of the three
+    pairs' profiles, each weighing a third, not the mean of the two datasets' curves (which
     gives the NFCorpus pair half the weight). Before, saliency took one dataset."""
-    encoder = Encoder.load(minilm_spec(minilm_path))
     pairs = {
-        "scifact": real_pairs(shared_datasets / "scifact", 3),
+        "scifact": real_pairs(shared_datasets / "scifact", 2),
         "nfcorpus": real_pairs(shared_datasets / "nfcorpus", 1),
     }
-    table = saliency_profile(encoder.model, pairs, "minilm", bins=20)
+    table = saliency_profile(minilm, pairs, "minilm", bins=20)
     curves = {dataset: one_dataset(table, dataset) for dataset in ("scifact", "nfcorpus", "all")}
     assert table["dataset"].unique().tolist() == ["scifact", "nfcorpus", "all"]
-    assert [curves[d]["pairs"].iloc[0] for d in curves] == [3, 1, 4]
-    # By hand: each pair's profile at PosIR's 20 points, then the mean over all four.
+    assert [curves[d]["pairs"].iloc[0] for d in curves] == [2, 1, 3]
+    # By hand: each pair's profile at PosIR's 20 points, then the mean over all three.
     points = np.linspace(0, 1, 20)
     sampled = {
         dataset: [
             np.interp(points, np.linspace(0, 1, p.size), p)
-            for p in (pair_saliency(encoder.model, q, d).profile for q, d in chosen)
+            for p in (pair_saliency(minilm, q, d).profile for q, d in chosen)
         ]
         for dataset, chosen in pairs.items()
     }
@@ -460,9 +464,9 @@ def test_pooled_curve_averages_every_pair_of_every_dataset(minilm_path, shared_d
     labels = [line.get_label() for line in saliency_figure(table).axes[0].get_lines()]
     truncated = curves["all"]["truncated_pairs"].iloc[0]
     assert labels == [
-        f"minilm, pooled (4 pairs, {truncated} truncated)",
+        f"minilm, pooled (3 pairs, {truncated} truncated)",
         "minilm, nfcorpus (1 pairs)",
-        "minilm, scifact (3 pairs)",
+        "minilm, scifact (2 pairs)",
     ]
     html = saliency_table(table)
     assert html.index("nfcorpus") < html.index("scifact") < html.index("all (pairs pooled)")
@@ -495,16 +499,14 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     (gradient_saliency_analysis/qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <=
     relative_pos <= 0.6:``, then ``model, tokenizer = load_model(model_name)``), so the models
     it compares read the same pairs. Two models whose tokenizers count the documents apart (a
-    word piece and a tiny byte-level BPE) must get the same pairs. A second dataset's pairs
-    are selected by a job of their own, and each profile holds both datasets' curves and the
-    pooled one."""
+    word piece and a tiny byte-level BPE) must get the same pairs. Each profile holds the
+    dataset's curve and the pooled one."""
     from conftest import REPO
     from test_workflow import snakemake
 
     from irflow.workflow.config import load_schema, validate_config
 
     span_dataset(tmp_path / "data" / "spans")
-    span_dataset(tmp_path / "data" / "more")
     wordpiece = build_tiny_bi_encoder(tmp_path / "wordpiece", minilm_path)
     texts = [LONG_DOCUMENT, "why do cats purr"]
     bpe = build_tiny_bpe_bi_encoder(tmp_path / "bpe", texts)
@@ -513,17 +515,12 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
         "data_dir": str(tmp_path / "data"),
         "offline": True,
         "datasets": {
-            name: {"source": {"type": "path", "path": str(tmp_path / "data" / name)}}
-            for name in ("spans", "more")
+            "spans": {"source": {"type": "path", "path": str(tmp_path / "data" / "spans")}}
         },
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {name: {"id": str(path), "max_seq_length": 64} for name, path in models.items()},
         "position_analysis": {
-            "saliency": {
-                "models": ["wordpiece", "bpe"],
-                "datasets": ["spans", "more"],
-                "min_tokens": 60,
-            }
+            "saliency": {"models": ["wordpiece", "bpe"], "datasets": ["spans"], "min_tokens": 60}
         },
     }
     work = tmp_path / "work"
@@ -539,11 +536,9 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     # Counted once, by the first model's word piece (no tokenizer named): the BPE's own count
     # would add unseen20 (121 tokens) for the BPE model alone.
     assert chosen["bpe"] == ["known80", "unseen70"]
-    assert lineages["bpe"]["pairs_files"] == [
-        f"results/saliency/pairs/{name}.parquet" for name in ("spans", "more")
-    ]
+    assert lineages["bpe"]["pairs_files"] == ["results/saliency/pairs/spans.parquet"]
     profile = pd.read_parquet(work / targets[1]).drop_duplicates("dataset")
-    assert profile[["dataset", "pairs"]].values.tolist() == [["spans", 2], ["more", 2], ["all", 4]]
+    assert profile[["dataset", "pairs"]].values.tolist() == [["spans", 2], ["all", 2]]
     pairs = pd.read_parquet(work / "results" / "saliency" / "pairs" / "spans.parquet")
     assert pairs["doc_id"].tolist() == chosen["bpe"]
     from irflow.analyses.saliency import pairs_tokenizer
