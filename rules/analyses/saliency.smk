@@ -5,8 +5,7 @@
 # (PosIR's linear interpolation by default; zero past the model's window), per dataset and
 # over every pair pooled (dataset `all`). See irflow.analyses.saliency.
 
-from irflow.analyses.saliency import pairs_tokenizer
-from irflow.data.tokens import tokenizer_source
+from irflow.analyses.saliency import pairs_tokenizer_source
 
 SALIENCY = config["position_analysis"]["saliency"]
 # Models whose gradient saliency profile (PosIR §5.3) is computed.
@@ -14,14 +13,6 @@ SALIENCY_MODELS = SALIENCY["models"]
 SALIENCY_PAIRS = expand(
     "results/saliency/pairs/{dataset}.parquet", dataset=SALIENCY["datasets"]
 )
-
-
-def saliency_pairs_tokenizer(wildcards):
-    """The tokenizer that counts the dataset's documents for PosIR's selection, or None."""
-    name = pairs_tokenizer(config, wildcards.dataset)
-    if name is None or SALIENCY["select"] != "posir":
-        return None
-    return tokenizer_source(name, config["models"])
 
 
 rule saliency_pairs:
@@ -38,7 +29,8 @@ rule saliency_pairs:
     conda:
         "../../envs/positionalize.yaml"
     params:
-        tokenizer=saliency_pairs_tokenizer,
+        # Counts the dataset's documents for PosIR's selection, once for every model.
+        tokenizer=lambda wc: pairs_tokenizer_source(config, wc.dataset),
         selection={
             key: SALIENCY[key]
             for key in ("select", "queries", "min_tokens", "centre", "seed")

@@ -61,7 +61,7 @@ from irflow.analyses.position import judged_positions
 from irflow.core.config import missing_key, register_check, torch_problems
 from irflow.core.contracts import document_texts
 from irflow.core.errors import ConfigError
-from irflow.data.tokens import encode
+from irflow.data.tokens import encode, tokenizer_source
 from irflow.derived.positionalize import list_variants
 
 
@@ -277,6 +277,15 @@ def pairs_tokenizer(config: dict, dataset: str) -> str | None:
         return saliency["tokenizer"]
     variant = list_variants(config).get(dataset)
     return variant["tokenizer"] if variant is not None else saliency["models"][0]
+
+
+def pairs_tokenizer_source(config: dict, dataset: str) -> dict | None:
+    """Where the saliency_pairs job of ``dataset`` loads ``pairs_tokenizer`` from
+    (``tokenizer_source``); None for random pairs, which count no token, or no tokenizer."""
+    name = pairs_tokenizer(config, dataset)
+    if name is None or config["position_analysis"]["saliency"]["select"] != "posir":
+        return None
+    return tokenizer_source(name, config["models"])
 
 
 def sample_pairs(
