@@ -2,6 +2,9 @@
 # reference leaderboard, and per length bucket of the position analysis (PosIR); AIR-Bench's
 # bootstrap; corpus similarity (weighted Jaccard) of the datasets' unigrams (rules/unigrams.smk).
 
+# The published scores a length bucket's ranking is compared with (position_analysis.published).
+PUBLISHED_SCORES = workflow.source_path("../config/reference/published.yaml")
+
 
 rule correlate:
     input:
@@ -14,6 +17,13 @@ rule correlate:
         reference=plan.correlation_reference,
         # The position analysis's PSI table, when it runs (rules/analyses/position.smk).
         psi=lambda wc: plan.analysis_views.get("psi", []),
+        # The published scores each length bucket's ranking is also compared with.
+        published=lambda wc: (
+            [PUBLISHED_SCORES]
+            if plan.analysis_views.get("psi")
+            and config["position_analysis"]["published"]
+            else []
+        ),
     output:
         correlations="results/correlations.parquet",
         bootstrap="results/bootstrap.parquet",
@@ -31,5 +41,7 @@ rule correlate:
             spec["block"]: [spec["dataset"]]
             for spec in plan.kinds["positionalize"].datasets.values()
         },
+        published_datasets=config["position_analysis"]["published"],
+        identities=plan.published_identities,
     script:
         "../scripts/correlate.py"

@@ -15,9 +15,10 @@ from irflow.analyses.correlate import (
     bootstrap_correlation,
     corpus_similarity,
     load_reference,
+    published_ranking,
 )
 from irflow.core import contracts
-from irflow.evaluation.published import reference_scores
+from irflow.evaluation.published import load_published, reference_scores
 
 setup_logging(snakemake)
 settings, inp, out = snakemake.params.settings, snakemake.input, snakemake.output
@@ -48,9 +49,19 @@ if inp.reference:
         )
     )
 if inp.psi:
-    buckets = between_buckets(
-        contracts.read_frame(inp.psi[0]), everything, snakemake.params.buckets
+    psi = contracts.read_frame(inp.psi[0])
+    # PosIR's outside ranking (its MMTEB): the systems' published scores of the buckets' metric.
+    published = (
+        published_ranking(
+            load_published(inp.published[0]),
+            snakemake.params.identities,
+            snakemake.params.published_datasets,
+            psi["metric"].iloc[0],
+        )
+        if inp.published and not psi.empty
+        else None
     )
+    buckets = between_buckets(psi, everything, snakemake.params.buckets, published)
     tables.append(buckets.assign(kind="buckets"))
 correlations = pd.concat(tables, ignore_index=True)
 contracts.write_frame(correlations, out.correlations, contracts.CORRELATIONS)

@@ -18,29 +18,35 @@ spec = snakemake.config["models"][snakemake.wildcards.model]
 analysis = params.analysis
 
 encoder = Encoder.load(spec)
-# The pairs are the dataset's, selected once for every model (rule saliency_pairs).
-pairs = contracts.read_frame(inp.pairs)
+# Each dataset's pairs, selected once for every model (rule saliency_pairs).
+pairs = {dataset: contracts.read_frame(path) for dataset, path in zip(params.datasets, inp.pairs)}
 table = saliency_profile(
     encoder.model,
-    list(zip(pairs["query"], pairs["document"])),
+    {dataset: list(zip(chosen["query"], chosen["document"])) for dataset, chosen in pairs.items()},
     name=snakemake.wildcards.model,
     bins=analysis["bins"],
     query_prompt=spec["query_prompt"],
     document_prompt=spec["document_prompt"],
     resample=analysis["resample"],
 )
-log.info(
-    "%d pairs, %d documents longer than the %d-token window (%d tokens cut)",
-    len(pairs),
-    table["truncated_pairs"].iloc[0],
-    encoder.provenance["max_seq_length"],
-    table["cut_tokens"].iloc[0],
-)
+for row in table[table["point"] == 0].itertuples():
+    log.info(
+        "%s: %d pairs, %d documents longer than the %d-token window (%d tokens cut)",
+        row.dataset,
+        row.pairs,
+        row.truncated_pairs,
+        encoder.provenance["max_seq_length"],
+        row.cut_tokens,
+    )
 # Which pairs and which exact model made the profile, in the file's metadata.
 lineage = encoder.provenance | {
-    "dataset": params.dataset,
-    "pairs_file": inp.pairs,
-    "pairs": pairs[["query_id", "doc_id"]].to_dict("records"),
+    "datasets": params.datasets,
+    "pairs_files": list(inp.pairs),
+    "pairs": [
+        {"dataset": dataset} | pair
+        for dataset, chosen in pairs.items()
+        for pair in chosen[["query_id", "doc_id"]].to_dict("records")
+    ],
 }
 contracts.write_table(
     contracts.with_lineage(pa.Table.from_pandas(table, preserve_index=False), lineage),

@@ -11,6 +11,7 @@ from irflow.core import contracts
 setup_logging(snakemake)
 log = logging.getLogger("irflow.analyses.saliency")
 inp, params = snakemake.input, snakemake.params
+dataset = snakemake.wildcards.dataset
 selection = params.selection
 
 tokenizer, tokenizer_record = None, None
@@ -30,13 +31,13 @@ pairs = sample_pairs(
     tokenizer=tokenizer,
     min_tokens=selection["min_tokens"],
     centre=tuple(selection["centre"]),
-    dataset=params.dataset,
+    dataset=dataset,
 )
-log.info("%s: %d pairs selected (%s)", params.dataset, len(pairs), selection["select"])
+log.info("%s: %d pairs selected (%s)", dataset, len(pairs), selection["select"])
 if selection["queries"] is not None and len(pairs) < selection["queries"]:
-    log.warning("%s: only %d pairs qualify; using all of them", params.dataset, len(pairs))
+    log.warning("%s: only %d pairs qualify; using all of them", dataset, len(pairs))
 # How the pairs were chosen, in the file's metadata: every model's profile reads these.
-lineage = {"dataset": params.dataset, "selection": selection, "tokenizer": tokenizer_record}
+lineage = {"dataset": dataset, "selection": selection, "tokenizer": tokenizer_record}
 contracts.write_table(
     contracts.with_lineage(pa.Table.from_pandas(pairs, preserve_index=False), lineage),
     snakemake.output.pairs,

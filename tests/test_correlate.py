@@ -20,6 +20,7 @@ from irflow.analyses.correlate import (
     bootstrap_correlation,
     corpus_similarity,
     load_reference,
+    published_ranking,
     rank_correlation,
     similarity_stopwords,
     summarize_bootstrap,
@@ -446,3 +447,107 @@ def test_the_pooled_bucket_ranks_systems_by_posirs_overall_score():
     rows = between_buckets(psi, summary, {"pos": ["base"]}).set_index("left")
     assert rows.loc["pos all", "spearman"] == pytest.approx(1.0)
     assert rows.loc["pos Q1", "spearman"] == pytest.approx(-0.5)  # bins' means: s1, s2, s3
+
+
+# bm25 with the schema's defaults: bm25s's published settings (config/reference/published.yaml).
+BM25_DEFAULTS = {
+    "family": "bm25",
+    "method": "lucene",
+    "k1": 0.9,
+    "b": 0.4,
+    "stemmer": "english",
+    "stopwords": "en",
+    "fields": "title+text",
+}
+
+
+def test_each_length_bucket_is_ranked_against_a_published_ranking():
+    """PosIR's Table 2 ranks each bucket against an outside benchmark: "We then compute
+    Spearman correlations between MMTEB and the average performance of models within each
+    length bucket" (posir.txt, line 67). irflow's outside ranking: each system's published
+    nDCG@10 in config/reference/published.yaml, averaged over datasets this run never scores
+    (ArguAna and SCIDOCS here). Before, a bucket was compared with its base dataset only."""
+    from irflow.evaluation.published import load_published
+
+    entries = load_published(REPO / "config" / "reference" / "published.yaml")
+    identities = {
+        "bm25": BM25_DEFAULTS,
+        "minilm": {"family": "dense", "model": "sentence-transformers/all-MiniLM-L6-v2"},
+        "bge": {"family": "dense", "model": "BAAI/bge-small-en-v1.5"},
+        "e5": {"family": "dense", "model": "intfloat/e5-small-v2"},
+        "fused": {"family": "fusion"},  # nothing published: left out
+    }
+    published = published_ranking(entries, identities, ["arguana", "scidocs"], "ndcg_cut_10")
+    assert published.name == "published (arguana, scidocs)"
+    # The file's values: bm25s 0.408 and 0.15; MiniLM 0.50167 and 0.21641; bge-small 0.60348
+    # (the first of its two reproductions of ArguAna; 0.5955 is the second) and 0.20518; e5-small
+    # 0.41794 and 0.17714.
+    expected = {
+        "bge": (0.60348 + 0.20518) / 2,
+        "bm25": (0.408 + 0.15) / 2,
+        "e5": (0.41794 + 0.17714) / 2,
+        "fused": np.nan,
+        "minilm": (0.50167 + 0.21641) / 2,
+    }
+    pd.testing.assert_series_equal(
+        published, pd.Series(expected, name=published.name).rename_axis("system"), rtol=1e-9
+    )
+    # The published order: bm25 < e5 < minilm < bge. Q1 agrees, Q2 reverses it.
+    order = {"bm25": 1, "e5": 2, "minilm": 3, "bge": 4, "fused": 0}
+    psi = pd.DataFrame(
+        [
+            ("pos", bucket, system, "ndcg_cut_10", sign * rank)
+            for bucket, sign in (("Q1", 1), ("Q2", -1))
+            for system, rank in order.items()
+        ],
+        columns=["dataset", "bucket", "system", "metric", "mean_ndcg"],
+    )
+    summary = summary_frame({("sub", "ndcg_cut_10"): [0.1, 0.2, 0.3, 0.4, 0.5]})
+    rows = between_buckets(psi, summary, {}, published).set_index("left")
+    assert rows["right"].tolist() == ["published (arguana, scidocs)"] * 2
+    assert rows["systems"].tolist() == [4, 4]
+    assert rows.loc["pos Q1", "spearman"] == pytest.approx(1.0)
+    assert rows.loc["pos Q2", "spearman"] == pytest.approx(-1.0)
+    with pytest.raises(ConfigError, match=r"'position_analysis.published.1': no published"):
+        published_ranking(entries, identities, ["arguana", "no-such-set"], "ndcg_cut_10")
+
+
+def test_the_correlate_job_ranks_each_bucket_against_the_published_ranking(tmp_path, monkeypatch):
+    """The correlate job (the rule's script) reads config/reference/published.yaml and the
+    systems' identities, and writes each bucket's correlation with the published ranking beside
+    the one with its base dataset."""
+    monkeypatch.chdir(tmp_path)
+    systems = {
+        "bm25": BM25_DEFAULTS,
+        "minilm": {"family": "dense", "model": "sentence-transformers/all-MiniLM-L6-v2"},
+        "bge": {"family": "dense", "model": "BAAI/bge-small-en-v1.5"},
+        "e5": {"family": "dense", "model": "intfloat/e5-small-v2"},
+    }
+    # The base dataset orders them bge < e5 < minilm < bm25; the bucket as published does.
+    base = {"bge": 0.1, "e5": 0.2, "minilm": 0.3, "bm25": 0.4}
+    bucket = {"bm25": 0.1, "e5": 0.2, "minilm": 0.3, "bge": 0.4}
+    summary = pd.DataFrame(
+        {"dataset": "sub", "system": list(base), "metric": "ndcg_cut_10", "queries": 10}
+    ).assign(value=list(base.values()))
+    summary.to_parquet("summary.parquet")
+    summary.assign(query_id="q1").to_parquet("per_query.parquet")
+    pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
+    psi = pd.DataFrame(
+        {"dataset": "pos", "bucket": "Q1", "system": list(bucket), "metric": "ndcg_cut_10"}
+    ).assign(mean_ndcg=list(bucket.values()))
+    psi.to_parquet("psi.parquet")
+    settings = {"metric": "ndcg_cut_10", "benchmarks": {}, "bootstrap": None, "reference": None}
+    inputs = {"summary": "summary.parquet", "per_query": "per_query.parquet"}
+    inputs |= {"unigrams": ["unigrams.parquet"], "reference": [], "psi": ["psi.parquet"]}
+    inputs |= {"published": [str(REPO / "config" / "reference" / "published.yaml")]}
+    outputs = {"correlations": "correlations.parquet", "bootstrap": "bootstrap.parquet"}
+    params = {"settings": settings, "datasets": ["sub"], "buckets": {"pos": ["sub"]}}
+    params |= {"published_datasets": ["arguana", "scidocs"], "identities": systems}
+    job = {"input": inputs, "output": outputs | {"similarity": "similarity.parquet"}}
+    run_scripts({"correlate": job | {"params": params}})
+    rows = pd.read_parquet("correlations.parquet")
+    rows = rows[rows["kind"] == "buckets"].set_index("right")
+    assert rows.index.tolist() == ["sub", "published (arguana, scidocs)"]
+    assert rows["systems"].tolist() == [4, 4]
+    assert rows.loc["sub", "spearman"] == pytest.approx(-0.8)  # bge and bm25 swap places
+    assert rows.loc["published (arguana, scidocs)", "spearman"] == pytest.approx(1.0)

@@ -26,7 +26,7 @@ BASE = {
     },
 }
 RRF = {"method": "rrf", "runs": ["bm25", "bm25_k12"]}
-SALIENCY = {"models": ["minilm"], "dataset": "scifact"}
+SALIENCY = {"models": ["minilm"], "datasets": ["scifact"]}
 
 # (the feature's check, the config's change, the problem it names)
 MOVED = [
@@ -91,7 +91,8 @@ MOVED = [
     (
         "irflow.analyses.saliency.saliency_problems",
         {"position_analysis": {"saliency": {"models": ["minilm"]}}},
-        "config key 'position_analysis.saliency.dataset': needed when saliency.models is not empty",
+        "config key 'position_analysis.saliency.datasets': needed when saliency.models is not "
+        "empty",
     ),
     (
         "irflow.analyses.saliency.saliency_problems",
@@ -105,9 +106,15 @@ MOVED = [
     ),
     (
         "irflow.analyses.saliency.saliency_problems",
-        {"position_analysis": {"saliency": SALIENCY | {"dataset": "nope"}}},
-        "config key 'position_analysis.saliency.dataset': 'nope' is not a key of 'datasets or "
+        {"position_analysis": {"saliency": SALIENCY | {"datasets": ["scifact", "nope"]}}},
+        "config key 'position_analysis.saliency.datasets.1': 'nope' is not a key of 'datasets or "
         "variants'",
+    ),
+    (
+        "irflow.analyses.saliency.saliency_problems",
+        {"position_analysis": {"saliency": SALIENCY | {"datasets": ["all"]}}},
+        "config key 'position_analysis.saliency.datasets.0': 'all' names the pooled curve; "
+        "rename the dataset",
     ),
     (
         "irflow.analyses.correlate.correlation_problems",

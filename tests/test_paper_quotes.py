@@ -1,6 +1,6 @@
-"""Every quote of AIR-Bench, Arctic-Embed and the overview of benchmarks and metrics in docs,
-code, configs and tests is the paper's text at the line it names: a quote in straight double
-quotes followed by its citation,
+"""Every quote of AIR-Bench, Arctic-Embed, PosIR and the overview of benchmarks and metrics in
+docs, code, configs and tests is the paper's text at the line it names: a quote in straight
+double quotes followed by its citation,
 ``"words" (airbench.txt, line 45)`` or ``(shared/references/arctic-embed.txt, lines 57-58)``,
 occurs in ../shared/references/<file> within those lines (their text joined, table bars and
 runs of spaces made one space; "[...]" or "…" in a quote leaves words out)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-PAPERS = ("airbench.txt", "arctic-embed.txt", "benchmarks-and-metrics.txt")
+PAPERS = ("airbench.txt", "arctic-embed.txt", "benchmarks-and-metrics.txt", "posir.txt")
 # A quote, then its citation: "(" anything without quotes or brackets, the file, the line(s).
 CITED = re.compile(
     r'"(?P<quote>[^"]{3,})"[\s,.;:]*\((?P<before>[^()"]*?)(?P<file>'
@@ -77,6 +77,7 @@ def test_every_quote_of_the_papers_is_at_the_line_it_names(shared_references):
     seeds = {(q[0].split(":")[0], q[2]) for q in found if q[1] == "benchmarks-and-metrics.txt"}
     assert {("docs/metrics.md", 629), ("docs/metrics.md", 643)} <= seeds, seeds
     assert {("src/irflow/core/seeds.py", 629), ("src/irflow/core/seeds.py", 643)} <= seeds, seeds
+    assert by_file["posir.txt"] >= 6, by_file
 
 
 @pytest.mark.parametrize(
@@ -110,3 +111,18 @@ def test_the_curation_page_quotes_each_filter_of_appendix_c_at_its_line():
     }
     assert {*range(202, 242, 3), 49, 57} <= cited, sorted({*range(202, 242, 3), 49, 57} - cited)
     assert "not at hand" not in page.read_text(encoding="utf-8")
+
+
+def test_the_position_page_quotes_posirs_pooling_query_types_and_bucket_correlation():
+    """docs/position.md quotes PosIR where irflow follows it beside PSI: the saliency pooled
+    over its English pairs (posir.txt, line 81), Table 6's query-type heuristic (line 184) and
+    each bucket's correlation with an outside benchmark (line 67); the code beside them quotes
+    the same lines."""
+    cited = {}
+    for where, name, first, _, _ in quotes():
+        if name == "posir.txt":
+            cited.setdefault(where.split(":")[0], set()).add(first)
+    assert {67, 81, 184} <= cited.get("docs/position.md", set()), cited
+    assert 81 in cited.get("src/irflow/analyses/saliency.py", set()), cited
+    assert 184 in cited.get("src/irflow/analyses/query_types.py", set()), cited
+    assert 67 in cited.get("src/irflow/analyses/correlate.py", set()), cited

@@ -71,7 +71,7 @@ def position_config(data: str, minilm: str, positions: list[float]) -> dict:
             # 512 tokens by a word at most, 8 of them.
             "saliency": {
                 "models": ["minilm"],
-                "dataset": "pos@L512@p0.5",
+                "datasets": ["pos@L512@p0.5"],
                 "min_tokens": 500,
                 "queries": 8,
             },
@@ -151,9 +151,33 @@ def test_each_bucket_is_correlated_with_the_base_dataset(position_run):
     assert "PSI" in (workdir / "results" / "report" / "psi_table.html").read_text()
 
 
+def test_every_scifact_query_is_a_claim_so_the_claims_are_the_whole(position_run):
+    """PosIR's Table 6 types: SciFact's queries are claims, all of them, so the claims' PSI is
+    the dataset's."""
+    workdir, _ = position_run
+    types = read_result(workdir, "query_types")
+    assert set(types["query_type"]) == {"claim"} and set(types["share"]) == {1.0}
+    columns = ["system", "bucket", "psi", "mean_ndcg", "queries"]
+    psi = read_result(workdir, "psi").sort_values(["system", "bucket"])[columns]
+    pd.testing.assert_frame_equal(
+        types.sort_values(["system", "bucket"])[columns].reset_index(drop=True),
+        psi.reset_index(drop=True),
+    )
+    assert "claim" in (workdir / "results" / "report" / "query_types.html").read_text()
+
+
 def test_saliency_stops_where_the_window_ends(position_run):
     workdir, _ = position_run
-    profile = pd.read_parquet(workdir / "results" / "saliency" / "minilm.parquet")
+    table = pd.read_parquet(workdir / "results" / "saliency" / "minilm.parquet")
+    # One dataset: its curve, and the pooled curve (dataset "all") of the same pairs.
+    curves = dict(list(table.groupby("dataset")))
+    assert set(curves) == {"pos@L512@p0.5", "all"}
+    profile = curves["all"]
+    columns = ["point", "saliency", "pairs"]
+    pd.testing.assert_frame_equal(
+        profile[columns].reset_index(drop=True),
+        curves["pos@L512@p0.5"][columns].reset_index(drop=True),
+    )
     assert len(profile) == 100 and set(profile["pairs"]) == {8}
     # Every 512-token haystack is longer than MiniLM's 256-token window: about half its
     # tokens are never read, so they get no gradient.
@@ -163,6 +187,7 @@ def test_saliency_stops_where_the_window_ends(position_run):
     unread = profile[profile["position"] >= 0.6]["saliency"]
     assert (read > 0).all() and (unread == 0).all()
     assert (workdir / "results" / "plots" / "saliency.png").stat().st_size > 10_000
+    assert "all (pairs pooled)" in (workdir / "results/report/saliency_table.html").read_text()
 
 
 def test_a_new_position_runs_only_its_own_variant(position_run):

@@ -19,6 +19,7 @@ from irflow.analyses.saliency import (
     pair_saliency,
     saliency_figure,
     saliency_profile,
+    saliency_table,
     sample_pairs,
 )
 from irflow.core import contracts
@@ -73,6 +74,11 @@ def by_hand(model, query: str, text: str, document: slice) -> tuple[np.ndarray, 
     return length / length.max(), float(cosine.detach())
 
 
+def one_dataset(table: pd.DataFrame, dataset: str = "d") -> pd.DataFrame:
+    """The rows of one dataset's curve (or the pooled one, ``all``), numbered from 0."""
+    return table[table["dataset"] == dataset].reset_index(drop=True)
+
+
 def document_tokens(model, text: str) -> int:
     return len(model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -120,7 +126,9 @@ def test_saliency_is_zero_past_the_window_of_the_whole_document(tiny_model):
     assert (result.profile[:window] > 0).all()
     assert (result.profile[window:] == 0).all()
 
-    table = saliency_profile(tiny_model, [("why do cats purr", LONG_DOCUMENT)], "tiny", bins=10)
+    table = one_dataset(
+        saliency_profile(tiny_model, {"d": [("why do cats purr", LONG_DOCUMENT)]}, "tiny", bins=10)
+    )
     # Token i of n sits at i / (n - 1): the last read token at (window - 1) / (tokens - 1).
     read = (window - 1) / (tokens - 1)
     assert (table.loc[table["position"] > read, "saliency"] == 0).all()
@@ -134,9 +142,10 @@ def test_saliency_is_zero_past_the_window_of_the_whole_document(tiny_model):
 
 def test_profile_table_shape_and_range(tiny_model):
     pairs = [("why do cats purr", LONG_DOCUMENT), ("what purrs", SHORT_DOCUMENT)]
-    table = saliency_profile(tiny_model, pairs, "tiny", bins=7)
-    assert list(table.columns) == [
+    every = saliency_profile(tiny_model, {"d": pairs}, "tiny", bins=7)
+    assert list(every.columns) == [
         "model",
+        "dataset",
         "point",
         "position",
         "saliency",
@@ -146,6 +155,10 @@ def test_profile_table_shape_and_range(tiny_model):
         "cut_tokens",
         "resample",
     ]
+    # One dataset: its curve, then the pooled curve of the same pairs.
+    assert every["dataset"].tolist() == ["d"] * 7 + ["all"] * 7
+    table = one_dataset(every)
+    pd.testing.assert_frame_equal(table, one_dataset(every, "all").assign(dataset="d"))
     assert table["point"].tolist() == list(range(7))
     assert (table["resample"] == "interpolate").all()
     # PosIR's points: both ends of the document and evenly between.
@@ -159,17 +172,23 @@ def test_profile_table_shape_and_range(tiny_model):
     np.testing.assert_allclose(table["saliency"], np.mean(sampled, axis=0))
     np.testing.assert_allclose(table["saliency_sd"], np.std(sampled, axis=0, ddof=1))
     # The named variant: each bin's mean over its tokens, placed at the bin's centre.
-    binned = saliency_profile(tiny_model, pairs, "tiny", bins=7, resample="bin_mean")
+    binned = one_dataset(
+        saliency_profile(tiny_model, {"d": pairs}, "tiny", bins=7, resample="bin_mean")
+    )
     assert (binned["resample"] == "bin_mean").all()
     np.testing.assert_allclose(binned["position"], (np.arange(7) + 0.5) / 7)
     means = [bin_profile(profile, 7) for profile in profiles]
     np.testing.assert_allclose(binned["saliency"], np.mean(means, axis=0))
     with pytest.raises(ValueError, match="resample 'nearest'"):
-        saliency_profile(tiny_model, pairs, "tiny", resample="nearest")
+        saliency_profile(tiny_model, {"d": pairs}, "tiny", resample="nearest")
+    with pytest.raises(ValueError, match="at least one"):
+        saliency_profile(tiny_model, {"d": pairs, "e": []}, "tiny")
+    with pytest.raises(ValueError, match="'all' names the pooled curve"):
+        saliency_profile(tiny_model, {"all": pairs}, "tiny")
 
 
 def test_saliency_is_deterministic(tiny_model):
-    pairs = [("why do cats purr", LONG_DOCUMENT)]
+    pairs = {"d": [("why do cats purr", LONG_DOCUMENT)]}
     tiny_model.train()  # dropout on: the profile must switch it off
     first = saliency_profile(tiny_model, pairs, "tiny", bins=10)
     second = saliency_profile(tiny_model, pairs, "tiny", bins=10)
@@ -308,18 +327,20 @@ def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
         "positionalize": {
             "scifact": {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512, 1024]}
         },
-        "position_analysis": {"saliency": {"models": ["minilm"], "dataset": "scifact@L512@p0"}},
+        "position_analysis": {
+            "saliency": {"models": ["minilm"], "datasets": ["scifact@L1024@p0", "scifact@L512@p0"]}
+        },
     }
     with pytest.raises(ConfigError) as error:
         validate_config(config, schema)
     message = str(error.value)
     assert "'position_analysis.saliency.min_tokens': 1024" in message
     assert "'scifact@L512@p0'" in message and "at most 512 tokens" in message
-    config["position_analysis"]["saliency"]["dataset"] = "scifact@L1024@p0"
+    config["position_analysis"]["saliency"]["datasets"] = ["scifact@L1024@p0"]
     validate_config(config, schema)
     # Random pairs have no length to meet.
     config["position_analysis"]["saliency"] |= {
-        "dataset": "scifact@L512@p0",
+        "datasets": ["scifact@L512@p0"],
         "select": "random",
         "queries": 5,
     }
@@ -360,7 +381,7 @@ def test_no_qualifying_pair_is_a_clear_error_not_a_traceback():
 
 
 def test_figure_draws_one_line_per_model(tiny_model):
-    pairs = [("why do cats purr", LONG_DOCUMENT)]
+    pairs = {"d": [("why do cats purr", LONG_DOCUMENT)]}
     table = pd.concat(
         [saliency_profile(tiny_model, pairs, name, bins=5) for name in ("b-model", "a-model")]
     )
@@ -370,17 +391,85 @@ def test_figure_draws_one_line_per_model(tiny_model):
     np.testing.assert_allclose(axis.get_lines()[0].get_xdata(), [0, 0.25, 0.5, 0.75, 1])
 
 
-def test_minilm_profile_is_finite(minilm_path):
-    encoder = Encoder.load(minilm_spec(minilm_path))
+@pytest.fixture(scope="module")
+def minilm(minilm_path):
+    """all-MiniLM-L6-v2 as irflow loads it, once for the tests that profile it."""
+    return Encoder.load(minilm_spec(minilm_path)).model
+
+
+def test_minilm_profile_is_finite(minilm):
     pairs = [
         (query, contracts.document_text(doc["title"], doc["text"]))
         for query, doc in zip(["why do cats purr", "what is the sun"], TINY_CORPUS[::2])
     ]
-    table = saliency_profile(encoder.model, pairs, "minilm", bins=100)
+    table = one_dataset(saliency_profile(minilm, {"d": pairs}, "minilm", bins=100))
     assert len(table) == 100
     assert np.isfinite(table["saliency"]).all() and table["saliency"].max() <= 1
     assert table["saliency"].min() > 0  # short documents: every bin holds a read token
     assert table["truncated_pairs"].iloc[0] == 0
+
+
+def real_pairs(folder, count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``count`` random (query, most relevant document) pairs of a shared BEIR dataset's test
+    judgements, drawn by irflow's own selection (``sample_pairs``)."""
+    import gzip
+    import json
+
+    qrels = pd.read_csv(folder / "qrels" / "test.tsv", sep="\t", dtype=str)
+    qrels = qrels.set_axis(["query_id", "doc_id", "relevance"], axis=1).astype({"relevance": int})
+    judged = set(qrels["doc_id"])
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
+        documents = [doc for doc in map(json.loads, lines) if doc["_id"] in judged]
+    corpus = pd.DataFrame(documents).rename(columns={"_id": "doc_id"})
+    queries = pd.read_json(folder / "queries.jsonl", lines=True, dtype={"_id": str})
+    queries = queries.rename(columns={"_id": "query_id"})[["query_id", "text"]]
+    chosen = sample_pairs(queries, corpus, qrels, count=count, seed=seed)
+    return list(zip(chosen["query"], chosen["document"]))
+
+
+def test_pooled_curve_averages_every_pair_of_every_dataset(minilm, shared_datasets):
+    """PosIR pools its English domains' pairs: "We aggregate the saliency over 3,131 English
+    query-document pairs that satisfy the length and position constraints" (posir.txt, line
+    81). Two SciFact pairs and one NFCorpus pair: the pooled curve is the mean of the three
+    pairs' profiles, each weighing a third, not the mean of the two datasets' curves (which
+    gives the NFCorpus pair half the weight). Before, saliency took one dataset."""
+    pairs = {
+        "scifact": real_pairs(shared_datasets / "scifact", 2),
+        "nfcorpus": real_pairs(shared_datasets / "nfcorpus", 1),
+    }
+    table = saliency_profile(minilm, pairs, "minilm", bins=20)
+    curves = {dataset: one_dataset(table, dataset) for dataset in ("scifact", "nfcorpus", "all")}
+    assert table["dataset"].unique().tolist() == ["scifact", "nfcorpus", "all"]
+    assert [curves[d]["pairs"].iloc[0] for d in curves] == [2, 1, 3]
+    # By hand: each pair's profile at PosIR's 20 points, then the mean over all three.
+    points = np.linspace(0, 1, 20)
+    sampled = {
+        dataset: [
+            np.interp(points, np.linspace(0, 1, p.size), p)
+            for p in (pair_saliency(minilm, q, d).profile for q, d in chosen)
+        ]
+        for dataset, chosen in pairs.items()
+    }
+    every = sampled["scifact"] + sampled["nfcorpus"]
+    np.testing.assert_allclose(curves["all"]["saliency"], np.mean(every, axis=0), rtol=1e-5)
+    np.testing.assert_allclose(curves["all"]["saliency_sd"], np.std(every, axis=0, ddof=1), 1e-5)
+    np.testing.assert_allclose(
+        curves["scifact"]["saliency"], np.mean(sampled["scifact"], axis=0), rtol=1e-5
+    )
+    np.testing.assert_allclose(curves["nfcorpus"]["saliency"], sampled["nfcorpus"][0], rtol=1e-5)
+    mean_of_curves = (curves["scifact"]["saliency"] + curves["nfcorpus"]["saliency"]) / 2
+    assert np.abs(curves["all"]["saliency"] - mean_of_curves).max() > 0.01
+    # The figure draws the pooled curve and each dataset's beside it; the report's table
+    # lists each dataset, then the pooled curve.
+    labels = [line.get_label() for line in saliency_figure(table).axes[0].get_lines()]
+    truncated = curves["all"]["truncated_pairs"].iloc[0]
+    assert labels == [
+        f"minilm, pooled (3 pairs, {truncated} truncated)",
+        "minilm, nfcorpus (1 pairs)",
+        "minilm, scifact (2 pairs)",
+    ]
+    html = saliency_table(table)
+    assert html.index("nfcorpus") < html.index("scifact") < html.index("all (pairs pooled)")
 
 
 # --- the pairs, selected once for every model (issue 38, item 9) --------------------------------
@@ -410,7 +499,8 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     (gradient_saliency_analysis/qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <=
     relative_pos <= 0.6:``, then ``model, tokenizer = load_model(model_name)``), so the models
     it compares read the same pairs. Two models whose tokenizers count the documents apart (a
-    word piece and a tiny byte-level BPE) must get the same pairs."""
+    word piece and a tiny byte-level BPE) must get the same pairs. Each profile holds the
+    dataset's curve and the pooled one."""
     from conftest import REPO
     from test_workflow import snakemake
 
@@ -430,30 +520,34 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
         "retrievers": {"bm25": {"type": "bm25"}},
         "models": {name: {"id": str(path), "max_seq_length": 64} for name, path in models.items()},
         "position_analysis": {
-            "saliency": {"models": ["wordpiece", "bpe"], "dataset": "spans", "min_tokens": 60}
+            "saliency": {"models": ["wordpiece", "bpe"], "datasets": ["spans"], "min_tokens": 60}
         },
     }
     work = tmp_path / "work"
     work.mkdir()
     targets = [f"results/saliency/{name}.parquet" for name in models]
     snakemake(work, config, "--cores", "1", *targets)
+    lineages = {name: contracts.read_lineage(work / t) for name, t in zip(models, targets)}
     chosen = {
-        name: [pair["doc_id"] for pair in contracts.read_lineage(work / target)["pairs"]]
-        for name, target in zip(models, targets)
+        name: [pair["doc_id"] for pair in lineage["pairs"] if pair["dataset"] == "spans"]
+        for name, lineage in lineages.items()
     }
     assert chosen["wordpiece"] == chosen["bpe"], f"each model got its own pairs: {chosen}"
     # Counted once, by the first model's word piece (no tokenizer named): the BPE's own count
     # would add unseen20 (121 tokens) for the BPE model alone.
     assert chosen["bpe"] == ["known80", "unseen70"]
+    assert lineages["bpe"]["pairs_files"] == ["results/saliency/pairs/spans.parquet"]
+    profile = pd.read_parquet(work / targets[1]).drop_duplicates("dataset")
+    assert profile[["dataset", "pairs"]].values.tolist() == [["spans", 2], ["all", 2]]
     pairs = pd.read_parquet(work / "results" / "saliency" / "pairs" / "spans.parquet")
     assert pairs["doc_id"].tolist() == chosen["bpe"]
     from irflow.analyses.saliency import pairs_tokenizer
 
     schema = load_schema(REPO / "config" / "config.schema.yaml")
     named = validate_config(config, schema)
-    assert pairs_tokenizer(named) == "wordpiece"
+    assert pairs_tokenizer(named, "spans") == "wordpiece"
     named["position_analysis"]["saliency"]["tokenizer"] = "bpe"
-    assert pairs_tokenizer(named) == "bpe"
+    assert pairs_tokenizer(named, "spans") == "bpe"
 
 
 def test_posirs_own_token_counts_come_before_the_tokenizers():

@@ -1,6 +1,7 @@
 # position: per-query scores on the positionalized variants (and datasets whose qrels carry
 # spans) -> mean score per length bucket and relative-position bin, each bucket's PSI and trend
-# (PosIR); the plots and PSI table of the report. See irflow.analyses.position.
+# (PosIR), and the same per query type (PosIR's Table 6 heuristic); the plots, PSI and query-type
+# tables of the report. See irflow.analyses.position and irflow.analyses.query_types.
 
 from irflow.analyses.position import position_groups
 
@@ -19,9 +20,11 @@ rule position:
         ],
         qrels=[f"results/datasets/{d}/qrels.parquet" for d in POSITION_DATASETS],
         corpus=[f"results/datasets/{d}/corpus.parquet" for d in POSITION_DATASETS],
+        queries=[f"results/datasets/{d}/queries.parquet" for d in POSITION_DATASETS],
     output:
         bins="results/position_bins.parquet",
         psi="results/psi.parquet",
+        types="results/query_types.parquet",
     log:
         "results/logs/position.log",
     conda:
@@ -39,6 +42,7 @@ rule position_plots:
     input:
         bins="results/position_bins.parquet",
         psi="results/psi.parquet",
+        types="results/query_types.parquet",
     output:
         curves=report(
             "results/plots/position.png",
@@ -48,6 +52,11 @@ rule position_plots:
         psi_table=report(
             "results/report/psi_table.html",
             caption="../../report/psi_table.rst",
+            category="Position bias",
+        ),
+        types_table=report(
+            "results/report/query_types.html",
+            caption="../../report/query_types.rst",
             category="Position bias",
         ),
     log:
@@ -62,3 +71,4 @@ ANALYSIS_TARGETS.append(rules.position_plots.output if POSITION_DATASETS else []
 if POSITION_DATASETS:
     plan.analysis_views["position_bins"] = ["results/position_bins.parquet"]
     plan.analysis_views["psi"] = ["results/psi.parquet"]
+    plan.analysis_views["query_types"] = ["results/query_types.parquet"]

@@ -1,38 +1,36 @@
-# saliency_pairs: PosIR's (query, relevant document) pairs of the saliency dataset, selected
+# saliency_pairs: PosIR's (query, relevant document) pairs of each saliency dataset, selected
 # once with one named tokenizer (position_analysis.saliency.tokenizer), so that every model is
 # profiled on the same pairs. saliency: PosIR §5.3 gradient saliency of each configured model
 # over those pairs -> a mean at each of `bins` relative positions of the whole document
-# (PosIR's linear interpolation by default; zero past the model's window). See
-# irflow.analyses.saliency.
+# (PosIR's linear interpolation by default; zero past the model's window), per dataset and
+# over every pair pooled (dataset `all`). See irflow.analyses.saliency.
 
-from irflow.analyses.saliency import pairs_tokenizer
-from irflow.data.tokens import tokenizer_source
+from irflow.analyses.saliency import pairs_tokenizer_source
 
 SALIENCY = config["position_analysis"]["saliency"]
 # Models whose gradient saliency profile (PosIR §5.3) is computed.
 SALIENCY_MODELS = SALIENCY["models"]
-SALIENCY_PAIRS = f"results/saliency/pairs/{SALIENCY['dataset']}.parquet"
-SALIENCY_TOKENIZER = pairs_tokenizer(config)
+SALIENCY_PAIRS = expand(
+    "results/saliency/pairs/{dataset}.parquet", dataset=SALIENCY["datasets"]
+)
 
 
 rule saliency_pairs:
     input:
-        queries=f"results/datasets/{SALIENCY['dataset']}/queries.parquet",
-        corpus=f"results/datasets/{SALIENCY['dataset']}/corpus.parquet",
-        qrels=f"results/datasets/{SALIENCY['dataset']}/qrels.parquet",
+        queries="results/datasets/{dataset}/queries.parquet",
+        corpus="results/datasets/{dataset}/corpus.parquet",
+        qrels="results/datasets/{dataset}/qrels.parquet",
     output:
-        pairs=SALIENCY_PAIRS,
+        pairs="results/saliency/pairs/{dataset}.parquet",
     log:
-        f"results/logs/saliency_pairs/{SALIENCY['dataset']}.log",
+        "results/logs/saliency_pairs/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(SALIENCY["datasets"]),
     conda:
         "../../envs/positionalize.yaml"
     params:
-        dataset=SALIENCY["dataset"],
-        tokenizer=(
-            tokenizer_source(SALIENCY_TOKENIZER, config["models"])
-            if SALIENCY_TOKENIZER and SALIENCY["select"] == "posir"
-            else None
-        ),
+        # Counts the dataset's documents for PosIR's selection, once for every model.
+        tokenizer=lambda wc: pairs_tokenizer_source(config, wc.dataset),
         selection={
             key: SALIENCY[key]
             for key in ("select", "queries", "min_tokens", "centre", "seed")
@@ -60,7 +58,7 @@ rule saliency:
         # The settings that change the profile (device and batch size do not), so that editing
         # one reruns the job; the script loads the model from the full spec in config.
         model_settings=lambda wc: plan.model_result_settings(wc.model),
-        dataset=SALIENCY["dataset"],
+        datasets=SALIENCY["datasets"],
         analysis={key: SALIENCY[key] for key in ("bins", "resample")},
     script:
         "../../scripts/saliency.py"
@@ -73,6 +71,11 @@ rule saliency_plot:
         figure=report(
             "results/plots/saliency.png",
             caption="../../report/saliency.rst",
+            category="Position bias",
+        ),
+        table=report(
+            "results/report/saliency_table.html",
+            caption="../../report/saliency_table.rst",
             category="Position bias",
         ),
     log:

@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
+from irflow.core.errors import ConfigError
 from irflow.core.seeds import mean_sd, seed_list
+from irflow.evaluation.published import matches, reference_scores
 from irflow.evaluation.tables import metric_values
 
 BOOTSTRAP_COLUMNS = [
@@ -179,7 +181,10 @@ def between_benchmarks(
 
 
 def between_buckets(
-    psi: pd.DataFrame, summary: pd.DataFrame, references: dict[str, list[str]]
+    psi: pd.DataFrame,
+    summary: pd.DataFrame,
+    references: dict[str, list[str]],
+    published: pd.Series | None = None,
 ) -> pd.DataFrame:
     """PosIR's Table 2: does each length bucket rank the systems as a short-document benchmark
     does? ``psi`` gives each (dataset, bucket)'s systems PosIR's score of it (``mean_ndcg``):
@@ -187,7 +192,11 @@ def between_buckets(
     over every scored query, those no span places included (the overall nDCG@10);
     ``references`` names, per psi dataset, the datasets of ``summary`` to compare it with (for
     a positionalize block, the dataset it was built from), each scored by the same metric as
-    the buckets. Rows: left "<dataset> <bucket>", right the reference."""
+    the buckets. ``published`` (``published_ranking``, named by its ``name``), each system's
+    published score of that metric, is an outside ranking every bucket is also compared with,
+    as PosIR compares each bucket with MMTEB: "We then compute Spearman correlations between
+    MMTEB and the average performance of models within each length bucket" (posir.txt, line
+    67). Rows: left "<dataset> <bucket>", right the reference."""
     rows = []
     for (dataset, bucket, metric), group in psi.groupby(["dataset", "bucket", "metric"]):
         buckets = group.set_index("system")["mean_ndcg"]
@@ -199,7 +208,52 @@ def between_buckets(
                 {"left": f"{dataset} {bucket}", "right": reference, "metric": metric}
                 | rank_correlation(buckets, scores[reference])
             )
+        if published is not None:
+            rows.append(
+                {"left": f"{dataset} {bucket}", "right": published.name, "metric": metric}
+                | rank_correlation(buckets, published)
+            )
     return pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "metric"])
+
+
+def published_ranking(
+    entries: list[dict], identities: dict[str, dict], datasets: list[str], metric: str
+) -> pd.Series:
+    """Each system's published ``metric`` averaged over ``datasets`` (entries of
+    config/reference/published.yaml, matched to ``identities`` as the published table matches
+    them: a reproduction's value where there is one, else the first listed; none scored on
+    other judgements), whether or not the run has those datasets; named "published (<the
+    datasets>)". NaN for a system that lacks any of them, so that a correlation leaves it out
+    rather than rank it on fewer datasets. A dataset with no published ``metric`` at all is a
+    ConfigError naming its key, ``position_analysis.published``."""
+    rows = [
+        {
+            "system": system,
+            "dataset": entry["dataset"],
+            "metric": entry["metric"],
+            "published": float(entry["value"]),
+            "reproduction": entry["differs"] is None,
+        }
+        for entry in entries
+        if entry["dataset"] in datasets and entry["metric"] == metric
+        for system, identity in identities.items()
+        if not entry.get("judgements") and matches(identity, entry["system"])
+    ]
+    known = {entry["dataset"] for entry in entries if entry["metric"] == metric}
+    for at, dataset in enumerate(datasets):
+        if dataset not in known:
+            raise ConfigError(
+                f"config key 'position_analysis.published.{at}': no published {metric} of "
+                f"dataset {dataset!r} in config/reference/published.yaml"
+            )
+    columns = ["system", "dataset", "metric", "published", "reproduction"]
+    scores = reference_scores(pd.DataFrame(rows, columns=columns), metric)
+    table = scores.pivot(index="system", columns="benchmark", values="score")
+    table = table.reindex(index=sorted(identities), columns=datasets)
+    lacking = table.index[table.isna().any(axis=1)].tolist()
+    if lacking:
+        log.info("no published %s on every one of %s: %s", metric, datasets, lacking)
+    return table.mean(axis=1, skipna=False).rename(f"published ({', '.join(datasets)})")
 
 
 def bootstrap_correlation(

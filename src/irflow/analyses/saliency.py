@@ -41,6 +41,13 @@ Decisions (PosIR's ``gradient_saliency_analysis/*_exp.py`` is the reference):
   ``doc_tokens`` (PosIR's ``pos_token_length``) where given, else the count of one named
   tokenizer (``pairs_tokenizer``), never each model's own, which would give two models
   different pairs.
+- Several datasets (``datasets``): each dataset's pairs are selected on their own, as above,
+  and every model reports each dataset's curve and, beside them, the pooled curve (dataset
+  ``all``), the mean over every pair of every dataset, as PosIR pools its English domains: "We
+  aggregate the saliency over 3,131 English query-document pairs that satisfy the length and
+  position constraints" (posir.txt, line 81). Each pair weighs the same, so a dataset with more
+  pairs weighs more: the pooled curve is the mean of the datasets' curves only where they have
+  as many pairs each.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from irflow.analyses.position import judged_positions
 from irflow.core.config import missing_key, register_check, torch_problems
 from irflow.core.contracts import document_texts
 from irflow.core.errors import ConfigError
-from irflow.data.tokens import encode
+from irflow.data.tokens import encode, tokenizer_source
 from irflow.derived.positionalize import list_variants
 
 
@@ -181,36 +188,17 @@ def pair_saliency(
     return PairSaliency(profile, int(read.size), float(cosine.detach()))
 
 
-def saliency_profile(
-    model,
-    pairs: list[tuple[str, str]],
-    name: str,
-    bins: int = 100,
-    query_prompt: str = "",
-    document_prompt: str = "",
-    *,
-    resample: str = "interpolate",
-) -> pd.DataFrame:
-    """The mean resampled saliency of ``pairs`` of (query text, document text) for one model.
+# The pooled curve's dataset: every pair of every dataset (PosIR's 3,131 English pairs).
+POOLED = "all"
 
-    One row per point: ``model`` (``name``), ``point`` (0 to bins − 1), ``position`` (its
-    relative position in the document: PosIR's interpolation point, or the bin's centre for
-    ``bin_mean``), ``saliency`` (mean over pairs) and ``saliency_sd`` (its standard deviation),
-    with, on every row, the number of ``pairs``, how many documents were longer than the window
-    (``truncated_pairs``), the document tokens the window cut in all (``cut_tokens``) and the
-    ``resample`` method.
-    """
-    if resample not in RESAMPLES:
-        raise ValueError(f"resample {resample!r}: expected one of {sorted(RESAMPLES)}")
-    if not pairs:
-        raise ValueError("saliency needs at least one (query, document) pair")
+
+def _curve(results: list[PairSaliency], bins: int, resample: str) -> pd.DataFrame:
+    """The mean and standard deviation over ``results`` at each of ``bins`` points."""
     at_points, positions = RESAMPLES[resample]
-    results = [pair_saliency(model, q, d, query_prompt, document_prompt) for q, d in pairs]
     sampled = np.stack([at_points(result.profile, bins) for result in results])
     spread = sampled.std(axis=0, ddof=1) if len(results) > 1 else np.full(bins, np.nan)
     return pd.DataFrame(
         {
-            "model": name,
             "point": np.arange(bins),
             "position": positions(bins),
             "saliency": sampled.mean(axis=0),
@@ -221,6 +209,45 @@ def saliency_profile(
             "resample": resample,
         }
     )
+
+
+def saliency_profile(
+    model,
+    pairs: dict[str, list[tuple[str, str]]],
+    name: str,
+    bins: int = 100,
+    query_prompt: str = "",
+    document_prompt: str = "",
+    *,
+    resample: str = "interpolate",
+) -> pd.DataFrame:
+    """The mean resampled saliency of each dataset's ``pairs`` of (query text, document text)
+    for one model, and of every pair of them all pooled (dataset ``all``, ``POOLED``).
+
+    One row per dataset and point: ``model`` (``name``), ``dataset``, ``point`` (0 to
+    bins − 1), ``position`` (its relative position in the document: PosIR's interpolation
+    point, or the bin's centre for ``bin_mean``), ``saliency`` (mean over the pairs) and
+    ``saliency_sd`` (its standard deviation), with, on every row, the number of ``pairs``, how
+    many documents were longer than the window (``truncated_pairs``), the document tokens the
+    window cut in all (``cut_tokens``) and the ``resample`` method. Each pair is profiled once;
+    the pooled rows average the same profiles, each pair weighing the same.
+    """
+    if resample not in RESAMPLES:
+        raise ValueError(f"resample {resample!r}: expected one of {sorted(RESAMPLES)}")
+    empty = [dataset for dataset, chosen in pairs.items() if not chosen]
+    if not pairs or empty:
+        raise ValueError(f"saliency needs at least one (query, document) pair: {empty or pairs}")
+    if POOLED in pairs:
+        raise ValueError(f"{POOLED!r} names the pooled curve, not a dataset")
+    results = {
+        dataset: [pair_saliency(model, q, d, query_prompt, document_prompt) for q, d in chosen]
+        for dataset, chosen in pairs.items()
+    }
+    pooled = [result for chosen in results.values() for result in chosen]
+    curves = [_curve(chosen, bins, resample).assign(dataset=d) for d, chosen in results.items()]
+    curves.append(_curve(pooled, bins, resample).assign(dataset=POOLED))
+    table = pd.concat(curves, ignore_index=True).assign(model=name)
+    return table[["model", "dataset", *curves[0].columns.drop("dataset")]]
 
 
 SELECTIONS = ("posir", "random")
@@ -240,16 +267,25 @@ def document_tokens(pairs: pd.DataFrame, tokenizer) -> np.ndarray:
     return tokens
 
 
-def pairs_tokenizer(config: dict) -> str | None:
-    """The tokenizer that counts the saliency dataset's documents for PosIR's selection, once
+def pairs_tokenizer(config: dict, dataset: str) -> str | None:
+    """The tokenizer that counts a saliency dataset's documents for PosIR's selection, once
     for every model: ``position_analysis.saliency.tokenizer``; when null, a variant's own (its
     haystack lengths are that tokenizer's), else the first model listed. None when no model is
     profiled."""
     saliency = config["position_analysis"]["saliency"]
     if saliency["tokenizer"] is not None or not saliency["models"]:
         return saliency["tokenizer"]
-    variant = list_variants(config).get(saliency["dataset"])
+    variant = list_variants(config).get(dataset)
     return variant["tokenizer"] if variant is not None else saliency["models"][0]
+
+
+def pairs_tokenizer_source(config: dict, dataset: str) -> dict | None:
+    """Where the saliency_pairs job of ``dataset`` loads ``pairs_tokenizer`` from
+    (``tokenizer_source``); None for random pairs, which count no token, or no tokenizer."""
+    name = pairs_tokenizer(config, dataset)
+    if name is None or config["position_analysis"]["saliency"]["select"] != "posir":
+        return None
+    return tokenizer_source(name, config["models"])
 
 
 def sample_pairs(
@@ -300,7 +336,7 @@ def sample_pairs(
     if best.empty:
         raise ConfigError(
             f"{dataset}: no query has a relevant, non-empty document in the corpus, so "
-            "saliency has no pair (config key 'position_analysis.saliency.dataset')"
+            "saliency has no pair (config key 'position_analysis.saliency.datasets')"
         )
     if select == "posir":
         spans = best.dropna(subset=["span_start", "span_end"])
@@ -326,17 +362,21 @@ def sample_pairs(
 
 def saliency_figure(table: pd.DataFrame):
     """Mean normalised saliency against relative position in the whole document, one line per
-    model with a band of one standard deviation over pairs (as PosIR's Fig. 6)."""
+    model with a band of one standard deviation over pairs (as PosIR's Fig. 5): the pooled
+    curve, and where there are several datasets each dataset's curve beside it, dashed."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(7, 4.2))
     axis = figure.subplots()
-    for name, line in table.sort_values("point").groupby("model", sort=True):
+    several = table["dataset"].nunique() > 2  # one dataset's curve is the pooled one
+    for name, model in table.sort_values("point").groupby("model", sort=True):
+        line = model[model["dataset"] == POOLED]
         pairs, truncated = line["pairs"].iloc[0], line["truncated_pairs"].iloc[0]
+        pooled = ", pooled" if several else ""
         drawn = axis.plot(
             line["position"],
             line["saliency"],
-            label=f"{name} ({pairs} pairs, {truncated} truncated)",
+            label=f"{name}{pooled} ({pairs} pairs, {truncated} truncated)",
         )[0]
         axis.fill_between(
             line["position"],
@@ -346,6 +386,16 @@ def saliency_figure(table: pd.DataFrame):
             alpha=0.15,
             linewidth=0,
         )
+        datasets = model[model["dataset"] != POOLED].groupby("dataset", sort=True)
+        for dataset, curve in datasets if several else []:
+            axis.plot(
+                curve["position"],
+                curve["saliency"],
+                color=drawn.get_color(),
+                linestyle="--",
+                linewidth=0.8,
+                label=f"{name}, {dataset} ({curve['pairs'].iloc[0]} pairs)",
+            )
     axis.set_xlim(0, 1)
     axis.set_ylim(bottom=0)
     axis.set_xlabel("relative position in the document (all its tokens)")
@@ -356,10 +406,40 @@ def saliency_figure(table: pd.DataFrame):
     return figure
 
 
+# The stretches of the document the report's table averages each curve over.
+STRETCHES = {"start (0-0.1)": (0.0, 0.1), "middle (0.4-0.6)": (0.4, 0.6), "end (0.9-1)": (0.9, 1.0)}
+
+
+def saliency_table(table: pd.DataFrame) -> str:
+    """HTML table: per model, each dataset's curve and the pooled one (``all``, last), its pairs,
+    the mean saliency over the points at the start, the middle (where PosIR's selection puts
+    the span) and the end of the document, and where the curve peaks."""
+    rows = []
+    for (model, dataset), curve in table.groupby(["model", "dataset"], sort=True):
+        position, saliency = curve["position"], curve["saliency"]
+        rows.append(
+            {
+                "model": model,
+                "dataset": f"{POOLED} (pairs pooled)" if dataset == POOLED else dataset,
+                "pooled": dataset == POOLED,
+                "pairs": curve["pairs"].iloc[0],
+                "truncated pairs": curve["truncated_pairs"].iloc[0],
+            }
+            | {
+                name: saliency[position.between(low, high)].mean()
+                for name, (low, high) in STRETCHES.items()
+            }
+            | {"peak at": position.iloc[int(saliency.to_numpy().argmax())]}
+        )
+    shown = pd.DataFrame(rows).sort_values(["model", "pooled", "dataset"], kind="stable")
+    return shown.drop(columns="pooled").to_html(index=False, float_format="{:.3f}".format)
+
+
 @register_check
 def saliency_problems(config: dict) -> list[str]:
-    """``position_analysis.saliency``: known models on torch, a dataset or variant long enough
-    for PosIR's selection, and what its ``select`` and ``centre`` need."""
+    """``position_analysis.saliency``: known models on torch, datasets or variants long enough
+    for PosIR's selection (none named ``all``, the pooled curve's), and what its ``select`` and
+    ``centre`` need."""
     saliency = config["position_analysis"]["saliency"]
     problems = []
     for i, model in enumerate(saliency["models"]):
@@ -368,9 +448,9 @@ def saliency_problems(config: dict) -> list[str]:
             problems.append(missing_key(path, model, "models", config["models"]))
         # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
         problems += torch_problems(config, path, model)
-    if saliency["models"] and saliency["dataset"] is None:
+    if saliency["models"] and not saliency["datasets"]:
         problems.append(
-            "config key 'position_analysis.saliency.dataset': needed when saliency.models is "
+            "config key 'position_analysis.saliency.datasets': needed when saliency.models is "
             "not empty"
         )
     if saliency["select"] == "random" and saliency["queries"] is None:
@@ -382,19 +462,25 @@ def saliency_problems(config: dict) -> list[str]:
             f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
             "range [low, high]"
         )
-    if saliency["dataset"] is None:
-        return problems
-    known = set(config["datasets"]) | set(list_variants(config))
-    if saliency["dataset"] not in known:
-        path = "position_analysis.saliency.dataset"
-        problems.append(missing_key(path, saliency["dataset"], "datasets or variants", known))
-    return problems + _saliency_length_problems(saliency, list_variants(config))
+    variants = list_variants(config)
+    known = set(config["datasets"]) | set(variants)
+    for i, dataset in enumerate(saliency["datasets"]):
+        path = f"position_analysis.saliency.datasets.{i}"
+        if dataset == POOLED:
+            problems.append(
+                f"config key '{path}': {POOLED!r} names the pooled curve; rename the dataset"
+            )
+        elif dataset not in known:
+            problems.append(missing_key(path, dataset, "datasets or variants", known))
+        else:
+            problems += _saliency_length_problems(saliency, dataset, variants)
+    return problems
 
 
-def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list[str]:
+def _saliency_length_problems(saliency: dict, dataset: str, variants: dict[str, dict]) -> list:
     """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
     of at most its length, so a shorter variant would select no pair."""
-    variant = variants.get(saliency["dataset"])
+    variant = variants.get(dataset)
     if (
         saliency["select"] != "posir"
         or variant is None
@@ -403,7 +489,7 @@ def _saliency_length_problems(saliency: dict, variants: dict[str, dict]) -> list
         return []
     return [
         f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
-        f"but the relevant documents of variant {saliency['dataset']!r} are haystacks of at "
+        f"but the relevant documents of variant {dataset!r} are haystacks of at "
         f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
         f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "
         "most the variant's length or take a longer variant"

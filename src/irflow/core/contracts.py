@@ -62,6 +62,9 @@ psi            dataset, system, bucket, metric, mean_ndcg, mean_ndcg_queries, ps
                psi_high, psi_every_bin, bins_used, bins_excluded, trend, slope, queries,
                reason: one row per length bucket and one, bucket "all", for them pooled
                (its mean_ndcg is the mean over every scored query; see irflow.analyses.position)
+query_types    dataset, system, metric, query_type, scored_queries, share, then psi's columns
+               from bucket on: psi of each query type's queries alone (PosIR's Table 6 types;
+               see irflow.analyses.query_types)
 """
 
 from __future__ import annotations
