@@ -6,11 +6,8 @@ a reranker class of the user's (tests/test_custom_reranker.py tests its type).""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from itertools import combinations
 from pathlib import Path
@@ -20,18 +17,27 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, fake_entry_points, write_beir
+from conftest import (
+    REPO,
+    SCHEMA,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    environment,
+    fake_entry_points,
+    minimal_config,
+    snakemake,
+    write_beir,
+)
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.core.records import check
 from irflow.retrieval.custom import custom_search
 from irflow.workflow import families
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 TESTS = REPO / "tests"
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 OVERLAP = "term_overlap_retriever:TermOverlap"
 DENSITY = "word_overlap_reranker:WordDensity"
 RERANKED = "bm25+density@3"
@@ -47,10 +53,7 @@ def tests_on_path(monkeypatch):
 
 
 def validated(retriever: dict) -> dict:
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"mine": retriever},
-    }
+    config = minimal_config(retrievers={"mine": retriever})
     return validate_config(config, SCHEMA)
 
 
@@ -179,16 +182,10 @@ def user_classes_run(tmp_path_factory) -> Path:
         "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
         "significance": {"baseline": "bm25"},
     }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
     targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(folder), "--configfile", str(folder / "config.yaml")]
-    environment = os.environ | {"PYTHONPATH": str(TESTS)}
-    result = subprocess.run(
-        [*command, "--cores", "1", *targets], capture_output=True, text=True, env=environment
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (folder / "output.txt").write_text(result.stderr, encoding="utf-8")
+    env = environment(PYTHONPATH=str(TESTS))
+    done = snakemake(folder, *targets, config=config, cores="1", env=env)
+    (folder / "output.txt").write_text(done.stderr, encoding="utf-8")
     return folder
 
 

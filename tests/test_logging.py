@@ -8,32 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, Done, snakemake, write_beir
 
 
-def run_workflow(workdir: Path, datasets: dict, target: str) -> subprocess.CompletedProcess:
+def run_workflow(workdir: Path, datasets: dict, target: str) -> Done:
     """Run Snakemake offline in a new ``workdir`` for ``target`` of a BM25-only config."""
     workdir.mkdir()
-    config = workdir / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
-        )
-    )
-    return subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config)]
-        + ["--cores", "1", target],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
+    config = {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
+    return snakemake(workdir, target, config=config, cores="1", check=False)
 
 
-def assert_one_error_line(result: subprocess.CompletedProcess, log: str, expected: str) -> None:
+def assert_one_error_line(result: Done, log: str, expected: str) -> None:
     """The job failed, and its error is one line, without a traceback, in its log and stderr."""
     assert result.returncode != 0
     errors = [line for line in log.splitlines() if "ERROR" in line]
