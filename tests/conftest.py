@@ -7,10 +7,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ os.environ["IRFLOW_VECTOR_STORE"] = "off"
 MINILM_BATCH = 8
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
 # config/config.schema.yaml, read once: no test changes it.
 SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # irflow's own numbers on the local BEIR copies, as docs/validation.md shows them.
@@ -191,6 +193,63 @@ def planned_inputs(
 def planned_jobs(workdir: Path, config: dict, env: dict | None = None) -> list[tuple[str, dict]]:
     """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
     return [(rule, wildcards) for rule, wildcards, _ in planned_inputs(workdir, config, env=env)]
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this test session that every pytest-xdist worker sees."""
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / name
+
+
+def made_once(folder: Path, make: Callable[[Path], None]) -> Path:
+    """``folder``, made by ``make(folder)`` once in the session by whichever worker asks first;
+    a worker that asks meanwhile waits for it (irflow.core.locks.holding)."""
+    from irflow.core.locks import holding
+
+    with holding(folder):
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
+            folder.mkdir(parents=True)
+            make(folder)
+            (folder / ".made").touch()
+    return folder
+
+
+# A user's retriever and reranker classes, importable from this folder (PYTHONPATH).
+USER_RETRIEVER = "term_overlap_retriever:TermOverlap"
+USER_RERANKER = "word_overlap_reranker:WordDensity"
+
+
+@pytest.fixture(scope="session")
+def user_plugins_run(tmp_path_factory) -> Path:
+    """One workflow run of a user's source type, retriever and reranker, with no change to
+    irflow (tests/copied_source.py, term_overlap_retriever.py, word_overlap_reranker.py): the
+    dataset ``tiny``, fetched by the user's source type from tiny-source/, BM25 and the user's
+    retriever, BM25's run reranked by the user's reranker, to the significance tests, the
+    database and results.md. Its folder; output.txt holds what the run printed."""
+
+    def make(folder: Path) -> None:
+        import copied_source
+
+        source = write_beir(folder / "tiny-source", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+        site = copied_source.install(folder / "site")
+        config = {
+            "offline": True,
+            "datasets": {"tiny": {"source": {"type": "copied", "from": str(source)}}},
+            "retrievers": {
+                "bm25": {"type": "bm25"},
+                "overlap": {"type": "python", "class": USER_RETRIEVER},
+            },
+            "rerankers": {"density": {"type": "python", "class": USER_RERANKER}},
+            "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
+            "significance": {"baseline": "bm25"},
+        }
+        targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
+        env = environment(PYTHONPATH=os.pathsep.join([str(TESTS), str(site)]))
+        done = snakemake(folder, *targets, config=config, env=env)
+        (folder / "output.txt").write_text(done.stderr, encoding="utf-8")
+
+    return made_once(shared_folder(tmp_path_factory, "user-plugins"), make)
 
 
 def official_scifact_config(shared_datasets: Path) -> dict:

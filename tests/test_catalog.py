@@ -248,6 +248,7 @@ def test_every_shipped_config_validates(tmp_path, monkeypatch):
     assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)
 
 
+@pytest.mark.e2e
 def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_path):
     """MS MARCO is scored on dev, as BEIR does, in the same run as a dataset scored on test:
     each dataset's qrels are those of its own split."""

@@ -58,6 +58,7 @@ def vectors(path) -> dict[str, np.ndarray]:
     return dict(zip(table.column("id").to_pylist(), np.asarray(matrix, dtype=np.float64)))
 
 
+@pytest.mark.e2e
 def test_a_dual_encoder_scores_the_query_models_queries_against_the_document_models_documents(
     tmp_path, minilm_path
 ):

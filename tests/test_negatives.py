@@ -526,6 +526,7 @@ def test_a_dense_teacher_scores_a_missing_positive_by_its_best_passage(tmp_path)
     assert PositiveScores.of(None, query_table) is None
 
 
+@pytest.mark.e2e
 def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):
     """A small Snakemake run on the tiny dataset with BM25: the curated copy is filtered with
     its own block; the negatives export mines the curated copy's train split, a second one the

@@ -391,6 +391,7 @@ def span_dataset(folder) -> None:
     write_beir(folder, corpus, queries, qrels)
 
 
+@pytest.mark.e2e
 def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     """PosIR selects its pairs once, from the dataset's token counts, before loading any model
     (gradient_saliency_analysis/qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <=

@@ -6,10 +6,10 @@ job runs; the download job's params are those irflow wrote before types, for the
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
+import copied_source
 import pytest
 from conftest import SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
 
@@ -18,44 +18,6 @@ from irflow.data import sources
 from irflow.data.catalog import catalog_entry
 from irflow.data.download import dataset_files
 from irflow.workflow.config import expand_config, validate_config
-
-# A source type of the user's, outside irflow: a copy of a local folder, kept in the download
-# cache under a key of its folder. It uses only irflow's public helpers.
-PLUGIN = """
-import shutil
-import tempfile
-from pathlib import Path
-
-from irflow.data.download import cached_copy, install_folder
-from irflow.data.sources.base import SourceType
-
-
-class CopiedFolder(SourceType):
-    type = "copied"
-    schema = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["type", "from"],
-        "properties": {"type": {"const": "copied"}, "from": {"type": "string"}},
-    }
-
-    def problems(self, dataset, spec, config):
-        if Path(spec["from"]).is_dir():
-            return []
-        return [f"config key 'datasets.{dataset}.source.from': no folder {spec['from']}"]
-
-    def cache_key(self, spec):
-        return {"copied": str(Path(spec["from"]).resolve())}
-
-    def locate(self, dataset, spec, fetch):
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            return target
-        fetch.cache_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=fetch.cache_dir)) / "copy"
-        shutil.copytree(spec["from"], staging)
-        return install_folder(staging, target, key)
-"""
 
 
 def configured(datasets: dict, **config) -> dict:
@@ -253,18 +215,9 @@ def test_every_built_in_type_is_one_module_and_one_schema_fragment():
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch) -> Path:
-    """A package outside irflow installed with an ``irflow.sources`` entry point ``copied``:
-    its folder and its dist-info, as pip leaves them, on the path (also the path of the
-    workflow's processes: PYTHONPATH)."""
-    site = tmp_path / "site"
-    (site / "copied_source").mkdir(parents=True)
-    (site / "copied_source" / "__init__.py").write_text(PLUGIN)
-    info = site / "copied_source-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: copied-source\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[irflow.sources]\ncopied = copied_source:CopiedFolder\n"
-    )
+    """A package outside irflow installed with an ``irflow.sources`` entry point ``copied``
+    (tests/copied_source.py): its dist-info, as pip leaves it, on the path."""
+    site = copied_source.install(tmp_path / "site")
     monkeypatch.syspath_prepend(str(site))
     sources.installed.cache_clear()
     yield site
@@ -289,25 +242,16 @@ def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path)
     assert sorted(line.removeprefix(said).split(", ")) == sorted(map(repr, sources.built_in()))
 
 
-def test_a_source_type_of_the_users_is_fetched_by_the_download_rule(plugin, tmp_path):
+@pytest.mark.e2e
+def test_a_source_type_of_the_users_is_fetched_by_the_download_rule(user_plugins_run):
     """The real download rule, in a Snakemake process that finds the type by its entry point,
-    puts the user's copy in the download cache and records it as any other dataset."""
-    folder = write_beir(tmp_path / "mine", TINY_CORPUS, TINY_QUERIES, TINY_QRELS, "test")
-    config = {
-        "datasets": {"mine": {"source": {"type": "copied", "from": str(folder)}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
-    snakemake(
-        tmp_path,
-        "results/datasets/mine/source.json",
-        config=config,
-        env=os.environ | {"PYTHONPATH": str(plugin)},  # online: the type fetches
-    )
-    record = json.loads((tmp_path / "results" / "datasets" / "mine" / "source.json").read_text())
-    assert record["corpus"] == "results/downloads/mine/corpus.jsonl"
-    assert record["qrels"] == "results/downloads/mine/qrels/test.tsv"
-    copy = (tmp_path / record["corpus"]).read_bytes()
-    assert copy == (folder / "corpus.jsonl").read_bytes()
+    puts the user's copy in the download cache and records it as any other dataset; the run
+    goes on to the database (tests/test_custom_family.py)."""
+    record = json.loads((user_plugins_run / "results/datasets/tiny/source.json").read_text())
+    assert record["corpus"] == "results/downloads/tiny/corpus.jsonl"
+    assert record["qrels"] == "results/downloads/tiny/qrels/test.tsv"
+    copy = (user_plugins_run / record["corpus"]).read_bytes()
+    assert copy == (user_plugins_run / "tiny-source" / "corpus.jsonl").read_bytes()
 
 
 def test_an_entry_point_may_not_take_a_built_in_types_name(plugin, tmp_path):
