@@ -94,11 +94,11 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
 class Done(subprocess.CompletedProcess):
-    """A finished Snakemake call."""
+    """A finished command (``run_command``, ``snakemake``)."""
 
     @property
     def output(self) -> str:
-        """What it printed: its standard output, then its standard error (its jobs' log)."""
+        """What it printed: its standard output, then its standard error (Snakemake's log)."""
         return self.stdout + self.stderr
 
 
