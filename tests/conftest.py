@@ -5,11 +5,19 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
+import shlex
+import shutil
+import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+
+from irflow.core.config import load_schema
 
 # Each pytest-xdist worker gets its share of the cores: its Snakemake runs (`--cores CORES`)
 # and its in-process torch, faiss and other OpenMP code use that many threads. Two workers'
@@ -32,6 +40,9 @@ os.environ["IRFLOW_VECTOR_STORE"] = "off"
 MINILM_BATCH = 8
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+# config/config.schema.yaml, read once: no test changes it.
+SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # irflow's own numbers on the local BEIR copies, as docs/validation.md shows them.
 MEASURED = REPO / "docs" / "measured" / "agreement.yaml"
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
@@ -78,6 +89,169 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: the order within a file is kept
 
 
+# Snakemake, run by the Python that runs the tests.
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+class Done(subprocess.CompletedProcess):
+    """A finished command (``run_command``, ``snakemake``)."""
+
+    @property
+    def output(self) -> str:
+        """What it printed: its standard output, then its standard error (Snakemake's log)."""
+        return self.stdout + self.stderr
+
+
+def environment(**variables: str) -> dict:
+    """This process's environment with ``variables``; offline for the Hugging Face hub unless
+    they say otherwise (the tests' models are local copies)."""
+    return os.environ | {"HF_HUB_OFFLINE": "1"} | variables
+
+
+def snakemake_command(
+    workdir: Path,
+    *arguments: str,
+    config: dict | None = None,
+    snakefile: Path = REPO / "Snakefile",
+    cores: str | None = CORES,
+    program: list[str] = SNAKEMAKE,
+) -> list[str]:
+    """The command line that runs the workflow (``snakefile``) in ``workdir`` on the worker's
+    share of the cores (``cores``; None: as ``arguments`` say); with ``config``, written to
+    workdir/config.yaml and passed as --configfile."""
+    command = [*program, "--snakefile", str(snakefile), "--directory", str(workdir)]
+    if config is not None:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        command += ["--configfile", str(workdir / "config.yaml")]
+    if cores is not None:
+        command += ["--cores", cores]
+    return [*command, *arguments]
+
+
+def run_command(
+    command: list[str],
+    env: dict | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+) -> Done:
+    """``command`` run to its end in ``env`` (default: ``environment()``). With ``check``, a
+    failed call fails the test with what it printed. Past ``timeout`` seconds its process group
+    (Snakemake and its jobs) is killed and the test fails."""
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment() if env is None else env,
+        cwd=cwd,
+        start_new_session=timeout is not None,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail(f"{shlex.join(command)} ran past {timeout} s:\n{stdout}{stderr}")
+    done = Done(command, process.returncode, stdout, stderr)
+    if check and done.returncode != 0:
+        pytest.fail(f"{shlex.join(command)} failed ({done.returncode}):\n{done.output}")
+    return done
+
+
+def snakemake(
+    workdir: Path,
+    *arguments: str,
+    env: dict | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+    **options,
+) -> Done:
+    """``snakemake_command(workdir, *arguments, **options)`` run to its end (``run_command``)."""
+    command = snakemake_command(workdir, *arguments, **options)
+    return run_command(command, env=env, check=check, timeout=timeout)
+
+
+def planned_inputs(
+    workdir: Path, config: dict, *targets: str, env: dict | None = None
+) -> list[tuple[str, dict, list]]:
+    """The (rule, wildcards, input files) of each job Snakemake would run for ``targets`` (the
+    default target when none), from its own dry-run job list."""
+    output = snakemake(workdir, "--dry-run", *targets, config=config, cores="1", env=env).output
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        header = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if header is None:
+            continue
+        wildcards = re.search(r"^\s+wildcards: (.+)$", block, re.MULTILINE)
+        pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
+        inputs = re.search(r"^\s+input: (.+)$", block, re.MULTILINE)
+        jobs.append((header.group(1), pairs, inputs.group(1).split(", ") if inputs else []))
+    return jobs
+
+
+def planned_jobs(workdir: Path, config: dict, env: dict | None = None) -> list[tuple[str, dict]]:
+    """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
+    return [(rule, wildcards) for rule, wildcards, _ in planned_inputs(workdir, config, env=env)]
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this test session that every pytest-xdist worker sees."""
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / name
+
+
+def made_once(folder: Path, make: Callable[[Path], None]) -> Path:
+    """``folder``, made by ``make(folder)`` once in the session by whichever worker asks first;
+    a worker that asks meanwhile waits for it (irflow.core.locks.holding)."""
+    from irflow.core.locks import holding
+
+    with holding(folder):
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
+            folder.mkdir(parents=True)
+            make(folder)
+            (folder / ".made").touch()
+    return folder
+
+
+# A user's retriever and reranker classes, importable from this folder (PYTHONPATH).
+USER_RETRIEVER = "term_overlap_retriever:TermOverlap"
+USER_RERANKER = "word_overlap_reranker:WordDensity"
+
+
+@pytest.fixture(scope="session")
+def user_plugins_run(tmp_path_factory) -> Path:
+    """One workflow run of a user's source type, retriever and reranker, with no change to
+    irflow (tests/copied_source.py, term_overlap_retriever.py, word_overlap_reranker.py): the
+    dataset ``tiny``, fetched by the user's source type from tiny-source/, BM25 and the user's
+    retriever, BM25's run reranked by the user's reranker, to the significance tests, the
+    database and results.md. Its folder; output.txt holds what the run printed."""
+
+    def make(folder: Path) -> None:
+        import copied_source
+
+        source = write_beir(folder / "tiny-source", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+        site = copied_source.install(folder / "site")
+        config = {
+            "offline": True,
+            "datasets": {"tiny": {"source": {"type": "copied", "from": str(source)}}},
+            "retrievers": {
+                "bm25": {"type": "bm25"},
+                "overlap": {"type": "python", "class": USER_RETRIEVER},
+            },
+            "rerankers": {"density": {"type": "python", "class": USER_RERANKER}},
+            "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
+            "significance": {"baseline": "bm25"},
+        }
+        targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
+        env = environment(PYTHONPATH=os.pathsep.join([str(TESTS), str(site)]))
+        done = snakemake(folder, *targets, config=config, env=env)
+        (folder / "output.txt").write_text(done.stderr, encoding="utf-8")
+
+    return made_once(shared_folder(tmp_path_factory, "user-plugins"), make)
+
+
 def official_scifact_config(shared_datasets: Path) -> dict:
     """SciFact by its BEIR name (the official zip), read offline from the shared copy, and BM25:
     the dataset and BM25 of config/quickstart.yaml, whose jobs tests/test_first_run.py reuses."""
@@ -89,24 +263,32 @@ def official_scifact_config(shared_datasets: Path) -> dict:
     }
 
 
-def _validated(**config) -> dict:
-    from irflow.workflow.config import load_schema, validate_config
-
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
+def minimal_config(dataset: str = "d", **config) -> dict:
+    """The least config the schema takes, a new dict each call: one ``dataset`` read from a
+    URL and BM25; each keyword adds a key or replaces it."""
+    return {
+        "datasets": {
+            dataset: {"source": {"type": "url", "url": f"https://example.org/{dataset}.zip"}}
+        },
+        "retrievers": {"bm25": {"type": "bm25"}},
     } | config
-    config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
-    return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+
+
+def validated(**config) -> dict:
+    """``minimal_config`` with ``config``'s keys, validated: the schema's defaults filled in."""
+    from irflow.workflow.config import validate_config
+
+    return validate_config(minimal_config(**config), SCHEMA)
 
 
 def schema_defaults(retriever: dict) -> dict:
     """A retriever spec with the schema's defaults filled in, as the workflow sees it."""
-    return _validated(retrievers={"r": retriever})["retrievers"]["r"]
+    return validated(retrievers={"r": retriever})["retrievers"]["r"]
 
 
 def index_spec(**settings) -> dict:
     """An ``indexes`` entry with the schema's defaults filled in."""
-    return _validated(indexes={"i": settings})["indexes"]["i"]
+    return validated(indexes={"i": settings})["indexes"]["i"]
 
 
 def _require(path: Path, what: str) -> Path:
@@ -270,8 +452,6 @@ def tiny_beir(tmp_path) -> Path:
 def measured(dataset: str, system: str, metric: str) -> float:
     """irflow's number for ``system`` (BM25 or all-MiniLM-L6-v2) on ``dataset``, to the fourth
     decimal, from docs/measured/agreement.yaml (the numbers docs/validation.md shows)."""
-    import yaml
-
     return yaml.safe_load(MEASURED.read_text(encoding="utf-8"))["measured"][dataset][system][metric]
 
 

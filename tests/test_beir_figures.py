@@ -6,20 +6,25 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, _require, write_beir
+from conftest import (
+    REPO,
+    SCHEMA,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    _require,
+    snakemake,
+    write_beir,
+)
 
 from irflow.analyses import beir_figures
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 BEIR = REPO.parent / "shared" / "references" / "beir.txt"
 # Where this work quotes BEIR: "beir.txt line N" (with ": " or "): "), then the quote.
 QUOTING = [
@@ -182,17 +187,8 @@ def test_the_dry_run_plans_the_figures_from_every_run_and_corpus(tmp_path):
     outputs = {}
     for baseline in ("bm25", None):
         block = {"beir_figures": {"baseline": baseline}}
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config | block))
-        result = subprocess.run(
-            [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-            + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-            + ["--dry-run", "--cores", "1"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        outputs[baseline] = result.stdout
+        done = snakemake(tmp_path, "--dry-run", config=config | block, cores="1")
+        outputs[baseline] = done.stdout
     job = re.search(r"rule beir_figures:\n(.*?)\n\n", outputs["bm25"], re.S)
     assert job, outputs["bm25"]
     inputs = re.search(r"input: (.+)", job.group(1)).group(1).split(", ")

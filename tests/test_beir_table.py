@@ -7,16 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SCHEMA
 
 from irflow.evaluation.beir_table import PRINTED_ROW, RELATIVE_ROW, relative_to_bm25, view
 from irflow.evaluation.published import load_published
 from irflow.evaluation.results import ResultFiles, write_results
 from irflow.evaluation.tables import TableLayout
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 ENTRIES = load_published(REPO / "config" / "reference" / "published.yaml")
 TABLE2 = [e for e in ENTRIES if e["source"].get("table") == 2]
 

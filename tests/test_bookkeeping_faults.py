@@ -24,14 +24,16 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import (
-    CORES,
-    REPO,
     TINY_CORPUS,
     TINY_QRELS,
     TINY_QUERIES,
+    Done,
+    environment,
     fill,
     mount_or_skip,
+    run_command,
     scifact_subset,
+    snakemake_command,
     write_beir,
 )
 from test_parquet_integrity import flip_bit_in_data_page
@@ -73,21 +75,14 @@ main()
 
 def command(workdir: Path, *arguments: str) -> list[str]:
     """Snakemake's command line in ``workdir``, with the config file beside it."""
-    return (
-        [sys.executable, "-c", SNAKEMAKE, "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(workdir), "--cores", CORES, *arguments]
-        + ["--configfile", str(workdir.parent / "config.yaml")]
+    configfile = ["--configfile", str(workdir.parent / "config.yaml")]
+    return snakemake_command(
+        workdir, *arguments, *configfile, program=[sys.executable, "-c", SNAKEMAKE]
     )
 
 
-def snakemake(workdir: Path, *arguments: str, **environment) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        command(workdir, *arguments),
-        capture_output=True,
-        text=True,
-        env=ENVIRONMENT | environment,
-        check=False,
-    )
+def snakemake(workdir: Path, *arguments: str, **variables) -> Done:
+    return run_command(command(workdir, *arguments), env=environment(**variables), check=False)
 
 
 def ran(done: subprocess.CompletedProcess) -> set[str]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,10 +12,12 @@ import pytest
 import yaml
 from conftest import (
     REPO,
+    SCHEMA,
     TINY_CORPUS,
     TINY_QRELS,
     TINY_QUERIES,
     place_local_datasets,
+    snakemake,
     write_beir,
 )
 from loopback_http import serving
@@ -27,9 +28,8 @@ from irflow.data.catalog import catalog_entry, dataset_names
 from irflow.data.download import dataset_files
 from irflow.data.download_cache import cached_file_name
 from irflow.data.sources import concrete_source, locate_dataset
-from irflow.workflow.config import expand_config, load_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, load_config, validate_config
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The rows of BEIR's README dataset table (beir-cellar/beir), CQADupStack one row.
 BEIR_TABLE = (
     "msmarco trec-covid nfcorpus bioasq nq hotpotqa fiqa signal1m trec-news robust04 arguana "
@@ -215,16 +215,8 @@ def test_a_dry_run_plans_every_beir_dataset(tmp_path):
         "data_dir": str(data_dir),
         "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-        + ["--dry-run", "--cores", "1", "--quiet", "rules"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    planned = ["--dry-run", "--quiet", "rules"]
+    result = snakemake(tmp_path, *planned, config=config, cores="1", env=os.environ)  # online
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
     assert counts["download"] == counts["ingest"] == str(len(dataset_names("beir"))), result.stdout
 
@@ -256,6 +248,7 @@ def test_every_shipped_config_validates(tmp_path, monkeypatch):
     assert {"bm25.yaml", "mteb.yaml", "bm25-ce.yaml", "beir-table2.yaml"} <= set(checked)
 
 
+@pytest.mark.e2e
 def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_path):
     """MS MARCO is scored on dev, as BEIR does, in the same run as a dataset scored on test:
     each dataset's qrels are those of its own split."""
@@ -273,17 +266,8 @@ def test_a_dataset_scores_its_own_split_beside_one_on_the_top_level_split(tmp_pa
         },
         "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     targets = [f"results/datasets/{name}/qrels.parquet" for name in ("marco", "fact")]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-        + ["--cores", "1", *targets],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    snakemake(tmp_path, *targets, config=config, cores="1")
     marco, fact = (pd.read_parquet(tmp_path / target) for target in targets)
     assert marco["query_id"].tolist() == ["q1"]
     assert sorted(fact["query_id"]) == ["q2", "q2"]
@@ -318,9 +302,6 @@ def test_offline_a_missing_dataset_is_refused_by_the_dry_run_before_any_job(tmp_
         },
         "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
     source = catalog_entry("beir", "nfcorpus")["source"]
     md5, zip_name = source["md5"], cached_file_name(source["url"], fallback="nfcorpus.zip")
     expected = (
@@ -329,9 +310,7 @@ def test_offline_a_missing_dataset_is_refused_by_the_dry_run_before_any_job(tmp_
         f"qrels/test.tsv) or the zip {zip_name} (md5 {md5}) at results/downloads/{zip_name}"
     )
     for options in (["--dry-run"], []):
-        result = subprocess.run(
-            command + ["--cores", "1", *options], capture_output=True, text=True, check=False
-        )
+        result = snakemake(tmp_path, *options, config=config, cores="1", check=False)
         assert result.returncode == 1, result.stdout + result.stderr
         assert "rule " not in result.stdout + result.stderr  # no job planned nor run
         assert result.stderr.strip().splitlines()[-1] == expected
@@ -340,9 +319,5 @@ def test_offline_a_missing_dataset_is_refused_by_the_dry_run_before_any_job(tmp_
     # With the dataset in data_dir, the same config plans its jobs.
     write_beir(tmp_path / "data" / "nfcorpus", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     placed = config | {"data_dir": str(tmp_path / "data")}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(placed))
-    result = subprocess.run(
-        command + ["--cores", "1", "--dry-run"], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    result = snakemake(tmp_path, "--dry-run", config=placed, cores="1")
     assert "rule download" in result.stdout

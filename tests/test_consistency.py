@@ -8,13 +8,13 @@ import gzip
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import REPO
+from conftest import SCHEMA, minimal_config
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
 from irflow.data.consistency import read_vectors, similarities, words
 from irflow.derived.negatives import consistent
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 # Three directions: cells/divide/growth point one way, tax/income another, "the" a third.
 VECTORS = {
@@ -113,17 +113,13 @@ def test_negatives_leave_out_inconsistent_training_pairs(tmp_path):
     assert kept.column("query_id").to_pylist() == ["q0"] and dropped == 1
     assert consistent(table, None) == (table, 0)
     # The schema: off by default, Arctic's 0.3 and 512 words when a vectors file is named.
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    base = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
+    base = minimal_config()
     config = validate_config(
-        base | {"negatives": {"n": {"dataset": "d", "system": "bm25"}}}, schema
+        base | {"negatives": {"n": {"dataset": "d", "system": "bm25"}}}, SCHEMA
     )
     assert config["negatives"]["n"]["consistency"] is None
     spec = {"dataset": "d", "system": "bm25", "consistency": {"vectors": "v.vec"}}
-    config = validate_config(base | {"negatives": {"n": spec}}, schema)
+    config = validate_config(base | {"negatives": {"n": spec}}, SCHEMA)
     assert config["negatives"]["n"]["consistency"] == {
         "vectors": "v.vec",
         "min_similarity": 0.3,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from conftest import REPO, validated
 from test_aggregate import run_scripts
 
 from irflow.analyses.correlate import (
@@ -29,7 +29,6 @@ from irflow.analyses.correlate import (
 )
 from irflow.core.contracts import document_texts
 from irflow.core.errors import ConfigError
-from irflow.workflow.config import load_schema, validate_config
 
 SYSTEMS = ["bm25", "contriever", "dpr", "e5", "tas-b"]
 
@@ -332,13 +331,7 @@ def test_unigram_counts_arabic_and_stopwords():
 
 def similarity_words(**correlation) -> str:
     """``correlation.similarity_words`` as the unigrams rule reads it from the validated config."""
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "correlation": correlation,
-    }
-    config["retrievers"] = {"bm25": {"type": "bm25"}}
-    validated = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
-    return validated["correlation"]["similarity_words"]
+    return validated(correlation=correlation)["correlation"]["similarity_words"]
 
 
 def shared_texts(shared, name: str) -> pd.DataFrame:

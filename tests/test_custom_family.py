@@ -1,7 +1,9 @@
 """A retriever family of the user's: a class outside irflow named by ``type: python`` or
 installed as an ``irflow.retrievers`` entry point, checked when the config is validated and
-run by the workflow like any retriever (docs/retrievers.md). The workflow run also reranks with
-a reranker class of the user's (tests/test_custom_reranker.py tests its type)."""
+run by the workflow like any retriever (docs/retrievers.md). The workflow run (conftest's
+user_plugins_run, shared with tests/test_sources.py) also reranks with a reranker class of the
+user's (tests/test_custom_reranker.py tests its type) and fetches its dataset by a source type
+of the user's."""
 
 from __future__ import annotations
 
@@ -9,31 +11,32 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from itertools import combinations
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, fake_entry_points, write_beir
+from conftest import (
+    SCHEMA,
+    TESTS,
+    TINY_CORPUS,
+    USER_RERANKER,
+    USER_RETRIEVER,
+    fake_entry_points,
+    minimal_config,
+)
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.core.records import check
 from irflow.retrieval.custom import custom_search
 from irflow.workflow import families
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
-TESTS = REPO / "tests"
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-OVERLAP = "term_overlap_retriever:TermOverlap"
-DENSITY = "word_overlap_reranker:WordDensity"
+OVERLAP, DENSITY = USER_RETRIEVER, USER_RERANKER
 RERANKED = "bm25+density@3"
 
 
@@ -47,10 +50,7 @@ def tests_on_path(monkeypatch):
 
 
 def validated(retriever: dict) -> dict:
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"mine": retriever},
-    }
+    config = minimal_config(retrievers={"mine": retriever})
     return validate_config(config, SCHEMA)
 
 
@@ -171,45 +171,19 @@ def test_a_custom_retriever_gives_the_run_contract(tmp_path):
     check({"stage": "retrieve", "settings": {}, "device": "cpu", "rows": len(run)} | timing)
 
 
-@pytest.fixture(scope="module")
-def user_classes_run(tmp_path_factory) -> Path:
-    """One workflow run of a user's retriever beside BM25, and of BM25's run reranked by a
-    user's reranker (tests/word_overlap_reranker.py), with no change to irflow: its folder."""
-    folder = tmp_path_factory.mktemp("user-classes")
-    dataset = write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
-    config = {
-        "offline": True,
-        "datasets": {"tiny": {"source": {"type": "path", "path": str(dataset)}}},
-        "retrievers": {"bm25": {"type": "bm25"}, "overlap": {"type": "python", "class": OVERLAP}},
-        "rerankers": {"density": {"type": "python", "class": DENSITY}},
-        "reranking": [{"first_stage": "bm25", "reranker": "density", "k": [3]}],
-        "significance": {"baseline": "bm25"},
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = ["results/significance.parquet", "results/irflow.duckdb", "results/results.md"]
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(folder), "--configfile", str(folder / "config.yaml")]
-    environment = os.environ | {"PYTHONPATH": str(TESTS)}
-    result = subprocess.run(
-        [*command, "--cores", "1", *targets], capture_output=True, text=True, env=environment
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (folder / "output.txt").write_text(result.stderr, encoding="utf-8")
-    return folder
-
-
+@pytest.mark.e2e
 def test_a_python_retriever_runs_through_scores_significance_database_and_report(
-    user_classes_run, monkeypatch
+    user_plugins_run, monkeypatch
 ):
     """The workflow runs a retriever of the user's beside BM25 with no change to irflow."""
-    results = user_classes_run / "results"
+    results = user_plugins_run / "results"
     summary = pd.read_parquet(results / "summary.parquet")
     ndcg = summary.query("metric == 'ndcg_cut_10'").set_index("system")["value"]
     assert ndcg["overlap"] == pytest.approx(1.0)  # each query's own document shares most words
     significance = pd.read_parquet(results / "significance.parquet")
     pairs = {frozenset(pair) for pair in zip(significance["system_a"], significance["system_b"])}
     assert pairs == {frozenset(pair) for pair in combinations(["bm25", "overlap", RERANKED], 2)}
-    monkeypatch.chdir(user_classes_run)  # the database's views read results/ from where it is
+    monkeypatch.chdir(user_plugins_run)  # the database's views read results/ from where it is
     with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
         kinds = dict(db.sql("select system, kind from cost where dataset = 'tiny'").fetchall())
         runs = db.sql("select count(*) from runs where system = 'overlap'").fetchall()[0][0]
@@ -225,21 +199,24 @@ def test_a_python_retriever_runs_through_scores_significance_database_and_report
     )
 
 
-def test_the_printed_report_command_carries_the_run_s_pythonpath(user_classes_run):
+@pytest.mark.e2e
+def test_the_printed_report_command_carries_the_run_s_pythonpath(user_plugins_run):
     """The run had PYTHONPATH for its classes, which --report imports too (issue 51: the
     printed command omitted it, so pasting it failed)."""
-    printed = (user_classes_run / "output.txt").read_text(encoding="utf-8")
+    printed = (user_plugins_run / "output.txt").read_text(encoding="utf-8")
     [command] = re.findall(r"is made by:\n +(.+)\n", printed)
     words = shlex.split(command)
-    assert words[0] == f"PYTHONPATH={TESTS}" and "--report" in words
+    site = user_plugins_run / "site"
+    assert words[0] == f"PYTHONPATH={TESTS}{os.pathsep}{site}" and "--report" in words
 
 
-def test_a_python_reranker_runs_through_rerank_scores_and_database(user_classes_run, monkeypatch):
+@pytest.mark.e2e
+def test_a_python_reranker_runs_through_rerank_scores_and_database(user_plugins_run, monkeypatch):
     """The workflow reranks BM25's run with a reranker of the user's (one class), scores it
     and files it in the database, with no change to irflow. On irflow before reranker types
     were a registry, the config was refused: "config key 'rerankers.density.type': 'python' is
     not allowed; allowed values: 'cross-encoder', 'bi-encoder', 'late-interaction'"."""
-    results = user_classes_run / "results"
+    results = user_plugins_run / "results"
     first = pd.read_parquet(results / "runs" / "tiny" / "bm25.parquet")
     run = pd.read_parquet(results / "runs" / "tiny" / f"{RERANKED}.parquet")
     corpus = pd.read_parquet(results / "datasets" / "tiny" / "filtered" / "corpus.parquet")
@@ -260,7 +237,7 @@ def test_a_python_reranker_runs_through_rerank_scores_and_database(user_classes_
     manifest = json.loads(manifest.read_text())
     assert (manifest["class"], manifest["device"], manifest["k"]) == (DENSITY, "cpu", 3)
     scores = pd.read_parquet(results / "scores" / "tiny" / f"{RERANKED}.parquet")
-    monkeypatch.chdir(user_classes_run)  # the database's views read results/ from where it is
+    monkeypatch.chdir(user_plugins_run)  # the database's views read results/ from where it is
     with duckdb.connect("results/irflow.duckdb", read_only=True) as db:
         runs = db.sql(f"select count(*) from runs where system = '{RERANKED}'").fetchall()
         scored = db.sql(f"select count(*) from per_query where system = '{RERANKED}'").fetchall()

@@ -10,16 +10,15 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import REPO, fake_entry_points
+from conftest import REPO, SCHEMA, fake_entry_points, minimal_config
 
 from irflow.core.errors import ConfigError
 from irflow.retrieval import rerankers
 from irflow.retrieval.rerank import load_scorer, rerank
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.run_inputs import Plan
 
 TESTS = REPO / "tests"
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 DENSITY = "word_overlap_reranker:WordDensity"
 
 
@@ -33,12 +32,10 @@ def tests_on_path(monkeypatch):
 
 
 def validated(reranker: dict) -> dict:
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {"mine": reranker},
-        "reranking": [{"first_stage": "bm25", "reranker": "mine", "k": [3]}],
-    }
+    config = minimal_config(
+        rerankers={"mine": reranker},
+        reranking=[{"first_stage": "bm25", "reranker": "mine", "k": [3]}],
+    )
     return validate_config(config, SCHEMA)
 
 
@@ -116,18 +113,16 @@ def test_a_vote_and_a_rerank_job_take_the_same_settings_of_their_reranker():
     every type that names a model. On main, rules/qc_common.smk built a vote's settings apart and
     gave a late-interaction reranker's none of its model's ({'reranker_name': 'li', 'reranker':
     {...}}), so a changed ColBERT model did not rerun its votes."""
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"m": {"id": "org/m"}, "col": {"id": "org/col", "query_length": 32}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {
+    config = minimal_config(
+        models={"m": {"id": "org/m"}, "col": {"id": "org/col", "query_length": 32}},
+        rerankers={
             "bi": {"type": "bi-encoder", "model": "m"},
             "ce": {"type": "cross-encoder", "id": "org/ce"},
             "li": {"type": "late-interaction", "model": "col"},
             "mine": {"type": "python", "class": DENSITY},
         },
-        "reranking": [{"first_stage": "bm25", "reranker": r, "k": [10]} for r in ("bi", "li")],
-    }
+        reranking=[{"first_stage": "bm25", "reranker": r, "k": [10]} for r in ("bi", "li")],
+    )
     config = validate_config(config, SCHEMA)
     plan = Plan(config, REPO)
     for name in ("bi", "li"):

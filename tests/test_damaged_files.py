@@ -7,31 +7,28 @@ graph is shared, and one rebuild: the deleted file's is planned (--dry-run), not
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
-import yaml
-from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    SNAKEMAKE,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    Done,
+    run_command,
+    snakemake,
+    write_beir,
+)
 from test_parquet_integrity import flip_bit_in_data_page
 
 pytestmark = pytest.mark.e2e
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 RUN = "results/runs/tiny/bm25.parquet"
-ENVIRONMENT = os.environ | {"HF_HUB_OFFLINE": "1"}
-
-
-def snakemake(*words: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SNAKEMAKE, *words], capture_output=True, text=True, env=ENVIRONMENT, check=False
-    )
 
 
 @pytest.fixture(scope="module")
@@ -42,27 +39,14 @@ def workdir(tmp_path_factory) -> Path:
     config = {
         "offline": True,
         "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
+        "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (root / "config.yaml").write_text(
-        yaml.safe_dump(config | {"retrievers": {"bm25": {"type": "bm25"}}})
-    )
-    done = run_default_target(root)
-    assert done.returncode == 0, done.stderr
+    snakemake(root, config=config)
     return root
 
 
-def run_default_target(root: Path, *options: str) -> subprocess.CompletedProcess:
-    return snakemake(
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(root),
-        "--configfile",
-        str(root / "config.yaml"),
-        "--cores",
-        CORES,
-        *options,
-    )
+def run_default_target(root: Path, *options: str) -> Done:
+    return snakemake(root, *options, "--configfile", str(root / "config.yaml"), check=False)
 
 
 def rebuild_command(message: str) -> list[str]:
@@ -93,8 +77,7 @@ def test_damaged_and_deleted_run_files(workdir):
     assert words[-1] == f"--forcerun={RUN}"
     assert "--configfile" in words and str(workdir / "config.yaml") in words
     # The command, as given, rebuilds the run and what was made from it.
-    rebuilt = snakemake(*words)
-    assert rebuilt.returncode == 0, rebuilt.stderr
+    rebuilt = run_command([*SNAKEMAKE, *words])
     for job in ("retrieve_bm25", "score", "aggregate", "database"):
         assert re.search(rf"^{job}\s+1$", rebuilt.stdout + rebuilt.stderr, re.M)
     pd.testing.assert_frame_equal(runs_view(workdir), clean)

@@ -6,18 +6,16 @@ it plans its graph (an experiment beside the quickstart's needs its own `--direc
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CORES, REPO
-from test_readme import SNAKEMAKE, link_project
+from conftest import CORES, REPO, SCHEMA, SNAKEMAKE, environment, run_command
+from test_readme import link_project
 
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.experiment import experiment, write_record
 
 PROGRAM = ".venv/bin/snakemake"
@@ -117,7 +115,7 @@ def runnable(words: list[str], datasets: Path) -> tuple[dict, list[str]] | None:
     if any(PLACEHOLDER.search(word) for word in words):
         return None
     program = words.index(PROGRAM)
-    environment = dict(word.split("=", 1) for word in words[:program])
+    variables = dict(word.split("=", 1) for word in words[:program])
     arguments = []
     for word in words[program + 1 :]:
         folder = word.removeprefix("data_dir=")
@@ -127,7 +125,7 @@ def runnable(words: list[str], datasets: Path) -> tuple[dict, list[str]] | None:
     if "--report" in arguments:  # a report of a run that has not run: its graph is planned
         at = arguments.index("--report")
         del arguments[at : at + 2]
-    return environment, [*arguments, "-n"]
+    return variables, [*arguments, "-n"]
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +134,7 @@ def beside_the_quickstart(tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("documented")
     link_project(project)
     quickstart = project / "config" / "quickstart.yaml"
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = validate_config(expand_config(yaml.safe_load(quickstart.read_text())), schema)
+    config = validate_config(expand_config(yaml.safe_load(quickstart.read_text())), SCHEMA)
     write_record(experiment(config, [quickstart]), config, project / "results" / "experiment.json")
     return project
 
@@ -157,18 +154,15 @@ def test_every_documented_command_plans_beside_the_quickstarts_results(
         if run is None or (key := shlex.join(run[1])) in planned:
             continue
         planned.add(key)
-        environment, arguments = run
-        environment = {
-            name: value.replace("$PWD", str(beside_the_quickstart))
-            for name, value in environment.items()
-        }
-        result = subprocess.run(
-            [*SNAKEMAKE, *arguments],
-            cwd=beside_the_quickstart,
-            capture_output=True,
-            text=True,
-            env=os.environ | {"HF_HUB_OFFLINE": "1"} | environment,
-            check=False,
+        variables, arguments = run
+        env = environment(
+            **{
+                name: value.replace("$PWD", str(beside_the_quickstart))
+                for name, value in variables.items()
+            }
+        )
+        result = run_command(
+            [*SNAKEMAKE, *arguments], env=env, cwd=beside_the_quickstart, check=False
         )
         if result.returncode:
             failures.append(f"{where}: {shlex.join(words)}\n{result.stderr[-1500:]}")

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
+from conftest import SCHEMA, minimal_config, validated
 from loopback_http import serving
 
-from irflow.core.errors import DownloadError
+from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import download, download_cache, fetch
 from irflow.data.download import (
     dataset_files,
@@ -35,6 +36,7 @@ from irflow.data.ir_datasets_fields import (
 )
 from irflow.data.sources import ir_datasets as ir_datasets_source
 from irflow.data.sources import locate_dataset
+from irflow.workflow.config import validate_config
 
 CORPUS = [
     {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces fever."},
@@ -1016,41 +1018,18 @@ def test_a_cache_folder_irflow_did_not_write_is_never_deleted(server, dirs):
 
 
 def test_download_dir_equal_to_data_dir_is_refused_naming_both_keys():
-    from conftest import REPO
-
-    from irflow.core.errors import ConfigError
-    from irflow.workflow.config import load_schema, validate_config
-
-    config = {
-        "datasets": {
-            "scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}
-        },
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "data_dir": "data/beir",
-        "download_dir": "./data/beir/",
-    }
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
+    config = minimal_config("scifact", data_dir="data/beir", download_dir="./data/beir/")
     with pytest.raises(ConfigError, match="'download_dir' and 'data_dir' name the same folder"):
-        validate_config(config, schema)
-    assert validate_config(config | {"download_dir": "results/downloads"}, schema)
+        validate_config(config, SCHEMA)
+    assert validate_config(config | {"download_dir": "results/downloads"}, SCHEMA)
 
 
 def test_file_urls_are_refused_at_config_time_and_never_retried(tmp_path, isolated):
     """Item 8: httpx has no file:// transport; a file:// URL is a config error, and a request
     with one fails at once."""
-    from conftest import REPO
-
-    from irflow.core.errors import ConfigError
-    from irflow.workflow.config import load_schema, validate_config
-
-    config = {
-        "datasets": {
-            "scifact": {"source": {"type": "url", "url": f"file://{tmp_path}/scifact.zip"}}
-        },
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
+    source = {"type": "url", "url": f"file://{tmp_path}/scifact.zip"}
     with pytest.raises(ConfigError, match="datasets.scifact.source"):
-        validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+        validated(datasets={"scifact": {"source": source}})
 
     with pytest.raises(DownloadError, match="after 1 attempt"):
         fetch_url(f"file://{tmp_path}/scifact.zip", tmp_path / "scifact.zip")

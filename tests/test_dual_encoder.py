@@ -9,23 +9,20 @@ products of the query model's query vectors and the document model's document ve
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from conftest import (
-    CORES,
     REPO,
+    SCHEMA,
     TINY_CORPUS,
     TINY_QRELS,
     TINY_QUERIES,
     index_spec,
     minilm_spec,
     place_local_datasets,
+    snakemake,
     write_beir,
 )
 
@@ -36,10 +33,9 @@ from irflow.evaluation.published import matches
 from irflow.retrieval.index import index_file
 from irflow.retrieval.retrieve import DenseSearcher
 from irflow.retrieval.runs import SearchRequest
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 QUERY_PROMPT = "question: "
 
 
@@ -62,23 +58,15 @@ def vectors(path) -> dict[str, np.ndarray]:
     return dict(zip(table.column("id").to_pylist(), np.asarray(matrix, dtype=np.float64)))
 
 
+@pytest.mark.e2e
 def test_a_dual_encoder_scores_the_query_models_queries_against_the_document_models_documents(
     tmp_path, minilm_path
 ):
     """Today the schema refused `query_model` (additionalProperties: false)."""
     write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = config_of(minilm_path)
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     runs = ["results/runs/tiny/dual.parquet", "results/embeddings/tiny/minilm/queries.parquet"]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-        + ["--cores", CORES, *runs],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    snakemake(tmp_path, *runs, config=config)
     embeddings = tmp_path / "results" / "embeddings" / "tiny"
     # The query model embeds the queries alone; the document model's vectors serve both runs.
     assert sorted(p.name for p in (embeddings / "minilm-q").glob("*.parquet")) == [

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, TINY_CORPUS, minilm_spec
+from conftest import SCHEMA, TINY_CORPUS, minilm_spec, minimal_config
 from test_cost import recorded
 
 import irflow.encoding.embed
@@ -24,7 +24,7 @@ from irflow.encoding.embed import (
 from irflow.encoding.models import Encoder, resolve_dtype
 from irflow.encoding.parts import prepare_parts
 from irflow.evaluation.cost import CostModel
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 
 
@@ -256,13 +256,12 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
 
 
 def test_dtype_defaults_to_float32_for_models_and_cross_encoders():
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"m": {"id": "org/bi-encoder"}},
-        "retrievers": {"r": {"type": "dense", "model": "m"}},
-        "rerankers": {"ce": {"type": "cross-encoder", "id": "org/cross-encoder"}},
-    }
-    config = validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+    config = minimal_config(
+        models={"m": {"id": "org/bi-encoder"}},
+        retrievers={"r": {"type": "dense", "model": "m"}},
+        rerankers={"ce": {"type": "cross-encoder", "id": "org/cross-encoder"}},
+    )
+    config = validate_config(config, SCHEMA)
     assert config["models"]["m"]["dtype"] == "float32"
     assert config["rerankers"]["ce"]["dtype"] == "float32"
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import schema_defaults
+from conftest import SCHEMA, minimal_config, schema_defaults
 from fake_llm import fake_llm_fixture, last_user_message  # noqa: F401 (the fixture)
 from test_sparse import TEXTS
 from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
@@ -26,7 +26,7 @@ from irflow.derived.expand import (
 )
 from irflow.derived.llm.client import LLMClient, LLMError
 from irflow.retrieval.rerank import CrossEncoderScorer
-from irflow.workflow.config import load_config, load_schema, validate_config
+from irflow.workflow.config import load_config, validate_config
 
 SPEC = {
     "revision": None,
@@ -182,19 +182,15 @@ def test_a_killed_expansion_resumes_from_its_finished_batches(generator, tmp_pat
 def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
     from irflow.core.errors import ConfigError
 
-    schema = load_schema("config/config.schema.yaml")
-    base = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": schema_defaults({"type": "bm25"})},
-    }
+    base = minimal_config(retrievers={"bm25": schema_defaults({"type": "bm25"})})
     with pytest.raises(ConfigError, match="'expand.x.dataset': 'nope' is not a key of 'datasets'"):
         validate_config(
-            base | {"expand": {"x": {"dataset": "nope", "model": {"id": "a/b"}}}}, schema
+            base | {"expand": {"x": {"dataset": "nope", "model": {"id": "a/b"}}}}, SCHEMA
         )
     with pytest.raises(ConfigError, match="'expand.d': the name is already a dataset's"):
-        validate_config(base | {"expand": {"d": {"dataset": "d", "model": {"id": "a/b"}}}}, schema)
+        validate_config(base | {"expand": {"d": {"dataset": "d", "model": {"id": "a/b"}}}}, SCHEMA)
     config = validate_config(
-        base | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}}}}, schema
+        base | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}}}}, SCHEMA
     )
     model = config["expand"]["x"]["model"]
     assert (model["queries"], model["top_k"], model["top_p"]) == (40, 10, 1.0)  # docTTTTTquery
@@ -255,37 +251,35 @@ def test_filter_keeps_the_queries_at_or_above_the_corpus_percentile(
 def test_filter_config_names_a_cross_encoder(tmp_path):
     from irflow.core.errors import ConfigError
 
-    schema = load_schema("config/config.schema.yaml")
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": schema_defaults({"type": "bm25"})},
-        "models": {"m": {"id": "a/b"}},
-        "rerankers": {
+    config = minimal_config(
+        retrievers={"bm25": schema_defaults({"type": "bm25"})},
+        models={"m": {"id": "a/b"}},
+        rerankers={
             "ce": {"type": "cross-encoder", "id": "a/c"},
             "bi": {"type": "bi-encoder", "model": "m"},
         },
-    }
+    )
 
     def expand(block: dict) -> dict:
         return config | {"expand": {"x": {"dataset": "d", "model": {"id": "a/b"}} | block}}
 
     with pytest.raises(ConfigError, match="'expand.x.filter.reranker': 'nope' is not a key"):
-        validate_config(expand({"filter": {"reranker": "nope", "drop_share": 0.7}}), schema)
+        validate_config(expand({"filter": {"reranker": "nope", "drop_share": 0.7}}), SCHEMA)
     with pytest.raises(
         ConfigError, match="'bi' is a bi-encoder reranker; the filter needs a cross"
     ):
-        validate_config(expand({"filter": {"reranker": "bi", "drop_share": 0.7}}), schema)
+        validate_config(expand({"filter": {"reranker": "bi", "drop_share": 0.7}}), SCHEMA)
     with pytest.raises(ConfigError, match="expand.x.filter.drop_share"):
-        validate_config(expand({"filter": {"reranker": "ce", "drop_share": 1}}), schema)
-    valid = validate_config(expand({"filter": {"reranker": "ce", "drop_share": 0.7}}), schema)
+        validate_config(expand({"filter": {"reranker": "ce", "drop_share": 1}}), SCHEMA)
+    valid = validate_config(expand({"filter": {"reranker": "ce", "drop_share": 0.7}}), SCHEMA)
     assert valid["expand"]["x"]["filter"] == {"reranker": "ce", "drop_share": 0.7}
     # A writer: a seq2seq model or the llm, not both, and the llm needs a model to ask.
     with pytest.raises(ConfigError, match="'expand.x'"):
-        validate_config(expand({"llm": {}}), schema)
+        validate_config(expand({"llm": {}}), SCHEMA)
     llm_only = config | {"expand": {"x": {"dataset": "d", "llm": {}}}}
     with pytest.raises(ConfigError, match="'llm.model': needed by 'expand.x.llm'"):
-        validate_config(llm_only, schema)
-    valid = validate_config(llm_only | {"llm": {"model": "m"}}, schema)
+        validate_config(llm_only, SCHEMA)
+    valid = validate_config(llm_only | {"llm": {"model": "m"}}, SCHEMA)
     assert valid["expand"]["x"]["llm"]["queries"] == 20
 
 

@@ -7,17 +7,16 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SCHEMA, minimal_config, snakemake
 
 from irflow.core.errors import COMMAND_VARIABLE, ConfigError, rebuild_command
 from irflow.evaluation.aggregate import build_database
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.experiment import (
     check_experiment,
     experiment,
@@ -26,10 +25,7 @@ from irflow.workflow.experiment import (
     write_record,
 )
 
-CONFIG = {
-    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-    "retrievers": {"bm25": {"type": "bm25"}},
-}
+CONFIG = minimal_config()
 
 
 def test_a_second_config_is_refused_naming_both(tmp_path):
@@ -59,10 +55,9 @@ def test_a_copy_of_the_config_at_another_path_is_the_same_experiment(tmp_path):
     first.write_text(text)
     copy.write_text(text)
     changed.write_text(text + "\ntop_k: 10\n")
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
 
     def validated(path: Path) -> dict:
-        return validate_config(expand_config(yaml.safe_load(path.read_text())), schema)
+        return validate_config(expand_config(yaml.safe_load(path.read_text())), SCHEMA)
 
     record = tmp_path / "results" / "experiment.json"
     write_record(experiment(validated(first), [first]), validated(first), record)
@@ -97,17 +92,10 @@ def test_a_report_of_another_config_is_refused_before_the_workflow_runs(tmp_path
     first.write_text(yaml.safe_dump(CONFIG))
     second.write_text(yaml.safe_dump(CONFIG | {"top_k": 10}))
     write_record(experiment(CONFIG, [first]), CONFIG, tmp_path / "results" / "experiment.json")
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    result = subprocess.run(
-        [*command, "--directory", str(tmp_path), "--configfile", str(second)]
-        + ["--report", "report.html"],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
+    args = ["--configfile", str(second), "--report", "report.html"]
+    result = snakemake(tmp_path, *args, cores=None, check=False)
     assert result.returncode != 0
-    output = result.stdout + result.stderr
+    output = result.output
     assert f"pass --configfile {first}" in output and "Missing metadata" not in output
 
 

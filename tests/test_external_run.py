@@ -14,7 +14,7 @@ import pytest
 import pytrec_eval
 import Stemmer
 from bm25_index import bm25_run
-from conftest import CORES, schema_defaults
+from conftest import schema_defaults, snakemake
 
 from irflow.core import contracts
 from irflow.core.errors import DownloadError, InputError
@@ -320,11 +320,8 @@ def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
     """The one-system, one-dataset, one-query case with a run made outside irflow: every
     stage copes, and the run is scored as its file says (a document of another corpus
     dropped and counted)."""
-    import subprocess
-    import sys
 
-    import yaml
-    from conftest import REPO, write_beir
+    from conftest import write_beir
 
     data = write_beir(
         tmp_path / "tiny",
@@ -344,13 +341,7 @@ def test_one_external_run_on_one_query_runs_to_the_database(tmp_path):
             }
         },
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-    result = subprocess.run(
-        [*command, "--cores", CORES], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    snakemake(tmp_path, config=config)
     summary = pd.read_parquet(tmp_path / "results" / "summary.parquet")
     ndcg = summary.query("system == 'ext' and metric == 'ndcg_cut_10'")["value"]
     assert ndcg.tolist() == [pytest.approx(1 / np.log2(3), abs=1e-12)]

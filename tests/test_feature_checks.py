@@ -10,21 +10,20 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from conftest import REPO
+from conftest import SCHEMA, minimal_config
 
 from irflow.core import config as core
 from irflow.core.errors import ConfigError
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-BASE = {
-    "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/scifact.zip"}}},
-    "retrievers": {"bm25": {"type": "bm25"}, "bm25_k12": {"type": "bm25", "k1": 1.2}},
-    "models": {
+BASE = minimal_config(
+    "scifact",
+    retrievers={"bm25": {"type": "bm25"}, "bm25_k12": {"type": "bm25", "k1": 1.2}},
+    models={
         "minilm": {"id": "org/minilm"},
         "minilm-onnx": {"id": "org/minilm", "backend": "onnx"},
     },
-}
+)
 RRF = {"method": "rrf", "runs": ["bm25", "bm25_k12"]}
 SALIENCY = {"models": ["minilm"], "datasets": ["scifact"]}
 

@@ -10,14 +10,14 @@ import random
 
 import pandas as pd
 import pyarrow.parquet as pq
-from conftest import REPO, write_beir
+from conftest import SCHEMA, minimal_config, planned_inputs, write_beir
 
 from irflow.core import contracts
 from irflow.data import filter as filtering
 from irflow.data.filter import copy_tables, filter_table_html, run_filter, summarize_filters
 from irflow.data.ingest import ingest
 from irflow.data.quality import FILTERS
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 CORPUS = [
     {"_id": "a", "title": "", "text": "   "},  # empty
@@ -131,12 +131,11 @@ def test_only_judged_queries_are_scored(tmp_path):
 
 def schema_rules(**quality) -> dict:
     """The validated ``filter`` block with the named quality filters on."""
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"r": {"type": "bm25"}},
-        "filter": {"quality": {name: {"enabled": True} for name in quality}},
-    }
-    return validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))["filter"]
+    config = minimal_config(
+        retrievers={"r": {"type": "bm25"}},
+        filter={"quality": {name: {"enabled": True} for name in quality}},
+    )
+    return validate_config(config, SCHEMA)["filter"]
 
 
 PROSE = "The cells divide when the growth factors in the medium reach their threshold."
@@ -296,16 +295,15 @@ def test_workers_give_one_process_outputs_on_arguana(tmp_path, monkeypatch, shar
     ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
     quality = {name: {"enabled": True} for name in FILTERS}
     rules = validate_config(
-        {
-            "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-            "retrievers": {"r": {"type": "bm25"}},
-            "filter": {
+        minimal_config(
+            retrievers={"r": {"type": "bm25"}},
+            filter={
                 "quality": quality,
                 "near_duplicates": {"enabled": True},
                 "drop_duplicates": True,
             },
-        },
-        load_schema(REPO / "config" / "config.schema.yaml"),
+        ),
+        SCHEMA,
     )["filter"]
     outputs = []
     for workers in (1, 2):
@@ -337,7 +335,6 @@ def test_an_expanded_copy_keeps_exactly_its_base_filtered_documents(tmp_path):
     reads the base's filtered corpus (Snakemake's dry run), and a document the base drops stays
     out even where its expanded text would pass the rules, so BM25 and BM25 + docT5query rank
     the same documents."""
-    from test_workflow import planned_inputs
 
     raw = write_beir(tmp_path / "raw", CORPUS, QUERIES, QRELS)
     config = {

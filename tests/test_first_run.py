@@ -19,11 +19,10 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import CORES, REPO, REPORT_PLOTS, measured, official_scifact_config
+from conftest import CORES, REPO, REPORT_PLOTS, SNAKEMAKE, measured, official_scifact_config
 from test_interrupted import killed_writing, writing
 from test_readme import (
     QUICKSTART_TARGET,
-    SNAKEMAKE,
     link_project,
     quickstart_bm25_command,
     run_in_copy,

@@ -7,17 +7,22 @@ import gzip
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO, official_scifact_config
+from conftest import (
+    REPO,
+    SCHEMA,
+    minimal_config,
+    official_scifact_config,
+    planned_inputs,
+    run_command,
+    snakemake_command,
+)
 from fake_llm import FakeLLM, last_user_message
-from test_workflow import planned_inputs
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
@@ -40,7 +45,7 @@ from irflow.derived.generate.sampling import (
     word_count,
 )
 from irflow.derived.llm.client import LLMClient, LLMError
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 PROMPTS = REPO / "config" / "prompts" / "airbench.yaml"
 DOCUMENT = re.compile(r'Document:\n"""\n(.*?)\n"""', re.DOTALL)
@@ -326,9 +331,8 @@ def test_long_doc_chunks_are_llamaindexs_and_keep_sentences_whole(shared_dataset
     issue 50): 402 chunks of 199.9 words, 388 ending mid-sentence."""
     from llama_index.core.utils import get_tokenizer
 
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     assert (
-        schema["properties"]["generate"]["additionalProperties"]["properties"]["chunker"]["default"]
+        SCHEMA["properties"]["generate"]["additionalProperties"]["properties"]["chunker"]["default"]
         == "llamaindex"
     )
     document = scifact_joined(shared_datasets, 300)
@@ -574,18 +578,16 @@ def test_a_corpus_id_that_a_negative_needs_is_an_error(airbench_llm, tmp_path):
 
 
 def test_the_config_names_every_generate_problem():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "generate": {
+    config = minimal_config(
+        "scifact",
+        generate={
             "gen": {"dataset": "nope", "negatives": [5, 3]},
             "scifact": {"dataset": "scifact", "chunk_tokens": 50, "overlap": 50},
             "short": {"dataset": "scifact", "max_words": 10, "split": "dev", "dev_share": 0},
         },
-    }
+    )
     with pytest.raises(ConfigError) as error:
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
     message = str(error.value)
     assert "'generate.short.max_words': 10 is less than min_words (20)" in message
     assert "'generate.short.split': the dev split is empty with dev_share 0" in message
@@ -596,9 +598,9 @@ def test_the_config_names_every_generate_problem():
     assert "'llm.model': needed by 'generate'" in message
     bad_key = config | {"generate": {}, "llm": {"model": "m", "api_key": "sk-1"}}
     with pytest.raises(ConfigError, match="config key 'llm': Additional properties"):
-        validate_config(bad_key, schema)
+        validate_config(bad_key, SCHEMA)
     good = config | {"generate": {"gen": {"dataset": "scifact"}}, "llm": {"model": "m"}}
-    filled = validate_config(good, schema)
+    filled = validate_config(good, SCHEMA)
     assert list_generated(filled)["gen"]["negatives"] == [3, 7]
     assert filled["llm"]["cache_dir"] == "results/llm-cache"
 
@@ -651,31 +653,13 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
     target = "results/scores/scifact-gen/bm25.parquet"
     with FakeLLM(responder=airbench_responder) as fake:
         config["llm"] = {"base_url": fake.base_url, "model": "fake", "max_concurrency": 2}
-        config_path = tmp_path / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        command = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--configfile",
-            str(config_path),
-            "--cores",
-            "1",
-        ]
+        command = snakemake_command(tmp_path, config=config, cores="1")
         estimate_target = "results/llm_estimate/scifact-gen.json"
-        result = subprocess.run(
-            [*command, estimate_target], capture_output=True, text=True, env=os.environ
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
+        run_command([*command, estimate_target], env=os.environ)  # online: the fake LLM
         before = json.loads((tmp_path / estimate_target).read_text())
         assert fake.requests == 0 and before["requests"] == 30 and before["cached"] == 0
         assert before["sample"]["not_positive"] > 0 and before["documents"] == 5
-        result = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
-        assert result.returncode == 0, result.stdout + result.stderr
+        run_command([*command, target], env=os.environ)
         assert fake.requests == 30
         folder = tmp_path / "results/datasets/scifact-gen"
         sampled = set(pd.read_parquet(folder / "generation/generation.parquet")["doc_id"])
@@ -697,27 +681,21 @@ def test_the_workflow_evaluates_a_generated_dataset(shared_datasets, tmp_path):
         assert source["base_dataset"] == "scifact" and len(source["checksum"]) == 32
         assert source["split"] == "test"
         fake.reset_counts()
-        rerun = subprocess.run([*command, target], capture_output=True, text=True, env=os.environ)
-        assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr
+        assert "Nothing to be done" in run_command([*command, target], env=os.environ).output
         # Seeds (issue 50 item 10): a list of one seed plans nothing; adding a seed plans only
         # that seed's jobs (its own dataset, named <name>@seed<seed>), none of the first's.
         seeded = "results/scores/scifact-gen@seed1/bm25.parquet"
         for seeds, targets in (([0], [target]), ([0, 1], [target, seeded])):
             config["generate"]["scifact-gen"]["seed"] = seeds
-            config_path.write_text(yaml.safe_dump(config))
-            planned = subprocess.run(
-                [*command, "-n", *targets], capture_output=True, text=True, env=os.environ
-            )
-            assert planned.returncode == 0, planned.stdout + planned.stderr
-            said = planned.stdout + planned.stderr
+            planned = snakemake_command(tmp_path, "-n", *targets, config=config, cores="1")
+            said = run_command(planned, env=os.environ).output
             if len(seeds) == 1:
                 assert "Nothing to be done" in said, said
             else:
                 assert set(re.findall(r"dataset=([^,\s]+)", said)) == {"scifact-gen@seed1"}, said
-        after = subprocess.run(
-            [*command, "-f", estimate_target], capture_output=True, text=True, env=os.environ
-        )
-        assert after.returncode == 0, after.stdout + after.stderr
+        config["generate"]["scifact-gen"]["seed"] = 0
+        command = snakemake_command(tmp_path, config=config, cores="1")  # the first seed alone
+        run_command([*command, "-f", estimate_target], env=os.environ)
         cached = json.loads((tmp_path / estimate_target).read_text())
         assert cached["requests"] == 0 and cached["cached"] == 30
         assert fake.requests == 0
@@ -946,14 +924,10 @@ def test_two_documents_of_the_same_text_ask_for_characters_once(airbench_llm, tm
 
 def generate_config(**spec) -> dict:
     """A validated config with one generate block ``gen`` over SciFact, and its resolved spec."""
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "llm": {"model": "m"},
-        "generate": {"gen": {"dataset": "scifact"} | spec},
-    }
-    return list_generated(validate_config(config, schema))["gen"]
+    config = minimal_config(
+        "scifact", llm={"model": "m"}, generate={"gen": {"dataset": "scifact"} | spec}
+    )
+    return list_generated(validate_config(config, SCHEMA))["gen"]
 
 
 def test_long_doc_generation_asks_for_no_hard_negatives(airbench_llm, tmp_path):
@@ -1017,13 +991,11 @@ def test_long_doc_dev_is_one_dataset_per_domain():
     of a domain the first by name is dev as a whole, the others test; a dataset without a
     domain, or with its own dev_share, is as configured. (Before: every Long-Doc dataset was
     test.)"""
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     long_doc = {"dataset": "scifact", "chunk_tokens": 200}
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "llm": {"model": "m"},
-        "generate": {
+    config = minimal_config(
+        "scifact",
+        llm={"model": "m"},
+        generate={
             "book-b": long_doc | {"domain": "book"},
             "book-a": long_doc | {"domain": "book"},
             "law-x": long_doc | {"domain": "law"},
@@ -1031,8 +1003,8 @@ def test_long_doc_dev_is_one_dataset_per_domain():
             "plain": dict(long_doc),
             "qa": {"dataset": "scifact", "domain": "book"},
         },
-    }
-    generated = list_generated(validate_config(config, schema))
+    )
+    generated = list_generated(validate_config(config, SCHEMA))
     splits = {name: (spec["dev_share"], spec["split"]) for name, spec in generated.items()}
     assert splits == {
         "book-a": (1.0, "dev"),

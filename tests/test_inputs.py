@@ -4,21 +4,15 @@ validated configs: what each job reads, without running Snakemake."""
 from types import SimpleNamespace
 
 import yaml
-from conftest import REPO, place_local_datasets
+from conftest import REPO, SCHEMA, place_local_datasets, validated
 
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
-
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 
 
 def plan_of(**config):
-    """A Plan of a config with dataset ``d`` (read from a folder) and BM25 unless given."""
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}}
-    } | config
-    config.setdefault("retrievers", {"bm25": {"type": "bm25"}})
-    return Plan(validate_config(config, SCHEMA), REPO)
+    """A Plan of a config with dataset ``d`` (read from a URL) and BM25 unless given."""
+    return Plan(validated(**config), REPO)
 
 
 def dense(**config):

@@ -23,10 +23,8 @@ import pandas as pd
 import psutil
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from conftest import CORES, scifact_subset
+from conftest import scifact_subset, snakemake_command
 from loopback_http import serving
-from test_workflow import SNAKEMAKE
 
 from irflow.core.progress import SECONDS_VARIABLE as PROGRESS_SECONDS
 from irflow.data.download_cache import cached_file_name
@@ -58,11 +56,8 @@ def zipped(folder: Path) -> bytes:
 
 def start(workdir: Path, config: dict) -> subprocess.Popen:
     workdir.mkdir(exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    config_path = str(workdir / "config.yaml")
-    command = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", config_path]
     return subprocess.Popen(
-        [*command, "--cores", CORES, *TARGETS],
+        snakemake_command(workdir, *TARGETS, config=config),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, minilm_spec
+from conftest import REPO, SCHEMA, minilm_spec
 from test_sparse import (
     QUERIES,
     TEXTS,
@@ -42,10 +42,9 @@ from irflow.retrieval.maxsim_rerank import MaxSimScorer, candidate_batches
 from irflow.retrieval.rerank import rerank
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow import resources
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 # The lengths the provenance records.
 LENGTHS = ("query_length", "queries_padded_to", "document_length")
 

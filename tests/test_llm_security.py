@@ -5,11 +5,11 @@ cache entries and cuts long documents. Against the fake server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import functools
 import time
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import validated
 from fake_llm import FakeLLM, echo_responder, fake_llm_fixture, last_user_message  # noqa: F401
 from test_llm import ask, client
 
@@ -17,7 +17,6 @@ from irflow.core.errors import ConfigError
 from irflow.core.redaction import MAX_REDACTED_CHARS, redact
 from irflow.derived.llm.client import LLMClient, LLMError
 from irflow.derived.llm.messages import parse_json
-from irflow.workflow.config import load_schema, validate_config
 
 # 40 KB on which the old key pattern backtracked for 67 s (a word boundary at every character).
 HOSTILE_ERROR = "a-" * 20_000
@@ -86,17 +85,8 @@ def test_a_40_kb_error_body_is_recorded_short_and_at_once(tmp_path):
 # --- item 2: the API key, the model -----------------------------------------------------------
 
 
-@functools.cache
-def schema() -> dict:
-    return load_schema("config/config.schema.yaml")
-
-
 def config_with(llm: dict) -> dict:
-    base = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
-    return validate_config(base | {"llm": llm}, schema())
+    return validated(llm=llm)
 
 
 def test_a_key_needs_an_explicit_base_url_and_https_to_another_machine():

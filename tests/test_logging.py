@@ -8,32 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+import pytest
+from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, Done, snakemake, write_beir
 
 
-def run_workflow(workdir: Path, datasets: dict, target: str) -> subprocess.CompletedProcess:
-    """Run Snakemake offline in a new ``workdir`` for ``target`` of a BM25-only config."""
-    workdir.mkdir()
-    config = workdir / "config.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
-        )
-    )
-    return subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config)]
-        + ["--cores", "1", target],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
-
-
-def assert_one_error_line(result: subprocess.CompletedProcess, log: str, expected: str) -> None:
+def assert_one_error_line(result: Done, log: str, expected: str) -> None:
     """The job failed, and its error is one line, without a traceback, in its log and stderr."""
     assert result.returncode != 0
     errors = [line for line in log.splitlines() if "ERROR" in line]
@@ -42,34 +21,42 @@ def assert_one_error_line(result: subprocess.CompletedProcess, log: str, expecte
     assert "Traceback" not in log and "Traceback" not in result.stderr
 
 
-def test_input_error_is_one_line_in_the_rule_log(tmp_path):
-    data = write_beir(tmp_path / "data" / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
+@pytest.fixture(scope="module")
+def failed_jobs(tmp_path_factory) -> tuple[Path, Done]:
+    """One offline run (its folder ``work`` and what it printed), --keep-going, of two datasets
+    whose first job fails: ``malformed``, whose queries file ends on malformed JSON (ingest),
+    and ``zipped``, a zip that is none (download: an offline URL source not at hand is refused
+    before any job, test_catalog.py)."""
+    root = tmp_path_factory.mktemp("failing")
+    data = write_beir(root / "malformed", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     queries = data / "queries.jsonl"
     queries.write_text(queries.read_text() + '{"_id": "q4", "text": \n')
-    workdir = tmp_path / "work"
-    result = run_workflow(
-        workdir,
-        {"tiny": {"source": {"type": "path", "path": str(data)}}},
-        "results/datasets/tiny/queries.parquet",
-    )
-    log = (workdir / "results" / "logs" / "ingest" / "tiny.log").read_text()
+    (root / "zipped.zip").write_bytes(b"not a zip")
+    datasets = {
+        "malformed": {"source": {"type": "path", "path": str(data)}},
+        "zipped": {"source": {"type": "path", "path": str(root / "zipped.zip")}},
+    }
+    config = {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
+    targets = ["results/datasets/malformed/queries.parquet", "results/datasets/zipped/source.json"]
+    (root / "work").mkdir()
+    done = snakemake(root / "work", "--keep-going", *targets, config=config, check=False)
+    return root, done
+
+
+@pytest.mark.e2e
+def test_input_error_is_one_line_in_the_rule_log(failed_jobs):
+    root, result = failed_jobs
+    log = (root / "work" / "results" / "logs" / "ingest" / "malformed.log").read_text()
+    queries = root / "malformed" / "queries.jsonl"
     assert_one_error_line(result, log, f"{queries}, line 4: malformed JSON")
-    assert not (workdir / "results" / "datasets" / "tiny" / "queries.parquet").exists()
+    assert not (root / "work" / "results" / "datasets" / "malformed" / "queries.parquet").exists()
 
 
-def test_download_error_is_one_line_in_the_rule_log(tmp_path):
-    # A zip that is none: the download job's unpacking fails. (An offline URL source that is
-    # not at hand is refused before any job: test_catalog.py.)
-    archive = tmp_path / "tiny.zip"
-    archive.write_bytes(b"not a zip")
-    workdir = tmp_path / "work"
-    result = run_workflow(
-        workdir,
-        {"tiny": {"source": {"type": "path", "path": str(archive)}}},
-        "results/datasets/tiny/source.json",
-    )
-    log = (workdir / "results" / "logs" / "download" / "tiny.log").read_text()
-    assert_one_error_line(result, log, f"{archive}: not a valid zip archive")
+@pytest.mark.e2e
+def test_download_error_is_one_line_in_the_rule_log(failed_jobs):
+    root, result = failed_jobs
+    log = (root / "work" / "results" / "logs" / "download" / "zipped.log").read_text()
+    assert_one_error_line(result, log, f"{root / 'zipped.zip'}: not a valid zip archive")
 
 
 def _run_failing_job(

@@ -14,33 +14,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import CORES, REPO, scifact_subset
+from conftest import scifact_subset, snakemake
 
 pytestmark = pytest.mark.e2e  # five Snakemake calls, about 60 s of CPU on this machine
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 RUN = "results/runs/sub/bm25.parquet"
 SCORES = "results/scores/sub/bm25.parquet"
-
-
-def snakemake(workdir, config: dict, *arguments: str) -> str:
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [*SNAKEMAKE, "--directory", str(workdir), "--cores", CORES]
-    done = subprocess.run(
-        [*command, *arguments, "--configfile", str(workdir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout + done.stderr
 
 
 def ran(output: str) -> set[str]:
@@ -67,7 +49,7 @@ def workdir(shared_datasets, tmp_path_factory):
     200 documents, in BEIR layout, searched by BM25 and scored."""
     workdir = tmp_path_factory.mktemp("lost_records")
     subset = scifact_subset(shared_datasets / "scifact", workdir / "sub")
-    first = snakemake(workdir, config_of(subset), SCORES)
+    first = snakemake(workdir, SCORES, config=config_of(subset)).output
     assert {"download", "ingest", "filter", "index_bm25", "retrieve_bm25", "score"} <= ran(first)
     return workdir
 
@@ -81,7 +63,7 @@ def test_a_dataset_file_edited_with_its_time_kept_reruns_its_ingest(workdir):
     corpus.write_text("".join(json.dumps(document) + "\n" for document in documents))
     os.utime(corpus, ns=(kept.st_atime_ns, kept.st_mtime_ns))  # as touch -r or cp -p leave it
     # main: "Nothing to be done", the old corpus kept.
-    rerun = ran(snakemake(workdir, config, SCORES))
+    rerun = ran(snakemake(workdir, SCORES, config=config).output)
     assert {"download", "ingest", "filter", "index_bm25", "retrieve_bm25", "score"} <= rerun
     ingested = pd.read_parquet(workdir / "results/datasets/sub/corpus.parquet")
     assert ingested.set_index("doc_id").loc[documents[0]["_id"], "text"] == "edited"
@@ -92,14 +74,17 @@ def test_a_changed_setting_reruns_its_jobs_after_snakemakes_records_are_deleted(
     # An unchanged config plans nothing without the records: no stamp was rewritten, and the
     # dataset's files, checked once after their edit, are neither hashed nor rerun again.
     shutil.rmtree(workdir / ".snakemake")
-    assert "Nothing to be done" in snakemake(workdir, config, SCORES, "--dry-run")
+    assert "Nothing to be done" in snakemake(workdir, SCORES, "--dry-run", config=config).output
     assert pd.read_parquet(workdir / RUN).groupby("query_id").size().max() > 2
     full = ndcg10(workdir)
 
     # top_k 1000 -> 2 with the records gone: main said "Nothing to be done", kept up to 142
     # hits a query and the old nDCG@10.
     shutil.rmtree(workdir / ".snakemake")
-    assert ran(snakemake(workdir, config | {"top_k": 2}, SCORES)) == {"retrieve_bm25", "score"}
+    assert ran(snakemake(workdir, SCORES, config=config | {"top_k": 2}).output) == {
+        "retrieve_bm25",
+        "score",
+    }
     assert pd.read_parquet(workdir / RUN).groupby("query_id").size().max() == 2
     assert ndcg10(workdir) < full
     # The run's manifest carries the settings it was made with: planning compares the two.
@@ -111,7 +96,11 @@ def test_a_changed_setting_reruns_its_jobs_after_snakemakes_records_are_deleted(
     # A BM25 setting, the records gone again: the index is rebuilt with it, then searched.
     shutil.rmtree(workdir / ".snakemake")
     k1 = config | {"top_k": 2, "retrievers": {"bm25": {"type": "bm25", "k1": 0.1, "b": 0.0}}}
-    assert ran(snakemake(workdir, k1, SCORES)) == {"index_bm25", "retrieve_bm25", "score"}
+    assert ran(snakemake(workdir, SCORES, config=k1).output) == {
+        "index_bm25",
+        "retrieve_bm25",
+        "score",
+    }
     built = json.loads((workdir / "results/manifests/index_bm25/sub/bm25.json").read_text())
     assert (built["settings"]["k1"], built["settings"]["b"]) == (0.1, 0.0)
 
@@ -123,7 +112,10 @@ def test_a_dry_run_of_a_changed_setting_changes_nothing(workdir):
         "top_k": 2,
         "retrievers": {"bm25": {"type": "bm25", "k1": 0.1, "b": 0.0}},
     }
-    snakemake(workdir, config, SCORES)  # as the test above left it, with the records
+    snakemake(workdir, SCORES, config=config)  # as the test above left it, with the records
     changed = config | {"top_k": 3}
-    assert ran(snakemake(workdir, changed, SCORES, "--dry-run")) == {"retrieve_bm25", "score"}
-    assert "Nothing to be done" in snakemake(workdir, config, SCORES, "--dry-run")
+    assert ran(snakemake(workdir, SCORES, "--dry-run", config=changed).output) == {
+        "retrieve_bm25",
+        "score",
+    }
+    assert "Nothing to be done" in snakemake(workdir, SCORES, "--dry-run", config=config).output

@@ -14,7 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, schema_defaults, write_beir
+from conftest import (
+    REPO,
+    SCHEMA,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    minimal_config,
+    schema_defaults,
+    write_beir,
+)
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, UserError
@@ -23,20 +32,16 @@ from irflow.evaluation.published import load_published, matches
 from irflow.evaluation.score import score_run
 from irflow.retrieval import lucene
 from irflow.retrieval.runs import SearchRequest
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 from irflow.workflow.families.lucene import index_folder, layouts
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 PUBLISHED = load_published(REPO / "config" / "reference" / "published.yaml")
 LUCENE = family("lucene")
 
 
 def validated(**retrievers) -> dict:
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": retrievers,
-    }
+    config = minimal_config(retrievers=retrievers)
     return validate_config(config, SCHEMA)
 
 

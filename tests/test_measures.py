@@ -3,18 +3,18 @@ module there, which scoring, the metric names and the config check then know."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import SCHEMA, minimal_config
 
 from irflow.core.errors import ConfigError
 from irflow.evaluation import measures
 from irflow.evaluation.score import metric_names, score_run
-from irflow.workflow.config import load_schema, validate_config
-
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+from irflow.workflow.config import validate_config
 
 # A measure as a user or a contributor writes it: one module with its MEASURE.
 HITS_MODULE = '''
@@ -37,14 +37,20 @@ MEASURE = Measure("hits", hits, "Hits@{k}", "the relevant documents in the top {
 '''
 
 
-def test_the_registry_holds_irflows_five_measures():
-    assert sorted(measures.MEASURES.all()) == [
-        "hole",
-        "judged",
-        "ndcg_exp_cut",
-        "recall_cap",
-        "recip_rank_cut",
-    ]
+def test_the_registry_holds_the_measure_of_every_module_and_scoring_computes_each():
+    """Each module of the measures package but ``base`` is one measure, which the registry
+    holds by its name and score_run computes at a cutoff."""
+    package = Path(measures.__file__).parent
+    modules = sorted({path.stem for path in package.glob("*.py")} - {"__init__", "base"})
+    defined = [importlib.import_module(f"{measures.__name__}.{m}").MEASURE for m in modules]
+    assert measures.MEASURES.built_in() == {measure.name: measure for measure in defined}
+    run = pd.DataFrame(
+        [("q", "d1", 2.0), ("q", "d2", 1.0)], columns=["query_id", "doc_id", "score"]
+    )
+    qrels = pd.DataFrame([("q", "d1", 1)], columns=["query_id", "doc_id", "relevance"])
+    specs = [f"{name}.1" for name in measures.MEASURES.built_in()]
+    assert sorted(score_run(run, qrels, specs)["metric"]) == sorted(metric_names(specs))
+    assert set(metric_names(specs)) == {f"{name}_1" for name in measures.MEASURES.built_in()}
 
 
 @pytest.fixture
@@ -82,13 +88,11 @@ def test_a_new_measure_is_one_module(hits_measure):
         ("r", "hits_2"): 0.0,
     }
     assert metric_names(["hits.5"]) == ["hits_5"]
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "metrics": ["ndcg_cut.10", "hits.5"],
-        "report_metrics": ["ndcg_cut_10", "hits_5"],
-        "significance": {"metrics": ["hits_5"]},
-    }
+    config = minimal_config(
+        metrics=["ndcg_cut.10", "hits.5"],
+        report_metrics=["ndcg_cut_10", "hits_5"],
+        significance={"metrics": ["hits_5"]},
+    )
     assert validate_config(config, SCHEMA)["report_metrics"] == ["ndcg_cut_10", "hits_5"]
     # Its name in results.md and the report is the module's own.
     name = measures.metric_name("hits_5")
@@ -120,10 +124,6 @@ def test_every_metric_is_named_as_a_paper_prints_it():
 
 
 def test_without_its_module_the_measure_is_unknown():
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "metrics": ["hits.5"],
-    }
+    config = minimal_config(metrics=["hits.5"])
     with pytest.raises(ConfigError, match="config key 'metrics': unknown measure 'hits'"):
         validate_config(config, SCHEMA)

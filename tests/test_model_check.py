@@ -20,38 +20,38 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    SCHEMA,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    Done,
+    minimal_config,
+    snakemake,
+    write_beir,
+)
 from huggingface_hub import constants
 
 from irflow.core.fingerprint import folder_md5
 from irflow.encoding.models import LocalCopyError, checked_local_copy, resolve_model
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.model_check import hub_model_problems, offline_model_problems
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 MISSING = "sentence-transformers/not-in-this-cache"
 
 
-def dry_run(folder: Path, config: dict, hf_home: Path) -> subprocess.CompletedProcess:
+def dry_run(folder: Path, config: dict, hf_home: Path) -> Done:
     """A Snakemake dry run of ``config`` on a tiny BEIR dataset in ``folder``, with the Hugging
     Face cache at ``hf_home``."""
-    return snakemake(folder, config, os.environ | {"HF_HOME": str(hf_home)}, "-n")
+    return on_tiny(folder, config, os.environ | {"HF_HOME": str(hf_home)}, "-n")
 
 
-def snakemake(folder: Path, config: dict, env: dict, *options: str) -> subprocess.CompletedProcess:
+def on_tiny(folder: Path, config: dict, env: dict, *options: str) -> Done:
     """Snakemake on ``config`` and a tiny BEIR dataset in ``folder``, on one core."""
     write_beir(folder / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {"datasets": {"tiny": {"source": {"type": "path", "path": "tiny"}}}} | config
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    return subprocess.run(
-        [*SNAKEMAKE, "--directory", str(folder), "--configfile", str(folder / "config.yaml")]
-        + ["--cores", "1", *options],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    return snakemake(folder, *options, config=config, cores="1", env=env, check=False)
 
 
 def closed_port() -> int:
@@ -223,13 +223,8 @@ def test_a_cross_encoder_takes_a_local_copy_as_a_model_does(tmp_path, monkeypatc
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     copy = build_tiny_cross_encoder(tmp_path / "copy", minilm_path)
     entry = {"type": "cross-encoder", "id": MISSING, "local_copy": {"path": str(copy)}}
-    written = {
-        "offline": True,
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {"ce": entry},
-    }
-    config = validate_config(written, load_schema(REPO / "config" / "config.schema.yaml"))
+    written = minimal_config(offline=True, rerankers={"ce": entry})
+    config = validate_config(written, SCHEMA)
     assert offline_model_problems(config) == []
     scorer = CrossEncoderScorer.load(config["rerankers"]["ce"] | {"device": "cpu"})
     assert scorer.provenance["local_copy"] == str(copy)
@@ -308,11 +303,11 @@ def test_a_run_online_with_the_hub_unreachable_stops_before_any_job(tmp_path, fa
     env |= {"HF_HOME": str(tmp_path / "hf")}
     unreachable = f"http://127.0.0.1:{closed_port()}"
 
-    planned = snakemake(tmp_path, config, env | {"HF_ENDPOINT": unreachable}, "-n")
+    planned = on_tiny(tmp_path, config, env | {"HF_ENDPOINT": unreachable}, "-n")
     assert planned.returncode == 0, planned.stderr  # a dry run plans without the network
     assert "rule embed:" in planned.stdout + planned.stderr
 
-    refused = snakemake(tmp_path, config, env | {"HF_ENDPOINT": unreachable})
+    refused = on_tiny(tmp_path, config, env | {"HF_ENDPOINT": unreachable})
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
         f"ConfigError: models.minilm.id: {MISSING!r} needs the Hugging Face hub "
@@ -322,7 +317,7 @@ def test_a_run_online_with_the_hub_unreachable_stops_before_any_job(tmp_path, fa
     )
 
     hub = fake_hub(404)
-    unknown = snakemake(tmp_path, config, env | {"HF_ENDPOINT": hub.endpoint})
+    unknown = on_tiny(tmp_path, config, env | {"HF_ENDPOINT": hub.endpoint})
     assert unknown.returncode == 1  # the run before released its lock
     assert unknown.stderr.strip().splitlines()[-1] == (
         f"ConfigError: models.minilm.id: the Hugging Face hub ({hub.endpoint}) has no model "

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from bm25_index import bm25_run, indexed
-from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    SCHEMA,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    minimal_config,
+    snakemake,
+    write_beir,
+)
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
@@ -25,7 +31,7 @@ from irflow.data.ingest import ingest
 from irflow.derived.negatives import Teacher, mine, run_negatives, score_cap
 from irflow.retrieval.retrieve import bm25_searcher
 from irflow.retrieval.runs import SearchRequest
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 
 SETTINGS = {
@@ -313,11 +319,7 @@ def test_the_curation_config_mines_as_arctic_top_100_and_only_an_upper_threshold
     assert counts["candidates_above_cap"] == 1 and counts["candidates_near_duplicate"] == 0
 
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-BASE = {
-    "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-    "retrievers": {"bm25": {"type": "bm25"}},
-}
+BASE = minimal_config()
 
 
 def test_defaults_are_nv_retrievers_cap_without_arctics_absent_filters_and_errors_name_the_key():
@@ -524,6 +526,7 @@ def test_a_dense_teacher_scores_a_missing_positive_by_its_best_passage(tmp_path)
     assert PositiveScores.of(None, query_table) is None
 
 
+@pytest.mark.e2e
 def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir):
     """A small Snakemake run on the tiny dataset with BM25: the curated copy is filtered with
     its own block; the negatives export mines the curated copy's train split, a second one the
@@ -560,22 +563,12 @@ def test_curated_dataset_and_negatives_run_through_the_graph(tmp_path, tiny_beir
             },
         },
     }
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config))
     targets = [
         "results/filter_summary.parquet",
         "results/negatives/tiny-bm25.parquet",
         "results/negatives/tiny-test.parquet",
     ]
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(config_path), "--cores", "1"]
-        + targets,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    snakemake(tmp_path, *targets, config=config, cores="1")
     results = tmp_path / "results"
     summary = {
         (r["dataset"], r["filter"]): (r["dropped"], r["documents_out"], r["clusters"])
@@ -659,17 +652,7 @@ def test_a_dense_teacher_mines_scifacts_train_split_through_the_workflow(
         "retrievers": {"mini": {"type": "dense", "model": "mini"}},
         "negatives": {"sf-train": export | {"near_duplicate_jaccard": None}},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-        + ["--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
-        + ["--cores", CORES, "results/negatives/sf-train.parquet"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    snakemake(tmp_path, "results/negatives/sf-train.parquet", config=config)
     rows = pq.read_table(tmp_path / "results/negatives/sf-train.parquet").to_pylist()
     train = {}
     for line in (data / "qrels" / "train.tsv").read_text().splitlines()[1:]:

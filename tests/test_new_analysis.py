@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
-import yaml
-from conftest import REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import (
+    REPO,
+    TINY_CORPUS,
+    TINY_QRELS,
+    TINY_QUERIES,
+    snakemake,
+    validated,
+    write_beir,
+)
 from test_readme import PROJECT
 
 import irflow.analyses
@@ -48,12 +54,17 @@ plan.analysis_views["toy"] = ["results/toy.parquet"]
 
 
 def test_the_analyses_rules_are_included_from_their_folder():
-    assert [path.name for path in analysis_rule_files(REPO)] == [
-        "beir_figures.smk",
-        "position.smk",
-        "saliency.smk",
-    ]
+    """Every file of rules/analyses is an analysis's rules, named as its module of
+    irflow.analyses, and the workflow's rules include each file's."""
+    folder = REPO / "rules" / "analyses"
+    files = analysis_rule_files(REPO)
+    assert [path.name for path in files] == sorted(p.name for p in folder.iterdir()) != []
+    modules = {name.rsplit(".", 1)[-1] for name in workflow_config.analyses()}
+    assert {path.stem for path in files} <= modules
     rules = workflow_rules()
+    assert {rule.snakefile for rule in rules.values() if rule.snakefile.parent == folder} == set(
+        files
+    )
     assert rules["saliency"].snakefile == REPO / "rules" / "analyses" / "saliency.smk"
     assert rules["saliency"].path(rules["saliency"].script) == REPO / "scripts" / "saliency.py"
 
@@ -70,14 +81,8 @@ def toy_module(tmp_path, monkeypatch):
 
 def test_a_new_analysis_module_is_checked_with_the_config(toy_module):
     assert "irflow.analyses.toy" in workflow_config.analyses()
-    schema = workflow_config.load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "top_k": 7,
-    }
     with pytest.raises(ConfigError, match="the toy analysis cannot read 7 results"):
-        workflow_config.validate_config(config, schema)
+        validated(top_k=7)
 
 
 def test_a_new_analysis_rules_file_joins_the_default_target(tmp_path):
@@ -97,15 +102,8 @@ def test_a_new_analysis_rules_file_joins_the_default_target(tmp_path):
         "datasets": {"tiny": {"source": {"type": "path", "path": str(data)}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (project / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    planned = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(project / "Snakefile")]
-        + ["--directory", str(project), "--configfile", str(project / "config.yaml")]
-        + ["--dry-run", "--cores", "1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    snakefile = project / "Snakefile"
+    planned = snakemake(project, "--dry-run", config=config, snakefile=snakefile, cores="1").stdout
     toy = re.search(r"^rule toy:\n\s+input: (.+)$", planned, re.MULTILINE)
     assert toy is not None and toy.group(1) == "results/scores/tiny/bm25.parquet"
     database = re.search(r"^rule database:\n\s+input: (.+)$", planned, re.MULTILINE)

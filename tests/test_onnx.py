@@ -7,9 +7,8 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO, minilm_spec
+from conftest import SCHEMA, minilm_spec, minimal_config, planned_jobs
 from test_embed import write_corpus
-from test_workflow import planned_jobs
 from tiny_models import build_tiny_bi_encoder, build_tiny_cross_encoder
 
 from irflow.core import contracts
@@ -22,7 +21,7 @@ from irflow.encoding.embed import cache_key, embed_file, read_embeddings
 from irflow.encoding.models import Encoder, load_sentence_transformer
 from irflow.encoding.onnx_export import KEY_PROPERTY, export, export_key
 from irflow.retrieval.rerank import CrossEncoderScorer
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 TEXTS = [
     "why do cats purr",
@@ -264,16 +263,14 @@ def test_models_take_the_fused_backends(backend):
     assert validate_config(config_with({"backend": backend}), SCHEMA)["models"]["m"]["backend"]
 
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 DATASETS = ("scifact", "nfcorpus")
 
 
 def config_with(model: dict, **tables) -> dict:
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"} | model},
-        "retrievers": {"dense": {"type": "dense", "model": "m"}},
-    }
+    config = minimal_config(
+        models={"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"} | model},
+        retrievers={"dense": {"type": "dense", "model": "m"}},
+    )
     return config | tables
 
 

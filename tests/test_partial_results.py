@@ -6,30 +6,14 @@ the database, the fixed one to the tables."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
-import yaml
-from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
 
 pytestmark = pytest.mark.e2e
-
-
-def run(workdir: Path, config: Path, *targets: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(workdir), "--configfile", str(config), "--cores", CORES]
-    return subprocess.run(
-        [*command, "--keep-going", *targets],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
 
 
 def query(database: Path, sql: str) -> list[tuple]:
@@ -42,19 +26,17 @@ def test_a_broken_dataset_leaves_the_tables_of_the_others(tmp_path):
     broken = write_beir(tmp_path / "broken", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     corpus = broken / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "ok"}\n{not json\n', encoding="utf-8")
-    config = tmp_path / "config.yaml"
     datasets = {
         name: {"source": {"type": "path", "path": str(tmp_path / name)}}
         for name in ("good", "broken")
     }
-    retrievers = {"bm25": {"type": "bm25"}}
-    config.write_text(
-        yaml.safe_dump({"offline": True, "datasets": datasets, "retrievers": retrievers})
-    )
+    config = {"offline": True, "datasets": datasets, "retrievers": {"bm25": {"type": "bm25"}}}
     workdir = tmp_path / "work"
+    workdir.mkdir()
     results, partial = workdir / "results", workdir / "results" / "partial"
 
-    failed = run(workdir, config, "results/results.md", "results/irflow.duckdb")
+    targets = ["--keep-going", "results/results.md", "results/irflow.duckdb"]
+    failed = snakemake(workdir, *targets, config=config, check=False)
     assert failed.returncode != 0
     assert not (results / "results.md").exists() and not (results / "irflow.duckdb").exists()
     log = results / "logs" / "ingest" / "broken.log"
@@ -73,14 +55,13 @@ def test_a_broken_dataset_leaves_the_tables_of_the_others(tmp_path):
     ndcg = "SELECT dataset, system, round(value, 6) FROM summary WHERE metric = 'ndcg_cut_10'"
     assert query(database, ndcg) == [("good", "bm25", good_row.at["bm25", "good"])]
     # The end of the run prints the partial main table and why a dataset is missing.
-    printed = failed.stdout + failed.stderr
+    printed = failed.output
     assert f"in {partial}/" in printed and "| bm25 |  |" in printed and reason in printed
 
     corpus.write_text((good / "corpus.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
     # The complete tables alone, to keep the test short: the database's own jobs are the
     # complete run's, unchanged.
-    fixed = run(workdir, config, "results/results.md")
-    assert fixed.returncode == 0, fixed.stderr
+    snakemake(workdir, "--keep-going", "results/results.md", config=config)
     assert not partial.exists()
     complete = (results / "results.md").read_text(encoding="utf-8")
     assert "Partial" not in complete and "missing" not in complete

@@ -311,13 +311,12 @@ def test_psi_interval_resamples_queries_not_rows():
 
 
 def test_a_languages_domain_datasets_are_pooled_before_binning():
-    from conftest import REPO
+    from conftest import SCHEMA
 
     from irflow.analyses.position import pooled_group
     from irflow.core.errors import ConfigError
-    from irflow.workflow.config import load_schema, validate_config
+    from irflow.workflow.config import validate_config
 
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     source = {"source": {"type": "url", "url": "https://example.org/d.zip"}}
     config = {
         "datasets": {"eng-law": source, "eng-med": source, "deu-law": source},
@@ -328,12 +327,12 @@ def test_a_languages_domain_datasets_are_pooled_before_binning():
             "pool": {"eng": ["eng-law", "eng-med"]},
         },
     }
-    analysis = validate_config(config, schema)["position_analysis"]
+    analysis = validate_config(config, SCHEMA)["position_analysis"]
     groups = [pooled_group(d, analysis) for d in ("eng-law", "eng-med", "deu-law")]
     assert groups == ["eng", "eng", None]
     config["position_analysis"]["pool"] = {"eng": ["eng-law", "fra-law"], "all": ["eng-law"]}
     with pytest.raises(ConfigError) as error:
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
     assert "'position_analysis.pool.eng.1': 'fra-law' is not a key" in str(error.value)
     assert "'position_analysis.pool.all.0': 'eng-law' is already in another pool" in str(
         error.value

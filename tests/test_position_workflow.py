@@ -9,8 +9,8 @@ import json
 import duckdb
 import pandas as pd
 import pytest
-from conftest import CORES, MINILM_BATCH, write_beir
-from test_workflow import planned_jobs, read_result, snakemake
+from conftest import MINILM_BATCH, planned_jobs, snakemake, write_beir
+from test_workflow import read_result
 
 pytestmark = pytest.mark.e2e
 QUERIES = 45
@@ -84,7 +84,7 @@ def position_run(tmp_path_factory, shared_datasets, minilm_path):
     workdir = tmp_path_factory.mktemp("position")
     data = scifact_subset(shared_datasets / "scifact", workdir / "sub")
     config = position_config(str(data), str(minilm_path), [0, 0.5, 1.0])
-    snakemake(workdir, config, "--cores", CORES)
+    snakemake(workdir, config=config)
     return workdir, config
 
 

@@ -7,8 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, official_scifact_config
-from test_workflow import planned_inputs
+from conftest import REPO, SCHEMA, minimal_config, official_scifact_config, planned_inputs
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.core.config import schema_defaults
@@ -26,7 +25,7 @@ from irflow.derived.positionalize import (
     variant_checksum,
     variant_name,
 )
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 
 def word_tokenizer():
@@ -84,9 +83,7 @@ QRELS = pd.DataFrame(
 CORPUS = pd.DataFrame(FILLERS + NEAR_MISSES + RELEVANT)
 LENGTH = 40
 # The workflow's default BM25, which ranks bm25 fillers: {type: bm25} with the schema's defaults.
-DEFAULT_BM25 = schema_defaults(
-    load_schema(REPO / "config" / "config.schema.yaml"), "bm25", {"type": "bm25"}
-)
+DEFAULT_BM25 = schema_defaults(SCHEMA, "bm25", {"type": "bm25"})
 
 
 def paragraph_tokenizer():
@@ -135,11 +132,9 @@ def test_variant_names_round_trip():
 
 
 def test_list_variants_from_config():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "positionalize": {
+    config = minimal_config(
+        "scifact",
+        positionalize={
             "scifact-near": {
                 "dataset": "scifact",
                 "tokenizer": "minilm",
@@ -147,8 +142,8 @@ def test_list_variants_from_config():
                 "fillers": "bm25",
             }
         },
-    }
-    config = validate_config(config, schema)
+    )
+    config = validate_config(config, SCHEMA)
     variants = list_variants(config)
     assert len(variants) == 2 * 5
     spec = variants["scifact-near@L1024@p0.75"]
@@ -498,16 +493,14 @@ def test_unscreened_bm25_fillers_are_flagged_in_the_log(tokenizer, caplog):
 
 
 def screen_config(screen: dict | None, rerankers: dict) -> dict:
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     block = {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512], "positions": [0]}
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "models": {"minilm": {"id": "some/minilm"}},
-        "rerankers": rerankers,
-        "positionalize": {"near": block | ({"screen": screen} if screen else {})},
-    }
-    return validate_config(config, schema)
+    config = minimal_config(
+        "scifact",
+        models={"minilm": {"id": "some/minilm"}},
+        rerankers=rerankers,
+        positionalize={"near": block | ({"screen": screen} if screen else {})},
+    )
+    return validate_config(config, SCHEMA)
 
 
 def test_list_variants_carries_the_screen_and_its_reranker():
@@ -574,19 +567,15 @@ def test_bm25_is_built_in_one_place():
 def test_near_misses_are_ranked_by_the_schemas_default_bm25(tokenizer):
     """The BM25 that ranks bm25 fillers is the schema's default bm25 retriever, and its
     settings are the ones used: without stopwords, "the" and "on" make a near-miss."""
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    default = schema["$defs"]["bm25"]["properties"]
+    default = SCHEMA["$defs"]["bm25"]["properties"]
     assert DEFAULT_BM25 == {"type": "bm25"} | {
         key: default[key]["default"] for key in default if key != "type"
     }
     assert (
         DEFAULT_BM25
         == validate_config(
-            {
-                "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-                "retrievers": {"r": {"type": "bm25"}},
-            },
-            schema,
+            minimal_config(retrievers={"r": {"type": "bm25"}}),
+            SCHEMA,
         )["retrievers"]["r"]
     )
     # q1 ("where do penguins and zebras live") shares "penguins" with the near-misses only.

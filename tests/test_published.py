@@ -8,12 +8,12 @@ import re
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, SCHEMA
 
 from irflow.core.errors import InputError
 from irflow.data.catalog import catalog, dataset_names
 from irflow.evaluation.published import compare, load_published, markdown, matches, misses
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
 PUBLISHED = REPO / "config" / "reference" / "published.yaml"
@@ -26,8 +26,7 @@ def plan_of(retrievers: dict, models: dict | None = None) -> Plan:
         "retrievers": retrievers,
     }
     config |= {"models": models} if models else {}
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    return Plan(validate_config(expand_config(config), schema), REPO)
+    return Plan(validate_config(expand_config(config), SCHEMA), REPO)
 
 
 def test_every_entry_names_a_catalog_dataset_a_source_line_and_a_tolerance():
@@ -169,8 +168,7 @@ def test_a_bm25_reranked_by_beirs_cross_encoder_meets_beirs_bm25_ce():
             {"first_stage": "dense", "reranker": "ce", "k": [100]},
         ],
     }
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    identities = Plan(validate_config(expand_config(config), schema), REPO).published_identities
+    identities = Plan(validate_config(expand_config(config), SCHEMA), REPO).published_identities
     ce = identities["bm25+ce@100"]
     assert ce == {"family": "cross-encoder", "model": model, "k": 100, "first_stage": "lucene"}
     systems = ["bm25+ce@100", "bm25+ce@10", "bm25+other@100", "dense+ce@100"]

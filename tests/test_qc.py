@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from bm25_index import bm25_run, indexed
-from conftest import REPO, official_scifact_config
+from conftest import REPO, SCHEMA, minimal_config, official_scifact_config, planned_inputs
 from fake_llm import FakeLLM, last_user_message, prompt_words
 
 from irflow.core.errors import ConfigError, InputError
@@ -33,7 +33,7 @@ from irflow.derived.qc.judge import Judge, Judgement, load_judge_prompts, parse_
 from irflow.derived.qc.settings import majority_needed
 from irflow.derived.qc.votes import pool_runs, vote_table
 from irflow.retrieval.runs import SearchRequest
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 
 JUDGE_PROMPTS = REPO / "config" / "prompts" / "judge.yaml"
 # irflow's own wording with a JSON answer, and the variant whose judge explains its level first
@@ -191,8 +191,7 @@ def test_the_default_judge_prompt_is_airbench_table_8_word_for_word(tmp_path, sh
     the extracted text) as Markdown code fences, with no system prompt and no JSON; the judge
     reads the bare number the prompt asks for. (Before: irflow's own levels, a system prompt
     and a JSON answer.)"""
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    default = schema["properties"]["quality_control"]["properties"]["judge"]["properties"]
+    default = SCHEMA["properties"]["quality_control"]["properties"]["judge"]["properties"]
     prompts = load_judge_prompts(REPO / default["prompts"]["default"])
     table = (shared_references / "airbench.txt").read_text(encoding="utf-8").splitlines()[272:290]
     paper = " ".join(line.removesuffix("|").strip() for line in table)
@@ -659,18 +658,16 @@ def test_hole_at_k_falls_when_the_proposed_judgements_are_added():
 
 def generated_config(generate: dict) -> dict:
     """A config with SciFact, BM25, one bi-encoder reranker and generated dataset ``gen``."""
-    return {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "rerankers": {"bi": {"type": "bi-encoder", "model": "m"}},
-        "generate": {"gen": generate},
-        "llm": {"model": "fake"},
-    }
+    return minimal_config(
+        "scifact",
+        models={"m": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        rerankers={"bi": {"type": "bi-encoder", "model": "m"}},
+        generate={"gen": generate},
+        llm={"model": "fake"},
+    )
 
 
 def test_the_config_names_every_quality_control_problem():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = generated_config({"dataset": "scifact"}) | {
         "quality_control": {
             "rerankers": ["bi", "nope"],
@@ -684,7 +681,7 @@ def test_the_config_names_every_quality_control_problem():
         "correlation": {"benchmarks": {"real": ["scifact"], "made": ["gen-qc", "gen", "what"]}},
     }
     with pytest.raises(ConfigError) as error:
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
     message = str(error.value)
     assert "'quality_control.rerankers.1': 'nope' is not a key of 'rerankers'" in message
     assert "'quality_control.majority': 3 votes needed but only 2 rerankers vote" in message
@@ -706,7 +703,7 @@ def test_the_config_names_every_quality_control_problem():
         },
         "correlation": {"benchmarks": {"real": ["scifact"], "made": ["gen-qc"]}},
     }
-    filled = validate_config(good, schema)["quality_control"]
+    filled = validate_config(good, SCHEMA)["quality_control"]
     assert filled["generated"]["gen-qc"]["thresholds"] == {
         "generated_negative": 20,
         "corpus_document": 10,
@@ -720,7 +717,7 @@ def test_the_config_names_every_quality_control_problem():
     assert filled["label_audit"]["depth"] == 10 and filled["label_audit"]["judge"] is False
     no_model = good | {"llm": {}}
     with pytest.raises(ConfigError, match="'llm.model': needed by 'quality_control'"):
-        validate_config(no_model, schema)
+        validate_config(no_model, SCHEMA)
 
 
 def test_a_removed_document_is_never_added_as_another_querys_positive():
@@ -772,8 +769,7 @@ def test_the_airbench_example_votes_with_three_cross_encoders(monkeypatch, tmp_p
 
     monkeypatch.setenv("IRFLOW_MINILM", str(tmp_path))
     raw = yaml.safe_load((REPO / "config" / "airbench.yaml").read_text())
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = validate_config(expand_config(raw), schema)
+    config = validate_config(expand_config(raw), SCHEMA)
     voters = config["quality_control"]["rerankers"]
     assert len(voters) == 3
     specs = [config["rerankers"][name] for name in voters]
@@ -1047,7 +1043,6 @@ def test_every_split_the_generation_wrote_is_checked_and_counted_on_its_own(tmp_
 
 
 def test_the_checked_splits_must_hold_the_scored_one():
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = generated_config({"dataset": "scifact", "dev_share": 0.5}) | {
         "quality_control": {
             "rerankers": ["bi"],
@@ -1055,7 +1050,7 @@ def test_the_checked_splits_must_hold_the_scored_one():
         },
     }
     with pytest.raises(ConfigError, match=r"'quality_control.generated.gen-qc.splits': \['dev'\] "):
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
     # A split other than the scored one is retrieved by the QC retriever's searcher: a run
     # imported from outside has none.
     sparse = config | {
@@ -1070,14 +1065,14 @@ def test_the_checked_splits_must_hold_the_scored_one():
         match=r"'quality_control.generated.gen-qc.retriever': 's' is a run retriever, which "
         r"cannot retrieve the queries of split\(s\) \['dev'\]",
     ):
-        validate_config(sparse, schema)
+        validate_config(sparse, SCHEMA)
     sparse["quality_control"]["generated"]["gen-qc"]["splits"] = ["test"]
-    validate_config(sparse, schema)
+    validate_config(sparse, SCHEMA)
     config["generate"]["gen"]["split"] = "dev"
-    filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
+    filled = validate_config(config, SCHEMA)["quality_control"]["generated"]["gen-qc"]
     assert checked_splits(filled) == ["dev"]
     del config["quality_control"]["generated"]["gen-qc"]["splits"]
-    filled = validate_config(config, schema)["quality_control"]["generated"]["gen-qc"]
+    filled = validate_config(config, SCHEMA)["quality_control"]["generated"]["gen-qc"]
     assert filled["splits"] is None and checked_splits(filled) == ["dev", "test"]
 
 
@@ -1281,7 +1276,6 @@ def test_the_dag_retrieves_candidates_for_a_checked_split_the_run_does_not_cover
     rows and model and the split's judgements, whose run joins the votes with every query's
     text; without dev queries (dev_share 0) the votes take the retriever's run alone, as
     before."""
-    from test_workflow import planned_inputs
 
     config = official_scifact_config(shared_datasets) | {
         "models": {"minilm": {"id": str(minilm_path)}},

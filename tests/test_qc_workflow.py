@@ -13,12 +13,12 @@ import json
 import duckdb
 import pandas as pd
 import pytest
-from conftest import CORES, MINILM_BATCH, scifact_subset
+from conftest import MINILM_BATCH, scifact_subset, snakemake
 from fake_llm import FakeLLM, last_user_message
 from scipy import stats
 from test_generate import airbench_responder
 from test_qc import judge_answer, judged_pair
-from test_workflow import read_result, snakemake
+from test_workflow import read_result
 
 pytestmark = pytest.mark.e2e
 CORPUS = 200
@@ -100,10 +100,10 @@ def airbench_run(tmp_path_factory, shared_datasets, minilm_path):
     data = scifact_subset(shared_datasets / "scifact", workdir / "scifact", QUERIES, CORPUS)
     with FakeLLM(responder=responder) as fake:
         config = airbench_config(str(data), str(minilm_path), fake.base_url)
-        snakemake(workdir, config, "--cores", CORES)
+        snakemake(workdir, config=config)
         first = fake.requests
         fake.reset_counts()
-        rerun = snakemake(workdir, config, "--cores", CORES)
+        rerun = snakemake(workdir, config=config).output
         yield workdir, first, fake.requests, rerun
 
 

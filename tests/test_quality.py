@@ -10,7 +10,7 @@ import random
 from collections import Counter
 
 import pytest
-from conftest import REPO
+from conftest import SCHEMA, minimal_config
 
 from irflow.core.contracts import document_text
 from irflow.core.errors import ConfigError
@@ -29,19 +29,15 @@ from irflow.data.quality import (
     top_ngram_char_fraction,
     words_without_letter_fraction,
 )
-from irflow.workflow.config import load_schema, validate_config
-
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
+from irflow.workflow.config import validate_config
 
 
 def quality_config(below: str = "strict", **enabled: dict) -> dict:
     """The validated ``filter.quality`` block with the named filters on (and overrides)."""
     quality = {name: {"enabled": True} | spec for name, spec in enabled.items()}
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"r": {"type": "bm25"}},
-        "filter": {"quality": quality | {"below": below}},
-    }
+    config = minimal_config(
+        retrievers={"r": {"type": "bm25"}}, filter={"quality": quality | {"below": below}}
+    )
     return validate_config(config, SCHEMA)["filter"]["quality"]
 
 

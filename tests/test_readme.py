@@ -4,14 +4,11 @@ quickstart test")."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import CORES, REPO
+from conftest import CORES, REPO, SNAKEMAKE, run_command
 
 README = REPO / "README.md"
 # What a copy of the project needs to run the workflow: the installed package does the rest.
@@ -88,9 +85,6 @@ def test_ci_runs_the_readmes_test_command():
     assert install in [shlex.split(line, comments=True) for line in ci]
 
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
 def link_project(project: Path) -> None:
     """Make ``project`` a copy of the project made of links (its results/ its own)."""
     for name in PROJECT:
@@ -103,16 +97,7 @@ def run_in_copy(project: Path, command: list[str], env: dict | None = None) -> s
     repository's root, without touching the repository's own results/ (offline, unless ``env``
     says otherwise)."""
     link_project(project)
-    result = subprocess.run(
-        command,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env or os.environ | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
-    assert result.returncode == 0, f"{shlex.join(command)} failed:\n{result.stdout}{result.stderr}"
-    return result.stdout + result.stderr
+    return run_command(command, env=env, cwd=project).output
 
 
 def test_the_quickstart_command_plans_bm25_and_minilm_on_scifact(tmp_path):

@@ -16,8 +16,8 @@ import os
 
 import pytest
 import yaml
-from conftest import REPO, schema_defaults
-from test_readme import SNAKEMAKE, run_in_copy
+from conftest import REPO, SNAKEMAKE, schema_defaults
+from test_readme import run_in_copy
 from test_workflow import read_result
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reproduce]

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import index_spec
+from conftest import index_spec, schema_defaults
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
@@ -161,8 +161,7 @@ def test_bm25_asks_tmp_disk_for_its_postings(tmp_path):
 def test_bm25_search_asks_for_its_mapped_matrix_vocabulary_ids_and_run(tmp_path):
     from irflow.retrieval.bm25 import BM25Retriever
 
-    spec = {"method": "lucene", "k1": 0.9, "b": 0.4, "delta": 0.5, "stemmer": None}
-    spec |= {"stopwords": None, "fields": "text"}
+    spec = schema_defaults({"type": "bm25", "stemmer": None, "stopwords": None, "fields": "text"})
     queries = tmp_path / "queries.parquet"
     pq.write_table(pa.table({"query_id": ["q1", "q2"], "text": ["a", "b"]}), queries)
     peaks = []

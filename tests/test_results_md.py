@@ -14,7 +14,7 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, SCHEMA
 
 from irflow.core import contracts
 from irflow.evaluation import published, significance
@@ -22,7 +22,7 @@ from irflow.evaluation.aggregate import collect_per_query
 from irflow.evaluation.published import load_published, source_text
 from irflow.evaluation.results import ResultFiles, write_results
 from irflow.evaluation.tables import TableLayout, html_tables, result_tables
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
 PUBLISHED = REPO / "config" / "reference" / "published.yaml"
@@ -63,7 +63,7 @@ def results(tmp_path):
                 "significance": {"baseline": "bm25", "permutations": 999},
             }
         ),
-        load_schema(REPO / "config" / "config.schema.yaml"),
+        SCHEMA,
     )
     plan = Plan(config, REPO)
     rng = np.random.default_rng(0)

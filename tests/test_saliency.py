@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_CORPUS, minilm_spec
+from conftest import SCHEMA, TINY_CORPUS, minilm_spec, minimal_config, snakemake
 from tiny_models import build_tiny_bi_encoder, build_tiny_bpe_bi_encoder, build_tiny_cross_encoder
 
 from irflow.analyses.saliency import (
@@ -25,6 +25,7 @@ from irflow.analyses.saliency import (
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
 from irflow.encoding.models import Encoder
+from irflow.workflow.config import validate_config
 
 WINDOW = 16  # the tiny model's max_seq_length: [CLS], 14 document tokens, [SEP]
 LONG_DOCUMENT = " ".join(["cats purr and sleep in the warm sun all afternoon"] * 5)
@@ -294,57 +295,42 @@ def test_posirs_selection_takes_long_documents_with_the_span_in_the_middle():
 
 
 def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
-    from conftest import REPO
-
-    from irflow.core.errors import ConfigError
-    from irflow.workflow.config import load_schema, validate_config
-
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
-    saliency = validate_config(config, schema)["position_analysis"]["saliency"]
+    config = minimal_config()
+    saliency = validate_config(config, SCHEMA)["position_analysis"]["saliency"]
     assert (saliency["select"], saliency["queries"]) == ("posir", None)
     assert (saliency["min_tokens"], saliency["centre"]) == (1024, [0.4, 0.6])
     config["position_analysis"] = {"saliency": {"select": "random"}}
     with pytest.raises(ConfigError, match="position_analysis.saliency.queries"):
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
 
 
 def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():
     """A 512-token variant cannot hold a document of the default min_tokens 1,024: PosIR's
     selection would find no pair, so the config names the key and both lengths."""
-    from conftest import REPO
-
-    from irflow.workflow.config import load_schema, validate_config
-
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    config = {
-        "datasets": {"scifact": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"minilm": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-        "positionalize": {
+    config = minimal_config(
+        "scifact",
+        models={"minilm": {"id": "sentence-transformers/all-MiniLM-L6-v2"}},
+        positionalize={
             "scifact": {"dataset": "scifact", "tokenizer": "minilm", "lengths": [512, 1024]}
         },
-        "position_analysis": {
+        position_analysis={
             "saliency": {"models": ["minilm"], "datasets": ["scifact@L1024@p0", "scifact@L512@p0"]}
         },
-    }
+    )
     with pytest.raises(ConfigError) as error:
-        validate_config(config, schema)
+        validate_config(config, SCHEMA)
     message = str(error.value)
     assert "'position_analysis.saliency.min_tokens': 1024" in message
     assert "'scifact@L512@p0'" in message and "at most 512 tokens" in message
     config["position_analysis"]["saliency"]["datasets"] = ["scifact@L1024@p0"]
-    validate_config(config, schema)
+    validate_config(config, SCHEMA)
     # Random pairs have no length to meet.
     config["position_analysis"]["saliency"] |= {
         "datasets": ["scifact@L512@p0"],
         "select": "random",
         "queries": 5,
     }
-    validate_config(config, schema)
+    validate_config(config, SCHEMA)
 
 
 def test_no_qualifying_pair_is_a_clear_error_not_a_traceback():
@@ -494,6 +480,7 @@ def span_dataset(folder) -> None:
     write_beir(folder, corpus, queries, qrels)
 
 
+@pytest.mark.e2e
 def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     """PosIR selects its pairs once, from the dataset's token counts, before loading any model
     (gradient_saliency_analysis/qwen3_exp.py: ``if q["pos_token_length"] >= 1024 and 0.4 <=
@@ -501,11 +488,6 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     it compares read the same pairs. Two models whose tokenizers count the documents apart (a
     word piece and a tiny byte-level BPE) must get the same pairs. Each profile holds the
     dataset's curve and the pooled one."""
-    from conftest import REPO
-    from test_workflow import snakemake
-
-    from irflow.workflow.config import load_schema, validate_config
-
     span_dataset(tmp_path / "data" / "spans")
     wordpiece = build_tiny_bi_encoder(tmp_path / "wordpiece", minilm_path)
     texts = [LONG_DOCUMENT, "why do cats purr"]
@@ -526,7 +508,7 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     work = tmp_path / "work"
     work.mkdir()
     targets = [f"results/saliency/{name}.parquet" for name in models]
-    snakemake(work, config, "--cores", "1", *targets)
+    snakemake(work, *targets, config=config, cores="1")
     lineages = {name: contracts.read_lineage(work / t) for name, t in zip(models, targets)}
     chosen = {
         name: [pair["doc_id"] for pair in lineage["pairs"] if pair["dataset"] == "spans"]
@@ -543,8 +525,7 @@ def test_every_model_is_profiled_on_the_same_pairs(tmp_path, minilm_path):
     assert pairs["doc_id"].tolist() == chosen["bpe"]
     from irflow.analyses.saliency import pairs_tokenizer
 
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
-    named = validate_config(config, schema)
+    named = validate_config(config, SCHEMA)
     assert pairs_tokenizer(named, "spans") == "wordpiece"
     named["position_analysis"]["saliency"]["tokenizer"] = "bpe"
     assert pairs_tokenizer(named, "spans") == "bpe"

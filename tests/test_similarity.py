@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
-from conftest import REPO, TINY_CORPUS, index_spec, minilm_spec
+from conftest import REPO, SCHEMA, TINY_CORPUS, index_spec, minilm_spec, minimal_config
 from tiny_models import build_tiny_bi_encoder, build_tiny_sentence_transformer
 
 import irflow.encoding.embed
@@ -23,7 +23,7 @@ from irflow.evaluation.cost import CostModel
 from irflow.retrieval.index import index_file
 from irflow.retrieval.retrieve import dense_search
 from irflow.retrieval.scorers import BiEncoderScorer
-from irflow.workflow.config import load_schema, validate_config
+from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 
 QUERIES = ["why do cats purr", "what is the sun"]
@@ -202,13 +202,9 @@ def test_shipped_configs_score_dot_product_models_by_dot_product(path):
 
 
 def test_normalize_is_refused_with_its_key_named(tmp_path):
-    config = {
-        "datasets": {"d": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-        "models": {"m": {"id": "org/bi-encoder", "normalize": False}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
+    config = minimal_config(models={"m": {"id": "org/bi-encoder", "normalize": False}})
     with pytest.raises(ConfigError, match="normalize"):
-        validate_config(config, load_schema(REPO / "config" / "config.schema.yaml"))
+        validate_config(config, SCHEMA)
 
 
 class Named(dict):

@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,11 +21,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, scifact_subset
+from conftest import REPO, scifact_subset, snakemake
 from tiny_models import build_tiny_bi_encoder
 
 PROFILE = REPO / "profiles" / "slurm"
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 DAEMONS = ("munged", "slurmctld", "slurmd")
 COMMANDS = ("sinfo", "sbatch", "squeue", "scontrol", "scancel", "munge", "unmunge")
 # The SLURM run must finish well within CI's time; past this it is killed and fails.
@@ -384,37 +381,8 @@ def _wait(check, seconds: float, message: str) -> None:
 def run_snakemake(workdir: Path, config: dict, *args: str, env: dict | None = None) -> str:
     """snakemake in its own process group, killed (with the jobs it waits on) past
     RUN_TIMEOUT: a run waiting on SLURM ignores SIGTERM."""
-    import yaml
-
-    config_path = workdir / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    command = [
-        *SNAKEMAKE,
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config_path),
-        *args,
-    ]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=(env or os.environ) | {"HF_HUB_OFFLINE": "1"},
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        raise AssertionError(
-            f"snakemake {' '.join(args)} ran past {RUN_TIMEOUT} s:\n{output}"
-        ) from None
-    if process.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{output}")
-    return output
+    env = (env or os.environ) | {"HF_HUB_OFFLINE": "1"}
+    return snakemake(workdir, *args, config=config, cores=None, env=env, timeout=RUN_TIMEOUT).output
 
 
 def slurm_jobs(output: str, env: dict) -> list[dict]:

@@ -6,60 +6,18 @@ job runs; the download job's params are those irflow wrote before types, for the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
+import copied_source
 import pytest
-import yaml
-from conftest import CORES, REPO, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
+from conftest import SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import sources
 from irflow.data.catalog import catalog_entry
 from irflow.data.download import dataset_files
-from irflow.workflow.config import expand_config, load_schema, validate_config
-
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
-
-# A source type of the user's, outside irflow: a copy of a local folder, kept in the download
-# cache under a key of its folder. It uses only irflow's public helpers.
-PLUGIN = """
-import shutil
-import tempfile
-from pathlib import Path
-
-from irflow.data.download import cached_copy, install_folder
-from irflow.data.sources.base import SourceType
-
-
-class CopiedFolder(SourceType):
-    type = "copied"
-    schema = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["type", "from"],
-        "properties": {"type": {"const": "copied"}, "from": {"type": "string"}},
-    }
-
-    def problems(self, dataset, spec, config):
-        if Path(spec["from"]).is_dir():
-            return []
-        return [f"config key 'datasets.{dataset}.source.from': no folder {spec['from']}"]
-
-    def cache_key(self, spec):
-        return {"copied": str(Path(spec["from"]).resolve())}
-
-    def locate(self, dataset, spec, fetch):
-        target, key = fetch.cache_dir / dataset, self.cache_key(spec)
-        if cached_copy(target, key, fetch.split):
-            return target
-        fetch.cache_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=fetch.cache_dir)) / "copy"
-        shutil.copytree(spec["from"], staging)
-        return install_folder(staging, target, key)
-"""
+from irflow.workflow.config import expand_config, validate_config
 
 
 def configured(datasets: dict, **config) -> dict:
@@ -94,7 +52,8 @@ def refusal(datasets: dict, **config) -> str:
             "write {type: url, url: https://example.org/mine.zip, md5: null} "
             "(was {url: https://example.org/mine.zip, md5: null})",
         ),
-        ({"ftp": "x"}, "name one of the types: beir, huggingface, ir_datasets, path, url"),
+        # Every type the registry holds, in name order.
+        ({"ftp": "x"}, "name one of the types: " + ", ".join(sorted(sources.SOURCES.built_in()))),
     ],
 )
 def test_a_source_without_a_type_is_refused_with_the_block_to_write(untyped, says):
@@ -161,8 +120,7 @@ def test_a_dry_run_of_a_folder_without_qrels_stops_on_a_one_line_error(tmp_path)
         "datasets": {"mine": {"source": {"type": "path", "path": str(tmp_path / "mine")}}},
         "retrievers": {"bm25": {"type": "bm25"}},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake(tmp_path, "--dry-run", "rules")
+    result = snakemake(tmp_path, "--dry-run", "rules", config=config, check=False)
     assert result.returncode != 0
     expected = (
         f"config key 'datasets.mine.source.path': {tmp_path / 'mine'} is not a dataset folder "
@@ -257,34 +215,13 @@ def test_every_built_in_type_is_one_module_and_one_schema_fragment():
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch) -> Path:
-    """A package outside irflow installed with an ``irflow.sources`` entry point ``copied``:
-    its folder and its dist-info, as pip leaves them, on the path (also the path of the
-    workflow's processes: PYTHONPATH)."""
-    site = tmp_path / "site"
-    (site / "copied_source").mkdir(parents=True)
-    (site / "copied_source" / "__init__.py").write_text(PLUGIN)
-    info = site / "copied_source-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: copied-source\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[irflow.sources]\ncopied = copied_source:CopiedFolder\n"
-    )
+    """A package outside irflow installed with an ``irflow.sources`` entry point ``copied``
+    (tests/copied_source.py): its dist-info, as pip leaves it, on the path."""
+    site = copied_source.install(tmp_path / "site")
     monkeypatch.syspath_prepend(str(site))
     sources.SOURCES.installed.cache_clear()
     yield site
     sources.SOURCES.installed.cache_clear()
-
-
-def snakemake(workdir: Path, *args: str, env: dict | None = None):
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
-    command += ["--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
-    return subprocess.run(
-        [*command, "--cores", CORES, *args],
-        capture_output=True,
-        text=True,
-        env=os.environ | (env or {}),
-        check=False,
-    )
 
 
 def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path):
@@ -299,30 +236,24 @@ def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path)
     # Without the package, the type is unknown: the choices name every installed type.
     sources.SOURCES.installed.cache_clear()
     sys.path.remove(str(plugin))
-    assert refusal({"mine": {"source": source}}).splitlines()[1:] == [
-        "  config key 'datasets.mine.source.type': 'copied' is not allowed; allowed values: "
-        "'beir', 'url', 'huggingface', 'path', 'ir_datasets'"
-    ]
-
-
-def test_a_source_type_of_the_users_is_fetched_by_the_download_rule(plugin, tmp_path):
-    """The real download rule, in a Snakemake process that finds the type by its entry point,
-    puts the user's copy in the download cache and records it as any other dataset."""
-    folder = write_beir(tmp_path / "mine", TINY_CORPUS, TINY_QUERIES, TINY_QRELS, "test")
-    config = {
-        "datasets": {"mine": {"source": {"type": "copied", "from": str(folder)}}},
-        "retrievers": {"bm25": {"type": "bm25"}},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake(
-        tmp_path, "results/datasets/mine/source.json", env={"PYTHONPATH": str(plugin)}
+    [line] = refusal({"mine": {"source": source}}).splitlines()[1:]
+    said = "  config key 'datasets.mine.source.type': 'copied' is not allowed; allowed values: "
+    assert line.startswith(said)
+    assert sorted(line.removeprefix(said).split(", ")) == sorted(
+        map(repr, sources.SOURCES.built_in())
     )
-    assert result.returncode == 0, result.stderr
-    record = json.loads((tmp_path / "results" / "datasets" / "mine" / "source.json").read_text())
-    assert record["corpus"] == "results/downloads/mine/corpus.jsonl"
-    assert record["qrels"] == "results/downloads/mine/qrels/test.tsv"
-    copy = (tmp_path / record["corpus"]).read_bytes()
-    assert copy == (folder / "corpus.jsonl").read_bytes()
+
+
+@pytest.mark.e2e
+def test_a_source_type_of_the_users_is_fetched_by_the_download_rule(user_plugins_run):
+    """The real download rule, in a Snakemake process that finds the type by its entry point,
+    puts the user's copy in the download cache and records it as any other dataset; the run
+    goes on to the database (tests/test_custom_family.py)."""
+    record = json.loads((user_plugins_run / "results/datasets/tiny/source.json").read_text())
+    assert record["corpus"] == "results/downloads/tiny/corpus.jsonl"
+    assert record["qrels"] == "results/downloads/tiny/qrels/test.tsv"
+    copy = (user_plugins_run / record["corpus"]).read_bytes()
+    assert copy == (user_plugins_run / "tiny-source" / "corpus.jsonl").read_bytes()
 
 
 def test_an_entry_point_may_not_take_a_built_in_types_name(plugin, tmp_path):

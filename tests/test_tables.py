@@ -6,16 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SCHEMA, minimal_config
 
 from irflow.core.errors import ConfigError
 from irflow.evaluation.aggregate import build_summary
 from irflow.evaluation.score import score_run
 from irflow.evaluation.tables import TableLayout, result_tables, write_tables
-from irflow.workflow.config import expand_config, load_schema, validate_config
+from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
-SCHEMA = load_schema(REPO / "config" / "config.schema.yaml")
 METRIC = "ndcg_cut_10"
 EXPANDED = "document-expanded copies"
 
@@ -284,10 +283,7 @@ def test_the_default_report_shows_recall_as_beirs_table_9_does(tmp_path):
     the catalog says so): one query with 500 relevant documents and a perfect top 100 reads
     0.2, not the capped 1.0 (recall_cap_100, still computed, shown when named)."""
     config = validate_config(
-        {
-            "datasets": {"d1": {"source": {"type": "url", "url": "https://example.org/d.zip"}}},
-            "retrievers": {"bm25": {"type": "bm25"}},
-        },
+        minimal_config("d1"),
         SCHEMA,
     )
     relevant = [f"r{i:03d}" for i in range(500)]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, minilm_spec, scifact_subset
+from conftest import SCHEMA, minilm_spec, scifact_subset
 
 from irflow.core import contracts
 from irflow.core.manifest import Manifest
@@ -259,11 +259,10 @@ def test_sizes_and_the_store_folder(tmp_path, monkeypatch):
 
 def test_the_config_key_is_checked(tmp_path):
     from irflow.core.errors import ConfigError
-    from irflow.workflow.config import load_schema, validate_config
+    from irflow.workflow.config import validate_config
 
-    schema = load_schema(REPO / "config" / "config.schema.yaml")
     config = {"datasets": {"d": {"source": {"type": "beir", "name": "scifact"}}}}
     config["retrievers"] = {"bm25": {"type": "bm25"}}
-    assert validate_config(dict(config), schema)["vector_store"] is None
+    assert validate_config(dict(config), SCHEMA)["vector_store"] is None
     with pytest.raises(ConfigError, match="vector_store"):
-        validate_config(config | {"vector_store": 3}, schema)
+        validate_config(config | {"vector_store": 3}, SCHEMA)

@@ -9,8 +9,8 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import CORES, write_beir
-from test_workflow import GATHERING, planned_jobs, snakemake
+from conftest import planned_jobs, snakemake, write_beir
+from test_workflow import GATHERING
 from tiny_models import build_tiny_colbert, build_tiny_doc2query, build_tiny_splade
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def workflow(tmp_path_factory, minilm_path):
         "cost": {"latency_queries": 2},
         "significance": {"permutations": 100},
     }
-    snakemake(workdir, config, "--cores", CORES)
+    snakemake(workdir, config=config)
     return workdir, config
 
 

@@ -17,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -27,8 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
-import yaml
-from conftest import CORES, REPO, REPORT_PLOTS, measured, scifact_subset
+from conftest import REPO, REPORT_PLOTS, measured, planned_jobs, scifact_subset, snakemake
 from test_readme import offline_quickstart_command, run_in_copy
 from tiny_models import build_tiny_cross_encoder
 
@@ -37,7 +34,6 @@ from irflow.evaluation.published import load_published, shown
 from irflow.workflow.config import load_config
 
 pytestmark = pytest.mark.e2e
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 CHECKED = {
     "ndcg_cut_10": "ndcg_cut.10",
     "recall_100": "recall.100",
@@ -119,42 +115,9 @@ def run_environment(workdir: Path) -> dict:
     }
 
 
-def snakemake(workdir: Path, config: dict, *args: str) -> str:
-    config_path = workdir / "config.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(config_path), *args],
-        capture_output=True,
-        text=True,
-        env=run_environment(workdir) | {"HF_HUB_OFFLINE": "1"},
-        check=False,
-    )
-    if result.returncode != 0:
-        raise AssertionError(
-            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result.stdout + result.stderr
-
-
-def planned_inputs(workdir: Path, config: dict, *targets: str) -> list[tuple[str, dict, list]]:
-    """The (rule, wildcards, input files) of each job Snakemake would run for ``targets`` (the
-    default target when none), from its own dry-run job list."""
-    output = snakemake(workdir, config, "--dry-run", "--cores", "1", *targets)
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
-        header = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if header is None:
-            continue
-        wildcards = re.search(r"^\s+wildcards: (.+)$", block, re.MULTILINE)
-        pairs = dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {}
-        inputs = re.search(r"^\s+input: (.+)$", block, re.MULTILINE)
-        jobs.append((header.group(1), pairs, inputs.group(1).split(", ") if inputs else []))
-    return jobs
-
-
-def planned_jobs(workdir: Path, config: dict) -> list[tuple[str, dict]]:
-    """The (rule, wildcards) Snakemake would run, from its own dry-run job list."""
-    return [(rule, wildcards) for rule, wildcards, _ in planned_inputs(workdir, config)]
+def offline_environment(workdir: Path) -> dict:
+    """The module's environment for its own runs: offline for the Hugging Face hub."""
+    return run_environment(workdir) | {"HF_HUB_OFFLINE": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +159,7 @@ def workflow(tmp_path_factory, shared_datasets, minilm_path):
     # its ~7 s import of sentence-transformers, on one core (the bi-encoder's vectors come from
     # the embeddings files). The embed jobs keep the product's threads: the published checks
     # are sensitive to how the GEMMs are split (see CONTRIBUTING.md, Test).
-    snakemake(workdir, config, "--cores", CORES, "--set-threads", "rerank=1")
+    snakemake(workdir, "--set-threads", "rerank=1", config=config, env=offline_environment(workdir))
     return workdir, config, shared_datasets
 
 
@@ -232,17 +195,14 @@ def test_a_second_experiment_folder_on_the_quickstarts_data_encodes_nothing(work
     folder.mkdir()
     shutil.copy(REPO / "config" / "quickstart.yaml", folder / "my-config.yaml")
     embeddings = f"results/embeddings/scifact/{MINILM}"
-    done = subprocess.run(
-        [*SNAKEMAKE, f"{embeddings}/corpus.parquet", f"{embeddings}/queries.parquet"]
-        + ["--cores", CORES, "--directory", str(folder)]
-        + ["--configfile", str(folder / "my-config.yaml")]
-        + ["--config", "offline=true", f"data_dir={workdir / 'data'}"],
-        capture_output=True,
-        text=True,
+    snakemake(
+        folder,
+        f"{embeddings}/corpus.parquet",
+        f"{embeddings}/queries.parquet",
+        *["--configfile", str(folder / "my-config.yaml")],
+        *["--config", "offline=true", f"data_dir={workdir / 'data'}"],
         env=run_environment(workdir),
-        check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     log = (folder / f"results/logs/embed/scifact/{MINILM}/corpus+queries.log").read_text()
     assert "nothing encoded" in log and "embed corpus" not in log
     for side in ("corpus", "queries"):
@@ -393,7 +353,7 @@ def test_duckdb_views_cover_every_output(workflow, monkeypatch):
 
 def test_nothing_to_do_when_nothing_changed(workflow):
     workdir, config, _ = workflow
-    assert planned_jobs(workdir, config) == []
+    assert planned_jobs(workdir, config, offline_environment(workdir)) == []
 
 
 # The jobs that gather every system: they rerun whenever any system changes.
@@ -406,7 +366,7 @@ def test_new_model_runs_only_its_own_jobs(workflow):
     config = json.loads(json.dumps(config))
     config["models"]["minilm-prompted"] = config["models"][MINILM] | {"query_prompt": "query: "}
     config["retrievers"]["minilm-prompted"] = {"type": "dense", "model": "minilm-prompted"}
-    jobs = planned_jobs(workdir, config)
+    jobs = planned_jobs(workdir, config, offline_environment(workdir))
     per_dataset = ["embed", "index", "retrieve_dense", "score"]  # embed: documents and queries
     assert sorted(rule for rule, _ in jobs) == sorted(GATHERING + per_dataset * DATASETS)
     for _, wildcards in jobs:
@@ -419,7 +379,7 @@ def test_new_reranker_runs_only_its_own_jobs(workflow):
     config = json.loads(json.dumps(config))
     config["rerankers"]["tiny-ce-short"] = config["rerankers"]["tiny-ce"] | {"max_length": 64}
     config["reranking"].append({"first_stage": "rrf", "reranker": "tiny-ce-short", "k": [5]})
-    jobs = planned_jobs(workdir, config)
+    jobs = planned_jobs(workdir, config, offline_environment(workdir))
     assert sorted(rule for rule, _ in jobs) == sorted(GATHERING + ["rerank", "score"] * DATASETS)
     assert {w["system"] for _, w in jobs if "system" in w} == {"rrf+tiny-ce-short@5"}
 
@@ -428,7 +388,7 @@ def test_sharding_a_corpus_reembeds_only_its_documents(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))
     config["datasets"]["scifact"]["embed_shards"] = 3
-    jobs = planned_jobs(workdir, config)
+    jobs = planned_jobs(workdir, config, offline_environment(workdir))
     rules = sorted(rule for rule, _ in jobs)
     assert rules.count("embed_shard") == 3 and rules.count("embed_gather") == 1
     shards = {w["shard"] for rule, w in jobs if rule == "embed_shard"}
@@ -447,7 +407,7 @@ def test_changed_bm25_setting_reindexes_only_that_retriever_once_per_dataset(wor
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))
     config["retrievers"]["bm25"]["k1"] = 1.2
-    rules = [rule for rule, _ in planned_jobs(workdir, config)]
+    rules = [rule for rule, _ in planned_jobs(workdir, config, offline_environment(workdir))]
     assert rules.count("index_bm25") == rules.count("retrieve_bm25") == DATASETS
     assert not {"download", "ingest", "filter", "embed", "index", "retrieve_dense"} & set(rules)
     index = json.loads((workdir / "results/manifests/index_bm25/scifact/bm25.json").read_text())
@@ -458,7 +418,7 @@ def test_changed_dataset_setting_reruns_only_that_dataset(workflow):
     workdir, config, _ = workflow
     config = json.loads(json.dumps(config))
     config["datasets"][ARGUANA]["remove_self_matches"] = False
-    jobs = planned_jobs(workdir, config)
+    jobs = planned_jobs(workdir, config, offline_environment(workdir))
     arguana = ["retrieve_bm25", "retrieve_dense", "fuse"] + ["rerank"] * 3 + ["score"] * 6
     assert sorted(r for r, _ in jobs) == sorted(GATHERING + arguana)
     assert {w["dataset"] for _, w in jobs if w} == {ARGUANA}
@@ -471,7 +431,7 @@ def test_changed_dataset_file_reruns_only_its_downstream(workflow):
     qrels.chmod(0o644)
     qrels.write_text("".join(lines[:-1]))  # one judgement fewer
     try:
-        jobs = planned_jobs(workdir, config)
+        jobs = planned_jobs(workdir, config, offline_environment(workdir))
     finally:
         qrels.write_text("".join(lines))
     assert "download" in {rule for rule, _ in jobs}
@@ -585,7 +545,9 @@ def test_correlations_and_corpus_similarity(workflow):
 
 def test_report_embeds_every_plot_drawn(workflow):
     workdir, config, _ = workflow
-    snakemake(workdir, config, "--report", "results/report.html")
+    snakemake(
+        workdir, "--report", "results/report.html", config=config, env=offline_environment(workdir)
+    )
     report = (workdir / "results" / "report.html").read_text()
     # The report is self-contained: each figure is embedded as a base64 PNG.
     embedded = dict(
