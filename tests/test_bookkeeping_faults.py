@@ -255,10 +255,11 @@ def test_damaged_bookkeeping_is_rebuilt_and_an_edit_still_seen(workdir, damage):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_a_second_run_in_the_folder_is_told_which_run_holds_it(workdir):
+def test_a_second_run_in_the_folder_is_told_which_run_holds_it(settled):
     """main: the second of two runs started at once planned beside the first, then met
     Snakemake's lock message ("Directory cannot be locked ... --unlock") while the first ran,
     or, when the first had not yet locked, both ran."""
+    workdir = settled
     first = subprocess.Popen(
         command(workdir, "--forceall"),
         stdout=subprocess.DEVNULL,
