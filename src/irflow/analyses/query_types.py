@@ -34,7 +34,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from irflow.analyses.position import NO_BOOTSTRAP, OVERALL, PSI_COLUMNS, analyse
+from irflow.analyses.position import OVERALL, PSI_COLUMNS, analyse
 
 # Table 6's rows, in its order.
 QUERY_TYPES = ("what", "how", "why", "which", "when", "where", "who", "claim", "others")
@@ -58,20 +58,12 @@ def query_type(text: str) -> str:
     return "claim"
 
 
-def by_query_type(
-    rows: pd.DataFrame,
-    bins: int = 20,
-    bucket_tokens: int = 512,
-    buckets: int = 4,
-    min_count: int = 1,
-    flat_below: float = 0.1,
-    *,
-    interval: dict = NO_BOOTSTRAP,
-) -> pd.DataFrame:
-    """``rows``: analyse's rows with a ``query_type`` column. The psi table of each type's
-    queries alone, with ``query_type``, ``scored_queries`` (the type's scored queries, placed or
-    not) and ``share`` (their fraction of the dataset's scored queries). A type none of whose
-    queries a span places has its bucket ``all`` row only: its mean score, no PSI, and why."""
+def by_query_type(rows: pd.DataFrame, **settings) -> pd.DataFrame:
+    """``rows``: analyse's rows with a ``query_type`` column; ``settings``: analyse's (bins,
+    buckets, interval, ...). The psi table of each type's queries alone, with ``query_type``,
+    ``scored_queries`` (the type's scored queries, placed or not) and ``share`` (their fraction
+    of the dataset's scored queries). A type none of whose queries a span places has its bucket
+    ``all`` row only: its mean score, no PSI, and why."""
     keys = ["dataset", "system", "metric"]
     scored = rows.groupby([*keys, "query_type"]).size().rename("scored_queries")
     share = (scored / rows.groupby(keys).size()).rename("share")
@@ -81,9 +73,7 @@ def by_query_type(
         typed = rows[rows["query_type"] == name].drop(columns="query_type")
         if typed.empty:
             continue
-        _, psi = analyse(
-            typed, bins, bucket_tokens, buckets, min_count, flat_below, interval=interval
-        )
+        _, psi = analyse(typed, **settings)
         tables.append(psi.assign(query_type=name))
     empty = pd.DataFrame(columns=[*PSI_COLUMNS, "query_type"])
     table = pd.concat(tables, ignore_index=True) if tables else empty
