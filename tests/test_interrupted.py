@@ -19,7 +19,11 @@ import pytest
 
 from irflow.core import atomic
 from irflow.core.processes import HOST, Owner, start_ticks
-from irflow.workflow.interrupted import clear_after_dead_runs, clear_stale_lock
+from irflow.workflow.interrupted import (
+    DRY_RUN,
+    clear_after_dead_runs,
+    clear_stale_lock,
+)
 
 # Writes a folder atomically (as the BM25 index is written) and stops half-way, until killed.
 WRITER = """
@@ -134,3 +138,38 @@ def test_a_lock_that_may_be_held_is_kept_and_explained(tmp_path, holder):
         "unknown": "a run that cannot be told from here",
     }[holder]
     assert expected in messages[0] and "--unlock is safe once" in messages[0]
+
+
+DRY_RUN_PLANS = """
+import json, sys
+from pathlib import Path
+from irflow.workflow.interrupted import claim_folder
+print(json.dumps(claim_folder(Path(sys.argv[1]), dry_run=True)))
+"""
+
+
+@pytest.mark.parametrize("earlier", ["run at work", "dry run", "gone"])
+def test_a_dry_run_is_told_of_an_earlier_run_at_work_and_not_refused(tmp_path, earlier):
+    """A dry run beside a run that replaces files can meet Snakemake's "Unable to obtain
+    modification time ... although it existed before" (reproduced: a dry run beside a
+    --forceall run, on a loaded machine); its note says why, and to plan again later."""
+    runs = tmp_path / ".snakemake" / "irflow-runs"
+    runs.mkdir(parents=True)
+    with live(["sleep", "60"]) as sleeper:
+        owner = owner_of(sleeper) if earlier != "gone" else Owner(HOST, 2**22 + 1, 1)
+        (runs / owner.fields).write_text(DRY_RUN if earlier == "dry run" else "")
+        # The dry run starts after the run it is told of.
+        planning = subprocess.run(
+            [sys.executable, "-c", DRY_RUN_PLANS, str(tmp_path / ".snakemake")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    notes = json.loads(planning.stdout)
+    assert [path.read_text() for path in runs.iterdir() if path.name != owner.fields] == [DRY_RUN]
+    if earlier == "run at work":
+        [note] = notes
+        assert f"beside a run at work in this folder (process {sleeper.pid} on {HOST})" in note
+        assert "Unable to obtain modification time" in note and "plan again once it ends" in note
+    else:
+        assert notes == []

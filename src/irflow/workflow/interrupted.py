@@ -20,7 +20,10 @@ folder could both plan, and the second met Snakemake's lock message, which sugge
 ``--unlock`` while the first runs. So when a run starts to plan (the Snakefile calls
 ``claim_folder`` before its first input function, when it is known whether it is a dry run),
 a run that finds a run of this host recorded before it, not a dry run, still running is
-refused, naming that run's process (``refuse_a_second_run``).
+refused, naming that run's process (``refuse_a_second_run``). A dry run is not refused, but
+told of the run at work: Snakemake stops a dry run whose plan reads a file that the other run
+replaces meanwhile ("Unable to obtain modification time of file ... although it existed
+before"), so planning again once that run ends is the answer, not --unlock.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import functools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,31 +72,43 @@ def claim_when_planning(workflow) -> Callable[[], None]:
     def claim() -> None:
         if snakemake_internals.is_main_process(workflow):
             try:
-                claim_folder(Path(".snakemake"), snakemake_internals.is_dry_run(workflow))
+                notes = claim_folder(Path(".snakemake"), snakemake_internals.is_dry_run(workflow))
             except UserError as error:
                 raise SystemExit(f"{type(error).__name__}: {error}") from None
+            for note in notes:
+                print(note, file=sys.stderr)
 
     return claim
 
 
-def claim_folder(snakemake_dir: Path, dry_run: bool) -> None:
+def claim_folder(snakemake_dir: Path, dry_run: bool) -> list[str]:
     """As a run starts to plan: a dry run's record says so (it writes nothing, and holds no
-    lock); another run is refused while an earlier one runs (``refuse_a_second_run``)."""
-    if dry_run:
-        (snakemake_dir / "irflow-runs" / Owner.this_process().fields).write_text(DRY_RUN)
-    else:
+    lock), and its notes name the runs at work here; another run is refused while an earlier
+    one runs (``refuse_a_second_run``)."""
+    if not dry_run:
         refuse_a_second_run(snakemake_dir)
+        return []
+    (snakemake_dir / "irflow-runs" / Owner.this_process().fields).write_text(DRY_RUN)
+    at_work = earlier_runs_at_work(snakemake_dir)
+    if not at_work:
+        return []
+    holders = ", ".join(str(owner) for owner in at_work)
+    return [
+        f"irflow: this dry run plans beside a run at work in this folder ({holders}); if that "
+        'run replaces a file while this one plans, Snakemake stops ("Unable to obtain '
+        'modification time ... although it existed before"): plan again once it ends.'
+    ]
 
 
 class FolderInUseError(UserError):
     """Another run works in this folder."""
 
 
-def refuse_a_second_run(snakemake_dir: Path) -> None:
-    """Refuse this run when a run of this host recorded before it, not a dry run, still runs
-    (of two started at once, the one that started first goes on)."""
+def earlier_runs_at_work(snakemake_dir: Path) -> list[Owner]:
+    """The runs of this host recorded before this one, not dry runs, still running (of two
+    started at once, the one that started first goes on)."""
     this = Owner.this_process()
-    earlier = [
+    return [
         owner
         for path, owner in recorded_runs(snakemake_dir).items()
         if owner.host == HOST
@@ -101,6 +117,11 @@ def refuse_a_second_run(snakemake_dir: Path) -> None:
         and owner.pid not in ancestors()
         and not is_dry_run(path)
     ]
+
+
+def refuse_a_second_run(snakemake_dir: Path) -> None:
+    """Refuse this run while an earlier run works in this folder (``earlier_runs_at_work``)."""
+    earlier = earlier_runs_at_work(snakemake_dir)
     if earlier:
         holders = ", ".join(str(owner) for owner in earlier)
         pids = " ".join(str(owner.pid) for owner in earlier)
@@ -162,13 +183,15 @@ def clear_stale_lock(snakemake_dir: Path) -> list[str]:
             if owner.is_gone():
                 record.unlink(missing_ok=True)
         return []
-    live = [str(owner) for owner in runs.values() if not owner.is_gone()]
+    live = [owner for owner in runs.values() if not owner.is_gone()]
     working = snakemake_processes_here(snakemake_dir.parent) if (PROC / "self").exists() else []
+    working = [pid for pid in working if pid not in {owner.pid for owner in live}]
     submitted = cluster_jobs(snakemake_dir)
     locked_at = min(lock.stat().st_mtime for lock in locks)
     recorded_before = any(record.stat().st_mtime <= locked_at for record in runs)
     if live or working or submitted or not recorded_before:
-        holders = live + [f"process {pid} on {HOST} (Snakemake or its job)" for pid in working]
+        holders = [str(owner) for owner in live]
+        holders += [f"process {pid} on {HOST} (Snakemake or its job)" for pid in working]
         holders += [f"cluster job {job} (squeue -j {job})" for job in submitted]
         held_by = ", ".join(holders) if holders else "a run that cannot be told from here"
         return [
