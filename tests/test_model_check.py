@@ -33,6 +33,7 @@ from conftest import (
 )
 from huggingface_hub import constants
 
+from irflow.core import fingerprint
 from irflow.core.fingerprint import folder_md5
 from irflow.encoding.models import LocalCopyError, checked_local_copy, resolve_model
 from irflow.workflow.config import validate_config
@@ -275,6 +276,26 @@ def test_a_local_copy_whose_files_are_not_those_it_pins_is_refused(tmp_path, mon
     ]
     with pytest.raises(LocalCopyError, match=differs):
         resolve_model(spec)
+
+
+def test_a_model_folder_is_read_once_until_a_file_changes(tmp_path, monkeypatch):
+    """A planning run asks for a model folder's MD5 several times (its embed settings, its
+    local_copy's pin, the offline check): its files are read once, and again after an edit,
+    even one that keeps the file's size and modification time."""
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 384}')
+    (folder / "vocab.txt").write_text("[PAD]\n")
+    read = []
+    monkeypatch.setattr(fingerprint, "file_md5", lambda path: read.append(path) or "x")
+    first = folder_md5(folder)
+    assert folder_md5(str(folder)) == first and len(read) == 2
+    config = folder / "config.json"
+    kept = config.stat()
+    config.write_text('{"hidden_size": 768}')
+    os.utime(config, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    folder_md5(folder)
+    assert len(read) == 4
 
 
 def test_the_shipped_configs_pin_the_copy_the_install_ships():

@@ -98,13 +98,12 @@ class LocalCopyError(ValueError):
     """A ``local_copy`` whose files are not those its ``files_md5`` pins."""
 
 
-def checked_local_copy(copy: dict, files_md5=folder_md5) -> tuple[Path, str]:
-    """The folder a ``local_copy`` names and the MD5 of its files (``files_md5``: a caller that
-    checks several entries naming one copy passes a memoised one), refused when the copy pins
+def checked_local_copy(copy: dict) -> tuple[Path, str]:
+    """The folder a ``local_copy`` names and the MD5 of its files, refused when the copy pins
     ``files_md5`` and its files differ: the results are labelled with the model's Hub id, so
     the copy must hold that model's files, not another's."""
     folder = local_copy_folder(copy)
-    md5 = files_md5(folder)
+    md5 = folder_md5(folder)
     if copy.get("files_md5") not in (None, md5):
         raise LocalCopyError(
             f"the files in {folder} have the MD5 {md5}, not the files_md5 {copy['files_md5']} "

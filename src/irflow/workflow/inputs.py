@@ -3,7 +3,6 @@ names the files it reads or the settings that decide its outputs (so that a chan
 them reruns just that job). Here: the rules that make and encode datasets; the runs' are in
 irflow.workflow.run_inputs, whose ``Plan`` rules/common.smk builds from the validated config."""
 
-import functools
 import re
 from pathlib import Path
 
@@ -24,10 +23,6 @@ from irflow.workflow.stamps import STAMPS, check_dataset_files
 def one_of(names):
     """A wildcard constraint matching exactly these names (and nothing when empty)."""
     return "|".join(re.escape(n) for n in names) or "(?!)"
-
-
-# A model folder's files, hashed once per workflow (not per job).
-files_md5 = functools.cache(folder_md5)
 
 
 def texts_to_embed(dataset, model, side):
@@ -113,7 +108,7 @@ class DatasetInputs(WorkflowNames):
         folder = read_folder(spec, self.config["offline"])
         if folder is None:
             return result_settings(spec)
-        return result_settings(spec) | {"files_md5": files_md5(str(folder))}
+        return result_settings(spec) | {"files_md5": folder_md5(folder)}
 
     def passages_tokenizer(self, wildcards):
         return tokenizer_source(wildcards.model, self.config["models"])

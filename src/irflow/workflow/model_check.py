@@ -13,11 +13,9 @@ lookup here is the jobs' own: huggingface_hub's ``snapshot_download`` with
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 
-from irflow.core.fingerprint import folder_md5
 from irflow.core.offline import env_offline
 from irflow.encoding.models import LocalCopyError, checked_local_copy, local_copy_folder
 
@@ -64,13 +62,11 @@ def offline_model_problems(config: dict) -> list[str]:
     those its ``files_md5`` pins); each names its config key and the fix. None when online."""
     if not config.get("offline"):
         return []
-    # Several entries may read one copy (config/onnx.yaml: four): its files are read once.
-    files_md5 = functools.cache(folder_md5)
-    found = (_offline_problem(key, spec, files_md5) for key, spec in named_models(config))
+    found = (_offline_problem(key, spec) for key, spec in named_models(config))
     return [problem for problem in found if problem]
 
 
-def _offline_problem(key: str, spec: dict, files_md5) -> str | None:
+def _offline_problem(key: str, spec: dict) -> str | None:
     """Why a job cannot read ``spec``'s model offline (irflow.encoding.models.resolve_model
     reads a folder, the Hugging Face cache, then the ``local_copy``); None when it can."""
     if Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")):
@@ -78,7 +74,7 @@ def _offline_problem(key: str, spec: dict, files_md5) -> str | None:
     copy = spec.get("local_copy")
     if copy is not None and _copy_folder(copy).is_dir():
         try:
-            checked_local_copy(copy, files_md5)
+            checked_local_copy(copy)
         except LocalCopyError as error:
             where = key.removesuffix(".id")
             return f"{where}.local_copy.files_md5: {error}; point it at {spec['id']!r}'s files"
