@@ -39,7 +39,7 @@ from conftest import (
 from test_parquet_integrity import flip_bit_in_data_page
 
 from irflow.core.fingerprint import folder_md5
-from irflow.data.download import dataset_fingerprint
+from irflow.data.layouts import dataset_fingerprint
 
 pytestmark = pytest.mark.e2e
 

@@ -25,8 +25,8 @@ from test_download import beir_members, md5_of, zip_bytes
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data.catalog import catalog_entry, dataset_names
-from irflow.data.download import dataset_files
 from irflow.data.download_cache import cached_file_name
+from irflow.data.layouts import dataset_files
 from irflow.data.sources import concrete_source, locate_dataset
 from irflow.workflow.config import expand_config, load_config, validate_config
 

@@ -20,12 +20,7 @@ from loopback_http import serving
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import download, download_cache, fetch
-from irflow.data.download import (
-    dataset_files,
-    dataset_fingerprint,
-    dataset_layout,
-    safe_extract_zip,
-)
+from irflow.data.download import safe_extract_zip
 from irflow.data.download_cache import cached_file_name
 from irflow.data.fetch import fetch_url
 from irflow.data.ir_datasets_fields import (
@@ -34,6 +29,7 @@ from irflow.data.ir_datasets_fields import (
     HTML_DOCUMENTS,
     document_fields,
 )
+from irflow.data.layouts import dataset_files, dataset_fingerprint, dataset_layout
 from irflow.data.sources import ir_datasets as ir_datasets_source
 from irflow.data.sources import locate_dataset
 from irflow.workflow.config import validate_config

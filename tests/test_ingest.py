@@ -19,8 +19,8 @@ from irflow.analyses.position import length_bucket, relative_position, span_posi
 from irflow.core import contracts
 from irflow.core.errors import InputError
 from irflow.data.catalog import catalog_entry
-from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.ingest import ingest
+from irflow.data.layouts import dataset_files, dataset_layout
 from irflow.evaluation.score import score_run
 
 

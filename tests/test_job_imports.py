@@ -5,11 +5,13 @@ analyses', and no LLM client."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import index_spec, schema_defaults
+from conftest import REPO, index_spec, schema_defaults
 from script_jobs import run_scripts
 
 from irflow.core import contracts
@@ -95,3 +97,24 @@ def test_a_retrieve_job_imports_no_derived_dataset_analysis_or_llm_module(job, r
     assert set(run.column("query_id").to_pylist()) == set(QUERIES)  # it searched
     assert "irflow.retrieval.retrieve" in modules
     assert not_of_the_stage(modules) == []
+
+
+def test_what_every_job_imports_first_loads_no_config_validation_or_http_client():
+    """scripts/_common, which every job imports before its own stage, checks its dataset's
+    files through irflow.workflow.stamps: main loaded irflow.data.download for it, and with it
+    the config's validation (jsonschema), PyYAML and an HTTP client, 0.17 s of each job's
+    start; the layouts alone are enough (irflow.data.layouts)."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import _common; print(*sys.modules)",
+            str(REPO / "scripts"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "irflow.workflow.stamps" in loaded
+    heavy = {"jsonschema", "yaml", "httpx", "httpx2", "huggingface_hub", "irflow.data.download"}
+    assert [name for name in loaded if name in heavy or name.split(".")[0] in heavy] == []

@@ -16,7 +16,7 @@ from conftest import SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, w
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import sources
 from irflow.data.catalog import catalog_entry
-from irflow.data.download import dataset_files
+from irflow.data.layouts import dataset_files
 from irflow.workflow.config import expand_config, validate_config
 
 

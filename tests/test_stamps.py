@@ -10,7 +10,7 @@ import os
 import pytest
 from conftest import TINY_CORPUS, TINY_QRELS, TINY_QUERIES, write_beir
 
-from irflow.data.download import dataset_files, dataset_fingerprint
+from irflow.data.layouts import dataset_files, dataset_fingerprint
 from irflow.workflow import stamps
 
 PAST = 1_000_000_000  # 2001: older than anything a test writes

@@ -364,7 +364,7 @@ def ingest(
     layout: str = "beir",
 ) -> dict:
     """Convert the files of a dataset in ``layout`` (``beir`` or ``posir``, as
-    irflow.data.download.dataset_layout names it) to ``corpus``, ``queries`` and ``qrels`` Parquet
+    irflow.data.layouts.dataset_layout names it) to ``corpus``, ``queries`` and ``qrels`` Parquet
     in ``out_dir``.
 
     Returns the dataset statistics (also written by the caller as JSON).

@@ -76,8 +76,8 @@ from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
 from irflow.data.consistency import similarities
 from irflow.data.dedup import jaccard, shingles
-from irflow.data.download import dataset_files
 from irflow.data.ingest import read_qrels
+from irflow.data.layouts import dataset_files
 from irflow.derived.positionalize import list_variants
 from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.bm25 import BM25Retriever

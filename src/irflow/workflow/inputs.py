@@ -8,8 +8,8 @@ from pathlib import Path
 
 from irflow.core.config import scored_split
 from irflow.core.fingerprint import folder_md5
-from irflow.data.download import dataset_files, dataset_layout
 from irflow.data.filter import deciding_rules
+from irflow.data.layouts import dataset_files, dataset_layout
 from irflow.data.sources import concrete_source
 from irflow.data.tokens import tokenizer_source
 from irflow.encoding.models import result_settings

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from irflow.core import atomic
 from irflow.core.errors import UserError
-from irflow.data.download import dataset_files, dataset_fingerprint
+from irflow.data.layouts import dataset_files, dataset_fingerprint
 
 if TYPE_CHECKING:  # jobs import this module (scripts/_common.py): not Snakemake's internals
     from irflow.workflow.snakemake_internals import WorkflowRule

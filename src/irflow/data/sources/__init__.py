@@ -16,7 +16,8 @@ from irflow.core.config import register_check, scored_split
 from irflow.core.errors import ConfigError
 from irflow.core.plugins import Registry
 from irflow.data import download
-from irflow.data.download import Fetch, SourceParams, dataset_layout
+from irflow.data.download import Fetch, SourceParams
+from irflow.data.layouts import dataset_layout
 from irflow.data.sources.base import SourceType
 from irflow.data.sources.path import folder_problem
 

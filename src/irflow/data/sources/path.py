@@ -9,12 +9,8 @@ from pathlib import Path
 
 from irflow.core.config import scored_split
 from irflow.core.errors import DownloadError
-from irflow.data.download import (
-    dataset_files,
-    dataset_layout,
-    missing_files,
-    unpack_into_cache,
-)
+from irflow.data.download import unpack_into_cache
+from irflow.data.layouts import dataset_files, dataset_layout, missing_files
 from irflow.data.sources.base import Fetch, SourceType
 
 log = logging.getLogger("irflow.data.download")
