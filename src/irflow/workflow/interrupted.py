@@ -184,8 +184,8 @@ def clear_stale_lock(snakemake_dir: Path) -> list[str]:
                 record.unlink(missing_ok=True)
         return []
     live = [owner for owner in runs.values() if not owner.is_gone()]
-    working = snakemake_processes_here(snakemake_dir.parent) if (PROC / "self").exists() else []
-    working = [pid for pid in working if pid not in {owner.pid for owner in live}]
+    here = snakemake_processes_here(snakemake_dir.parent) if (PROC / "self").exists() else []
+    working = sorted(set(here) - {owner.pid for owner in live})  # a live run is named once
     submitted = cluster_jobs(snakemake_dir)
     locked_at = min(lock.stat().st_mtime for lock in locks)
     recorded_before = any(record.stat().st_mtime <= locked_at for record in runs)
