@@ -63,6 +63,19 @@ def test_a_missing_or_mistyped_field_is_refused_naming_the_stage_and_field(tmp_p
     assert written(path, embed | {"encode_seconds": 1.0})["revision"] == "abc"
 
 
+def test_a_numpy_integer_is_refused_where_the_record_declares_an_int(tmp_path):
+    """json.dumps writes a numpy integer through its default=str, as a string ("3"): msgspec's
+    strict int refuses it before it is written (the hand-written check took any
+    numbers.Integral for an int, and the manifest said "documents": "3")."""
+    path = tmp_path / "m.json"
+    facts = BM25_INDEX | {"index_seconds": 2.0, "documents": np.int64(3)}
+    refused = rf"index_bm25 record's field 'documents' is {re.escape(repr(np.int64(3)))} \(int64\)"
+    with pytest.raises(RecordError, match=refused + ", not int"):
+        written(path, facts)
+    assert not path.exists()
+    assert written(path, facts | {"documents": 3})["documents"] == 3
+
+
 def test_the_index_jobs_of_every_family_name_their_build_time_index_seconds(tmp_path):
     """faiss' index job named it build_seconds, BM25's index_seconds (patched per family in
     the cost table): both writers now give index_seconds, and their records are accepted."""

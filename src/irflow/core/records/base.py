@@ -1,17 +1,24 @@
-"""What every stage's record holds, and the error of one that does not fit its type."""
+"""What every stage's record holds, and the error of one that does not fit its type.
+
+A record type is a msgspec ``Struct``: frozen, its fields keyword-only, and closed
+(``forbid_unknown_fields``: a field the stage does not declare is refused). A stage that records
+a model's or a scorer's provenance, whose keys each model or reranker type gives, is open:
+``forbid_unknown_fields=False`` among its class arguments. ``irflow.core.records.check`` has
+msgspec check a record's facts against its type, strictly (a bool is not an int, nor is a numpy
+integer; an int passes for a float; None only where the type allows it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
+
+import msgspec
 
 
 class RecordError(ValueError):
     """A stage's record that does not fit its declared type."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class StageRecord:
+class StageRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What every manifest holds: the job's stage and wildcards, the dataset's checksum and
     the md5 of its settings stamp (where it has them), and its timing and environment."""
 
@@ -37,11 +44,8 @@ class StageRecord:
     reranker: str | None = None
     split: str | None = None
     export: str | None = None
-    # An open record's facts beyond its declared fields.
-    extra: dict = field(default_factory=dict)
+    # A record's facts beyond its declared fields, as read back (records.parse).
+    extra: dict = msgspec.field(default_factory=dict)
 
-    # Closed: a field the stage does not declare is refused. A stage that records a model's or
-    # scorer's provenance, whose keys each model or reranker type gives, is open.
-    open: ClassVar[bool] = False
     # Names older manifests used for a field: read as the field's.
     legacy: ClassVar[dict[str, str]] = {}

@@ -9,22 +9,17 @@ dataset made from another, the base's checksum; a stage that asked an LLM record
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from irflow.core.records.base import StageRecord
 
 
-@dataclass(frozen=True, kw_only=True)
-class IngestRecord(StageRecord):
+class IngestRecord(StageRecord, kw_only=True):
     """A dataset's files read into the contracts' tables (scripts/ingest.py)."""
 
     files: dict
     statistics: dict
 
 
-@dataclass(frozen=True, kw_only=True)
-class FilterRecord(StageRecord):
+class FilterRecord(StageRecord, kw_only=True):
     """A corpus filtered (irflow.data.filter.run_filter), or a document-expanded copy filtered
     as its base was (``run_filter_as_base``: ``documents_as`` names the base's corpus, and the
     rules are the base's)."""
@@ -40,15 +35,13 @@ class FilterRecord(StageRecord):
     documents_as: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class CurateRecord(StageRecord):
+class CurateRecord(StageRecord, kw_only=True):
     """A curated dataset's tables, copied from its ``base`` dataset (scripts/curate.py)."""
 
     base: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class DeriveRecord(StageRecord):
+class DeriveRecord(StageRecord, kw_only=True):
     """A dataset its kind made from its base's tables (scripts/derive.py,
     irflow.workflow.kinds): the kind, and the statistics it gave."""
 
@@ -57,8 +50,7 @@ class DeriveRecord(StageRecord):
     statistics: dict
 
 
-@dataclass(frozen=True, kw_only=True)
-class PassagesRecord(StageRecord):
+class PassagesRecord(StageRecord, kw_only=True):
     """A corpus split into passages for a model (irflow.data.passages.split_corpus); the
     window and the passages longer than it where the model's window is known."""
 
@@ -71,8 +63,7 @@ class PassagesRecord(StageRecord):
     passages_over_window: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class GenerateRecord(StageRecord):
+class GenerateRecord(StageRecord, kw_only=True):
     """A dataset an LLM generated (scripts/generate.py): its prompts and the tokenizer that
     counted its chunks (None when words did)."""
 
@@ -83,8 +74,7 @@ class GenerateRecord(StageRecord):
     statistics: dict
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExpandRecord(StageRecord):
+class ExpandRecord(StageRecord, kw_only=True, forbid_unknown_fields=False):
     """A document-expanded corpus (scripts/expand.py): the seq2seq model's provenance (open:
     its keys are the model's) or the LLM's summary, and the cross-encoder that filtered the
     queries, where one did."""
@@ -94,11 +84,8 @@ class ExpandRecord(StageRecord):
     base_checksum: str
     statistics: dict
 
-    open: ClassVar[bool] = True
 
-
-@dataclass(frozen=True, kw_only=True)
-class PositionalizeRecord(StageRecord):
+class PositionalizeRecord(StageRecord, kw_only=True):
     """A positional variant (scripts/positionalize.py): the tokenizer that counted its
     lengths, the reranker that screened its fillers (its provenance) and the BM25 settings
     that ranked its near-miss fillers, where it has them."""
@@ -110,8 +97,7 @@ class PositionalizeRecord(StageRecord):
     near_miss_bm25: dict | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class QcCandidatesRecord(StageRecord):
+class QcCandidatesRecord(StageRecord, kw_only=True):
     """The QC retriever's run of a split the retrieve jobs do not cover
     (scripts/qc_candidates.py): the judged queries, those it found candidates for, and the
     provenance of the model that encoded the queries (``model``, where one did)."""
@@ -124,8 +110,7 @@ class QcCandidatesRecord(StageRecord):
     rows: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class QcVotesRecord(StageRecord):
+class QcVotesRecord(StageRecord, kw_only=True, forbid_unknown_fields=False):
     """One reranker's ranking of the pooled candidates (scripts/qc_votes.py, rules qc_votes
     and audit_votes), with its scorer's provenance (open: its keys are the reranker type's)."""
 
@@ -135,11 +120,8 @@ class QcVotesRecord(StageRecord):
     queries: int
     pooled: int
 
-    open: ClassVar[bool] = True
 
-
-@dataclass(frozen=True, kw_only=True)
-class QualityControlRecord(StageRecord):
+class QualityControlRecord(StageRecord, kw_only=True):
     """A generated dataset checked by the rerankers' votes and the LLM judge
     (scripts/quality_control.py)."""
 
@@ -149,8 +131,7 @@ class QualityControlRecord(StageRecord):
     statistics: dict
 
 
-@dataclass(frozen=True, kw_only=True)
-class LabelAuditRecord(StageRecord):
+class LabelAuditRecord(StageRecord, kw_only=True):
     """A dataset's judgements audited (scripts/label_audit.py): the LLM's summary and the
     judge's failures by reason where the judge ran."""
 
@@ -161,8 +142,7 @@ class LabelAuditRecord(StageRecord):
     statistics: dict
 
 
-@dataclass(frozen=True, kw_only=True)
-class NegativesRecord(StageRecord):
+class NegativesRecord(StageRecord, kw_only=True):
     """A hard-negative export (irflow.derived.negatives.run_negatives): what it mined and what
     it dropped and why, counted, and the warnings it logged."""
 

@@ -3,14 +3,12 @@ indexes, first-stage search, an imported run, reranking, fusion and scoring."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from irflow.core.records.base import StageRecord
 
 
-@dataclass(frozen=True, kw_only=True)
-class EncodeRecord(StageRecord):
+class EncodeRecord(StageRecord, kw_only=True, forbid_unknown_fields=False):
     """One side encoded by a model (stages embed and encode_vectors, and their shards), with
     the model's provenance (open: its keys are the model type's)."""
 
@@ -27,11 +25,8 @@ class EncodeRecord(StageRecord):
     # Where the vectors came from (irflow.encoding.vector_store): null without a store.
     vector_store: dict | None = None
 
-    open: ClassVar[bool] = True
 
-
-@dataclass(frozen=True, kw_only=True)
-class OnnxExportRecord(StageRecord):
+class OnnxExportRecord(StageRecord, kw_only=True, forbid_unknown_fields=False):
     """A model's ONNX graph (scripts/onnx_export.py; irflow.encoding.onnx_export.export),
     with the model's provenance (open: its keys are the model's, as an encode record's)."""
 
@@ -44,11 +39,8 @@ class OnnxExportRecord(StageRecord):
     onnx: str
     fused_operators: dict | None = None
 
-    open: ClassVar[bool] = True
 
-
-@dataclass(frozen=True, kw_only=True)
-class IndexRecord(StageRecord):
+class IndexRecord(StageRecord, kw_only=True):
     """A faiss index built by rule index (irflow.retrieval.index.index_file)."""
 
     index: dict
@@ -65,8 +57,7 @@ class IndexRecord(StageRecord):
     legacy: ClassVar[dict[str, str]] = {"build_seconds": "index_seconds"}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Bm25IndexRecord(StageRecord):
+class Bm25IndexRecord(StageRecord, kw_only=True):
     """A BM25 index built by rule index_bm25 (irflow.retrieval.bm25.build_index)."""
 
     settings: dict
@@ -78,8 +69,7 @@ class Bm25IndexRecord(StageRecord):
     postings: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class LuceneIndexRecord(StageRecord):
+class LuceneIndexRecord(StageRecord, kw_only=True):
     """A Lucene index built by rule index_lucene (irflow.retrieval.lucene.build_index): its
     layout (``fields``, the job's wildcard) and the Anserini jar that built it."""
 
@@ -91,8 +81,7 @@ class LuceneIndexRecord(StageRecord):
     anserini: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class RetrieveRecord(StageRecord):
+class RetrieveRecord(StageRecord, kw_only=True):
     """A first-stage run's search (scripts/retrieve.py): its timing, every family's; the
     index facts of a family whose search job builds its index (sparse, late interaction, a
     user's class) and an approximate index's recall and search settings."""
@@ -121,8 +110,7 @@ class RetrieveRecord(StageRecord):
     voyager: dict | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExternalRunRecord(StageRecord):
+class ExternalRunRecord(StageRecord, kw_only=True):
     """A run made outside irflow, checked and imported (scripts/external_run.py): its file and
     what irflow.retrieval.external_run.import_run read, accepted and dropped of it (``rows``,
     ``self_matches_removed`` and ``short_queries`` as a retrieve record counts them)."""
@@ -148,8 +136,7 @@ class ExternalRunRecord(StageRecord):
     short_queries: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class RerankRecord(StageRecord):
+class RerankRecord(StageRecord, kw_only=True, forbid_unknown_fields=False):
     """A reranked run (scripts/rerank.py), with its scorer's provenance (open: its keys are
     the reranker type's)."""
 
@@ -160,19 +147,15 @@ class RerankRecord(StageRecord):
     rows: int
     device: str
 
-    open: ClassVar[bool] = True
 
-
-@dataclass(frozen=True, kw_only=True)
-class FuseRecord(StageRecord):
+class FuseRecord(StageRecord, kw_only=True):
     """A fused run (scripts/fuse.py)."""
 
     settings: dict
     rows: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ScoreRecord(StageRecord):
+class ScoreRecord(StageRecord, kw_only=True):
     """A run scored (scripts/score.py)."""
 
     measures: list
