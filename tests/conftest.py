@@ -60,9 +60,10 @@ REPORT_PLOTS = {
 }
 
 
-# The longest end-to-end files run first: in one process this changes nothing, and on three
-# pytest-xdist workers (`-n 3 --dist loadfile --no-loadscope-reorder`, CONTRIBUTING.md "Test") the
-# longest files start at once and the short ones fill in at the end.
+# The longest end-to-end files run first: in one process this changes nothing, and on two
+# pytest-xdist workers (`-n 2 --dist loadfile --no-loadscope-reorder`, CONTRIBUTING.md "Test")
+# tests/test_workflow.py, the longest, takes one worker for most of the run while the other
+# files go to the other, longest first, and the short ones fill in at the end.
 LONGEST_FIRST = (
     "test_workflow.py",
     "test_position_workflow.py",
