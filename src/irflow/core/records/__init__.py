@@ -111,7 +111,7 @@ def _declared(kind: type[StageRecord]) -> dict[str, msgspec.structs.FieldInfo]:
 def _misspelt(name: str, kind: type[StageRecord]) -> str | None:
     """The field of the record's own that ``name`` is a near-miss of (``encode_second`` for
     ``encode_seconds``); not a longer name that starts with it (``similarity_from``)."""
-    own = [name for name in _declared(kind) if name not in StageRecord.__struct_fields__]
+    own = [field for field in _declared(kind) if field not in StageRecord.__struct_fields__]
     for near in difflib.get_close_matches(name, own, n=3, cutoff=0.9):
         if not (name.startswith(near + "_") or near.startswith(name + "_")):
             return near
