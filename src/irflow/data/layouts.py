@@ -46,13 +46,12 @@ def _layout_files(folder: Path, layout: str, split: str) -> tuple[list[Path], li
 def missing_files(folder: Path, split: str) -> str:
     """What ``folder`` lacks, for an error message: of each layout it holds a file of, or of
     BEIR's alone when it holds none (a BEIR user is not told of PosIR's files)."""
+    lacking = {layout: _layout_files(folder, layout, split)[1] for layout in LAYOUT_FILES}
     started = [
-        layout
-        for layout in LAYOUT_FILES
-        if len(_layout_files(folder, layout, split)[1]) < len(LAYOUT_FILES[layout])
+        layout for layout in LAYOUT_FILES if len(lacking[layout]) < len(LAYOUT_FILES[layout])
     ]
     return "; ".join(
-        f"{LAYOUT_NAMES[layout]} layout lacks {', '.join(_layout_files(folder, layout, split)[1])}"
+        f"{LAYOUT_NAMES[layout]} layout lacks {', '.join(lacking[layout])}"
         for layout in started or ["beir"]
     )
 

@@ -21,6 +21,7 @@ checked, and an other field is refused only where it is a near-miss of a declare
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from pathlib import Path
 
@@ -103,8 +104,10 @@ def record_type(stage: str) -> type[StageRecord]:
         ) from None
 
 
+@functools.cache
 def _declared(kind: type[StageRecord]) -> dict[str, msgspec.structs.FieldInfo]:
-    """Each field the stage's record declares (``extra`` is for reading back only)."""
+    """Each field the stage's record declares (``extra`` is for reading back only); once per
+    type, as ``check`` and ``_misspelt`` ask for every record and every undeclared name."""
     return {f.name: f for f in msgspec.structs.fields(kind) if f.name != "extra"}
 
 
