@@ -140,17 +140,18 @@ rule all:
 
 # Each job's settings are kept beside the results by an input function that names no file, so
 # that a changed setting reruns the job even without Snakemake's records in .snakemake/
-# (irflow.workflow.stamps). An input function that raises ends the run, naming it: Snakemake
-# would drop the job, and everything after it, from the run (irflow.workflow.guard).
+# (irflow.workflow.stamps); it acts before the rule's other input functions, which then see
+# the outputs as it leaves them. An input function that raises ends the run, naming it:
+# Snakemake would drop the job, and everything after it, from the run (irflow.workflow.guard).
 # What this reads and changes of Snakemake's rules is in irflow.workflow.snakemake_internals.
 # As the run starts to plan, a run while another runs here is refused, naming it.
 _claim_this_folder = claim_when_planning(workflow)
 for _rule in rules_of(workflow):
+    _stamp = None
     if _rule.params:
-        _rule.add_input_function(
-            STAMP_INPUT, settings_stamp(_rule, lambda: is_dry_run(workflow))
-        )
-    guard_input_functions(_rule, before=_claim_this_folder)
+        _stamp = settings_stamp(_rule, lambda: is_dry_run(workflow))
+        _rule.add_input_function(STAMP_INPUT, _stamp)
+    guard_input_functions(_rule, before=_claim_this_folder, stamp=_stamp)
 
 
 # Online, a model the Hugging Face hub cannot give is named before any job runs. Here rather

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -312,6 +313,36 @@ def test_the_parser_gives_rules_directives_uses_and_includes(tmp_path):
     # `use rule ... with:`, by the rules it uses and its name; another module's rules left out.
     assert (shard.uses, shard.use_name) == (("embed",), "embed_shard"), changed("use rule")
     assert shard.directives["resources"].keywords == {"gpu": "0"}, changed("use rule's with:")
+
+
+ANCIENT_SNAKEFILE = """
+from irflow.workflow.snakemake_internals import ancient
+
+rule copied:
+    input: lambda wildcards: ancient("given.txt") if config["ancient"] else "given.txt"
+    output: "copied.txt"
+    shell: "cp {input} {output}"
+"""
+
+
+def test_a_file_an_input_function_marks_ancient_is_newer_than_the_output_and_runs_nothing(
+    tmp_path,
+):
+    (tmp_path / "Snakefile").write_text(ANCIENT_SNAKEFILE)
+    (tmp_path / "given.txt").write_text("given\n")
+    (tmp_path / "copied.txt").write_text("given\n")
+    os.utime(tmp_path / "copied.txt", (1, 1))  # older than its input
+    base = [sys.executable, "-m", "snakemake", "--cores", "1", "--dry-run", "--config"]
+    planned = {}
+    for marked in (True, False):
+        done = subprocess.run(
+            [*base, f"ancient={marked}"], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 0, changed(done.stderr[-3000:])
+        planned[marked] = "rule copied:" in done.stdout + done.stderr
+    assert planned == {True: False, False: True}, changed(
+        f"snakemake.io.ancient no longer keeps a newer input from running its job: {planned}"
+    )
 
 
 def test_no_other_file_uses_snakemake_internals():

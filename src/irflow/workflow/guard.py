@@ -36,25 +36,34 @@ def failure_message(rule_name: str, function, wildcards, error: Exception) -> st
     return f"irflow: planning {job} failed in its input function {name}: {problem}. {ADVICE}"
 
 
-def guarded(rule_name: str, function, before=lambda: None):
+def guarded(rule_name: str, function, before=lambda: None, stamp=None):
     """``function``, an input function of rule ``rule_name``, ending the run when it raises;
-    ``before()`` is called first. Its signature is kept (``functools.wraps``): Snakemake passes
-    the arguments it names."""
+    ``before()`` is called first, then the rule's settings ``stamp`` (irflow.workflow.stamps),
+    so that an input function sees the outputs as the stamp leaves them (a dataset's files are
+    marked ancient unless its source.json is to be made again: irflow.workflow.inputs). Its
+    signature is kept (``functools.wraps``): Snakemake passes the arguments it names."""
 
     @functools.wraps(function)
     def call(wildcards, *args, **kwargs):
         before()
-        try:
-            return function(wildcards, *args, **kwargs)
-        except SIGNALS:  # Snakemake's own, raised through input functions on purpose
-            raise
-        except Exception as error:
-            raise SystemExit(failure_message(rule_name, function, wildcards, error)) from error
+        if stamp is not None:
+            ending_the_run(rule_name, stamp, wildcards)
+        return ending_the_run(rule_name, function, wildcards, *args, **kwargs)
 
     return call
 
 
-def guard_input_functions(rule: WorkflowRule, before=lambda: None) -> None:
-    """Every input function of ``rule`` guarded (``guarded``, calling ``before`` first), its
-    flags (``unpack``) and name kept."""
-    rule.replace_input_functions(lambda function: guarded(rule.name, function, before))
+def ending_the_run(rule_name: str, function, wildcards, *args, **kwargs):
+    """``function(wildcards, ...)``, its exception ending the run with a message naming it."""
+    try:
+        return function(wildcards, *args, **kwargs)
+    except SIGNALS:  # Snakemake's own, raised through input functions on purpose
+        raise
+    except Exception as error:
+        raise SystemExit(failure_message(rule_name, function, wildcards, error)) from error
+
+
+def guard_input_functions(rule: WorkflowRule, before=lambda: None, stamp=None) -> None:
+    """Every input function of ``rule`` guarded (``guarded``, calling ``before`` and the rule's
+    settings ``stamp`` first), its flags (``unpack``) and name kept."""
+    rule.replace_input_functions(lambda function: guarded(rule.name, function, before, stamp))

@@ -17,6 +17,7 @@ from irflow.encoding.onnx_export import EXPORT_SETTINGS
 from irflow.workflow.local_files import local_folder_files
 from irflow.workflow.model_check import read_folder
 from irflow.workflow.plan import WorkflowNames
+from irflow.workflow.snakemake_internals import ancient
 from irflow.workflow.stamps import STAMPS, check_dataset_files
 
 
@@ -43,9 +44,9 @@ class DatasetInputs(WorkflowNames):
 
     def local_files(self, wildcards):
         """The dataset's files when they are on disk, so that editing them reruns its
-        downstream; checked against their checksum when their status changed
-        (irflow.workflow.stamps), so that an edit that keeps their modification times does
-        too."""
+        downstream. Their checksum decides, not their modification times
+        (irflow.workflow.stamps.check_dataset_files): an edit that keeps a file's time reruns,
+        and the same files copied anew do not (they are marked ancient)."""
         config = self.config
         dataset = wildcards.dataset
         source = concrete_source(config, dataset)
@@ -58,8 +59,10 @@ class DatasetInputs(WorkflowNames):
             if dataset_layout(folder, split):
                 record = STAMPS / "download" / f"{dataset}.files.json"
                 source_json = Path(f"results/datasets/{dataset}/source.json")
-                check_dataset_files(folder, split, source_json, record)
-                return [str(p) for p in dataset_files(folder, split)]
+                files = [str(p) for p in dataset_files(folder, split)]
+                if check_dataset_files(folder, split, source_json, record):
+                    return files
+                return [ancient(file) for file in files]
         return local
 
     def prompts_file(self, spec):

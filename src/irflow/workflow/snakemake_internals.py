@@ -13,6 +13,8 @@ from here only, so that a Snakemake release that changes one of these is met in 
   (``Rule.set_input``: irflow.workflow.stamps), and their input functions replaced, an
   ``unpack``-ed one's flags kept (``Rule.input``, ``snakemake.io.IOFile``, ``AnnotatedString``:
   irflow.workflow.guard);
+- **a file marked ancient by an input function** (``snakemake.io.ancient``, the Snakefile's
+  ``ancient``, imported: irflow.workflow.inputs marks a dataset's files so);
 - **the exceptions Snakemake raises through input functions on purpose**
   (``snakemake.exceptions``: irflow.workflow.guard lets them through);
 - **the parser** (``snakemake.parser.parse``), which translates a Snakefile into the Python
@@ -40,6 +42,7 @@ from types import SimpleNamespace
 import snakemake.api
 from snakemake.exceptions import IncompleteCheckpointException, InputOpenException
 from snakemake.io import AnnotatedString, IOFile, is_callable
+from snakemake.io import ancient as snakemake_ancient
 from snakemake.parser import parse
 from snakemake.sourcecache import LocalSourceFile
 
@@ -121,6 +124,13 @@ def workflow_config(workflow) -> dict:
 def rules_of(workflow) -> list[WorkflowRule]:
     """Every rule of the workflow, as ``WorkflowRule``."""
     return [WorkflowRule(rule) for rule in workflow.rules]
+
+
+@relies_on("snakemake.io.ancient")
+def ancient(path: str):
+    """``path`` as the Snakefile's ``ancient(path)`` marks it: its modification time never
+    makes the job run (a changed input set, a changed checksum irflow finds, still do)."""
+    return snakemake_ancient(path)
 
 
 class WorkflowRule:

@@ -14,9 +14,10 @@ The job records its stamp's md5 in its manifest (``settings_md5``, scripts/_comm
 and planning compares the two: an output whose manifest records other settings than the
 stamp's (results copied from another experiment, say) is made again too.
 
-The files of a dataset on disk are checked too (``check_dataset_files``), so that an edit
-that keeps a file's modification time (``touch -r``, ``cp -p``) still reruns its download job
-and everything after it.
+The files of a dataset on disk are checked by their checksum too (``check_dataset_files``):
+an edit that keeps a file's modification time (``touch -r``, ``cp -p``) still reruns its
+download job and everything after it, and the same files copied anew (a newer modification
+time) rerun nothing.
 """
 
 from __future__ import annotations
@@ -124,11 +125,15 @@ def settings_stamp(rule: WorkflowRule, dry_run):
     the job's outputs are of other settings, dates them 1970. (A stamp among the inputs would
     change every job's input files, and Snakemake would rerun the whole graph once.) It does
     nothing while ``dry_run()``: a dry run of a changed config changes no file, so a later
-    run of the config as it was reruns nothing."""
+    run of the config as it was reruns nothing. The rule's other input functions call it
+    first (irflow.workflow.guard), so it acts once per job: later calls return at once."""
+    stamped: set[tuple] = set()
 
     def stamp(wildcards) -> list:
-        if dry_run():
+        job = tuple(dict(wildcards).items())
+        if dry_run() or job in stamped:
             return []
+        stamped.add(job)
         path = stamp_path(rule.name, wildcards)
         outputs, named = rule.outputs(wildcards)
         text = settings_text(job_settings(rule.params, wildcards))
@@ -156,10 +161,13 @@ def recorded_field(path: Path, field: str):
         return None
 
 
-def check_dataset_files(folder: Path, split: str, source: Path, record: Path) -> None:
+def check_dataset_files(folder: Path, split: str, source: Path, record: Path) -> bool:
     """Date the dataset's ``source`` (source.json, its download job's output) 1970 when the
     dataset's files differ from the checksum it records, so that the download job and
-    everything after it rerun.
+    everything after it rerun. Returns whether that job is to run: ``source`` missing or dated
+    1970 (by this check, or by the job's settings stamp). Otherwise the files' checksum is
+    the one ``source`` records, and their modification times are not to count: a copy of the
+    same files made anew (``cp``, a new download of the same data) reruns nothing.
 
     ``record`` holds each file's status (``file_status``) when last checked; the files are
     hashed only when one's status changed since, so an unchanged dataset costs a ``stat`` per
@@ -169,10 +177,10 @@ def check_dataset_files(folder: Path, split: str, source: Path, record: Path) ->
     is acted on (``source`` dated), so that a run killed in between compares again.
     """
     status = {str(path): file_status(path) for path in dataset_files(folder, split)}
-    if recorded_field(record, "status") == status:
-        return
-    if source.is_file():
-        recorded = recorded_field(source, "checksum")
-        if dataset_fingerprint(folder, split)["checksum"] != recorded:
-            make_again([source])
-    write_record(record, json.dumps({"status": status}, indent=2) + "\n")
+    if recorded_field(record, "status") != status:
+        if source.is_file():
+            recorded = recorded_field(source, "checksum")
+            if dataset_fingerprint(folder, split)["checksum"] != recorded:
+                make_again([source])
+        write_record(record, json.dumps({"status": status}, indent=2) + "\n")
+    return not source.is_file() or source.stat().st_mtime == 0
