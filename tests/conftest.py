@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from irflow.core.config import load_schema
+from irflow.core.settings_types import Index
 
 # Each pytest-xdist worker gets its share of the cores: its Snakemake runs (`--cores CORES`)
 # and its in-process torch, faiss and other OpenMP code use that many threads. Two workers'
@@ -290,6 +291,11 @@ def schema_defaults(retriever: dict) -> dict:
 def index_spec(**settings) -> dict:
     """An ``indexes`` entry with the schema's defaults filled in."""
     return validated(indexes={"i": settings})["indexes"]["i"]
+
+
+def typed_index(**settings) -> Index:
+    """``index_spec`` typed, as the index and resource functions take it."""
+    return Index.model_validate(index_spec(**settings))
 
 
 def _require(path: Path, what: str) -> Path:

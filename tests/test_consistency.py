@@ -12,6 +12,7 @@ from conftest import SCHEMA, minimal_config
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
+from irflow.core.settings_types import Consistency
 from irflow.data.consistency import read_vectors, similarities, words
 from irflow.derived.negatives import consistent
 from irflow.workflow.config import validate_config
@@ -108,7 +109,7 @@ def test_negatives_leave_out_inconsistent_training_pairs(tmp_path):
         ],
         contracts.NEGATIVES,
     )
-    spec = {"vectors": vec_file(tmp_path / "tiny.vec"), "min_similarity": 0.3, "max_words": 512}
+    spec = Consistency(vectors=vec_file(tmp_path / "tiny.vec"), min_similarity=0.3)
     kept, dropped = consistent(table, spec)
     assert kept.column("query_id").to_pylist() == ["q0"] and dropped == 1
     assert consistent(table, None) == (table, 0)

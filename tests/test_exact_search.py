@@ -13,6 +13,7 @@ import pytest
 from conftest import index_spec
 
 from irflow.core import contracts
+from irflow.core.settings_types import Index
 from irflow.retrieval import exact_search
 from irflow.retrieval.exact_search import ExactSearcher, shard_bounds
 from irflow.retrieval.index import index_file
@@ -48,7 +49,7 @@ def run_of(tmp_path, spec: dict, *, top_k: int = 30, batch_size: int = 5):
     """The run of ``spec``'s search, building its index first unless it is searched in shards
     (which has no index file, as in the workflow)."""
     index = None
-    if not exact_search.searched_in_shards(spec):
+    if not exact_search.searched_in_shards(Index.model_validate(spec)):
         index = tmp_path / "flat.faiss"
         index_file(tmp_path / "docs.parquet", spec, index)
     return dense_search(

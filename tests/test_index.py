@@ -8,11 +8,12 @@ import faiss
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import index_spec
+from conftest import index_spec, typed_index
 
 import irflow.retrieval.index
 from irflow.core import contracts
 from irflow.core.errors import InputError
+from irflow.core.settings_types import Index
 from irflow.retrieval.index import Searcher, index_file, list_count, load_index, vector_batches
 
 DIM = 32
@@ -40,8 +41,9 @@ def embeddings(tmp_path):
     return write_embeddings(tmp_path / "e.parquet", clustered_vectors(3000))
 
 
-def search(path, spec, queries, k=10):
-    return Searcher(load_index(path, spec), spec).search(queries, k)
+def search(path, spec: dict, queries, k=10):
+    typed = Index.model_validate(spec)
+    return Searcher(load_index(path, typed), typed).search(queries, k)
 
 
 def exact(embeddings, tmp_path, queries, k=10):
@@ -62,10 +64,10 @@ def test_ivf_probing_every_list_is_exact(embeddings, tmp_path):
 
 
 def test_ivf_list_count_is_four_root_n_capped_by_training_rows():
-    assert list_count(index_spec(type="ivf"), 1_000_000) == 4000  # 4 * isqrt(10^6)
-    assert list_count(index_spec(type="ivf", train_rows=39_000), 1_000_000) == 1000
-    assert list_count(index_spec(type="ivf", nlist=500), 1_000_000) == 500
-    assert list_count(index_spec(type="ivf"), 20) == 1
+    assert list_count(typed_index(type="ivf"), 1_000_000) == 4000  # 4 * isqrt(10^6)
+    assert list_count(typed_index(type="ivf", train_rows=39_000), 1_000_000) == 1000
+    assert list_count(typed_index(type="ivf", nlist=500), 1_000_000) == 500
+    assert list_count(typed_index(type="ivf"), 20) == 1
 
 
 def test_lists_short_of_training_rows_are_capped_with_a_warning(embeddings, tmp_path, caplog):
@@ -192,7 +194,7 @@ def test_the_build_allocates_the_vectors_and_links_once(embeddings, monkeypatch,
         irflow.retrieval.index, "empty_index", lambda *a: built.append(make(*a)) or built[0]
     )
     monkeypatch.setattr(irflow.retrieval.index, "vector_batches", adding)
-    index, _ = irflow.retrieval.index.build_index(embeddings, index_spec(**spec))
+    index, _ = irflow.retrieval.index.build_index(embeddings, typed_index(**spec))
     assert index.ntotal == 3000 and len(moves) == 29
     assert all(places == storages(index) for places in moves)
 

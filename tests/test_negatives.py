@@ -27,6 +27,7 @@ from conftest import (
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, DownloadError
+from irflow.core.settings_types import FalseNegativeFilter, Negatives
 from irflow.data.ingest import ingest
 from irflow.derived.negatives import Teacher, mine, run_negatives, score_cap
 from irflow.retrieval.retrieve import bm25_searcher
@@ -35,6 +36,8 @@ from irflow.workflow.config import validate_config
 from irflow.workflow.families import family
 
 SETTINGS = {
+    "dataset": "d",
+    "system": "bm25",
     "split": "test",
     "top_k": 6,
     "num_negatives": 3,
@@ -79,9 +82,14 @@ DOCUMENTS = {
 }
 
 
+def typed(settings: dict) -> Negatives:
+    """An export's block as mine takes it, typed (run_negatives types the job's params)."""
+    return Negatives.model_validate(settings)
+
+
 def mined(documents=DOCUMENTS, **settings):
     triples, counts = mine(
-        run_table(RUN_ROWS), qrels_table(QRELS_ROWS), documents, SETTINGS | settings
+        run_table(RUN_ROWS), qrels_table(QRELS_ROWS), documents, typed(SETTINGS | settings)
     )
     return {
         (t["query_id"], t["positive_id"]): [doc_id for doc_id, _, _ in t["negatives"]]
@@ -139,7 +147,9 @@ def test_a_positive_missing_from_the_run_is_scored_directly():
         return {pair: 2.5 for pair in pairs}
 
     settings = SETTINGS | relative(0.8)
-    triples, counts = mine(run_table(RUN_ROWS), qrels_table(QRELS_ROWS), DOCUMENTS, settings, score)
+    triples, counts = mine(
+        run_table(RUN_ROWS), qrels_table(QRELS_ROWS), DOCUMENTS, typed(settings), score
+    )
     assert asked == [("q2", "p9")]  # run positives keep the run's scores
     q2 = next(t for t in triples if t["query_id"] == "q2")
     assert (q2["positive_score"], q2["positive_rank"]) == (2.5, None)
@@ -149,14 +159,16 @@ def test_a_positive_missing_from_the_run_is_scored_directly():
 
 
 def test_score_cap_is_the_named_method():
-    assert score_cap({"method": "none"}, 10.0) is None
-    assert score_cap({"method": "absolute", "max_score": 6.0}, 10.0) == 6.0
-    assert score_cap({"method": "absolute", "max_score": 6.0}, None) == 6.0
+    def cap(method: dict, positive_score: float | None) -> float | None:
+        return score_cap(FalseNegativeFilter.model_validate(method), positive_score)
+
+    assert cap({"method": "none"}, 10.0) is None
+    assert cap({"method": "absolute", "max_score": 6.0}, 10.0) == 6.0
+    assert cap({"method": "absolute", "max_score": 6.0}, None) == 6.0
     # NV-Retriever: max_negative_score_threshold = pos_score * percentage_margin.
-    assert score_cap({"method": "relative_to_positive", "ratio": 0.95}, 10.0) == 9.5
+    assert cap({"method": "relative_to_positive", "ratio": 0.95}, 10.0) == 9.5
     # A negative score of -0.2 with 0.9: the cap is below the positive, as for positive scores.
-    cap = score_cap({"method": "relative_to_positive", "ratio": 0.9}, -0.2)
-    assert cap == pytest.approx(-0.22)
+    assert cap({"method": "relative_to_positive", "ratio": 0.9}, -0.2) == pytest.approx(-0.22)
 
 
 def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
@@ -170,14 +182,14 @@ def test_random_runs_never_yield_a_positive_or_a_score_above_the_cap():
             run_rows += [(f"q{q}", d, s, r + 1) for r, (d, s) in enumerate(zip(hits, scores))]
             qrels_rows += [(f"q{q}", d, rng.choice([0, 1, 2])) for d in rng.sample(docs, 6)]
         method = rng.choice([absolute(rng.uniform(0, 1)), relative(0.9)])
-        settings = SETTINGS | {"top_k": 20, "num_negatives": 5} | method
+        settings = typed(SETTINGS | {"top_k": 20, "num_negatives": 5} | method)
         documents = {d: f"text of {d}" for d in docs}
         triples, _ = mine(run_table(run_rows), qrels_table(qrels_rows), documents, settings)
         positives = {(q, d) for q, d, r in qrels_rows if r >= 1}
         scores = {(q, d): s for q, d, s, _ in run_rows}
         for triple in triples:
             positive_score = scores.get((triple["query_id"], triple["positive_id"]))
-            cap = score_cap(settings["false_negative_filter"], positive_score)
+            cap = score_cap(settings.false_negative_filter, positive_score)
             assert 0 < len(triple["negatives"]) <= 5
             for doc_id, score, rank in triple["negatives"]:
                 assert (triple["query_id"], doc_id) not in positives
@@ -313,7 +325,9 @@ def test_the_curation_config_mines_as_arctic_top_100_and_only_an_upper_threshold
     documents["x2"] = documents["p1"]  # an unjudged copy of the positive, under the cap
     settings = {**SETTINGS, **{k: export[k] for k in ("top_k", "false_negative_filter")}}
     settings |= {"near_duplicate_jaccard": export["near_duplicate_jaccard"], "num_negatives": 10}
-    triples, counts = mine(run_table(rows), qrels_table([("q1", "p1", 1)]), documents, settings)
+    triples, counts = mine(
+        run_table(rows), qrels_table([("q1", "p1", 1)]), documents, typed(settings)
+    )
     negatives = [doc_id for doc_id, _, _ in triples[0]["negatives"]]
     assert negatives == ["x2", *[f"y{i}" for i in range(9)]]  # x1 (above the cap) is gone
     assert counts["candidates_above_cap"] == 1 and counts["candidates_near_duplicate"] == 0

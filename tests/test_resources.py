@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import index_spec, schema_defaults
+from conftest import index_spec, schema_defaults, typed_index
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import Index
 from irflow.workflow import resources
 from irflow.workflow.resources import MIB
 
@@ -76,20 +77,20 @@ def test_index_model_holds_the_measured_peaks_across_a_doubling():
         ("ivf", 400_000, 128, 705),
     ]
     for kind, rows, dim, peak in measured:
-        modelled = resources.index_peak_mib(rows, dim, index_spec(type=kind))
+        modelled = resources.index_peak_mib(rows, dim, typed_index(type=kind))
         assert peak <= modelled <= 1.2 * peak, (kind, rows, dim)
     # Before, 1.1 x the vectors: issue 30's 2,539 MiB at 1,114,112 x 256 (a doubling) was
     # over the request; now the build holds the vectors once, under the model.
-    assert resources.index_peak_mib(1_114_112, 256, index_spec(type="flat")) < 2539 / 1.5
+    assert resources.index_peak_mib(1_114_112, 256, typed_index(type="flat")) < 2539 / 1.5
 
 
 def test_the_models_at_ms_marco_size_stay_what_the_measurements_say():
     # 8.8 M x 384 float32 (all-MiniLM-L6-v2) is 12.6 GiB of vectors: a flat index asks for
     # about 17 GB (its storage reserved once: the ~25 GB peak of faiss' doubling is gone), an
     # IVF-PQ build without refine about 6 GB.
-    flat = resources.index_peak_mib(8_841_823, 384, index_spec(type="flat"))
+    flat = resources.index_peak_mib(8_841_823, 384, typed_index(type="flat"))
     assert 16_500 < resources.request_mb(flat) < 17_500
-    ivfpq = resources.index_peak_mib(8_841_823, 384, index_spec(type="ivfpq", refine=False))
+    ivfpq = resources.index_peak_mib(8_841_823, 384, typed_index(type="ivfpq", refine=False))
     assert 5_000 < resources.request_mb(ivfpq) < 6_500
 
 
@@ -266,7 +267,7 @@ def test_a_flat_index_beyond_the_memory_cap_is_refused_with_the_arithmetic(tmp_p
         resources.dense_search_mb(index, (6980, 384), flat, documents=(8_841_823, 384))
     # What fits is asked for, up to the cap; without a cap nothing is refused.
     assert resources.index_mb((1_000_000, 384), flat) == expected(
-        resources.index_peak_mib(1_000_000, 384, flat)
+        resources.index_peak_mib(1_000_000, 384, Index.model_validate(flat))
     )
     monkeypatch.delenv(resources.CAP_VARIABLE)
     assert resources.index_mb((8_841_823, 384), flat) > 8000

@@ -74,6 +74,7 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.config import missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
+from irflow.core.settings_types import Consistency, FalseNegativeFilter, Negatives
 from irflow.data.consistency import similarities
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.ingest import read_qrels
@@ -90,13 +91,13 @@ SHINGLE_WORDS = 5
 SEARCHER_FILES = "search_"
 
 
-def score_cap(method: dict, positive_score: float | None) -> float | None:
+def score_cap(method: FalseNegativeFilter, positive_score: float | None) -> float | None:
     """The highest score a negative may have for this positive under the
     ``false_negative_filter`` ``method``; None for no cap."""
-    if method["method"] == "absolute":
-        return method["max_score"]
-    if method["method"] == "relative_to_positive":
-        return positive_score - abs(positive_score) * (1 - method["ratio"])
+    if method.method == "absolute":
+        return method.max_score
+    if method.method == "relative_to_positive":
+        return positive_score - abs(positive_score) * (1 - method.ratio)
     return None
 
 
@@ -121,11 +122,11 @@ def _ranked(run: pa.Table) -> dict[str, list[tuple[str, float, int]]]:
     return ranked
 
 
-def candidate_ids(run: pa.Table, qrels: pa.Table, settings: dict) -> set[str]:
+def candidate_ids(run: pa.Table, qrels: pa.Table, settings: Negatives) -> set[str]:
     """The documents whose texts ``mine`` reads: the positives and the top ``top_k``."""
-    top = run.filter(pc.less_equal(run.column("rank"), settings["top_k"]))
+    top = run.filter(pc.less_equal(run.column("rank"), settings.top_k))
     return set(top.column("doc_id").to_pylist()) | {
-        doc_id for ids in _positives(qrels, settings["min_relevance"]).values() for doc_id in ids
+        doc_id for ids in _positives(qrels, settings.min_relevance).values() for doc_id in ids
     }
 
 
@@ -133,7 +134,7 @@ def mine(
     run: pa.Table,
     qrels: pa.Table,
     documents: dict[str, str],
-    settings: dict,
+    settings: Negatives,
     score_positives: Callable[[list[tuple[str, str]]], dict[tuple[str, str], float]] | None = None,
 ) -> tuple[list[dict], dict[str, int]]:
     """Triples of ids and scores: (query_id, positive_id, positive_score, positive_rank,
@@ -141,10 +142,10 @@ def mine(
     holds the text of every document of ``candidate_ids`` that is in the corpus;
     ``score_positives`` (see ``PositiveScores``) scores the (query, positive) pairs the run
     did not retrieve, or is None when the system cannot."""
-    positives = _positives(qrels, settings["min_relevance"])
+    positives = _positives(qrels, settings.min_relevance)
     ranked = _ranked(run)
-    method = settings["false_negative_filter"]
-    threshold = settings.get("near_duplicate_jaccard")
+    method = settings.false_negative_filter
+    threshold = settings.near_duplicate_jaccard
     grams: dict[str, set[str]] = {}
 
     def shingled(doc_id: str) -> set[str]:
@@ -192,7 +193,7 @@ def mine(
             continue
         positive_ids = set(positives[query_id])
         hits = ranked.get(query_id, [])
-        candidates = [hit for hit in hits if hit[2] <= settings["top_k"]]
+        candidates = [hit for hit in hits if hit[2] <= settings.top_k]
         counts["candidates_positive"] += sum(1 for hit in candidates if hit[0] in positive_ids)
         candidates = [hit for hit in candidates if hit[0] not in positive_ids]
         in_corpus = [hit for hit in candidates if hit[0] in documents]
@@ -217,18 +218,18 @@ def mine(
             )
             if positive_score is None:
                 counts["positives_not_scored"] += 1
-                if method["method"] == "relative_to_positive":
+                if method.method == "relative_to_positive":
                     # Without the positive's score its cap is unknown: no triple rather than
                     # one whose negatives may be harder than the positive.
                     continue
             cap = score_cap(method, positive_score)
             allowed = [hit for hit in candidates if cap is None or hit[1] <= cap]
             counts["candidates_above_cap"] += len(candidates) - len(allowed)
-            chosen = allowed[: settings["num_negatives"]]
+            chosen = allowed[: settings.num_negatives]
             if not chosen:
                 counts["triples_without_negatives"] += 1
                 continue
-            counts["triples_short"] += len(chosen) < settings["num_negatives"]
+            counts["triples_short"] += len(chosen) < settings.num_negatives
             triples.append(
                 {
                     "query_id": query_id,
@@ -312,35 +313,35 @@ def with_texts(triples: list[dict], queries: pa.Table, documents: dict[str, str]
     return pa.Table.from_pylist(rows, contracts.NEGATIVES)
 
 
-def consistent(table: pa.Table, spec: dict | None) -> tuple[pa.Table, int]:
+def consistent(table: pa.Table, spec: Consistency | None) -> tuple[pa.Table, int]:
     """The triples whose (query, positive) pass Arctic-Embed's consistency filter
     (``irflow.data.consistency``: the cosine of their mean word vectors at least
     ``min_similarity``), and how many did not; all of them when ``spec`` is None."""
     if spec is None or table.num_rows == 0:
         return table, 0
     pairs = list(zip(table.column("query").to_pylist(), table.column("positive").to_pylist()))
-    scores = similarities(pairs, spec["vectors"], spec["max_words"])
-    keep = pa.array([score >= spec["min_similarity"] for score in scores])
+    scores = similarities(pairs, spec.vectors, spec.max_words)
+    keep = pa.array([score >= spec.min_similarity for score in scores])
     return table.filter(keep), table.num_rows - sum(keep.to_pylist())
 
 
-def jsonl_rows(table: pa.Table, settings: dict) -> tuple[list[dict], int]:
+def jsonl_rows(table: pa.Table, settings: Negatives) -> tuple[list[dict], int]:
     """Rows of sentence-transformers' training formats (columns by position: anchor,
     positive, negatives), and how many triples were left out of them."""
     rows, left_out = [], 0
     for row in table.to_pylist():
         base = {"query": row["query"], "positive": row["positive"]}
         margins = None
-        if settings["scores"]:
+        if settings.scores:
             if row["positive_score"] is None:
                 left_out += 1  # no margin to distil without the positive's score
                 continue
             margins = [row["positive_score"] - score for score in row["negative_scores"]]
-        if settings["format"] == "triplet":
+        if settings.format == "triplet":
             for i, negative in enumerate(row["negatives"]):
                 label = {} if margins is None else {"label": margins[i]}
                 rows.append(base | {"negative": negative} | label)
-        elif len(row["negatives"]) == settings["num_negatives"]:
+        elif len(row["negatives"]) == settings.num_negatives:
             # n-tuple: every row needs the same columns, so a triple with fewer negatives
             # than asked for is left out of the JSONL (it stays in the Parquet).
             label = {} if margins is None else {"label": margins}
@@ -407,20 +408,22 @@ class Teacher:
 
 
 def run_negatives(
-    queries: pa.Table, corpus: Path, settings: dict, teacher: Teacher, outputs: tuple[Path, Path]
+    queries: pa.Table, corpus: Path, spec: dict, teacher: Teacher, outputs: tuple[Path, Path]
 ) -> dict:
     """Mine and write one export from ``teacher`` (its run, judgements and scorer) to
-    ``outputs``: the Parquet and the JSONL file."""
+    ``outputs``: the Parquet and the JSONL file. ``spec`` is the export's validated config
+    block (the job's params), typed once here."""
+    settings = Negatives.model_validate(spec)
     out_parquet, out_jsonl = outputs
     ids = candidate_ids(teacher.run, teacher.qrels, settings)
     documents = _texts(contracts.read_table(corpus), "doc_id", ids, document=True)
     triples, counts = mine(teacher.run, teacher.qrels, documents, settings, teacher.score_positives)
     table = with_texts(triples, queries, documents)
-    table, counts["triples_inconsistent"] = consistent(table, settings.get("consistency"))
+    table, counts["triples_inconsistent"] = consistent(table, settings.consistency)
     contracts.write_table(table, out_parquet, contracts.NEGATIVES)
     rows, left_out = jsonl_rows(table, settings)
     write_jsonl(rows, out_jsonl)
-    counts |= {"split": settings["split"], "jsonl_rows": len(rows), "jsonl_left_out": left_out}
+    counts |= {"split": settings.split, "jsonl_rows": len(rows), "jsonl_left_out": left_out}
     return counts
 
 

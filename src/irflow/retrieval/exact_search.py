@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from irflow.core import contracts
+from irflow.core.settings_types import Index
 from irflow.retrieval.index import READ_BATCH_ROWS, Searcher, load_index, vector_batches
 
 # faiss/utils/distances.cpp, kDbParallelMinVectors: "Database-parallel KNN: parallelizes over
@@ -113,17 +114,17 @@ class ExactSearcher:
         return {"shards": len(self.bounds), "shard_rows": max(e - f for f, e in self.bounds)}
 
 
-def searched_in_shards(spec: dict) -> bool:
-    """Whether an index (its config block) is a flat one searched from its embeddings in shards,
-    which has no index file."""
-    return spec["type"] == "flat" and bool(spec.get("shard_rows"))
+def searched_in_shards(spec: Index) -> bool:
+    """Whether an index is a flat one searched from its embeddings in shards, which has no
+    index file."""
+    return spec.type == "flat" and bool(spec.shard_rows)
 
 
 def open_searcher(
-    index_path: Path | None, embeddings_path: Path, spec: dict
+    index_path: Path | None, embeddings_path: Path, spec: Index
 ) -> Searcher | ExactSearcher:
     """How a dense retriever searches: its faiss index, or for a flat index with
     ``shard_rows`` (no index file) the embeddings, a shard at a time."""
     if searched_in_shards(spec):
-        return ExactSearcher(embeddings_path, spec["shard_rows"])
+        return ExactSearcher(embeddings_path, spec.shard_rows)
     return Searcher(load_index(index_path, spec), spec)

@@ -49,6 +49,7 @@ from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import InputError
 from irflow.core.progress import LoggedProgress
+from irflow.core.settings_types import Index
 
 # faiss (0.2 s) is imported where an index is built or searched: every dry run imports this
 # module, for its config check and the index rule's params.
@@ -80,10 +81,10 @@ def build_settings(spec: dict) -> dict:
     return {key: value for key, value in spec.items() if key not in SEARCH_SETTINGS}
 
 
-def pq_training_rows(spec: dict) -> int:
+def pq_training_rows(spec: Index) -> int:
     """faiss trains each PQ sub-quantiser's 2^pq_bits centroids on the training rows; with
     fewer rows than centroids it stops with an assertion deep inside the build."""
-    return 2 ** spec["pq_bits"]
+    return 2**spec.pq_bits
 
 
 def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]:
@@ -97,37 +98,37 @@ def vector_batches(embeddings_path: Path, step: int = 1) -> Iterator[np.ndarray]
         yield np.ascontiguousarray(matrix[first::step], dtype=np.float32)
 
 
-def training_rows(spec: dict, rows: int) -> int:
+def training_rows(spec: Index, rows: int) -> int:
     """Rows available for training: ``train_rows`` when set, at most every row."""
-    return min(rows, spec["train_rows"] or rows)
+    return min(rows, spec.train_rows or rows)
 
 
-def list_count(spec: dict, rows: int) -> int:
+def list_count(spec: Index, rows: int) -> int:
     """``nlist``, or faiss' rule of thumb of about 4·√rows, capped so that each list has
     ``MIN_TRAIN_ROWS_PER_LIST`` training rows; at least 1."""
-    wanted = spec["nlist"] or 4 * math.isqrt(rows)
+    wanted = spec.nlist or 4 * math.isqrt(rows)
     return max(1, min(wanted, training_rows(spec, rows) // MIN_TRAIN_ROWS_PER_LIST))
 
 
-def empty_index(spec: dict, dim: int, rows: int) -> faiss.Index:
+def empty_index(spec: Index, dim: int, rows: int) -> faiss.Index:
     import faiss
 
-    if spec["type"] == "flat":
+    if spec.type == "flat":
         return faiss.IndexFlatIP(dim)
-    if spec["type"] == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, spec["M"], faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = spec["ef_construction"]
+    if spec.type == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, spec.M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = spec.ef_construction
         return index
     quantizer = faiss.IndexFlatIP(dim)
     nlist = list_count(spec, rows)
-    if spec["type"] == "ivf":
+    if spec.type == "ivf":
         return faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-    if dim % spec["pq_m"]:
-        raise ValueError(f"ivfpq: pq_m {spec['pq_m']} must divide the dimension {dim}")
+    if dim % spec.pq_m:
+        raise ValueError(f"ivfpq: pq_m {spec.pq_m} must divide the dimension {dim}")
     index = faiss.IndexIVFPQ(
-        quantizer, dim, nlist, spec["pq_m"], spec["pq_bits"], faiss.METRIC_INNER_PRODUCT
+        quantizer, dim, nlist, spec.pq_m, spec.pq_bits, faiss.METRIC_INNER_PRODUCT
     )
-    return faiss.IndexRefineFlat(index) if spec["refine"] else index
+    return faiss.IndexRefineFlat(index) if spec.refine else index
 
 
 def ivf_part(index: faiss.Index) -> faiss.IndexIVF | None:
@@ -140,32 +141,32 @@ def ivf_part(index: faiss.Index) -> faiss.IndexIVF | None:
     return index if isinstance(index, faiss.IndexIVF) else None
 
 
-def train_sample_rows(spec: dict, rows: int, nlist: int) -> int:
+def train_sample_rows(spec: Index, rows: int, nlist: int) -> int:
     """``train_rows`` (at most every row), or by default 64 per list; for ivfpq at least
     2^pq_bits."""
-    wanted = training_rows(spec, rows) if spec["train_rows"] else TRAIN_ROWS_PER_LIST * nlist
-    if spec["type"] == "ivfpq":
+    wanted = training_rows(spec, rows) if spec.train_rows else TRAIN_ROWS_PER_LIST * nlist
+    if spec.type == "ivfpq":
         wanted = max(wanted, pq_training_rows(spec))
     return min(rows, wanted)
 
 
-def train_sample(embeddings_path: Path, spec: dict, rows: int, nlist: int) -> np.ndarray:
+def train_sample(embeddings_path: Path, spec: Index, rows: int, nlist: int) -> np.ndarray:
     """Evenly spaced rows, about ``train_sample_rows`` of them: deterministic and spread over
     the whole file, whatever order the corpus is in."""
     step = max(1, rows // train_sample_rows(spec, rows, nlist))
     return np.concatenate(list(vector_batches(embeddings_path, step)))
 
 
-def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
+def build_index(embeddings_path: Path, spec: Index) -> tuple[faiss.Index, dict]:
     """The index and what its build chose: lists asked for and made, training rows."""
     metadata = contracts.ParquetFile(embeddings_path).metadata
     rows = metadata.num_rows
     if rows == 0:
         raise InputError(embeddings_path, "no embeddings to index")
-    if spec["type"] == "ivfpq" and training_rows(spec, rows) < pq_training_rows(spec):
+    if spec.type == "ivfpq" and training_rows(spec, rows) < pq_training_rows(spec):
         raise InputError(
             embeddings_path,
-            f"ivfpq with pq_bits {spec['pq_bits']} trains {pq_training_rows(spec)} centroids "
+            f"ivfpq with pq_bits {spec.pq_bits} trains {pq_training_rows(spec)} centroids "
             f"per sub-quantiser and needs at least that many training rows; there are "
             f"{training_rows(spec, rows)} (of {rows} rows). Use type flat or ivf for a corpus "
             "this small, or fewer pq_bits",
@@ -173,8 +174,8 @@ def build_index(embeddings_path: Path, spec: dict) -> tuple[faiss.Index, dict]:
     dim = contracts.read_schema(embeddings_path).field("vector").type.list_size
     index = empty_index(spec, dim, rows)
     facts = {"documents": rows}
-    if spec["type"] in IVF_TYPES:
-        wanted = spec["nlist"] or 4 * math.isqrt(rows)
+    if spec.type in IVF_TYPES:
+        wanted = spec.nlist or 4 * math.isqrt(rows)
         nlist = ivf_part(index).nlist
         if nlist < wanted:
             log.warning(
@@ -247,11 +248,11 @@ def _reserve(vector, size: int) -> None:
     vector.resize(kept)
 
 
-def load_index(path: Path, spec: dict) -> faiss.Index:
+def load_index(path: Path, spec: Index) -> faiss.Index:
     import faiss
 
     # IO_FLAG_MMAP_IFC maps a flat index's vectors, the refine vectors and the IVF lists.
-    return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if spec["mmap"] else 0)
+    return faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if spec.mmap else 0)
 
 
 @dataclass
@@ -260,7 +261,7 @@ class Searcher:
     to every list) or HNSW's efSearch (up to every vector)."""
 
     index: faiss.Index
-    spec: dict
+    spec: Index
 
     def __post_init__(self):
         ivf = ivf_part(self.index)
@@ -272,39 +273,41 @@ class Searcher:
 
     @property
     def approximate(self) -> bool:
-        return self.spec["type"] != "flat"
+        return self.spec.type != "flat"
 
     def raised(self, k: int) -> Searcher:
         """This index searched with twice the IVF lists or HNSW efSearch (for depth ``k``)."""
         if self.lists:
-            return Searcher(self.index, self.spec | {"nprobe": self.probes(1)})
-        return Searcher(self.index, self.spec | {"ef_search": self.ef_search(k, 1)})
+            return Searcher(self.index, self.spec.model_copy(update={"nprobe": self.probes(1)}))
+        return Searcher(
+            self.index, self.spec.model_copy(update={"ef_search": self.ef_search(k, 1)})
+        )
 
     def can_widen(self, k: int, widen: int = 0) -> bool:
         if self.lists:
             return self.probes(widen) < self.lists
-        if self.spec["type"] == "hnsw":
+        if self.spec.type == "hnsw":
             return self.ef_search(k, widen) < self.size
         return False
 
     def probes(self, widen: int) -> int:
-        return min(self.lists, self.spec["nprobe"] << widen)
+        return min(self.lists, self.spec.nprobe << widen)
 
     def ef_search(self, k: int, widen: int) -> int:
         """At least k: faiss' HNSW returns at most efSearch results and does not raise it."""
-        return min(max(self.spec["ef_search"], k) << widen, max(self.size, k))
+        return min(max(self.spec.ef_search, k) << widen, max(self.size, k))
 
     def parameters(self, k: int, widen: int):
         import faiss
 
-        if self.spec["type"] == "hnsw":
+        if self.spec.type == "hnsw":
             return faiss.SearchParametersHNSW(efSearch=self.ef_search(k, widen))
         if not self.lists:
             return None
         probing = faiss.SearchParametersIVF(nprobe=self.probes(widen))
         if isinstance(faiss.downcast_index(self.index), faiss.IndexRefine):
             return faiss.IndexRefineSearchParameters(
-                k_factor=self.spec["refine_factor"], base_index_params=probing
+                k_factor=self.spec.refine_factor, base_index_params=probing
             )
         return probing
 
@@ -313,24 +316,26 @@ class Searcher:
 
     def settings(self, k: int, widen: int = 0) -> dict:
         """The search settings in effect at ``widen`` for depth ``k``, for the manifest."""
-        if self.spec["type"] == "hnsw":
+        if self.spec.type == "hnsw":
             return {"ef_search": self.ef_search(k, widen)}
         if self.lists:
             return {"nprobe": self.probes(widen), "lists": self.lists}
         return {}
 
 
-def index_file(embeddings_path: Path, spec: dict, out_path: Path) -> dict:
+def index_file(embeddings_path: Path, settings: dict, out_path: Path) -> dict:
+    """Build the index of ``settings`` (the index rule's params: its build settings) and
+    write it to ``out_path``; its manifest facts."""
     import faiss
 
     started = time.perf_counter()
-    index, facts = build_index(embeddings_path, spec)
+    index, facts = build_index(embeddings_path, Index.model_validate(settings))
     index_seconds = time.perf_counter() - started
     with atomic_path(out_path) as tmp:
         faiss.write_index(index, str(tmp))
     ivf = ivf_part(index)
     return {
-        "index": spec,
+        "index": settings,
         "dimension": index.d,
         "lists": ivf.nlist if ivf is not None else None,
         **facts,
@@ -345,25 +350,26 @@ def _index_problems(config: dict) -> list[str]:
     """Training settings faiss cannot build from: too few rows for the PQ centroids, or for
     the lists asked for (irflow would cap nlist; both being explicit is a contradiction)."""
     problems = []
-    for name, spec in config["indexes"].items():
-        if spec["shard_rows"] and spec["type"] != "flat":
+    for name, block in config["indexes"].items():
+        spec = Index.model_validate(block)
+        if spec.shard_rows and spec.type != "flat":
             problems.append(
                 f"config key 'indexes.{name}.shard_rows': only a flat index is searched in "
-                f"shards; a {spec['type']} index is searched whole (remove shard_rows)"
+                f"shards; a {spec.type} index is searched whole (remove shard_rows)"
             )
-        rows = spec["train_rows"]
-        if spec["type"] not in IVF_TYPES or rows is None:
+        rows = spec.train_rows
+        if spec.type not in IVF_TYPES or rows is None:
             continue
-        if spec["type"] == "ivfpq" and rows < pq_training_rows(spec):
+        if spec.type == "ivfpq" and rows < pq_training_rows(spec):
             problems.append(
                 f"config key 'indexes.{name}.train_rows': {rows} rows cannot train the "
-                f"{pq_training_rows(spec)} centroids of pq_bits {spec['pq_bits']}; give at least "
+                f"{pq_training_rows(spec)} centroids of pq_bits {spec.pq_bits}; give at least "
                 f"{pq_training_rows(spec)}"
             )
-        if spec["nlist"] is not None and rows < MIN_TRAIN_ROWS_PER_LIST * spec["nlist"]:
+        if spec.nlist is not None and rows < MIN_TRAIN_ROWS_PER_LIST * spec.nlist:
             problems.append(
-                f"config key 'indexes.{name}.nlist': {spec['nlist']} lists need at least "
-                f"{MIN_TRAIN_ROWS_PER_LIST * spec['nlist']} training rows "
+                f"config key 'indexes.{name}.nlist': {spec.nlist} lists need at least "
+                f"{MIN_TRAIN_ROWS_PER_LIST * spec.nlist} training rows "
                 f"({MIN_TRAIN_ROWS_PER_LIST} a list); train_rows is {rows}"
             )
     return problems

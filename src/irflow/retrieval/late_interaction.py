@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import LateInteractionVoyager
 from irflow.encoding.embed import batches_between, shard_rows
 from irflow.encoding.encode_parts import SideEncoder
 from irflow.encoding.models import SIDES, load_model
@@ -261,22 +262,25 @@ class VoyagerIndex:
 
     index: object
     token_documents: np.ndarray  # each token's document row
-    spec: dict
+    spec: LateInteractionVoyager
 
     @classmethod
-    def build(cls, documents: TokenVectors, spec: dict) -> VoyagerIndex:
+    def build(cls, documents: TokenVectors, block: dict) -> VoyagerIndex:
+        """The graph of ``documents``' tokens; ``block``: the retriever's ``index`` block,
+        typed once here."""
         import torch
         from voyager import Index, Space
 
+        spec = LateInteractionVoyager.model_validate(block)
         index = Index(
             Space.Cosine,
             num_dimensions=documents.flat.shape[1],
-            M=spec["M"],
-            ef_construction=spec["ef_construction"],
-            random_seed=spec["seed"],
+            M=spec.M,
+            ef_construction=spec.ef_construction,
+            random_seed=spec.seed,
             max_elements=len(documents.flat),
         )
-        threads = spec["build_threads"] or torch.get_num_threads()
+        threads = spec.build_threads or torch.get_num_threads()
         for start in range(0, len(documents.flat), VOYAGER_ADD_ROWS):
             index.add_items(documents.flat[start : start + VOYAGER_ADD_ROWS], num_threads=threads)
         token_documents = np.repeat(
@@ -294,8 +298,8 @@ class VoyagerIndex:
     def settings(self, depth: int) -> dict:
         """k_token and ef_search as searched at ``depth``: PyLate raises k_token to the depth;
         Voyager needs ef at least k. Neither exceeds the graph's tokens."""
-        k_token = min(max(self.spec["k_token"], depth), len(self.token_documents))
-        return {"k_token": k_token, "ef_search": max(self.spec["ef_search"], k_token)}
+        k_token = min(max(self.spec.k_token, depth), len(self.token_documents))
+        return {"k_token": k_token, "ef_search": max(self.spec.ef_search, k_token)}
 
     def raised(self, depth: int) -> VoyagerIndex:
         """This graph searched with twice the k_token (up to every token: the exact search)
@@ -307,7 +311,7 @@ class VoyagerIndex:
             "k_token": min(2 * settings["k_token"], len(self.token_documents)),
             "ef_search": 2 * settings["ef_search"],
         }
-        return replace(self, spec=self.spec | doubled)
+        return replace(self, spec=self.spec.model_copy(update=doubled))
 
     def can_widen(self, depth: int) -> bool:
         return self.settings(depth)["k_token"] < len(self.token_documents)

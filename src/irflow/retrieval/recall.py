@@ -17,7 +17,12 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from irflow.core.settings_types import Index, LateInteractionVoyager
+
 log = logging.getLogger(__name__)
+
+# The approximate searches whose recall is measured: their config blocks share the recall keys.
+RecallSettings = Index | LateInteractionVoyager
 
 # An approximate index whose run holds less than this share of the exact search's top_k (on
 # the sampled queries) is warned about in the retrieve log, unless target_recall is set: then
@@ -36,11 +41,11 @@ class Raisable(Protocol):
     def raised(self, k: int) -> Raisable: ...
 
 
-def recall_sample(queries: int, spec: dict) -> np.ndarray:
+def recall_sample(queries: int, spec: RecallSettings) -> np.ndarray:
     """Rows (ascending) of the ``recall_queries`` of ``queries`` queries drawn with
     ``recall_seed``; every query where there are no more."""
-    drawn = min(spec["recall_queries"], queries)
-    return np.sort(np.random.default_rng(spec["recall_seed"]).choice(queries, drawn, False))
+    drawn = min(spec.recall_queries, queries)
+    return np.sort(np.random.default_rng(spec.recall_seed).choice(queries, drawn, False))
 
 
 def calibrate(
@@ -65,7 +70,7 @@ def measure_recall(
     run_of: Callable[[Raisable], pd.DataFrame],
     exact: pd.DataFrame,
     sampled: int,
-    spec: dict,
+    spec: RecallSettings,
     *,
     top_k: int,
 ) -> tuple[Raisable, dict]:
@@ -84,7 +89,7 @@ def measure_recall(
         found = reference.merge(run_of(some)[keys], on=keys, how="inner")
         return len(found) / len(reference) if len(reference) else 1.0
 
-    target = spec["target_recall"]
+    target = spec.target_recall
     searcher, tried = calibrate(searcher, k, recall_of, target)
     recall = tried[-1]["recall"]
     threshold = RECALL_WARNING if target is None else target
@@ -92,13 +97,13 @@ def measure_recall(
         log.warning(
             "%s index: recall@%d against exact search %.4f on %d sampled queries, below %s %.2f"
             " (settings %s): its run differs from the exact one",
-            spec["type"], top_k, recall, sampled,
+            spec.type, top_k, recall, sampled,
             "the warning threshold" if target is None else "target_recall", threshold,
             tried[-1],
         )  # fmt: skip
     return searcher, {
         "queries": sampled,
-        "seed": spec["recall_seed"],
+        "seed": spec.recall_seed,
         "top_k": top_k,
         "recall": recall,
         "target_recall": target,

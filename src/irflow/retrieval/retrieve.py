@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from irflow.core import contracts
 from irflow.core.errors import InputError
 from irflow.core.progress import LoggedProgress
+from irflow.core.settings_types import Index
 from irflow.core.timing import time_each
 from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.bm25 import BM25Retriever
@@ -76,12 +77,13 @@ class DenseSearcher:
         passages: Path | None = None,
         encode: Callable[[list[str]], np.ndarray] | None = None,
     ):
-        self.index_spec, self.doc_embeddings = index_spec, doc_embeddings
+        # The index's config block, typed once for the searcher and its recall measure.
+        self.index_spec, self.doc_embeddings = Index.model_validate(index_spec), doc_embeddings
         self.batch_size = batch_size
         self.encode, self.passages = encode, passages
         # The vectors of the query texts it encoded, by query id (score_pairs reuses them).
         self.encoded: dict[str, np.ndarray] = {}
-        self.searcher = open_searcher(index_path, doc_embeddings, index_spec)
+        self.searcher = open_searcher(index_path, doc_embeddings, self.index_spec)
         rows_source, column = (doc_embeddings, "id") if passages is None else (passages, "doc_id")
         # Each index row's document as an integer code into the distinct doc ids.
         row_docs = contracts.read_table(rows_source, columns=[column]).column(column)
@@ -140,7 +142,7 @@ class DenseSearcher:
         # more, which tells whether a tie runs past the cut.
         first_depth = min(searcher.size, -(-depth * searcher.size // max(documents, 1)) + 1)
         recall = None
-        if searcher.approximate and self.index_spec["recall_queries"]:
+        if searcher.approximate and self.index_spec.recall_queries:
             searcher, recall = recall_against_exact(
                 searcher, ExactSearcher(self.doc_embeddings), vectors, query_ids, row_codes,
                 doc_ids, depths=(depth, first_depth, top_k, remove_self_matches),
@@ -203,7 +205,7 @@ def recall_against_exact(
     doc_ids: pa.Array,
     *,
     depths: tuple[int, int, int, bool],
-    spec: dict,
+    spec: Index,
 ) -> tuple[Searcher, dict]:
     """An approximate index's recall@top_k against exact search on ``recall_queries`` queries
     drawn with ``recall_seed``, both runs cut as the run is (``build_run``), and with

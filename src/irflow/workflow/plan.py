@@ -3,6 +3,7 @@ every job files, each derived once from the validated config (rules/common.smk b
 
 from irflow.core.config import reranked_name, system_kinds
 from irflow.core.seeds import seed_groups
+from irflow.core.settings_types import Index
 from irflow.data.passages import document_side
 from irflow.derived.qc.settings import audited_datasets
 from irflow.retrieval.exact_search import searched_in_shards
@@ -49,6 +50,10 @@ class WorkflowNames:
         self.sharded_datasets = [d for d in self.datasets if self.embed_shards(d) > 1]
         self.unsharded_datasets = [d for d in self.datasets if d not in self.sharded_datasets]
         self.retrievers = config["retrievers"]
+        # The faiss indexes' blocks, typed once (irflow.core.settings_types).
+        self.indexes = {
+            name: Index.model_validate(block) for name, block in config["indexes"].items()
+        }
         self.system_kinds = system_kinds(config)
         self.systems = sorted(self.system_kinds)
         # Per search step (by the name of its Snakemake rule), the retrievers it runs; their
@@ -101,7 +106,7 @@ class WorkflowNames:
             {
                 (self.retrievers[s]["model"], self.retrievers[s]["index"])
                 for s in self.dense_systems
-                if not searched_in_shards(config["indexes"][self.retrievers[s]["index"]])
+                if not searched_in_shards(self.indexes[self.retrievers[s]["index"]])
             }
         )
         self.pairs = [(d, s) for d in self.datasets for s in self.systems]

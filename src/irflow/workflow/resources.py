@@ -29,6 +29,7 @@ from pathlib import Path
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import Index
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS
 from irflow.retrieval.bm25 import index_footprint
 from irflow.retrieval.exact_search import searched_in_shards, shard_bounds
@@ -205,19 +206,20 @@ def bm25_tmp_mb(corpus) -> int:
     return math.ceil(HEADROOM * BM25_TMP_MB_PER_TEXT_MB * text_mb(corpus))
 
 
-def index_mb(embeddings, spec: dict, attempt: int = 1) -> int:
-    """``spec``: the index's config block (its ``type``, and ``M`` for HNSW)."""
+def index_mb(embeddings, block: dict, attempt: int = 1) -> int:
+    """``block``: the index's config block (its ``type``, and ``M`` for HNSW)."""
+    spec = Index.model_validate(block)
     rows, dim = vector_shape(embeddings)
     peak = index_peak_mib(rows, dim, spec)
     refuse_unfit_flat(rows, dim, spec, peak, "build")
     return request_mb(peak, attempt)
 
 
-def refuse_unfit_flat(rows: int, dim: int, spec: dict, peak_mib: float, job: str) -> None:
+def refuse_unfit_flat(rows: int, dim: int, spec: Index, peak_mib: float, job: str) -> None:
     """ConfigError, with the arithmetic, when a flat index held whole is modelled to need more
     than ``$IRFLOW_MAX_MEM_MB``: the job could only be killed for memory, after its wait."""
     cap = os.environ.get(CAP_VARIABLE, "").strip()
-    if spec["type"] != "flat" or searched_in_shards(spec) or not cap or peak_mib <= int(cap):
+    if spec.type != "flat" or searched_in_shards(spec) or not cap or peak_mib <= int(cap):
         return
     vectors_mib = rows * dim * 4 / MIB
     # A shard and its copies in half of what the cap leaves besides the vectors.
@@ -232,50 +234,51 @@ def refuse_unfit_flat(rows: int, dim: int, spec: dict, peak_mib: float, job: str
     )
 
 
-def index_peak_mib(rows: int, dim: int, spec: dict) -> float:
+def index_peak_mib(rows: int, dim: int, spec: Index) -> float:
     """The modelled peak of building an index of ``rows`` vectors of ``dim`` float32."""
     vectors_mib = rows * dim * 4 / MIB
-    if spec["type"] == "ivfpq":
+    if spec.type == "ivfpq":
         peak = IVFPQ_INDEX_BASE_MIB + IVFPQ_INDEX_PER_VECTOR_MIB * vectors_mib
-        if spec["refine"]:  # every full vector beside the codes, reserved as a flat index's
+        if spec.refine:  # every full vector beside the codes, reserved as a flat index's
             peak += FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
-        if spec["train_rows"]:  # the default sample is in the fit; a user's is added
+        if spec.train_rows:  # the default sample is in the fit; a user's is added
             peak += train_sample_rows(spec, rows, list_count(spec, rows)) * dim * 4 / MIB
         return peak
     batch_mib = min(rows, READ_BATCH_ROWS) * dim * 4 / MIB
     peak = INDEX_BASE_MIB + INDEX_MIB_PER_BATCH_MIB * batch_mib
-    if spec["type"] == "ivf":
+    if spec.type == "ivf":
         sample_rows = train_sample_rows(spec, rows, list_count(spec, rows))
         return peak + IVF_INDEX_PER_VECTOR_MIB * vectors_mib + sample_rows * dim * 4 / MIB
     peak += FLAT_INDEX_PER_VECTOR_MIB * vectors_mib
-    if spec["type"] == "hnsw":
-        links = 2 * spec["M"] + HNSW_RESERVED_LINKS
+    if spec.type == "hnsw":
+        links = 2 * spec.M + HNSW_RESERVED_LINKS
         peak += rows * (4 * links + HNSW_ROW_BYTES) / MIB
     return peak
 
 
-def dense_search_mb(index, queries, spec: dict, attempt: int = 1, *, documents) -> int:
-    """``index``: the faiss file, read whole into memory unless ``spec['mmap']`` (None for a
-    flat index searched in shards); ``queries``: the queries' embeddings; ``documents``: the
-    embeddings the index holds. An approximate index's recall sample is searched exactly over
-    the embeddings read a batch at a time, with a build's copies of a batch; a sharded flat
-    index, all of its search."""
+def dense_search_mb(index, queries, block: dict, attempt: int = 1, *, documents) -> int:
+    """``index``: the faiss file, read whole into memory unless the index's config block
+    ``block`` sets ``mmap`` (None for a flat index searched in shards); ``queries``: the
+    queries' embeddings; ``documents``: the embeddings the index holds. An approximate index's
+    recall sample is searched exactly over the embeddings read a batch at a time, with a
+    build's copies of a batch; a sharded flat index, all of its search."""
+    spec = Index.model_validate(block)
     rows, dim = vector_shape(queries)
     if searched_in_shards(spec):
         return request_mb(sharded_search_peak_mib(vector_shape(documents), rows, spec), attempt)
     index_mib = _existing(index).stat().st_size / MIB
-    per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec["mmap"] else SEARCH_PER_INDEX_MIB
+    per_index_mib = SEARCH_PER_MAPPED_INDEX_MIB if spec.mmap else SEARCH_PER_INDEX_MIB
     peak = SEARCH_BASE_MIB + per_index_mib * index_mib + rows * dim * 4 / MIB
-    if spec["type"] != "flat" and spec["recall_queries"]:
+    if spec.type != "flat" and spec.recall_queries:
         peak += INDEX_MIB_PER_BATCH_MIB * READ_BATCH_ROWS * dim * 4 / MIB
     refuse_unfit_flat(*vector_shape(documents), spec, peak, "search")
     return request_mb(peak, attempt)
 
 
-def sharded_search_peak_mib(shape: tuple[int, int], queries: int, spec: dict) -> float:
+def sharded_search_peak_mib(shape: tuple[int, int], queries: int, spec: Index) -> float:
     """A sharded flat search of ``shape`` (rows, dim) embeddings for ``queries`` queries."""
     rows, dim = shape
-    shard_rows = max(end - first for first, end in shard_bounds(rows, spec["shard_rows"]))
+    shard_rows = max(end - first for first, end in shard_bounds(rows, spec.shard_rows))
     batch_mib = min(rows, READ_BATCH_ROWS) * dim * 4 / MIB
     return (
         SEARCH_BASE_MIB

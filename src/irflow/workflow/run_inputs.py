@@ -55,7 +55,7 @@ class Plan(LabelAuditInputs, DatasetInputs):
         folder = f"results/embeddings/{wildcards.dataset}/{model}"
         side = self.document_side(model)
         inputs = {"source": f"results/datasets/{wildcards.dataset}/source.json"}
-        if not searched_in_shards(self.config["indexes"][index]):
+        if not searched_in_shards(self.indexes[index]):
             inputs["index"] = f"results/indexes/{wildcards.dataset}/{model}/{index}.faiss"
         # A dual encoder's queries are its query model's vectors.
         queries = f"results/embeddings/{wildcards.dataset}/{query_model(retriever)}"

@@ -56,13 +56,14 @@ class DenseCost(CostColumns):
         return in_sequence(encode, cost.manifest("retrieve", dataset, system).latency)
 
     def cost_fields(self, cost, dataset: str, system: str) -> dict:
+        from irflow.core.settings_types import Index
         from irflow.data.passages import document_side
         from irflow.evaluation.cost import encode_throughput, recall_fields
         from irflow.retrieval.exact_search import searched_in_shards
 
         spec = cost.config["retrievers"][system]
         # A flat index searched in shards has no index job: no file, no build.
-        if searched_in_shards(cost.config["indexes"][spec["index"]]):
+        if searched_in_shards(Index.model_validate(cost.config["indexes"][spec["index"]])):
             index_bytes, index_seconds = 0, 0.0
         else:
             index = cost.manifest("index", dataset, spec["model"], spec["index"])
