@@ -11,9 +11,10 @@ import sys
 import pandas as pd
 import pytest
 from conftest import REPO
-from test_inputs import plan_of
+from test_inputs import plan_of, validated
 
 from irflow.core import contracts
+from irflow.core.errors import ConfigError
 from irflow.workflow import kinds
 from irflow.workflow.kinds import KINDS
 
@@ -59,10 +60,13 @@ def toy_kind(tmp_path, monkeypatch):
     KINDS.built_in.cache_clear()
 
 
+EXPAND = {"d-x": {"dataset": "d", "model": {"id": "org/t5"}}}
+
+
 def test_the_plan_lists_the_datasets_of_every_registered_kind_in_their_order():
     plan = plan_of(
         curate={"d-clean": {"dataset": "d"}},
-        expand={"d-x": {"dataset": "d", "model": {"id": "org/t5"}}},
+        expand=EXPAND,
     )
     assert sorted(plan.kinds) == sorted(KINDS.all())
     orders = [kind.order for kind in plan.kinds.values()]
@@ -95,6 +99,24 @@ def test_a_new_kind_is_one_module_that_the_plan_follows(toy_kind):
         "queries": "results/datasets/d/queries.parquet",
         "qrels": "results/datasets/d/qrels.parquet",
     }
+
+
+def test_a_derived_datasets_name_and_a_block_reading_any_dataset_follow_every_kind(toy_kind):
+    """The registry's datasets, a new kind's too: a name taken by a dataset of another kind is
+    refused (each kind's check had listed the kinds before it by hand, and a dataset of a kind
+    it did not list passed); ``negatives`` and ``quality_control.label_audit`` take a derived
+    dataset of any kind (they took the config's own, curated, generated and positional ones)."""
+    with pytest.raises(ConfigError) as refused:
+        validated(curate={"d-toy": {"dataset": "d"}, "d-x": {"dataset": "d"}}, expand=EXPAND)
+    assert str(refused.value).splitlines()[1:] == [
+        "  config key 'expand.d-x': the name is already a dataset's",
+        "  config key 'toy.d-toy': the name is already a dataset's",
+    ]
+    exports = {
+        "n": {"dataset": "d-toy", "system": "bm25"},
+        "x": {"dataset": "d-x", "system": "bm25"},
+    }
+    assert set(validated(expand=EXPAND, negatives=exports)["negatives"]) == {"n", "x"}
 
 
 # Runs scripts/derive.py in a process where the toy kind's folder is part of irflow.workflow.kinds,

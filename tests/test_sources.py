@@ -8,16 +8,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import copied_source
 import pytest
-from conftest import SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
+from conftest import REPO, SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import sources
 from irflow.data.catalog import catalog_entry
 from irflow.data.layouts import dataset_files
+from irflow.data.sources.base import SourceType
 from irflow.workflow.config import expand_config, validate_config
+from irflow.workflow.run_inputs import Plan
 
 
 def configured(datasets: dict, **config) -> dict:
@@ -242,6 +245,34 @@ def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path)
     assert sorted(line.removeprefix(said).split(", ")) == sorted(
         map(repr, sources.SOURCES.built_in())
     )
+
+
+class OwnFolder(SourceType):
+    """A type of the user's that reads a folder where it is, as ``path`` does."""
+
+    type = "own_folder"
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["type", "folder"],
+        "properties": {"type": {"const": "own_folder"}, "folder": {"type": "string"}},
+    }
+
+    def local_path(self, spec):
+        return spec["folder"]
+
+
+def test_the_folder_a_source_type_reads_where_it_is_gives_the_download_jobs_inputs(
+    tmp_path, monkeypatch
+):
+    """Its files are the download job's inputs, so that an edit reruns the dataset; only type
+    ``path`` had its files there, told by its name in irflow.workflow.inputs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sources.SOURCES, "installed", lambda: {"own_folder": OwnFolder()})
+    folder = write_beir(tmp_path / "mine", TINY_CORPUS, TINY_QUERIES, TINY_QRELS, "test")
+    config = configured({"mine": {"source": {"type": "own_folder", "folder": str(folder)}}})
+    inputs = Plan(config, REPO).local_files(SimpleNamespace(dataset="mine"))
+    assert inputs == [str(path) for path in dataset_files(folder, "test")]
 
 
 @pytest.mark.e2e

@@ -23,6 +23,9 @@ PATH_PREFIXES = ("/", "./", "../", "~")
 # The checks features add to every validation (``register_check``), by module and name: the
 # order the features were imported in does not change the order of the problems.
 CHECKS: dict[str, Callable[[dict], list[str]]] = {}
+# The names of the derived datasets a config defines, of every kind: the registry of kinds
+# (irflow.workflow.kinds) adds its listing here, as the features add their checks.
+DERIVED_DATASETS: list[Callable[[dict], list[str]]] = []
 
 
 def register_check(check: Callable[[dict], list[str]]) -> Callable[[dict], list[str]]:
@@ -154,16 +157,24 @@ def torch_problems(config: dict, key: str, model: str) -> list[str]:
     ]
 
 
-def derived_dataset_problems(config: dict, block: str, taken: set[str]) -> list[str]:
-    """Each dataset a block derives: a known base dataset and a name not ``taken``."""
+def derived_dataset_problems(config: dict, block: str) -> list[str]:
+    """Each dataset a block derives: a known base dataset. (That its name is new is checked
+    for every kind at once: irflow.workflow.kinds.)"""
     problems = []
     for name, spec in config[block].items():
         if spec["dataset"] not in config["datasets"]:
             path = f"{block}.{name}.dataset"
             problems.append(missing_key(path, spec["dataset"], "datasets", config["datasets"]))
-        if name in taken:
-            problems.append(f"config key '{block}.{name}': the name is already a dataset's")
     return problems
+
+
+def all_datasets(config: dict) -> set[str]:
+    """The config's own datasets and every derived one, of every kind (``DERIVED_DATASETS``):
+    what a block that reads any dataset (``negatives``) may name."""
+    names = set(config["datasets"])
+    for listed in DERIVED_DATASETS:
+        names |= set(listed(config))
+    return names
 
 
 def _model_ids(config: dict) -> list[tuple[str, dict]]:

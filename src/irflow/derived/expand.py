@@ -50,7 +50,6 @@ from irflow.derived.generate.estimate import DryRun, characters_over_four
 from irflow.derived.llm.client import LLMClient
 from irflow.derived.llm.messages import Request
 from irflow.derived.llm.prompts import fence
-from irflow.derived.positionalize import list_variants
 from irflow.encoding.models import pick_device, resolve_model, titled_texts
 from irflow.encoding.parts import encode_missing, finished_parts, prepare_parts
 from irflow.retrieval.rerankers import types_with, with_capability
@@ -301,8 +300,7 @@ def expand_corpus(
 def _expansion_problems(config: dict) -> list[str]:
     """The expand blocks: a known base dataset, a name no other dataset has, a cross-encoder
     as the filter, and a model for the llm to ask."""
-    taken = set(config["datasets"]) | set(list_variants(config)) | set(config["curate"])
-    problems = derived_dataset_problems(config, "expand", taken | set(config["generate"]))
+    problems = derived_dataset_problems(config, "expand")
     rerankers = config["rerankers"]
     for name, spec in config["expand"].items():
         reranker = spec.get("filter", {}).get("reranker")

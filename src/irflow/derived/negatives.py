@@ -72,14 +72,13 @@ import pyarrow.compute as pc
 
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
-from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.core.config import all_datasets, missing_key, register_check, system_kinds
 from irflow.core.errors import InputError
 from irflow.core.settings_types import Consistency, FalseNegativeFilter, Negatives
 from irflow.data.consistency import similarities
 from irflow.data.dedup import jaccard, shingles
 from irflow.data.ingest import read_qrels
 from irflow.data.layouts import dataset_files
-from irflow.derived.positionalize import list_variants
 from irflow.encoding.embed import read_embeddings
 from irflow.retrieval.bm25 import BM25Retriever
 from irflow.retrieval.retrieve import best_row_scores, retrieve_judged
@@ -428,18 +427,11 @@ def run_negatives(
 
 
 @register_check
-def _curation_problems(config: dict) -> list[str]:
-    """The curate blocks (a known dataset, a new name) and the negatives blocks (a known
-    dataset and system)."""
+def _negatives_problems(config: dict) -> list[str]:
+    """The negatives blocks: a known dataset (the config's own or a derived one, of any kind)
+    and system."""
     problems = []
-    datasets = set(config["datasets"]) | set(list_variants(config))
-    for name, spec in config["curate"].items():
-        if spec["dataset"] not in config["datasets"]:
-            path = f"curate.{name}.dataset"
-            problems.append(missing_key(path, spec["dataset"], "datasets", config["datasets"]))
-        if name in datasets | set(config["generate"]):
-            problems.append(f"config key 'curate.{name}': the name is already a dataset's")
-    datasets |= set(config["curate"]) | set(config["generate"])
+    datasets = all_datasets(config)
     systems = system_kinds(config)
     for name, spec in config["negatives"].items():
         if spec["dataset"] not in datasets:

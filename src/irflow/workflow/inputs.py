@@ -10,7 +10,7 @@ from irflow.core.config import scored_split
 from irflow.core.fingerprint import folder_md5
 from irflow.data.filter import deciding_rules
 from irflow.data.layouts import dataset_files, dataset_layout
-from irflow.data.sources import concrete_source
+from irflow.data.sources import concrete_source, source_type
 from irflow.data.tokens import tokenizer_source
 from irflow.encoding.models import result_settings
 from irflow.encoding.onnx_export import EXPORT_SETTINGS
@@ -52,7 +52,8 @@ class DatasetInputs(WorkflowNames):
         source = concrete_source(config, dataset)
         candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
         candidates.append(Path(config["download_dir"]) / dataset)
-        local = [source["path"]] if source["type"] == "path" else []
+        local = source_type(source["type"]).local_path(source)
+        local = [local] if local else []
         candidates += [Path(path) for path in local]
         split = scored_split(config, dataset)
         for folder in candidates:

@@ -56,6 +56,12 @@ class SourceType:
         """What is wrong with the source of ``dataset`` beyond its schema, each naming its key."""
         return []
 
+    def local_path(self, spec: dict) -> str | None:
+        """The user's own folder or zip on this machine that the dataset is read from: the
+        download job's input (a folder's dataset files, irflow.workflow.inputs), so that an
+        edit reruns the dataset's downstream. None for a source fetched from elsewhere."""
+        return None
+
     def cache_key(self, spec: dict) -> dict:
         """What identifies the content fetched from ``spec``: the key of its cache folder
         (irflow.data.download_cache)."""

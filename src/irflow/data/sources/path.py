@@ -25,6 +25,9 @@ class LocalPath(SourceType):
         problem = folder_problem(Path(spec["path"]).expanduser(), scored_split(config, dataset))
         return [f"config key 'datasets.{dataset}.source.path': {problem}"] if problem else []
 
+    def local_path(self, spec: dict) -> str | None:
+        return spec["path"]
+
     def cache_key(self, spec: dict) -> dict:
         local = Path(spec["path"]).expanduser().resolve()
         found = local.stat()

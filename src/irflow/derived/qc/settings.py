@@ -3,8 +3,7 @@ settings, and its cross-references, checked with the config."""
 
 from __future__ import annotations
 
-from irflow.core.config import missing_key, register_check, system_kinds
-from irflow.derived.positionalize import list_variants
+from irflow.core.config import all_datasets, missing_key, register_check, system_kinds
 
 
 def list_quality_controlled(config: dict) -> dict[str, dict]:
@@ -63,12 +62,8 @@ def quality_control_problems(config: dict) -> list[str]:
             f"config key 'quality_control.majority': {majority} votes needed but only "
             f"{len(rerankers)} rerankers vote"
         )
-    taken = set(config["datasets"]) | set(config.get("generate", {}))
-    taken |= set(config.get("curate", {})) | set(list_variants(config))
     for name, spec in generated.items():
         path = f"quality_control.generated.{name}"
-        if name in taken:
-            problems.append(f"config key '{path}': the name is already a dataset's")
         if spec["dataset"] not in config.get("generate", {}):
             problems.append(
                 missing_key(
@@ -92,7 +87,7 @@ def quality_control_problems(config: dict) -> list[str]:
                 f"config key '{path}.depth': {spec['depth']} exceeds top_k ({config['top_k']}), "
                 "the depth of the retriever's run"
             )
-    datasets = taken | set(generated)
+    datasets = all_datasets(config)
     for i, dataset in enumerate(audit["datasets"]):
         if dataset not in datasets:
             path = f"quality_control.label_audit.datasets.{i}"

@@ -52,6 +52,10 @@ class DerivedKind:
         base)."""
         return {name: dict(spec) for name, spec in sorted(config[self.name].items())}
 
+    def config_key(self, dataset: str, spec: dict) -> str:
+        """The config key that defines ``dataset`` (one of ``listed``), as errors name it."""
+        return f"{self.name}.{dataset}"
+
     def seeded(self) -> dict[str, dict[str, int]]:
         """Per dataset of its first seed, that dataset under each seed its block names
         (irflow.core.seeds); none for a kind that samples nothing."""

@@ -15,6 +15,9 @@ class Positionalize(DerivedKind):
     def listed(self, config):
         return list_variants(config)
 
+    def config_key(self, dataset, spec):
+        return f"positionalize.{spec['block']}"
+
     def seeded(self):
         return seeded_variants(self.config)
 

@@ -18,6 +18,9 @@ class QualityControl(DerivedKind):
     def listed(self, config):
         return list_quality_controlled(config)
 
+    def config_key(self, dataset, spec):
+        return f"quality_control.generated.{dataset}"
+
     def manifests(self):
         """Its jobs', and each voting reranker's."""
         votes = [
