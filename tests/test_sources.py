@@ -18,7 +18,6 @@ from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import sources
 from irflow.data.catalog import catalog_entry
 from irflow.data.layouts import dataset_files
-from irflow.data.sources.base import SourceType
 from irflow.workflow.config import expand_config, validate_config
 from irflow.workflow.run_inputs import Plan
 
@@ -247,19 +246,11 @@ def test_a_source_type_of_the_users_is_checked_with_the_config(plugin, tmp_path)
     )
 
 
-class OwnFolder(SourceType):
-    """A type of the user's that reads a folder where it is, as ``path`` does."""
-
-    type = "own_folder"
-    schema = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["type", "folder"],
-        "properties": {"type": {"const": "own_folder"}, "folder": {"type": "string"}},
-    }
+class OwnFolder(copied_source.CopiedFolder):
+    """The user's type, reading its folder where it is (as ``path`` does) rather than a copy."""
 
     def local_path(self, spec):
-        return spec["folder"]
+        return spec["from"]
 
 
 def test_the_folder_a_source_type_reads_where_it_is_gives_the_download_jobs_inputs(
@@ -268,9 +259,9 @@ def test_the_folder_a_source_type_reads_where_it_is_gives_the_download_jobs_inpu
     """Its files are the download job's inputs, so that an edit reruns the dataset; only type
     ``path`` had its files there, told by its name in irflow.workflow.inputs."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sources.SOURCES, "installed", lambda: {"own_folder": OwnFolder()})
+    monkeypatch.setattr(sources.SOURCES, "installed", lambda: {"copied": OwnFolder()})
     folder = write_beir(tmp_path / "mine", TINY_CORPUS, TINY_QUERIES, TINY_QRELS, "test")
-    config = configured({"mine": {"source": {"type": "own_folder", "folder": str(folder)}}})
+    config = configured({"mine": {"source": {"type": "copied", "from": str(folder)}}})
     inputs = Plan(config, REPO).local_files(SimpleNamespace(dataset="mine"))
     assert inputs == [str(path) for path in dataset_files(folder, "test")]
 
