@@ -38,8 +38,10 @@ from pathlib import Path
 spec, work, step, top_k, threads = json.loads(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], \
     int(sys.argv[4]), int(sys.argv[5])
 faiss.omp_set_num_threads(threads)
+from irflow.core.settings_types import Index
 from irflow.retrieval.exact_search import searched_in_shards
-index = None if searched_in_shards(spec) else work / f"{step.split()[0]}.faiss"
+sharded = searched_in_shards(Index.model_validate(spec))
+index = None if sharded else work / f"{step.split()[0]}.faiss"
 started = time.perf_counter()
 if step == "raw":
     from irflow.encoding.embed import read_embeddings

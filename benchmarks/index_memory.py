@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from _harness import OUT
 
 from irflow.core import contracts
+from irflow.core.settings_types import Index
 from irflow.workflow import resources
 
 BUILD = """
@@ -78,7 +79,9 @@ def main() -> None:
                     "dim": args.dim,
                     "vectors_MiB": rows * args.dim * 4 / resources.MIB,
                     "peak_MiB": peak_kib / 1024,
-                    "model_MiB": resources.index_peak_mib(rows, args.dim, spec),
+                    "model_MiB": resources.index_peak_mib(
+                        rows, args.dim, Index.model_validate(spec)
+                    ),
                 }
             )
             print(rows_measured[-1], flush=True)

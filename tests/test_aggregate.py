@@ -235,7 +235,8 @@ def test_empty_analysis_views_have_the_contract_types(tmp_path, monkeypatch):
     contracts.write_frame(per_query, "bm25.parquet", contracts.PER_QUERY)  # its scores
     build_summary(per_query).to_parquet("summary.parquet")
     pd.DataFrame({"word": ["cat"], "count": [2]}).to_parquet("unigrams.parquet")
-    significance = {"metrics": ["map"], "permutations": 10, "seed": 0, "alpha": 0.05}
+    # 100 permutations: the schema's least (the job types its block, and checks it again).
+    significance = {"metrics": ["map"], "permutations": 100, "seed": 0, "alpha": 0.05}
     correlation = {"metric": "map", "benchmarks": {}, "bootstrap": None}
     run_scripts(
         {

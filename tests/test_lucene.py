@@ -27,6 +27,7 @@ from conftest import (
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, UserError
+from irflow.core.settings_types import Lucene
 from irflow.data.ingest import ingest
 from irflow.evaluation.published import load_published, matches
 from irflow.evaluation.score import score_run
@@ -166,7 +167,8 @@ class Recorder:
 )
 def test_k1_b_and_feedback_are_set_on_the_searcher_as_pyserini_sets_them(settings, calls):
     searcher = Recorder()
-    lucene.configure(searcher, schema_defaults({"type": "lucene"} | settings))
+    # The typed entry (irflow.core.settings_types), its defaults the schema's.
+    lucene.configure(searcher, Lucene.model_validate({"type": "lucene"} | settings))
     assert searcher.calls == calls
 
 

@@ -31,6 +31,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.config import missing_key, register_check, system_kinds
+from irflow.core.settings_types import Significance
 from irflow.evaluation.measures import metric_name
 from irflow.evaluation.tables import markdown_rows, signed
 
@@ -237,13 +238,15 @@ def paired_comparisons(
 
 
 def every_comparison(per_query: pd.DataFrame, settings: dict) -> pd.DataFrame:
-    """The significance table: for each of ``settings["metrics"]`` (config ``significance``),
-    all pairs, and each system against the baseline where there is one, each as its
-    ``family``; the baseline is system_a in every pair that holds it, in both, so that a pair
-    reads with one sign."""
-    per_query = per_query[per_query["metric"].isin(settings["metrics"])]
-    options = {key: settings[key] for key in ("permutations", "seed", "alpha")}
-    baseline = settings["baseline"]
+    """The significance table: for each of the ``metrics`` of ``settings`` (config
+    ``significance``, typed once here: irflow.core.settings_types.Significance), all pairs,
+    and each system against the baseline where there is one, each as its ``family``; the
+    baseline is system_a in every pair that holds it, in both, so that a pair reads with one
+    sign."""
+    significance = Significance.model_validate(settings)
+    per_query = per_query[per_query["metric"].isin(significance.metrics)]
+    options = significance.model_dump(include={"permutations", "seed", "alpha"})
+    baseline = significance.baseline
     everything = paired_comparisons(per_query, first=baseline, **options)
     families = [everything.assign(family="all pairs")]
     if baseline is not None:

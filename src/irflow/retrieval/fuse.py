@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
+from irflow.core.settings_types import Fusion
 from irflow.retrieval.runs import trec_order
 
 NORMALIZATIONS = ("minmax", "zscore", "none")
@@ -49,14 +50,18 @@ def weighted_fusion(
 
 
 def fuse_runs(runs: list[pd.DataFrame], settings: dict) -> pd.DataFrame:
-    """The runs fused as a ``fusion`` entry says (its ``method``, with the run's ``top_k``):
-    reciprocal rank fusion, or weighted fusion with equal weights where none are given."""
-    if settings["method"] == "rrf":
-        return reciprocal_rank_fusion(runs, k=settings["k"], top_k=settings["top_k"])
-    weights = settings["weights"] or [1.0] * len(runs)
-    return weighted_fusion(
-        runs, weights, normalization=settings["normalization"], top_k=settings["top_k"]
+    """The runs fused as a ``fusion`` entry says (its ``method``): reciprocal rank fusion, or
+    weighted fusion with equal weights where none are given. ``settings``, the fuse job's
+    params, are the entry and the run's ``top_k``; the entry is typed once, here
+    (irflow.core.settings_types.Fusion)."""
+    top_k = settings["top_k"]
+    fusion = Fusion.model_validate(
+        {key: value for key, value in settings.items() if key != "top_k"}
     )
+    if fusion.method == "rrf":
+        return reciprocal_rank_fusion(runs, k=fusion.k, top_k=top_k)
+    weights = fusion.weights or [1.0] * len(runs)
+    return weighted_fusion(runs, weights, normalization=fusion.normalization, top_k=top_k)
 
 
 def _normalize(run: pd.DataFrame, normalization: str) -> pd.Series:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import UserError
+from irflow.core.settings_types import Lucene
 
 # The layouts of the corpus in the index, each as Anserini's collection class indexes it and
 # the fields (with weights) its searches score.
@@ -154,19 +155,20 @@ def simple_searcher_class():
     return autoclass("io.anserini.search.SimpleSearcher")
 
 
-def configure(searcher, spec: dict) -> None:
+def configure(searcher, spec: Lucene) -> None:
     """Set BM25's k1 and b and RM3 or Rocchio feedback on a SimpleSearcher, as Pyserini's
     ``LuceneSearcher.set_bm25``, ``set_rm3`` and ``set_rocchio`` do (no collection class: the
     feedback reads the index's stored document vectors; RM3 filters its terms, Rocchio uses no
     negative feedback)."""
-    searcher.set_bm25(float(spec["k1"]), float(spec["b"]))
-    if spec["feedback"] == "rm3":
-        weight = float(spec["original_query_weight"])
-        searcher.set_rm3(None, spec["fb_terms"], spec["fb_docs"], weight, False, True)
-    elif spec["feedback"] == "rocchio":
-        alpha, beta = float(spec["alpha"]), float(spec["beta"])
-        terms, docs = spec["fb_terms"], spec["fb_docs"]
-        searcher.set_rocchio(None, terms, docs, terms, docs, alpha, beta, 0.0, False, False)
+    searcher.set_bm25(spec.k1, spec.b)
+    if spec.feedback == "rm3":
+        weight = spec.original_query_weight
+        searcher.set_rm3(None, spec.fb_terms, spec.fb_docs, weight, False, True)
+    elif spec.feedback == "rocchio":
+        terms, docs = spec.fb_terms, spec.fb_docs
+        searcher.set_rocchio(
+            None, terms, docs, terms, docs, spec.alpha, spec.beta, 0.0, False, False
+        )
 
 
 class LuceneRetriever:
@@ -174,15 +176,17 @@ class LuceneRetriever:
     (``spec``), in one JVM: ``search(texts, depth)`` gives per query the rows of ``doc_ids``
     (the corpus's) it found and their scores, as irflow.retrieval.retrieve.TextSearcher asks.
     A multifield index is searched on ``contents`` and ``title`` at weights 1.0 and 1.0 (the
-    ``-fields contents=1.0 title=1.0`` of Pyserini's regression)."""
+    ``-fields contents=1.0 title=1.0`` of Pyserini's regression). The entry is typed once,
+    here (irflow.core.settings_types.Lucene)."""
 
-    def __init__(self, folder: Path, spec: dict, threads: int = 1):
+    def __init__(self, folder: Path, entry: dict, threads: int = 1):
         folder = Path(folder)
+        spec = Lucene.model_validate(entry)
         record = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
-        if record["fields"] != spec["fields"]:
+        if record["fields"] != spec.fields:
             raise ValueError(
                 f"{folder}: Lucene index of layout {record['fields']!r}, searched as "
-                f"{spec['fields']!r}: rebuild it (its index_lucene job)"
+                f"{spec.fields!r}: rebuild it (its index_lucene job)"
             )
         self.spec, self.threads = spec, threads
         ids = contracts.read_table(folder / DOC_IDS_FILE).column("doc_id")
@@ -190,7 +194,7 @@ class LuceneRetriever:
         self.searcher = simple_searcher_class()(str(folder / LUCENE_FOLDER))
         configure(self.searcher, spec)
         self.fields = None
-        if spec["fields"] == "multifield":
+        if spec.fields == "multifield":
             from jnius import autoclass
 
             self.fields = autoclass("java.util.HashMap")()
