@@ -52,8 +52,8 @@ class DatasetInputs(WorkflowNames):
         source = concrete_source(config, dataset)
         candidates = [Path(config["data_dir"]) / dataset] if config["data_dir"] else []
         candidates.append(Path(config["download_dir"]) / dataset)
-        local = source_type(source["type"]).local_path(source)
-        local = [local] if local else []
+        own = source_type(source["type"]).local_path(source)
+        local = [own] if own else []
         candidates += [Path(path) for path in local]
         split = scored_split(config, dataset)
         for folder in candidates:
