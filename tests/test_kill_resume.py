@@ -129,6 +129,8 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
             },
         }
         finish(start(root / "uninterrupted", config))
+        # The next run, the dataset now in the download cache, which its download job fetched.
+        again = finish(start(root / "uninterrupted", config))
 
         server.chunk_delay_s = 4 / (len(archive) / 2048)  # about 4 s for the whole file
         killed = root / "killed"
@@ -162,7 +164,15 @@ def runs(tmp_path_factory, shared_datasets, minilm_path):
         "download_log": download_log,
         "killed_shard_log": killed_shard_log,
         "outputs": (download_kill, embed_kill),
+        "again": again,
     }
+
+
+def test_the_run_after_a_download_into_the_cache_runs_nothing(runs):
+    """The download job fetched the dataset into the download cache, so Snakemake recorded no
+    input files for it; the next run listed the cache's files as its inputs and reran every job
+    of the dataset once ("Set of input files has changed since last execution")."""
+    assert "Nothing to be done" in runs["again"], runs["again"][-3000:]
 
 
 def test_the_download_resumed_from_the_bytes_it_had(runs):

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from irflow.workflow.guard import guard_input_functions
 from irflow.workflow.snakemake_internals import (
-    FinishedRun, given_config_files, is_dry_run, is_main_process, main_snakefile,
+    FinishedRun, given_config_files, is_dry_run, is_main_process, main_snakefile, recorded_inputs,
     read_config_files, rules_of, workflow_config,
 )
 
@@ -111,7 +111,8 @@ def stamp(added):
     def call(wildcards):
         outputs, named = added.outputs(wildcards)
         note(event="stamp", rule=added.name, dry_run=is_dry_run(workflow), outputs=outputs,
-             named=named, config=workflow_config(workflow)["word"])
+             named=named, config=workflow_config(workflow)["word"],
+             recorded={path: recorded_inputs(workflow, path) for path in ("joined.txt", "no.txt")})
         return []
     return call
 
@@ -127,6 +128,7 @@ onerror:
     run = FinishedRun(workflow)
     note(
         event="finished",
+
         jobs=sorted(job.rule for job in run.jobs),
         failed=sorted(job.rule for job in run.failed),
         up_to_date=sorted(job.rule for job in run.jobs if run.up_to_date(job)),
@@ -145,16 +147,17 @@ onerror:
 
 @pytest.fixture(scope="module")
 def notes(tmp_path_factory) -> dict[str, list[dict]]:
-    """The tiny workflow's notes, by event, of a dry run (``dry``) and a real run with
-    --keep-going (``run``), whose ``failed`` job fails."""
+    """The tiny workflow's notes, by event, of a dry run (``dry``), a real run with
+    --keep-going (``run``), whose ``failed`` job fails, and a dry run after it (``again``)."""
     folder = tmp_path_factory.mktemp("snakemake_internals")
     (folder / "Snakefile").write_text(textwrap.dedent(TINY_SNAKEFILE))
     (folder / "config.yaml").write_text("word: configured\n")
     base = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config.yaml"]
     seen = {}
-    for phase, extra in (("dry", ["--dry-run"]), ("run", ["--keep-going"])):
+    phases = (("dry", ["--dry-run"]), ("run", ["--keep-going"]), ("again", ["--dry-run"]))
+    for phase, extra in phases:
         done = subprocess.run(base + extra, cwd=folder, capture_output=True, text=True)
-        assert done.returncode == (0 if phase == "dry" else 1), changed(done.stderr[-3000:])
+        assert done.returncode == (1 if phase == "run" else 0), changed(done.stderr[-3000:])
         lines = (folder / "notes.jsonl").read_text().splitlines()
         (folder / "notes.jsonl").unlink()
         for fact in map(json.loads, lines):
@@ -207,6 +210,16 @@ def test_rules_give_their_name_params_and_outputs(notes):
     assert stamp["outputs"] == ["made.txt", "made.json"], changed("IOFile.apply_wildcards")
     assert stamp["named"] == {"text": "made.txt", "manifest": "made.json"}, changed(
         "Rule.output.items()"
+    )
+
+
+def test_the_input_files_recorded_for_an_output_are_read_while_planning(notes):
+    """What Snakemake's input rerun trigger compares a job's inputs with: none before the job
+    ran, its inputs after (read while the next run plans, as irflow.workflow.inputs reads it)."""
+    before, after = notes["run stamp"][0]["recorded"], notes["again stamp"][0]["recorded"]
+    assert before == {"joined.txt": None, "no.txt": None}, changed("Workflow.persistence.input")
+    assert set(after["joined.txt"]) == {"made.txt"} and after["no.txt"] is None, changed(
+        f"Workflow.persistence.input(IOFile) no longer gives the recorded inputs: {after}"
     )
 
 

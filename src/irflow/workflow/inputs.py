@@ -39,6 +39,9 @@ class DatasetInputs(WorkflowNames):
     def __init__(self, config, basedir):
         super().__init__(config)
         self.basedir = Path(basedir)
+        # The input files Snakemake recorded for the job that made an output, or None: the
+        # Snakefile gives its own (irflow.workflow.snakemake_internals.recorded_inputs).
+        self.recorded_inputs = lambda output: None
 
     # Datasets in.
 
@@ -46,7 +49,10 @@ class DatasetInputs(WorkflowNames):
         """The dataset's files when they are on disk, so that editing them reruns its
         downstream. Their checksum decides, not their modification times
         (irflow.workflow.stamps.check_dataset_files): an edit that keeps a file's time reruns,
-        and the same files copied anew do not (they are marked ancient)."""
+        and the same files copied anew do not (they are marked ancient). A download job that
+        ran before its files were on disk (it fetched them into the download cache) had none
+        as inputs, as Snakemake recorded: it keeps none while their checksum is the one it
+        recorded, rather than rerun the dataset once for the files it made itself."""
         config = self.config
         dataset = wildcards.dataset
         source = concrete_source(config, dataset)
@@ -63,6 +69,8 @@ class DatasetInputs(WorkflowNames):
                 files = [str(p) for p in dataset_files(folder, split)]
                 if check_dataset_files(folder, split, source_json, record):
                     return files
+                if self.recorded_inputs(str(source_json)) == []:
+                    return []
                 return [ancient(file) for file in files]
         return local
 

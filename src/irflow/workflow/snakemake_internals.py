@@ -14,7 +14,9 @@ from here only, so that a Snakemake release that changes one of these is met in 
   ``unpack``-ed one's flags kept (``Rule.input``, ``snakemake.io.IOFile``, ``AnnotatedString``:
   irflow.workflow.guard);
 - **a file marked ancient by an input function** (``snakemake.io.ancient``, the Snakefile's
-  ``ancient``, imported: irflow.workflow.inputs marks a dataset's files so);
+  ``ancient``, imported: irflow.workflow.inputs marks a dataset's files so), and **the input
+  files recorded for an output** (``Workflow.persistence.input``: irflow.workflow.inputs
+  keeps a download job's inputs as Snakemake recorded them);
 - **the exceptions Snakemake raises through input functions on purpose**
   (``snakemake.exceptions``: irflow.workflow.guard lets them through);
 - **the parser** (``snakemake.parser.parse``), which translates a Snakefile into the Python
@@ -124,6 +126,15 @@ def workflow_config(workflow) -> dict:
 def rules_of(workflow) -> list[WorkflowRule]:
     """Every rule of the workflow, as ``WorkflowRule``."""
     return [WorkflowRule(rule) for rule in workflow.rules]
+
+
+@relies_on("Workflow.persistence.input(IOFile)")
+def recorded_inputs(workflow, output: str) -> list[str] | None:
+    """The input files Snakemake recorded (in .snakemake/metadata) for the job that last made
+    ``output``: what its ``input`` rerun trigger compares the job's inputs with. None without a
+    record, or before Snakemake opened its records."""
+    persistence = workflow.persistence
+    return None if persistence is None else persistence.input(IOFile(output))
 
 
 @relies_on("snakemake.io.ancient")
