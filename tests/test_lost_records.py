@@ -119,3 +119,24 @@ def test_a_dry_run_of_a_changed_setting_changes_nothing(workdir):
         "score",
     }
     assert "Nothing to be done" in snakemake(workdir, SCORES, "--dry-run", config=config).output
+
+
+def test_a_dataset_moved_with_the_records_gone_reruns_its_download(workdir):
+    """The dataset's folder changes (a copy with the same files and times) while Snakemake's
+    records are gone: only the download's settings stamp sees it, and it dates source.json
+    1970 while the run plans. Its files, marked ancient when unchanged, are then ordinary
+    inputs again; had they been marked before the stamp acted, the run would say "Nothing to
+    be done" with source.json naming the old folder."""
+    config = config_of(workdir / "sub") | {
+        "top_k": 2,
+        "retrievers": {"bm25": {"type": "bm25", "k1": 0.1, "b": 0.0}},
+    }
+    moved = workdir / "sub-moved"
+    shutil.copytree(workdir / "sub", moved)  # copy2: the files' times kept
+    shutil.rmtree(workdir / ".snakemake")
+    # Only modification times decide, as without any record of Snakemake's.
+    moved_config = config | {"datasets": config_of(moved)["datasets"]}
+    done = snakemake(workdir, SCORES, "--rerun-triggers", "mtime", config=moved_config)
+    assert "download" in ran(done.output), done.output
+    source = json.loads((workdir / "results/datasets/sub/source.json").read_text())
+    assert "sub-moved" in source["corpus"], source

@@ -71,8 +71,8 @@ def test_outputs_made_again_are_dated_1970_and_kept(tmp_path):
     tables.mkdir()
     (tables / ".snakemake_timestamp").touch()
     stamps.make_again([run, tables, tmp_path / "never-made.parquet"])
-    assert run.stat().st_mtime == 0 and run.read_text() == "kept"
-    assert (tables / ".snakemake_timestamp").stat().st_mtime == 0
+    assert run.stat().st_mtime == stamps.MADE_AGAIN and run.read_text() == "kept"
+    assert (tables / ".snakemake_timestamp").stat().st_mtime == stamps.MADE_AGAIN
 
 
 @pytest.fixture
@@ -100,8 +100,9 @@ def test_a_file_edited_with_its_modification_time_kept_is_found(dataset):
     corpus.write_text(corpus.read_text().replace("Cats purr", "Cats hiss"))
     os.utime(corpus, ns=(kept.st_atime_ns, kept.st_mtime_ns))
     assert corpus.stat().st_mtime_ns == kept.st_mtime_ns and corpus.stat().st_size == kept.st_size
-    assert check(dataset) == 0  # 1970: download, ingest, ... rerun
-    assert check(dataset) == 0  # and stays so until the download job records the edit
+    assert check(dataset) == stamps.MADE_AGAIN  # 1970: download, ingest, ... rerun
+    # And it stays so until the download job records the edit.
+    assert check(dataset) == stamps.MADE_AGAIN
 
 
 def test_an_unchanged_dataset_is_not_hashed_and_reruns_nothing(dataset, monkeypatch):
@@ -137,7 +138,7 @@ def test_a_damaged_record_is_rebuilt_and_an_edit_still_found(dataset, damage):
         {"truncated": text[:20], "not UTF-8": b"\xff" + text, "not the record": b"[]"}[damage]
     )
     edit_keeping_time(dataset[0] / "corpus.jsonl")
-    assert check(dataset) == 0
+    assert check(dataset) == stamps.MADE_AGAIN
     files = dataset_files(dataset[0], "test")
     status = {str(path): stamps.file_status(path) for path in files}
     assert json.loads(record.read_text())["status"] == status
@@ -147,7 +148,7 @@ def test_a_damaged_source_reruns_its_download(dataset):
     folder, source, record = dataset
     source.write_bytes(source.read_bytes()[:10])
     record.unlink()  # as after any change of the files' status
-    assert check(dataset) == 0
+    assert check(dataset) == stamps.MADE_AGAIN
 
 
 def test_the_status_is_recorded_only_after_the_comparison_is_acted_on(dataset, monkeypatch):
@@ -164,7 +165,7 @@ def test_the_status_is_recorded_only_after_the_comparison_is_acted_on(dataset, m
         check(dataset)
     assert dataset[2].read_bytes() == before
     monkeypatch.undo()
-    assert check(dataset) == 0
+    assert check(dataset) == stamps.MADE_AGAIN
 
 
 def test_a_stamp_that_is_not_utf8_is_rewritten_and_its_outputs_made_again(tmp_path):

@@ -37,6 +37,10 @@ if TYPE_CHECKING:  # jobs import this module (scripts/_common.py): not Snakemake
 
 STAMP_INPUT = "settings"
 STAMPS = Path("results/settings")
+# The modification time of an output to be made again: one second into 1970, older than any
+# input. Not 0: Snakemake takes an output dated 0 as undated and never compares its inputs'
+# times with it (DAG.update_needrun: `if output_mintime_ and ...`), so the job did not rerun.
+MADE_AGAIN = 1
 
 
 def stamp_path(rule_name: str, wildcards) -> Path:
@@ -115,7 +119,7 @@ def make_again(outputs: list[Path]) -> None:
         for dated in (output, output / ".snakemake_timestamp"):
             if dated.exists():
                 try:
-                    os.utime(dated, (0, 0))
+                    os.utime(dated, (MADE_AGAIN, MADE_AGAIN))
                 except OSError as error:
                     raise UnwritableRecordError(dated, error) from error
 
@@ -183,4 +187,4 @@ def check_dataset_files(folder: Path, split: str, source: Path, record: Path) ->
             if dataset_fingerprint(folder, split)["checksum"] != recorded:
                 make_again([source])
         write_record(record, json.dumps({"status": status}, indent=2) + "\n")
-    return not source.is_file() or source.stat().st_mtime == 0
+    return not source.is_file() or source.stat().st_mtime == MADE_AGAIN
