@@ -316,11 +316,17 @@ def test_a_second_run_in_the_folder_is_told_which_run_holds_it(settled, tmp_path
     assert f"beside a run at work in this folder (process {first.pid} on " in planned.stderr
 
 
-def test_an_edited_local_model_copy_reruns_its_embed_job(tmp_path, minilm_path):
-    """A model read offline from its local_copy (no files_md5 pin, the Hugging Face cache
-    empty): main ran nothing after the copy's pooling was changed, the old vectors kept."""
-    copy = tmp_path / "minilm"
+def test_a_model_folder_copied_anew_reruns_nothing_and_an_edit_reruns_its_embed_job(
+    tmp_path, minilm_path
+):
+    """Two models read from folders: one offline from its local_copy (no files_md5 pin, the
+    Hugging Face cache empty), one whose id is the folder (its files are the embed job's
+    inputs). The id folder copied anew (new modification times, same bytes) reran its embed
+    job by Snakemake's own rule; it reruns nothing now. An edit reruns both: main ran nothing
+    after the local copy's pooling was changed, the old vectors kept."""
+    copy, folder = tmp_path / "minilm", tmp_path / "minilm-folder"
     shutil.copytree(minilm_path, copy)
+    shutil.copytree(minilm_path, folder)
     data = write_beir(tmp_path / "tiny", TINY_CORPUS, TINY_QUERIES, TINY_QRELS)
     config = {
         "offline": True,
@@ -330,29 +336,41 @@ def test_an_edited_local_model_copy_reruns_its_embed_job(tmp_path, minilm_path):
                 "id": "sentence-transformers/all-MiniLM-L6-v2",
                 "local_copy": {"path": str(copy)},
                 "batch_size": 4,
-            }
+            },
+            "minilm-folder": {"id": str(folder), "batch_size": 4},
         },
-        "retrievers": {"minilm": {"type": "dense", "model": "minilm"}},
+        "retrievers": {
+            "minilm": {"type": "dense", "model": "minilm"},
+            "minilm-folder": {"type": "dense", "model": "minilm-folder"},
+        },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     workdir = tmp_path / "run"
-    target = "results/embeddings/tiny/minilm/corpus.parquet"
+    targets = [f"results/embeddings/tiny/{model}/corpus.parquet" for model in config["models"]]
     hub = {"HF_HOME": str(tmp_path / "empty-hf-home")}
-    done = snakemake(workdir, target, **hub)
+    done = snakemake(workdir, *targets, **hub)
     assert done.returncode == 0 and "embed" in ran(done), done.stderr
-    before = pd.read_parquet(workdir / target)
-    pooling = copy / "1_Pooling" / "config.json"
-    settings = json.loads(pooling.read_text())
-    settings |= {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
-    pooling.write_text(json.dumps(settings))
-    done = snakemake(workdir, target, **hub)
-    assert done.returncode == 0 and "embed" in ran(done), done.stdout + done.stderr
-    after = pd.read_parquet(workdir / target)
-    assert list(after["id"]) == list(before["id"])
-    moved = [abs(a - b).max() for a, b in zip(after["vector"], before["vector"])]
-    assert min(moved) > 1e-3
-    manifest = json.loads((workdir / "results/manifests/embed/tiny/minilm/corpus.json").read_text())
-    assert manifest["files_md5"] == folder_md5(copy)
+    before = [pd.read_parquet(workdir / target) for target in targets]
+    shutil.rmtree(folder)
+    shutil.copytree(copy, folder, copy_function=shutil.copyfile)  # new times, same bytes
+    assert (folder / "config.json").stat().st_mtime > (workdir / targets[1]).stat().st_mtime
+    done = snakemake(workdir, *targets, **hub)
+    assert done.returncode == 0 and not ran(done), done.stdout + done.stderr
+    for model in copy, folder:
+        pooling = model / "1_Pooling" / "config.json"
+        settings = json.loads(pooling.read_text())
+        settings |= {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
+        pooling.write_text(json.dumps(settings))
+    done = snakemake(workdir, *targets, **hub)
+    embeds = re.findall(r"^(?:local)?rule embed:$", done.stdout + done.stderr, re.MULTILINE)
+    assert done.returncode == 0 and len(embeds) == 2, done.stdout + done.stderr
+    for model, target, old in zip(config["models"], targets, before):
+        after = pd.read_parquet(workdir / target)
+        assert list(after["id"]) == list(old["id"])
+        moved = [abs(a - b).max() for a, b in zip(after["vector"], old["vector"])]
+        assert min(moved) > 1e-3, model
+        manifest = workdir / f"results/manifests/embed/tiny/{model}/corpus.json"
+        assert json.loads(manifest.read_text())["files_md5"] == folder_md5(copy)
 
 
 def test_an_empty_corpus_is_refused_naming_the_file(workdir):

@@ -42,7 +42,7 @@ rule saliency_pairs:
 rule saliency:
     input:
         pairs=SALIENCY_PAIRS,
-        model=plan.model_files,
+        model=lambda wc: plan.model_inputs(wc.model),
     output:
         profile="results/saliency/{model}.parquet",
     log:

@@ -10,6 +10,8 @@ irflow.retrieval.scorers).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
@@ -20,6 +22,8 @@ from irflow.retrieval.scorers import CrossEncoderScorer, Scorer, ScoringJob
 
 # The scorer scripts/expand.py loads for its filter, by this module's name.
 __all__ = ["CrossEncoderScorer", "load_scorer", "rerank", "top_candidates"]
+
+log = logging.getLogger(__name__)
 
 
 def top_candidates(run: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -64,7 +68,14 @@ def rerank(
         rows, scorer.score_queries([queries[q] for q in rows], list(texts.values()))
     ):
         scores[rows[query_id]] = query_scores
-    timed = [query_id for query_id in queries if query_id in rows][:latency_queries]
+    timed = latency_queries_of(queries, rows, scorer)[:latency_queries]
+    if len(timed) < min(latency_queries, len(rows)):
+        log.warning(
+            "latency: %d of the %d queries asked are timed, those whose encoding the embed "
+            "job timed that have candidates (its other timed queries have none)",
+            len(timed),
+            latency_queries,
+        )
     seconds = []
     for query_id in timed:
         # The candidates' representations a search would hold already (document vectors),
@@ -73,3 +84,18 @@ def rerank(
         seconds += time_each(lambda q: scorer.score(queries[q], texts[q]), [query_id])
     seconds = [s + scorer.encode_seconds_elsewhere(queries[q]) for q, s in zip(timed, seconds)]
     return trec_order(candidates.assign(score=scores)), dict(zip(timed, seconds))
+
+
+def latency_queries_of(queries: dict[str, str], reranked, scorer: Scorer) -> list[str]:
+    """The queries timed one at a time, in the order of ``queries``: those ``reranked`` (with
+    candidates) whose encoding another job timed (a bi-encoder's embed job, which times the
+    first queries of the file, some of which may have no candidates), where there are any, so
+    that the model is never loaded for a few queries past them (and its loading never timed);
+    else every query reranked."""
+    with_candidates = [query_id for query_id in queries if query_id in reranked]
+    timed_elsewhere = [
+        query_id
+        for query_id in with_candidates
+        if scorer.encode_seconds_elsewhere(queries[query_id])
+    ]
+    return timed_elsewhere or with_candidates

@@ -109,8 +109,17 @@ class DatasetInputs(WorkflowNames):
     # Encoding.
 
     def model_files(self, wildcards):
-        """A model given as a local folder is an input, so editing its files re-embeds."""
+        """A model given as a local folder is an input, so editing its files reruns the jobs
+        that read it (the ONNX export, whose params do not hold the files' MD5)."""
         return local_folder_files(self.config["models"][wildcards.model]["id"])
+
+    def model_inputs(self, model):
+        """A model given as a local folder: its files, as the inputs of the jobs whose params
+        hold their MD5 (``model_result_settings``). A file added or removed changes the inputs
+        and reruns them; an edit changes the MD5, which reruns them by their params and their
+        settings stamp; so the files are marked ancient, and the same files copied anew (new
+        modification times, same bytes) rerun nothing."""
+        return [ancient(file) for file in local_folder_files(self.config["models"][model]["id"])]
 
     def model_result_settings(self, model):
         """The settings that determine a model's vectors; batch size and device are not
@@ -161,7 +170,7 @@ class DatasetInputs(WorkflowNames):
         embeddings, whose vectors it reuses for unchanged rows."""
         inputs = {
             "source": f"results/datasets/{dataset}/source.json",
-            "model": local_folder_files(self.config["models"][model]["id"]),
+            "model": self.model_inputs(model),
         }
         base = self.base_dataset(dataset)
         for prefix, side in zip(("", "query_"), sides):
@@ -204,7 +213,7 @@ class DatasetInputs(WorkflowNames):
         """The model's files and, per side encoded (texts, then query_texts), the texts."""
         inputs = {
             "source": f"results/datasets/{wildcards.dataset}/source.json",
-            "model": local_folder_files(self.config["models"][wildcards.model]["id"]),
+            "model": self.model_inputs(wildcards.model),
         }
         for prefix, side in zip(("", "query_"), sides):
             inputs[f"{prefix}texts"] = texts_to_embed(wildcards.dataset, wildcards.model, side)
