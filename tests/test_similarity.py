@@ -229,7 +229,7 @@ def test_the_embed_manifest_records_the_similarity(dot_model, tables, tmp_path, 
         input=Named(texts=corpus, query_texts=queries),
         output=out,
         params=Named(side="corpus", latency_queries=0),
-        config={"models": {"m": encoder.spec}},
+        config={"models": {"m": tiny_spec(dot_model)}},
         wildcards=Named(model="m"),
     )
 
