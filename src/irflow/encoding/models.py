@@ -202,12 +202,12 @@ def load_tokenizer(source: dict):
     from transformers import AutoTokenizer
 
     # A folder is read as it is, without resolve_model's MD5 of every file (an LLM's weights).
-    folder = Path(source["id"]).is_dir()
-    path = source["id"] if folder else resolve_model(source, weights=False)[0]
+    model_id = model_files(source)[0]
+    path = model_id if Path(model_id).is_dir() else resolve_model(source, weights=False)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not tokenizer.is_fast:
         raise ConfigError(
-            f"tokenizer {source['id']!r} has no fast (Rust) version, which gives the character "
+            f"tokenizer {model_id!r} has no fast (Rust) version, which gives the character "
             "offsets that cutting at token boundaries needs"
         )
     return tokenizer
@@ -346,12 +346,16 @@ def load_sentence_transformer(entry: dict | ModelModel) -> tuple[object, dict]:
 
 @dataclass
 class Encoder:
-    """A loaded model with the settings that apply to it (its typed ``models`` entry)."""
+    """A loaded model with the settings that apply to it: its ``models`` entry, typed when the
+    encoder is made (the config's dict, or the typed entry)."""
 
     model: object
     spec: ModelModel
     device: str
     provenance: dict
+
+    def __post_init__(self):
+        self.spec = ModelModel.model_validate(self.spec)
 
     @classmethod
     def load(cls, entry: dict | ModelModel, onnx: Path | None = None) -> Encoder:
