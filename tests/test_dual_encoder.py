@@ -182,8 +182,12 @@ def test_the_dense_job_types_the_retrievers_entry_and_its_query_models(tmp_path,
         ),
         rows,
     )
-    settings = {"retriever": {"type": "dense", "model": "d"}, "index": index_spec(type="flat")}
-    searcher = family("dense").open_searcher({"corpus": rows}, settings, 1)
+    index = index_spec(type="flat")
+    index_file(rows, index, tmp_path / "flat.faiss")
+    files = {"corpus": rows, "index": tmp_path / "flat.faiss"}
+    searcher = family("dense").open_searcher(
+        files, {"retriever": {"type": "dense", "model": "d"}, "index": index}, 1
+    )
     assert searcher.batch_size == 1024
     assert query_model({"type": "dense", "model": "d", "query_model": "q"}) == "q"
     with pytest.raises(ValidationError, match="querymodel"):

@@ -318,7 +318,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         "encode_seconds": 4.0,
     }
     config = {
-        "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+        "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}},
         "indexes": {"flat": {"type": "flat", "shard_rows": None}},
         "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
     }

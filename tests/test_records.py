@@ -100,7 +100,7 @@ def test_the_index_jobs_of_every_family_name_their_build_time_index_seconds(tmp_
 
 
 CONFIG = {
-    "models": {"m": {"long_documents": {"strategy": "truncate"}}, "s": {}, "c": {}},
+    "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}, "s": {}, "c": {}},
     "indexes": {"flat": {"type": "flat", "shard_rows": None}},
     "retrievers": {
         "bm25": {"type": "bm25"},

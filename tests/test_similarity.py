@@ -168,7 +168,7 @@ def test_the_similarity_keys_parts_shards_and_the_cost_table(
     manifest = whole_file_facts(shards)
     assert (manifest["similarity"], manifest["similarity_from"]) == ("dot", "model")
     config = {
-        "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+        "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}},
         "indexes": {"flat": {"type": "flat", "shard_rows": None}},
         "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
     }

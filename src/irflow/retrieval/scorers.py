@@ -104,11 +104,11 @@ class CrossEncoderScorer:
         import torch
 
         use_threads(threads)
-        from sentence_transformers import CrossEncoder as Model
+        from sentence_transformers import CrossEncoder as SentenceCrossEncoder
 
         spec = CrossEncoder.model_validate(entry)
         model, provenance = load_model(
-            Model,
+            SentenceCrossEncoder,
             placed_for_backend(spec),
             max_length=spec.max_length,
             activation_fn=torch.nn.Identity(),
