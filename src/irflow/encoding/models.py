@@ -131,7 +131,7 @@ def checked_local_copy(copy: dict | LocalCopy1 | LocalCopy2) -> tuple[Path, str]
     return folder, md5
 
 
-def model_files(spec: dict | BaseModel) -> tuple[str, str | None, LocalCopy1 | LocalCopy2 | None]:
+def model_source(spec: dict | BaseModel) -> tuple[str, str | None, LocalCopy1 | LocalCopy2 | None]:
     """The id, revision and ``local_copy`` of the model ``spec`` names: a typed entry
     (irflow.core.settings_types: a ``models`` entry, a cross-encoder's), or a dict (a
     tokenizer's source, irflow.data.tokens.tokenizer_source; another block's model)."""
@@ -148,8 +148,8 @@ def resolve_model(spec: dict | BaseModel, weights: bool = True) -> tuple[str, di
     read, as huggingface_hub's own downloads fall back to it (irflow.workflow.model_check has
     stopped the run before any job when the model is not cached). Every job that reads a
     model's files finds them here; ``weights=False`` (a tokenizer) downloads its configs and
-    vocabularies alone. ``spec``: as ``model_files`` reads it."""
-    model_id, revision, local_copy = model_files(spec)
+    vocabularies alone. ``spec``: as ``model_source`` reads it."""
+    model_id, revision, local_copy = model_source(spec)
     if Path(model_id).is_dir():
         return model_id, {"model": model_id, "files_md5": folder_md5(model_id)}
     from huggingface_hub import list_repo_files, snapshot_download
@@ -202,7 +202,7 @@ def load_tokenizer(source: dict):
     from transformers import AutoTokenizer
 
     # A folder is read as it is, without resolve_model's MD5 of every file (an LLM's weights).
-    model_id = model_files(source)[0]
+    model_id = model_source(source)[0]
     path = model_id if Path(model_id).is_dir() else resolve_model(source, weights=False)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not tokenizer.is_fast:

@@ -22,7 +22,7 @@ from irflow.encoding.models import (
     LocalCopyError,
     checked_local_copy,
     local_copy_folder,
-    model_files,
+    model_source,
 )
 
 # The blocks whose entries name a model by ``id`` (and ``revision``): the encoders (dense,
@@ -75,7 +75,7 @@ def offline_model_problems(config: dict) -> list[str]:
 def _offline_problem(key: str, spec: dict) -> str | None:
     """Why a job cannot read ``spec``'s model offline (irflow.encoding.models.resolve_model
     reads a folder, the Hugging Face cache, then the ``local_copy``); None when it can."""
-    model_id, revision, copy = model_files(spec)
+    model_id, revision, copy = model_source(spec)
     if Path(model_id).is_dir() or _cached(model_id, revision):
         return None
     if copy is not None and _copy_folder(copy).is_dir():
@@ -110,7 +110,7 @@ def read_folder(spec: dict, offline: bool) -> Path | None:
     """The folder a job reads ``spec``'s model from (irflow.encoding.models.resolve_model): its
     ``id`` when that is a folder; offline, its ``local_copy`` when the Hugging Face cache does
     not hold it. None for a Hub snapshot, which its revision names."""
-    model_id, revision, copy = model_files(spec)
+    model_id, revision, copy = model_source(spec)
     if Path(model_id).is_dir():
         return Path(model_id)
     if copy is None or not (offline or env_offline()) or _cached(model_id, revision):
@@ -165,7 +165,7 @@ def hub_model_problems(config: dict) -> list[str]:
     hub = f"the Hugging Face hub ({constants.ENDPOINT})"
     problems = []
     for position, (key, spec) in enumerate(asking):
-        model_id, revision, _ = model_files(spec)
+        model_id, revision, _ = model_source(spec)
         try:
             api.model_info(model_id, revision=revision, timeout=constants.HF_HUB_ETAG_TIMEOUT)
         except RevisionNotFoundError:
@@ -186,19 +186,19 @@ def hub_model_problems(config: dict) -> list[str]:
 
 
 def _reads_hub(spec: dict) -> bool:
-    model_id, revision, _ = model_files(spec)
+    model_id, revision, _ = model_source(spec)
     return not (Path(model_id).is_dir() or _cached(model_id, revision))
 
 
 def _unreachable(asking: list[tuple[str, dict]], hub: str, why: str) -> list[str]:
     return [
-        f"{key}: {model_files(spec)[0]!r} needs {hub}, which {why}; {_offline_fix(spec)}"
+        f"{key}: {model_source(spec)[0]!r} needs {hub}, which {why}; {_offline_fix(spec)}"
         for key, spec in asking
     ]
 
 
 def _offline_fix(spec: dict) -> str:
-    copy = model_files(spec)[2]
+    copy = model_source(spec)[2]
     if copy is not None and _copy_folder(copy).is_dir():
         return f"its local_copy ({_copy_folder(copy)}) holds it: run with --config offline=true"
     return (
