@@ -80,7 +80,7 @@ def measure(name: str, model, corpus: Path, texts: list[str], repeats: int, back
     model.encode(texts[:64], "corpus")  # warm-up
 
     def bare():
-        model.model.encode_document(texts, batch_size=model.spec["batch_size"], **options)
+        model.model.encode_document(texts, batch_size=model.spec.batch_size, **options)
 
     def pipeline():
         out.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from irflow.evaluation.cost import CostModel, in_sequence
 from irflow.workflow.families import family
 
 CONFIG = {
-    "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+    "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}},
     "indexes": {
         "flat": {"type": "flat", "shard_rows": None},
         "ivf": {"type": "ivf", "shard_rows": None},

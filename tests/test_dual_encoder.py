@@ -25,6 +25,7 @@ from conftest import (
     snakemake,
     write_beir,
 )
+from pydantic import ValidationError
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
@@ -34,6 +35,8 @@ from irflow.retrieval.index import index_file
 from irflow.retrieval.retrieve import DenseSearcher
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import expand_config, validate_config
+from irflow.workflow.families import family
+from irflow.workflow.families.dense import QueryEncoder, query_model
 from irflow.workflow.run_inputs import Plan
 
 QUERY_PROMPT = "question: "
@@ -162,3 +165,32 @@ def test_query_vectors_of_another_size_than_the_documents_are_refused_naming_bot
         f"{rows}, field 'vector': the document vectors have 4 dimensions and the query vectors "
         "3: a dense retriever's query_model must give vectors of its model's size"
     )
+
+
+def test_the_dense_job_types_the_retrievers_entry_and_its_query_models(tmp_path, minilm_path):
+    """The dense family's searcher types the retriever's entry (irflow.core.settings_types.Dense)
+    where the job receives it: the schema's query batch size applies where the entry names none
+    (a dict's lookup failed), and a misspelled query_model is refused, named, where a dict's
+    lookup searched with the document model's queries instead. The query model's entry is
+    typed (irflow.core.settings_types.ModelModel) where its encoder receives it."""
+    rows = tmp_path / "corpus.parquet"
+    documents = np.eye(4, dtype=np.float32)
+    contracts.write_table(
+        pa.table(
+            {"id": ["d1", "d2", "d3", "d4"], "vector": contracts.vector_array(documents)},
+            schema=contracts.embeddings_schema(4),
+        ),
+        rows,
+    )
+    index = index_spec(type="flat")
+    index_file(rows, index, tmp_path / "flat.faiss")
+    files = {"corpus": rows, "index": tmp_path / "flat.faiss"}
+    searcher = family("dense").open_searcher(
+        files, {"retriever": {"type": "dense", "model": "d"}, "index": index}, 1
+    )
+    assert searcher.batch_size == 1024
+    assert query_model({"type": "dense", "model": "d", "query_model": "q"}) == "q"
+    with pytest.raises(ValidationError, match="querymodel"):
+        query_model({"type": "dense", "model": "d", "querymodel": "q"})
+    encoder = QueryEncoder({"id": str(minilm_path), "query_prompt": QUERY_PROMPT}, None, 1)
+    assert (encoder.spec.query_prompt, encoder.spec.batch_size) == (QUERY_PROMPT, 64)

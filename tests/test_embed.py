@@ -8,11 +8,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SCHEMA, TINY_CORPUS, minilm_spec, minimal_config
+import yaml
+from conftest import REPO, SCHEMA, TINY_CORPUS, minilm_spec, minimal_config
+from pydantic import ValidationError
 from test_cost import recorded
+from test_settings import reads_as
 
 import irflow.encoding.embed
-from irflow.core import contracts
+from irflow.core import contracts, settings_types
+from irflow.core.config import schema_defaults
 from irflow.core.errors import InputError
 from irflow.encoding.embed import (
     Reuse,
@@ -21,7 +25,13 @@ from irflow.encoding.embed import (
     read_embeddings,
     shard_rows,
 )
-from irflow.encoding.models import Encoder, resolve_dtype
+from irflow.encoding.models import (
+    LENGTH_SETTINGS,
+    RESULT_SETTINGS,
+    Encoder,
+    resolve_dtype,
+    result_settings,
+)
 from irflow.encoding.parts import prepare_parts
 from irflow.evaluation.cost import CostModel
 from irflow.workflow.config import validate_config
@@ -71,10 +81,77 @@ def test_documents_are_title_space_text_and_normalised(encoder, corpus, tmp_path
     np.testing.assert_allclose(vectors[[0, 2]], direct, atol=1e-5)
 
 
+def test_the_encoder_types_its_models_entry(minilm_path, encoder, corpus, tmp_path):
+    """Encoder.load types a ``models`` entry once (irflow.core.settings_types.ModelModel): an
+    entry that names only its id reads the schema's defaults, those the validated config holds
+    (a dict's lookups failed at the first key absent), and embeds as the full entry does; a key
+    the schema lacks is refused, named, before the model loads."""
+    bare = Encoder.load({"id": str(minilm_path)})
+    assert isinstance(bare.spec, settings_types.ModelModel)
+    assert (bare.spec.batch_size, bare.spec.chunk_size) == (64, 4096)
+    assert (bare.spec.dtype, bare.spec.backend, bare.spec.device) == ("float32", "torch", "auto")
+    config = minimal_config(models={"m": {"id": str(minilm_path)}})
+    assert result_settings(bare.spec) == result_settings(
+        validate_config(config, SCHEMA)["models"]["m"]
+    )
+    embed_file(bare, corpus, "corpus", tmp_path / "bare.parquet")
+    embed_file(encoder, corpus, "corpus", tmp_path / "full.parquet")
+    bare_vectors = read_embeddings(tmp_path / "bare.parquet")[1]
+    np.testing.assert_allclose(bare_vectors, read_embeddings(tmp_path / "full.parquet")[1])
+    with pytest.raises(ValidationError, match="batch_sise"):
+        Encoder.load(minilm_spec(minilm_path) | {"batch_sise": 4})
+
+
+# The definitions of config/config.schema.yaml whose entries the model stages type, and their
+# generated types: the models, the retrievers and rerankers that name one.
+MODEL_BLOCKS = {
+    "model": settings_types.ModelModel,
+    "dense": settings_types.Dense,
+    "sparse": settings_types.Sparse,
+    "late_interaction": settings_types.LateInteraction,
+    "cross_encoder": settings_types.CrossEncoder,
+    "bi_encoder": settings_types.BiEncoder,
+    "late_interaction_reranker": settings_types.LateInteractionReranker,
+}
+
+
+def test_the_shipped_configs_model_entries_read_as_the_validated_config_holds_them():
+    """Each ``models`` entry and each retriever and reranker entry that names a model, of every
+    shipped config: typed, it reads the values the validated config holds, and its result
+    settings (a rule's params, the embeddings' cache key) are those the config's dict gives,
+    key for key and in order, so that no job reruns and no vector is encoded again."""
+    paths = sorted([*REPO.glob("config/*.yaml"), *REPO.glob("config/reproduce/*.yaml")])
+    definitions = {"late-interaction": "late_interaction", "cross-encoder": "cross_encoder"}
+    definitions |= {"bi-encoder": "bi_encoder", "dense": "dense", "sparse": "sparse"}
+    seen = set()
+    for path in paths:
+        if path.name == "config.schema.yaml":
+            continue
+        config = yaml.safe_load(path.read_text())
+        blocks = [("model", entry) for entry in (config.get("models") or {}).values()]
+        for block in ("retrievers", "rerankers"):
+            for entry in (config.get(block) or {}).values():
+                definition = definitions.get(entry["type"])
+                if block == "rerankers" and definition == "late_interaction":
+                    definition = "late_interaction_reranker"
+                blocks += [(definition, entry)] if definition else []
+        for definition, entry in blocks:
+            filled = schema_defaults(SCHEMA, definition, entry)
+            typed = MODEL_BLOCKS[definition].model_validate(entry)
+            reads_as(typed.model_dump(by_alias=True), filled, f"{path.name}: {entry}")
+            seen.add(definition)
+            if definition == "model":
+                expected = {key: filled[key] for key in RESULT_SETTINGS}
+                expected |= {k: filled[k] for k in LENGTH_SETTINGS if filled.get(k) is not None}
+                assert list(result_settings(typed).items()) == list(expected.items())
+                assert list(result_settings(filled).items()) == list(expected.items())
+    assert {"model", "dense", "cross_encoder", "bi_encoder"} <= seen, seen
+
+
 def test_prompts_are_prepended(encoder, corpus, tmp_path):
     prompted = Encoder(
         encoder.model,
-        encoder.spec | {"document_prompt": "passage: "},
+        encoder.spec.model_copy(update={"document_prompt": "passage: "}),
         encoder.device,
         encoder.provenance,
     )
@@ -114,7 +191,7 @@ def counting(encoder, fail_after: int | None = None, clock: Clock | None = None,
                 clock.now += len(texts)
             return super().encode(texts, prompt)
 
-    spec = encoder.spec | settings
+    spec = encoder.spec.model_copy(update=settings)
     return Counting(encoder.model, spec, encoder.device, dict(encoder.provenance)), calls
 
 
@@ -241,7 +318,7 @@ def test_a_job_that_resumes_every_part_keeps_its_throughput(encoder, corpus, tmp
         "encode_seconds": 4.0,
     }
     config = {
-        "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+        "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}},
         "indexes": {"flat": {"type": "flat", "shard_rows": None}},
         "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
     }

@@ -198,7 +198,7 @@ def test_expand_block_must_name_a_dataset_and_a_new_name(tmp_path):
 
 # --- doc2query--'s filter ----------------------------------------------------------------------
 
-CROSS_ENCODER = {"revision": None, "max_length": None, "batch_size": 4, "dtype": "float32"}
+CROSS_ENCODER = {"type": "cross-encoder", "revision": None, "batch_size": 4, "dtype": "float32"}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, SCHEMA, minilm_spec
+from pydantic import ValidationError
 from test_sparse import (
     QUERIES,
     TEXTS,
@@ -355,6 +356,18 @@ def test_voyager_with_every_token_as_candidate_is_the_exact_run(vectors):
     assert timing["index_seconds"] >= voyager["build_seconds"] > 0
 
 
+def test_a_voyager_index_that_names_only_its_type_searches_with_the_schemas_defaults(vectors):
+    """late_interaction_search types the retriever's index (the config's dict): the schema's
+    settings (PyLate's, VOYAGER) apply where the block names none, where a dict's lookup of
+    recall_queries failed; a key the schema lacks is refused, named."""
+    run, timing = late_interaction_search(*vectors, 4, False, 2, 3, index={"type": "voyager"})
+    given, given_timing = late_interaction_search(*vectors, 4, False, 2, 3, index=VOYAGER)
+    pd.testing.assert_frame_equal(run, given)
+    assert timing["recall"]["queries"] == given_timing["recall"]["queries"] == len(QUERIES)
+    with pytest.raises(ValidationError, match="k_tokn"):
+        late_interaction_search(*vectors, 4, False, 2, 3, index={"type": "voyager", "k_tokn": 1})
+
+
 def first_tokens(vectors: tuple, tokens: int, folder) -> tuple:
     """``vectors`` with each query cut to its first ``tokens`` tokens, so that their nearest
     document tokens miss some documents."""
@@ -589,7 +602,9 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
     """The late-interaction family's searcher, on a query table of texts (another split's):
     the same run as the search of the encode job's query token vectors, searched in memory."""
     stored, _ = encode_and_search(encoder, late_interaction_search, tmp_path)
-    retriever = {"type": "late-interaction", "model": "c", "query_batch_size": 2, "index": None}
+    # Typed where the search receives it (irflow.core.settings_types.LateInteraction): no
+    # index is the schema's default, exact MaxSim.
+    retriever = {"type": "late-interaction", "model": "c", "query_batch_size": 2}
     searcher = family("late-interaction").open_searcher(
         {"corpus": tmp_path / "docs.parquet"},
         {"retriever": retriever},

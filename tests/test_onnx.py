@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import SCHEMA, minilm_spec, minimal_config, planned_jobs
+from pydantic import ValidationError
 from test_embed import write_corpus
 from tiny_models import build_tiny_bi_encoder, build_tiny_cross_encoder
 
@@ -117,8 +118,12 @@ def test_without_a_graph_the_encoder_exports_one(onnx_encoder, minilm_path):
 
 def test_export_key_follows_backend_and_model_files():
     provenance = {"model": "m", "files_md5": "a", "device": "cpu", "dtype": "float32"}
-    spec = {"backend": "onnx", "batch_size": 8}
+    spec = {"id": "m", "backend": "onnx", "batch_size": 8}
     key = export_key(spec, provenance)
+    # The entry is typed (irflow.core.settings_types.ModelModel): a key the schema lacks is
+    # refused, named, where a dict's lookup read the backend and went on.
+    with pytest.raises(ValidationError, match="backnd"):
+        export_key(spec | {"backnd": "onnx-int8"}, provenance)
     assert export_key(spec | {"batch_size": 64}, provenance | {"device": "x"}) == key
     assert export_key(spec | {"backend": "onnx-int8"}, provenance) != key
     assert export_key(spec, provenance | {"files_md5": "b"}) != key
@@ -211,7 +216,7 @@ def tiny_cross_encoder(tmp_path_factory, minilm_path):
     return build_tiny_cross_encoder(folder, minilm_path, initializer_range=0.5)
 
 
-CROSS_ENCODER = {"revision": None, "max_length": None, "batch_size": 4}
+CROSS_ENCODER = {"type": "cross-encoder", "revision": None, "max_length": None, "batch_size": 4}
 PAIRS = [(TEXTS[0], text) for text in TEXTS] + [(TEXTS[3], TEXTS[1])]
 
 

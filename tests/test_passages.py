@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import index_spec
+from pydantic import ValidationError
 from test_retrieve import embeddings
 
 from irflow.core import contracts
@@ -70,9 +71,34 @@ def test_a_word_split_into_word_pieces_is_cut_at_token_offsets(tmp_path, tokeniz
 
 
 def test_only_models_that_split_read_passages():
-    assert document_side({"long_documents": {"strategy": "truncate"}}) == "corpus"
-    assert document_side({"long_documents": {"strategy": "maxp"}}) == "passages"
-    assert document_side({"long_documents": {"strategy": "firstp"}}) == "passages"
+    # The entry is typed (irflow.core.settings_types.ModelModel): without long_documents, the
+    # schema's default strategy (truncate) applies, where a dict's lookup failed.
+    assert document_side({"id": "m"}) == "corpus"
+    assert document_side({"id": "m", "long_documents": {"strategy": "truncate"}}) == "corpus"
+    assert document_side({"id": "m", "long_documents": {"strategy": "maxp"}}) == "passages"
+    assert document_side({"id": "m", "long_documents": {"strategy": "firstp"}}) == "passages"
+    with pytest.raises(ValidationError, match="strategie"):
+        document_side({"id": "m", "long_documents": {"strategie": "maxp"}})
+
+
+def test_the_schemas_window_and_overlap_apply_where_long_documents_names_neither(
+    tmp_path, tokenizer
+):
+    """split_corpus types a model's long_documents (irflow.core.settings_types.LongDocuments):
+    the schema's passage_tokens 200 and overlap 50 (AIR-Bench's) apply where only the strategy
+    is given; a key the schema lacks is refused, named."""
+    corpus = tmp_path / "corpus.parquet"
+    rows = [{"doc_id": "d", "title": "", "text": " ".join(["a"] * 351)}]
+    contracts.write_table(pa.Table.from_pylist(rows, contracts.CORPUS), corpus)
+    split_corpus(corpus, tokenizer, {"strategy": "maxp"}, tmp_path / "default.parquet")
+    given = {"strategy": "maxp", "passage_tokens": 200, "overlap": 50}
+    split_corpus(corpus, tokenizer, given, tmp_path / "given.parquet")
+    passages = pq.read_table(tmp_path / "default.parquet").to_pandas()
+    assert passages.equals(pq.read_table(tmp_path / "given.parquet").to_pandas())
+    # 351 tokens: windows at 0, 150 and 300 (test_windows_of_200_with_50_overlap).
+    assert [len(text.split()) for text in passages["text"]] == [200, 200, 51]
+    with pytest.raises(ValidationError, match="passage_token\\b"):
+        split_corpus(corpus, tokenizer, {"passage_token": 100}, tmp_path / "x.parquet")
 
 
 @pytest.mark.parametrize("index_type", ["flat", "hnsw"])

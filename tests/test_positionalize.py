@@ -359,7 +359,7 @@ def cross_scorer(tmp_path_factory, minilm_path):
     folder = build_tiny_cross_encoder(
         tmp_path_factory.mktemp("tiny-ce"), minilm_path, initializer_range=0.5
     )
-    spec = {"id": str(folder), "revision": None, "max_length": None, "batch_size": 4}
+    spec = {"type": "cross-encoder", "id": str(folder), "revision": None, "batch_size": 4}
     return CrossEncoderScorer.load(spec | {"dtype": "float32", "device": "cpu"})
 
 

@@ -100,7 +100,7 @@ def test_the_index_jobs_of_every_family_name_their_build_time_index_seconds(tmp_
 
 
 CONFIG = {
-    "models": {"m": {"long_documents": {"strategy": "truncate"}}, "s": {}, "c": {}},
+    "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}, "s": {}, "c": {}},
     "indexes": {"flat": {"type": "flat", "shard_rows": None}},
     "retrievers": {
         "bm25": {"type": "bm25"},
@@ -175,7 +175,7 @@ def test_a_rerank_record_takes_its_scorers_provenance(tmp_path, minilm_path):
     from irflow.retrieval.rerank import CrossEncoderScorer
 
     model = build_tiny_cross_encoder(tmp_path / "cross-encoder", minilm_path)
-    spec = {"id": str(model), "revision": None, "max_length": None, "batch_size": 4}
+    spec = {"type": "cross-encoder", "id": str(model), "revision": None, "batch_size": 4}
     scorer = CrossEncoderScorer.load(spec | {"dtype": "float32", "device": "cpu"})
     job = {"stage": "rerank", "dataset": "d", "system": "bm25+ce@10", "settings": {}}
     job |= {"first_stage": "bm25", "k": 10, "latency": {"q1": 0.1}, "rows": 10}

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import TINY_CORPUS, index_spec, minilm_spec
+from pydantic import ValidationError
 from tiny_models import build_tiny_cross_encoder
 
 import irflow.retrieval.scorers
@@ -25,10 +26,12 @@ from irflow.encoding.embed import embed_file, query_latency
 from irflow.encoding.models import Encoder
 from irflow.retrieval.index import index_file
 from irflow.retrieval.rerank import load_scorer, rerank, top_candidates
+from irflow.retrieval.rerankers import reranker_type
 from irflow.retrieval.retrieve import dense_search
 from irflow.retrieval.scorers import BiEncoderScorer, CrossEncoderScorer, VectorCache
 
 CROSS_SPEC = {
+    "type": "cross-encoder",
     "revision": None,
     "max_length": None,
     "batch_size": 4,
@@ -144,6 +147,30 @@ def test_rerank_names_a_candidate_without_text(cross_scorer):
     documents = {k: v for k, v in DOCUMENTS.items() if k != "d3"}
     with pytest.raises(ValueError, match=r"document id\(s\) without text: \['d3'\]"):
         rerank(first_stage(), QUERIES, documents, cross_scorer, k=2)
+
+
+def test_the_built_in_reranker_types_type_their_entries(cross_scorer, tiny_cross_encoder):
+    """Each built-in type types its entry where a method receives it
+    (irflow.core.settings_types): a cross-encoder that names only its type and id gets the
+    schema's batch size, dtype and backend (a dict's lookups failed at the first key absent)
+    and scores as the full entry; a key the schema lacks is refused, named, where a dict's
+    lookup read the model and went on."""
+    bare = load_scorer({"type": "cross-encoder", "id": str(tiny_cross_encoder)}, {}, DOCUMENTS)
+    assert bare.batch_size == 32
+    assert (bare.provenance["dtype"], bare.provenance["backend"]) == ("float32", "torch")
+    documents = list(DOCUMENTS.values())
+    np.testing.assert_allclose(
+        bare.score("why do cats purr", documents),
+        cross_scorer.score("why do cats purr", documents),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    misspelled = {"model": "m", "modle": "n"}
+    with pytest.raises(ValidationError, match="modle"):
+        reranker_type("bi-encoder").embeddings_model({"type": "bi-encoder"} | misspelled)
+    with pytest.raises(ValidationError, match="modle"):
+        entry = {"type": "late-interaction"} | misspelled
+        reranker_type("late-interaction").problems("r", entry, {"models": {}})
 
 
 @pytest.fixture(scope="module")

@@ -168,7 +168,7 @@ def test_the_similarity_keys_parts_shards_and_the_cost_table(
     manifest = whole_file_facts(shards)
     assert (manifest["similarity"], manifest["similarity_from"]) == ("dot", "model")
     config = {
-        "models": {"m": {"long_documents": {"strategy": "truncate"}}},
+        "models": {"m": {"id": "m", "long_documents": {"strategy": "truncate"}}},
         "indexes": {"flat": {"type": "flat", "shard_rows": None}},
         "retrievers": {"dense": {"type": "dense", "model": "m", "index": "flat"}},
     }
@@ -229,7 +229,7 @@ def test_the_embed_manifest_records_the_similarity(dot_model, tables, tmp_path, 
         input=Named(texts=corpus, query_texts=queries),
         output=out,
         params=Named(side="corpus", latency_queries=0),
-        config={"models": {"m": encoder.spec}},
+        config={"models": {"m": tiny_spec(dot_model)}},
         wildcards=Named(model="m"),
     )
 

@@ -244,3 +244,23 @@ def test_its_searcher_encodes_query_texts_as_the_encode_job_and_searches_them(
     run, _ = searcher.search(queries, SearchRequest(4, False))
     assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
     np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)
+
+
+def test_its_searcher_reads_the_schemas_defaults_of_the_entries_it_types(model, splade, tmp_path):
+    """The retriever's entry (irflow.core.settings_types.Sparse) and its model's
+    (irflow.core.settings_types.ModelModel, typed by irflow.encoding.encode_parts.SideEncoder)
+    are typed where the job receives them: entries that name neither the query batch size nor
+    the model's settings search with the schema's defaults, as the full entries do (a dict's
+    lookups failed at the first key absent)."""
+    stored, _ = encode_and_search(model, sparse_search, tmp_path)
+    searcher = family("sparse").open_searcher(
+        {"corpus": tmp_path / "docs.parquet"},
+        {"retriever": {"type": "sparse", "model": "m"}},
+        1,
+        models={"m": {"id": str(splade)}},
+    )
+    queries = pq.read_table(tmp_path / "queries.parquet")
+    run, _ = searcher.search(queries, SearchRequest(4, False))
+    assert run[["query_id", "doc_id", "rank"]].equals(stored[["query_id", "doc_id", "rank"]])
+    np.testing.assert_allclose(run.score, stored.score, rtol=1e-6)
+    assert searcher.encoder.spec.batch_size == 64

@@ -94,7 +94,7 @@ def test_two_live_jobs_on_one_output_write_every_row_once(encoder, tmp_path):
     out = tmp_path / "embeddings" / "corpus.parquet"
     parts = out.with_name(out.name + ".parts")
     ready = tmp_path / "second-job-ready"
-    second = started(SECOND_JOB, json.dumps(encoder.spec), corpus, out, ready, ready=ready)
+    second = started(SECOND_JOB, encoder.spec.model_dump_json(), corpus, out, ready, ready=ready)
     first_facts = embed_file(encoder, corpus, "corpus", out)  # this process is the first job
     output, second_log = second.communicate(timeout=TIMEOUT_S)
     assert second.returncode == 0, second_log

@@ -61,7 +61,8 @@ def test_a_second_experiment_folder_encodes_nothing(tmp_path, shared_datasets, m
     the embed job's hook (scripts/embed.py): the second encodes nothing, links the first's
     file, and its manifest (a valid embed record) and log say so."""
     data = scifact_subset(shared_datasets / "scifact", tmp_path / "data", QUERIES, DOCUMENTS)
-    encoder = Encoder.load(minilm_spec(minilm_path, chunk_size=16))
+    spec = minilm_spec(minilm_path, chunk_size=16)
+    encoder = Encoder.load(spec)
     store, made = str(tmp_path / "store"), []
 
     def experiment(folder: Path, row_group_size: int) -> dict:
@@ -79,7 +80,7 @@ def test_a_second_experiment_folder_encodes_nothing(tmp_path, shared_datasets, m
             lambda: made.append(folder) or make(),
         )
         manifest = Manifest(folder / "corpus.json", stage="embed", dataset="d", model="m")
-        manifest.add(side="corpus", settings=encoder.spec, **encoder.provenance, **facts)
+        manifest.add(side="corpus", settings=spec, **encoder.provenance, **facts)
         manifest.write()  # checked against the embed stage's record
         return json.loads((folder / "corpus.json").read_text())
 

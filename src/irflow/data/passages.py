@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from irflow.core import contracts
+from irflow.core.settings_types import LongDocuments, ModelModel
 from irflow.data.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,13 @@ STRATEGIES = ("truncate", "firstp", "maxp")
 ROWS_PER_BATCH = 4096
 
 
-def splits_documents(model: dict) -> bool:
-    """Whether a model (its ``models`` entry) reads documents as passages."""
-    return model["long_documents"]["strategy"] != "truncate"
+def splits_documents(model: dict | ModelModel) -> bool:
+    """Whether a model (its ``models`` entry: the config's dict, typed here, or the typed
+    entry) reads documents as passages."""
+    return ModelModel.model_validate(model).long_documents.strategy != "truncate"
 
 
-def document_side(model: dict) -> str:
+def document_side(model: dict | ModelModel) -> str:
     """What a model's document embeddings are made of: ``corpus`` rows or ``passages``."""
     return "passages" if splits_documents(model) else "corpus"
 
@@ -59,10 +61,10 @@ def passage_id(doc_id: str, number: int) -> str:
     return f"{doc_id}#{number}"
 
 
-def split_batch(batch: pa.RecordBatch, tokenizer, long_documents: dict) -> Iterator[dict]:
+def split_batch(batch: pa.RecordBatch, tokenizer, long_documents: LongDocuments) -> Iterator[dict]:
     """The passages of a batch of corpus rows, as rows of the passages contract."""
-    size, overlap = long_documents["passage_tokens"], long_documents["overlap"]
-    first_only = long_documents["strategy"] == "firstp"
+    size, overlap = long_documents.passage_tokens, long_documents.overlap
+    first_only = long_documents.strategy == "firstp"
     doc_ids, titles, texts = (
         batch.column(name).to_pylist() for name in ("doc_id", "title", "text")
     )
@@ -103,16 +105,18 @@ def read_tokens(tokenizer, titles: list, texts: list, prompt: str) -> list[int]:
 def split_corpus(
     corpus_path: Path,
     tokenizer,
-    long_documents: dict,
+    long_documents: dict | LongDocuments,
     out_path: Path,
     prompt: str = "",
     window: int | None = None,
 ) -> dict:
-    """Write the passages of every document of ``corpus_path``; streamed, a batch at a time.
+    """Write the passages of every document of ``corpus_path`` as a model's ``long_documents``
+    (the config's dict, typed here, or typed) says; streamed, a batch at a time.
 
     With the model's ``window`` (tokens), counts the passages that the model would cut: the
     title and ``prompt`` on each passage and the special tokens take room beside its
     ``passage_tokens``, and a cut passage hides its end from MaxP."""
+    long_documents = LongDocuments.model_validate(long_documents)
     over = 0
 
     def rows() -> Iterator[dict]:

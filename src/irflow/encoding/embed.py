@@ -47,8 +47,9 @@ from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
 from irflow.core.fingerprint import file_md5, value_md5
+from irflow.core.settings_types import ModelModel
 from irflow.core.timing import time_each
-from irflow.encoding.models import SIDES, Encoder, result_settings
+from irflow.encoding.models import SIDES, Encoder, result_settings, side_prompt
 from irflow.encoding.parts import batches_between, encode_missing, finished_parts, owned_parts
 
 if TYPE_CHECKING:
@@ -182,9 +183,10 @@ class ReusedVectors:
             self.vectors = batch.column("vector").flatten().to_numpy().reshape(-1, self.dim)
 
 
-def vector_settings(spec: dict, provenance: dict) -> tuple[dict, dict]:
-    """(settings, model identity) that make a loaded model's vectors: its result settings
-    with the dtype and similarity in effect, and its revision or files' MD5."""
+def vector_settings(spec: ModelModel, provenance: dict) -> tuple[dict, dict]:
+    """(settings, model identity) that make a loaded model's vectors (``spec``, its typed
+    ``models`` entry): its result settings with the dtype and similarity in effect, and its
+    revision or files' MD5."""
     # The dtype the model runs in, not the configured one: "auto" is float16 on a GPU and
     # float32 elsewhere, and the two must never share parts. Likewise the similarity in effect
     # of a dense model (the model's own when the config sets none): cosine parts hold unit
@@ -197,7 +199,7 @@ def vector_settings(spec: dict, provenance: dict) -> tuple[dict, dict]:
     return settings, identity
 
 
-def cache_key(spec: dict, provenance: dict, input_path: Path) -> str:
+def cache_key(spec: ModelModel, provenance: dict, input_path: Path) -> str:
     return value_md5([PARTS_LAYOUT, *vector_settings(spec, provenance), file_md5(input_path)])
 
 
@@ -239,8 +241,8 @@ def embed_file(
     ``encode_seconds``: the encoding time of every row, resumed ones included, so that
     (rows − rows_reused) / encode_seconds is the throughput.
     """
-    to_texts, prompt_key = SIDES[side]
-    prompt = encoder.spec[prompt_key]
+    to_texts, _ = SIDES[side]
+    prompt = side_prompt(encoder.spec, side)
     source = contracts.ParquetFile(input_path)
     first, end = shard_range(source, input_path, side, shard, "embed")
     key = cache_key(encoder.spec, encoder.provenance, input_path)
@@ -252,7 +254,7 @@ def embed_file(
             known = reused.take(start, end) if reused is not None else None
             _encode_part(encoder, *to_texts(rows), prompt, part, known)
 
-        chunk_size = encoder.spec["chunk_size"]
+        chunk_size = encoder.spec.chunk_size
         encoded_rows = encode_missing(
             source,
             first,
@@ -391,7 +393,7 @@ def _encode_part(
 
 def query_latency(encoder: Encoder, queries_path: Path, count: int) -> dict[str, float]:
     """Seconds to encode each of the first ``count`` queries on its own, as a search would."""
-    prompt = encoder.spec["query_prompt"]
+    prompt = encoder.spec.query_prompt
     return query_seconds(lambda text: encoder.encode([text], prompt), queries_path, count)
 
 

@@ -24,6 +24,7 @@ from typing import ClassVar, Protocol
 import pyarrow as pa
 
 from irflow.core import contracts
+from irflow.core.settings_types import ModelModel
 from irflow.encoding.embed import (
     ENCODE_SECONDS_KEY,
     cache_key,
@@ -33,14 +34,14 @@ from irflow.encoding.embed import (
     shard_range,
     whole_file_facts,
 )
-from irflow.encoding.models import SIDES, load_sized
+from irflow.encoding.models import SIDES, load_sized, side_prompt
 from irflow.encoding.parts import encode_missing, finished_parts, owned_parts
 
 log = logging.getLogger(__name__)
 
 
 class VectorModel(Protocol):
-    spec: dict  # the ``models`` entry
+    spec: ModelModel  # the typed ``models`` entry
     provenance: dict  # revision or file hash, device, resolved dtype
 
     def encode(self, texts: list[str], side: str) -> object: ...
@@ -50,31 +51,33 @@ class VectorModel(Protocol):
 
 @dataclass
 class SideEncoder:
-    """A loaded sentence-transformers encoder (``FACTORY``) with its ``models`` entry and
+    """A loaded sentence-transformers encoder (``FACTORY``) with its typed ``models`` entry and
     provenance, that encodes queries and documents by separate calls."""
 
     FACTORY: ClassVar[str]
 
     model: object
-    spec: dict
+    spec: ModelModel
     provenance: dict
 
     @classmethod
-    def load(cls, spec: dict):
+    def load(cls, entry: dict | ModelModel):
+        """The encoder of a ``models`` entry: the config's dict, typed here, or the typed
+        entry."""
         import sentence_transformers
 
+        spec = ModelModel.model_validate(entry)
         model, provenance = load_sized(getattr(sentence_transformers, cls.FACTORY), spec)
         return cls(model, spec, provenance)
 
     def encode_side(self, texts: list[str], side: str, **options):
         """Queries through ``encode_query``, documents through ``encode_document`` (the model's
         own prefixes, or the configured prompt in their place)."""
-        _, prompt_key = SIDES[side]
         encode = self.model.encode_query if side == "queries" else self.model.encode_document
         return encode(
             texts,
-            prompt=self.spec[prompt_key] or None,
-            batch_size=self.spec["batch_size"],
+            prompt=side_prompt(self.spec, side) or None,
+            batch_size=self.spec.batch_size,
             show_progress_bar=False,
             **options,
         )
@@ -116,7 +119,7 @@ def encode_file(
             first,
             end,
             parts,
-            model.spec["chunk_size"],
+            model.spec.chunk_size,
             f"encode {side}",
             encode_part=encode_part,
             model=model.model,

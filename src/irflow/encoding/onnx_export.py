@@ -47,6 +47,7 @@ from irflow.core.atomic import atomic_path
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError, InputError
 from irflow.core.fingerprint import value_md5
+from irflow.core.settings_types import CrossEncoder, ModelModel
 
 log = logging.getLogger(__name__)
 
@@ -98,29 +99,35 @@ KEY_PROPERTY = "irflow.export_key"
 OUTPUT_NAME = "token_embeddings"
 
 
-def export_key(spec: dict, provenance: dict) -> str:
-    """What an exported graph depends on: backend, export settings, exact model files."""
+def export_key(entry: dict | ModelModel, provenance: dict) -> str:
+    """What the exported graph of a ``models`` entry (the config's dict, typed here, or the
+    typed entry) depends on: backend, export settings, exact model files."""
+    return graph_key(ModelModel.model_validate(entry).backend, provenance)
+
+
+def graph_key(backend: str, provenance: dict) -> str:
+    """The export key of ``backend``'s graph of the model whose files ``provenance`` names."""
     identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
-    return value_md5([spec["backend"], EXPORT_SETTINGS[spec["backend"]], identity])
+    return value_md5([backend, EXPORT_SETTINGS[backend], identity])
 
 
-def spec_problems(name: str, spec: dict, table: str = "models") -> list[str]:
-    """An ONNX backend runs float32 on ONNX Runtime's CPU provider: the settings of entry
-    ``name`` of ``table`` (models, or rerankers for a cross-encoder) that conflict with that,
-    each naming its config key."""
-    if spec["backend"] == "torch":
+def spec_problems(name: str, spec: ModelModel | CrossEncoder, table: str = "models") -> list[str]:
+    """An ONNX backend runs float32 on ONNX Runtime's CPU provider: the settings of the typed
+    entry ``name`` of ``table`` (models, or rerankers for a cross-encoder) that conflict with
+    that, each naming its config key."""
+    if spec.backend == "torch":
         return []
     problems = []
-    if spec["device"] not in ("auto", "cpu"):
+    if spec.device not in ("auto", "cpu"):
         problems.append(
-            f"config key '{table}.{name}.device': {spec['device']!r} with backend "
-            f"{spec['backend']!r}; the ONNX backends run on the CPU (device auto or cpu): use "
+            f"config key '{table}.{name}.device': {spec.device!r} with backend "
+            f"{spec.backend!r}; the ONNX backends run on the CPU (device auto or cpu): use "
             "backend torch on a GPU"
         )
-    if spec["dtype"] not in ("auto", "float32"):
+    if spec.dtype not in ("auto", "float32"):
         problems.append(
-            f"config key '{table}.{name}.dtype': {spec['dtype']!r} with backend "
-            f"{spec['backend']!r}; the graph is exported in float32 (the int8 backends "
+            f"config key '{table}.{name}.dtype': {spec.dtype!r} with backend "
+            f"{spec.backend!r}; the graph is exported in float32 (the int8 backends "
             "quantise it)"
         )
     return problems
@@ -331,19 +338,19 @@ def session(path: Path, threads: int, key: str):
     return loaded
 
 
-def attach(model, path: Path | None, spec: dict, provenance: dict, threads: int) -> str:
+def attach(
+    model, path: Path | None, spec: ModelModel | CrossEncoder, provenance: dict, threads: int
+) -> str:
     """Run ``model``'s transformer on the ONNX graph at ``path`` (exported from this model
-    and its settings); with no ``path``, export one into a temporary folder first. Returns
+    and its typed entry); with no ``path``, export one into a temporary folder first. Returns
     the graph's export key."""
     transformer = _transformer(model)
-    key = export_key(spec, provenance)
+    key = graph_key(spec.backend, provenance)
     with tempfile.TemporaryDirectory(prefix="irflow-onnx-") as scratch:
         if path is None:
-            log.info(
-                "exporting the model for backend %s (no exported graph given)", spec["backend"]
-            )
+            log.info("exporting the model for backend %s (no exported graph given)", spec.backend)
             path = Path(scratch) / "model.onnx"
-            export(model, path, spec["backend"], key)
+            export(model, path, spec.backend, key)
         # The session holds the graph in memory: the temporary file may go.
         loaded = session(path, threads, key)
     transformer.forward = OnnxForward(loaded, transformer.module_output_name)
@@ -352,7 +359,10 @@ def attach(model, path: Path | None, spec: dict, provenance: dict, threads: int)
 
 @register_check
 def _model_problems(config: dict) -> list[str]:
-    """The models' (a reranker type that exports checks its own entries with spec_problems)."""
+    """The models', each typed (a reranker type that exports checks its own entries with
+    spec_problems)."""
     return [
-        problem for name, spec in config["models"].items() for problem in spec_problems(name, spec)
+        problem
+        for name, entry in config["models"].items()
+        for problem in spec_problems(name, ModelModel.model_validate(entry))
     ]

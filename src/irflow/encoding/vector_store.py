@@ -24,6 +24,7 @@ from pathlib import Path
 
 from irflow.core import contracts
 from irflow.core.fingerprint import value_md5
+from irflow.core.settings_types import ModelModel
 from irflow.core.store import Store, store_root
 from irflow.encoding.embed import EMBEDDING_BATCH_ROWS, vector_settings
 from irflow.encoding.models import SIDES
@@ -45,7 +46,9 @@ def texts_md5(texts_path: Path, side: str) -> str:
     return digest.hexdigest()
 
 
-def vectors_key(spec: dict, provenance: dict, texts_path: Path, side: str) -> tuple[str, dict]:
+def vectors_key(
+    spec: ModelModel, provenance: dict, texts_path: Path, side: str
+) -> tuple[str, dict]:
     """The store key of a side's vectors and what it is made of."""
     settings, model = vector_settings(spec, provenance)
     identity = {
@@ -61,7 +64,7 @@ def vectors_key(spec: dict, provenance: dict, texts_path: Path, side: str) -> tu
 
 def stored_or_made(
     configured: str | bool | None,
-    spec: dict,
+    spec: ModelModel,
     provenance: dict,
     texts_path: Path,
     side: str,
@@ -77,7 +80,7 @@ def stored_or_made(
         return make() | {"vector_store": None}
     key, identity = vectors_key(spec, provenance, texts_path, side)
     describes = {
-        "model": provenance.get("model", spec["id"]),
+        "model": provenance.get("model", spec.id),
         "side": side,
         "texts_md5": identity["texts_md5"],
     }

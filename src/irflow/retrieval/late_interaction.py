@@ -28,13 +28,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pydantic import TypeAdapter
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError
-from irflow.core.settings_types import LateInteractionVoyager
+from irflow.core.settings_types import LateInteractionExact, LateInteractionVoyager, ModelModel
 from irflow.encoding.embed import batches_between, shard_rows
 from irflow.encoding.encode_parts import SideEncoder
-from irflow.encoding.models import SIDES, load_model
+from irflow.encoding.models import SIDES, load_model, side_prompt
 from irflow.retrieval.recall import measure_recall, recall_sample
 from irflow.retrieval.retrieve import exact_run
 from irflow.retrieval.runs import build_run, search_depth, top_with_ties
@@ -49,18 +50,23 @@ MAXSIM_CHUNK_ELEMENTS = 1 << 25
 # what it is given, so a bounded chunk keeps that copy small. One thread inserts them in the
 # same order whatever the chunking.
 VOYAGER_ADD_ROWS = 1 << 16
+# A late-interaction retriever's ``index``: exact MaxSim, or a Voyager graph's candidates.
+INDEX = TypeAdapter(LateInteractionExact | LateInteractionVoyager)
 
 
 class TokenEncoder(SideEncoder):
-    """A loaded ``MultiVectorEncoder`` with its ``models`` entry and provenance, which records
-    the lengths that apply (``applied_lengths``)."""
+    """A loaded ``MultiVectorEncoder`` with its typed ``models`` entry and provenance, which
+    records the lengths that apply (``applied_lengths``)."""
 
     FACTORY = "MultiVectorEncoder"
 
     @classmethod
-    def load(cls, spec: dict) -> TokenEncoder:
+    def load(cls, entry: dict | ModelModel) -> TokenEncoder:
+        """The encoder of a ``models`` entry: the config's dict, typed here, or the typed
+        entry."""
         from sentence_transformers import MultiVectorEncoder
 
+        spec = ModelModel.model_validate(entry)
         model, provenance = load_model(MultiVectorEncoder, spec)
         return cls(model, spec, provenance | set_lengths(model, spec))
 
@@ -77,10 +83,9 @@ class TokenEncoder(SideEncoder):
     def truncated(self, texts: list[str], side: str) -> int:
         """How many of ``texts`` are longer than their side's length, prefix and special tokens
         included, and so lose their end."""
-        _, prompt_key = SIDES[side]
         prompts = self.model.prompts
         own = next((prompts[name] for name in OWN_PROMPTS[side] if name in prompts), "")
-        prompt = self.spec[prompt_key] or own
+        prompt = side_prompt(self.spec, side) or own
         limit = self.provenance["query_length" if side == "queries" else "document_length"]
         tokenizer = transformer_of(self.model).tokenizer
         lengths = tokenizer(
@@ -96,7 +101,7 @@ class TokenEncoder(SideEncoder):
         first, end = shard_rows(source.metadata.num_rows, *shard)
         truncated = sum(
             self.truncated(to_texts(rows)[1], side)
-            for _, rows in batches_between(source, first, end, self.spec["chunk_size"])
+            for _, rows in batches_between(source, first, end, self.spec.chunk_size)
         )
         if truncated:
             length = self.provenance["query_length" if side == "queries" else "document_length"]
@@ -123,7 +128,7 @@ def transformer_of(model):
     return next(module for module in model if isinstance(module, Transformer))
 
 
-def set_lengths(model, spec: dict) -> dict:
+def set_lengths(model, spec: ModelModel) -> dict:
     """Put the configured ``query_length`` and ``document_length`` (tokens, prefix and special
     tokens included; None: the checkpoint's) on the model, and return the lengths that apply.
 
@@ -135,19 +140,20 @@ def set_lengths(model, spec: dict) -> dict:
     transformer = transformer_of(model)
     most = transformer.tokenizer.model_max_length
     for key in ("query_length", "document_length"):
-        if spec[key] is not None and spec[key] > most:
+        length = getattr(spec, key)
+        if length is not None and length > most:
             raise ConfigError(
-                f"model {spec['id']!r}: {key} {spec[key]} exceeds the {most} tokens the model "
+                f"model {spec.id!r}: {key} {length} exceeds the {most} tokens the model "
                 f"reads; set its models entry's {key} to at most {most}"
             )
-    if spec["query_length"] is not None:
-        transformer.query_length = spec["query_length"]
+    if spec.query_length is not None:
+        transformer.query_length = spec.query_length
         if transformer.query_expansion is not None:
             transformer.query_expansion = transformer.query_expansion | {
-                "length": spec["query_length"]
+                "length": spec.query_length
             }
-    if spec["document_length"] is not None:
-        transformer.document_length = spec["document_length"]
+    if spec.document_length is not None:
+        transformer.document_length = spec.document_length
     return applied_lengths(transformer)
 
 
@@ -265,9 +271,9 @@ class VoyagerIndex:
     spec: LateInteractionVoyager
 
     @classmethod
-    def build(cls, documents: TokenVectors, block: dict) -> VoyagerIndex:
+    def build(cls, documents: TokenVectors, block: dict | LateInteractionVoyager) -> VoyagerIndex:
         """The graph of ``documents``' tokens; ``block``: the retriever's ``index`` block,
-        typed once here."""
+        typed here (or typed)."""
         import torch
         from voyager import Index, Space
 
@@ -387,15 +393,16 @@ def late_interaction_search(
     batch_size: int,
     latency_queries: int = 0,
     *,
-    index: dict | None = None,
+    index: dict | LateInteractionExact | LateInteractionVoyager | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Top-k run of the queries' token vectors (a file, or a searcher's table in memory)
     against the documents' by MaxSim: exact over every document, or over a Voyager index's
-    candidates (``index``, a retriever's ``index``), whose ``recall`` against the exact search
-    is measured first (``recall_against_exact``); timing, and the index's size in memory for
-    the cost table: the token vectors, or the Voyager graph (the search holds the token
-    vectors too, to rank the candidates)."""
-    index = index or {"type": "exact"}
+    candidates (``index``, a retriever's ``index``: the config's dict, typed here, or typed;
+    None: exact), whose ``recall`` against the exact search is measured first
+    (``recall_against_exact``); timing, and the index's size in memory for the cost table: the
+    token vectors, or the Voyager graph (the search holds the token vectors too, to rank the
+    candidates)."""
+    index = INDEX.validate_python(index or {"type": "exact"})
     started = time.perf_counter()
     documents, queries = TokenVectors.read(doc_vectors), TokenVectors.read(query_vectors)
     load_seconds = time.perf_counter() - started
@@ -408,11 +415,11 @@ def late_interaction_search(
     }
     graph, candidates = None, []
     depth = search_depth(top_k, remove_self_matches)
-    if index["type"] == "voyager":
+    if isinstance(index, LateInteractionVoyager):
         started = time.perf_counter()
         graph = VoyagerIndex.build(documents, index)
         build_seconds = time.perf_counter() - started
-        if index["recall_queries"]:
+        if index.recall_queries:
             graph, facts["recall"] = recall_against_exact(
                 graph, documents, queries, top_k, remove_self_matches, batch_size
             )

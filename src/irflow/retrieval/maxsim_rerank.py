@@ -64,7 +64,7 @@ class MaxSimScorer:
         held = {text: self.vectors[text] for text in wanted if text in self.vectors}
         new = [text for text in wanted if text not in held]
         self.vectors = held
-        chunk_size = self.encoder.spec["chunk_size"]
+        chunk_size = self.encoder.spec.chunk_size
         started = time.perf_counter()
         for start in range(0, len(new), chunk_size):
             texts = new[start : start + chunk_size]
@@ -85,7 +85,7 @@ class MaxSimScorer:
 
     def score_queries(self, queries: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         distinct = list(dict.fromkeys(text for documents in candidates for text in documents))
-        chunk_size = self.encoder.spec["chunk_size"]
+        chunk_size = self.encoder.spec.chunk_size
         self.counts["documents_distinct"] += len(distinct)
         self.counts["documents_truncated"] += sum(
             self.encoder.truncated(distinct[start : start + chunk_size], "corpus")

@@ -33,6 +33,7 @@ import pyarrow as pa
 from irflow.core import contracts
 from irflow.core.fingerprint import value_md5
 from irflow.core.progress import LoggedProgress, counting_batches
+from irflow.core.settings_types import CrossEncoder, ModelModel
 from irflow.encoding.embed import read_embeddings
 from irflow.encoding.models import (
     RESULT_SETTINGS,
@@ -97,16 +98,19 @@ class CrossEncoderScorer:
     provenance: dict
 
     @classmethod
-    def load(cls, spec: dict, threads: int | None = None) -> CrossEncoderScorer:
+    def load(cls, entry: dict | CrossEncoder, threads: int | None = None) -> CrossEncoderScorer:
+        """The scorer of a cross-encoder reranker's entry: the config's dict (a rerank job's
+        params, expand's filter), typed here, or the typed entry."""
         import torch
 
         use_threads(threads)
-        from sentence_transformers import CrossEncoder
+        from sentence_transformers import CrossEncoder as SentenceCrossEncoder
 
+        spec = CrossEncoder.model_validate(entry)
         model, provenance = load_model(
-            CrossEncoder,
+            SentenceCrossEncoder,
             placed_for_backend(spec),
-            max_length=spec["max_length"],
+            max_length=spec.max_length,
             activation_fn=torch.nn.Identity(),
         )
         provenance["max_length"] = model.max_seq_length
@@ -114,7 +118,7 @@ class CrossEncoderScorer:
         # installed beside transformers 5 (irflow.encoding.onnx_export): irflow exports the
         # CrossEncoder's Transformer module as it does a bi-encoder's.
         attach_backend(model, spec, provenance)
-        return cls(model, spec["batch_size"], provenance)
+        return cls(model, spec.batch_size, provenance)
 
     def prepare(self, documents: list[str]) -> None:
         """Nothing to do ahead: a cross-encoder reads each document together with its query."""
@@ -167,7 +171,7 @@ class VectorCache:
     def folder(self) -> Path:
         """Named on first use: the key needs the loaded model's dtype and files."""
         provenance = self.encoder.provenance
-        settings = {key: self.encoder.spec[key] for key in RESULT_SETTINGS}
+        settings = {key: getattr(self.encoder.spec, key) for key in RESULT_SETTINGS}
         settings |= {"dtype": provenance["dtype"], "similarity": provenance["similarity"]}
         identity = {k: v for k, v in provenance.items() if k in ("revision", "files_md5")}
         folder = self.root / value_md5([settings, identity])
@@ -280,7 +284,7 @@ class BiEncoderScorer:
     def _encode_documents(self, missing: list[tuple[str, str]]) -> None:
         """Encode (text, digest) pairs a chunk at a time, each chunk cached once done; the
         progress counts the model's batches."""
-        chunk_size = self.encoder.spec["chunk_size"]
+        chunk_size = self.encoder.spec.chunk_size
         with (
             LoggedProgress(
                 desc="rerank: encode documents", total=len(missing), unit="documents"
@@ -289,7 +293,7 @@ class BiEncoderScorer:
         ):
             for start in range(0, len(missing), chunk_size):
                 texts, chunk_digests = map(list, zip(*missing[start : start + chunk_size]))
-                vectors = self.encoder.encode(texts, self.encoder.spec["document_prompt"])
+                vectors = self.encoder.encode(texts, self.encoder.spec.document_prompt)
                 if self.cache is not None:
                     self.cache.put(chunk_digests, vectors)
                 self.vectors |= dict(zip(texts, vectors))
@@ -320,7 +324,7 @@ class BiEncoderScorer:
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
         self.counts["queries_encoded"] += len(queries)
-        return self.encoder.encode(queries, self.encoder.spec["query_prompt"])
+        return self.encoder.encode(queries, self.encoder.spec.query_prompt)
 
     def _scores(self, query_vectors: np.ndarray, candidates: list[list[str]]) -> list[np.ndarray]:
         self.prepare([text for documents in candidates for text in documents])
@@ -363,8 +367,9 @@ class ScoringJob:
     threads: int | None = None
 
 
-def bi_encoder_scorer(model: dict, job: ScoringJob) -> BiEncoderScorer:
-    """The bi-encoder scorer of ``models`` entry ``model``: it takes the vectors of
+def bi_encoder_scorer(model: dict | ModelModel, job: ScoringJob) -> BiEncoderScorer:
+    """The bi-encoder scorer of ``models`` entry ``model`` (the config's dict, typed by its
+    encoder, or the typed entry): it takes the vectors of
     ``job.documents`` from its model's ``embeddings`` file when given, then from the vector
     cache under ``job.cache_root`` (none when None), and encodes the rest; and those of
     ``job.queries`` from ``job.query_embeddings``, whose embed job's ``query_manifest`` gives

@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from irflow.core.offline import env_offline
-from irflow.encoding.models import LocalCopyError, checked_local_copy, local_copy_folder
+from irflow.core.settings_types import LocalCopy1, LocalCopy2
+from irflow.encoding.models import (
+    LocalCopyError,
+    checked_local_copy,
+    local_copy_folder,
+    model_source,
+)
 
 # The blocks whose entries name a model by ``id`` (and ``revision``): the encoders (dense,
 # SPLADE, ColBERT), the rerankers (cross-encoders) and document expansion's models.
@@ -69,21 +75,22 @@ def offline_model_problems(config: dict) -> list[str]:
 def _offline_problem(key: str, spec: dict) -> str | None:
     """Why a job cannot read ``spec``'s model offline (irflow.encoding.models.resolve_model
     reads a folder, the Hugging Face cache, then the ``local_copy``); None when it can."""
-    if Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")):
+    model_id, revision, copy = model_source(spec)
+    if Path(model_id).is_dir() or _cached(model_id, revision):
         return None
-    copy = spec.get("local_copy")
     if copy is not None and _copy_folder(copy).is_dir():
         try:
             checked_local_copy(copy)
         except LocalCopyError as error:
             where = key.removesuffix(".id")
-            return f"{where}.local_copy.files_md5: {error}; point it at {spec['id']!r}'s files"
+            return f"{where}.local_copy.files_md5: {error}; point it at {model_id!r}'s files"
         return None
     from huggingface_hub.constants import HF_HUB_CACHE
 
+    missing = "" if copy is None else f", nor in its local_copy ({_copy_folder(copy)})"
     return (
-        f"{key}: {spec['id']!r} is not a folder and not in the Hugging Face cache "
-        f"({HF_HUB_CACHE}){_copy_missing(spec)}, and offline: true forbids downloading it; "
+        f"{key}: {model_id!r} is not a folder and not in the Hugging Face cache "
+        f"({HF_HUB_CACHE}){missing}, and offline: true forbids downloading it; "
         f"give a local folder or a local_copy, or run once online{_reranker_hint(key)}"
     )
 
@@ -103,25 +110,19 @@ def read_folder(spec: dict, offline: bool) -> Path | None:
     """The folder a job reads ``spec``'s model from (irflow.encoding.models.resolve_model): its
     ``id`` when that is a folder; offline, its ``local_copy`` when the Hugging Face cache does
     not hold it. None for a Hub snapshot, which its revision names."""
-    if Path(spec["id"]).is_dir():
-        return Path(spec["id"])
-    copy = spec.get("local_copy")
-    if copy is None or not (offline or env_offline()) or _cached(spec["id"], spec.get("revision")):
+    model_id, revision, copy = model_source(spec)
+    if Path(model_id).is_dir():
+        return Path(model_id)
+    if copy is None or not (offline or env_offline()) or _cached(model_id, revision):
         return None
     return _copy_folder(copy)
 
 
-def _copy_folder(copy: dict) -> Path:
+def _copy_folder(copy: LocalCopy1 | LocalCopy2) -> Path:
     try:
         return local_copy_folder(copy)
     except ModuleNotFoundError:  # a package that is not installed ships nothing
-        return Path(copy.get("package", ""), copy.get("folder", "")) / "<not installed>"
-
-
-def _copy_missing(spec: dict) -> str:
-    if spec.get("local_copy") is None:
-        return ""
-    return f", nor in its local_copy ({_copy_folder(spec['local_copy'])})"
+        return Path(copy.package, copy.folder) / "<not installed>"
 
 
 def _cached(model_id: str, revision: str | None) -> bool:
@@ -164,16 +165,16 @@ def hub_model_problems(config: dict) -> list[str]:
     hub = f"the Hugging Face hub ({constants.ENDPOINT})"
     problems = []
     for position, (key, spec) in enumerate(asking):
-        revision = spec.get("revision")
+        model_id, revision, _ = model_source(spec)
         try:
-            api.model_info(spec["id"], revision=revision, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            api.model_info(model_id, revision=revision, timeout=constants.HF_HUB_ETAG_TIMEOUT)
         except RevisionNotFoundError:
-            problems.append(f"{key}: {hub} has no revision {revision!r} of {spec['id']!r}")
+            problems.append(f"{key}: {hub} has no revision {revision!r} of {model_id!r}")
         except HfHubHTTPError as answer:
             status = answer.response.status_code
             if isinstance(answer, RepositoryNotFoundError) or status == 404:
                 problems.append(
-                    f"{key}: {hub} has no model {spec['id']!r} (or gives no access to it "
+                    f"{key}: {hub} has no model {model_id!r} (or gives no access to it "
                     "without a token); check the id, or give a local folder"
                 )
             else:  # overloaded or down: every job that asks it would fail alike
@@ -185,18 +186,19 @@ def hub_model_problems(config: dict) -> list[str]:
 
 
 def _reads_hub(spec: dict) -> bool:
-    return not (Path(spec["id"]).is_dir() or _cached(spec["id"], spec.get("revision")))
+    model_id, revision, _ = model_source(spec)
+    return not (Path(model_id).is_dir() or _cached(model_id, revision))
 
 
 def _unreachable(asking: list[tuple[str, dict]], hub: str, why: str) -> list[str]:
     return [
-        f"{key}: {spec['id']!r} needs {hub}, which {why}; {_offline_fix(spec)}"
+        f"{key}: {model_source(spec)[0]!r} needs {hub}, which {why}; {_offline_fix(spec)}"
         for key, spec in asking
     ]
 
 
 def _offline_fix(spec: dict) -> str:
-    copy = spec.get("local_copy")
+    copy = model_source(spec)[2]
     if copy is not None and _copy_folder(copy).is_dir():
         return f"its local_copy ({_copy_folder(copy)}) holds it: run with --config offline=true"
     return (

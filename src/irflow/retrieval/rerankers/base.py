@@ -12,6 +12,7 @@ irflow.retrieval.scorers; a type calls it.
 from __future__ import annotations
 
 from irflow.core.config import missing_key
+from irflow.data.passages import splits_documents
 from irflow.encoding.models import result_settings
 from irflow.retrieval.scorers import Scorer, ScoringJob
 
@@ -47,7 +48,7 @@ class RerankerType:
             return []
         if model not in config["models"]:
             return [missing_key(key, model, "models", config["models"])]
-        if config["models"][model]["long_documents"]["strategy"] != "truncate":
+        if splits_documents(config["models"][model]):
             # A reranker scores a document as a whole; passage scores are not combined.
             return [
                 f"config key '{key}': {model!r} splits documents into passages; a "

@@ -1,9 +1,11 @@
 """late-interaction: exact MaxSim of a ColBERT model's query and candidate token vectors
-(irflow.retrieval.maxsim_rerank.MaxSimScorer)."""
+(irflow.retrieval.maxsim_rerank.MaxSimScorer). Its entry is typed where a method receives it
+(irflow.core.settings_types.LateInteractionReranker)."""
 
 from __future__ import annotations
 
 from irflow.core.config import torch_problems
+from irflow.core.settings_types import LateInteractionReranker as Entry
 from irflow.retrieval.rerankers.base import RerankerType
 from irflow.retrieval.scorers import ScoringJob
 
@@ -14,8 +16,8 @@ class LateInteraction(RerankerType):
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         """Its token encoder runs on torch: a model with an ONNX backend is refused."""
-        key = f"rerankers.{name}.model"
-        return super().problems(name, spec, config) + torch_problems(config, key, spec["model"])
+        key, model = f"rerankers.{name}.model", Entry.model_validate(spec).model
+        return super().problems(name, spec, config) + torch_problems(config, key, model)
 
     def held_bytes(self, spec: dict) -> int:
         """One batch of the candidates' token vectors."""
@@ -29,7 +31,7 @@ class LateInteraction(RerankerType):
         from irflow.retrieval.maxsim_rerank import MaxSimScorer
 
         use_threads(job.threads)
-        return MaxSimScorer(TokenEncoder.load(job.models[spec["model"]]))
+        return MaxSimScorer(TokenEncoder.load(job.models[Entry.model_validate(spec).model]))
 
 
 RERANKER = LateInteraction()

@@ -6,13 +6,18 @@ shared/references/beir.txt line 108: "DPR [31] is a two-tower bi-encoder") encod
 and passages with two models. Each model's vectors are cached under its own name
 (results/embeddings/<dataset>/<model>/), so a document model's vectors serve every retriever
 that names it, and the queries are the query model's vectors (rules/embed.smk,
-embed_query_model where it embeds no documents)."""
+embed_query_model where it embeds no documents).
+
+A retriever's entry is typed where a method receives it (irflow.core.settings_types.Dense), and
+its models' entries where they are loaded (irflow.core.settings_types.ModelModel)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from irflow.core.config import missing_key
+from irflow.core.settings_types import Dense as Entry
+from irflow.core.settings_types import ModelModel
 from irflow.workflow.families.base import CostColumns, RetrieverFamily, SearchJob, SearchMemory
 
 
@@ -23,7 +28,7 @@ class DenseJob(SearchJob):
         from irflow.retrieval.retrieve import DenseSearcher
 
         faiss.omp_set_num_threads(threads)
-        retriever = settings["retriever"]
+        retriever = Entry.model_validate(settings["retriever"])
         encode = None
         if models is not None:
             encode = QueryEncoder(models[query_model(retriever)], files.get("onnx"), threads)
@@ -31,7 +36,7 @@ class DenseJob(SearchJob):
             files.get("index"),
             settings["index"],
             files["corpus"],
-            retriever["query_batch_size"],
+            retriever.query_batch_size,
             passages=files.get("passages"),
             encode=encode,
         )
@@ -61,16 +66,16 @@ class DenseCost(CostColumns):
         from irflow.evaluation.cost import encode_throughput, recall_fields
         from irflow.retrieval.exact_search import searched_in_shards
 
-        spec = cost.config["retrievers"][system]
+        spec = Entry.model_validate(cost.config["retrievers"][system])
         # A flat index searched in shards has no index job: no file, no build.
-        if searched_in_shards(Index.model_validate(cost.config["indexes"][spec["index"]])):
+        if searched_in_shards(Index.model_validate(cost.config["indexes"][spec.index])):
             index_bytes, index_seconds = 0, 0.0
         else:
-            index = cost.manifest("index", dataset, spec["model"], spec["index"])
+            index = cost.manifest("index", dataset, spec.model, spec.index)
             index_bytes, index_seconds = index.index_bytes, index.index_seconds
         # Rows per second: documents, or passages for a model that splits documents.
-        side = document_side(cost.config["models"][spec["model"]])
-        corpus = cost.manifest("embed", dataset, spec["model"], side)
+        side = document_side(cost.config["models"][spec.model])
+        corpus = cost.manifest("embed", dataset, spec.model, side)
         return {
             "index_bytes": index_bytes,
             "index_build_seconds": index_seconds,
@@ -97,24 +102,28 @@ class Dense(RetrieverFamily):
 
     def problems(self, name: str, spec: dict, config: dict) -> list[str]:
         problems = super().problems(name, spec, config)
-        if spec["index"] not in config["indexes"]:
+        index = Entry.model_validate(spec).index
+        if index not in config["indexes"]:
             key = f"retrievers.{name}.index"
-            problems.append(missing_key(key, spec["index"], "indexes", config["indexes"]))
+            problems.append(missing_key(key, index, "indexes", config["indexes"]))
         return problems
 
     def search_settings(self, spec: dict, config: dict) -> dict:
-        return {"index": config["indexes"][spec["index"]]}
+        """The index's entry, as the config holds it."""
+        return {"index": config["indexes"][Entry.model_validate(spec).index]}
 
     def search_inputs(self, plan, wildcards) -> dict[str, str]:
         return plan.dense_inputs(wildcards)
 
 
 class QueryEncoder:
-    """Encodes query texts with the retriever's model as its embed job encodes the scored
-    split's queries (its ``query_prompt``), the model loaded at the first call."""
+    """Encodes query texts with the retriever's model (its ``models`` entry, the job's params'
+    dict, typed here) as its embed job encodes the scored split's queries (its
+    ``query_prompt``), the model loaded at the first call."""
 
-    def __init__(self, spec: dict, onnx: Path | None, threads: int):
-        self.spec, self.onnx, self.threads = spec, onnx, threads
+    def __init__(self, entry: dict | ModelModel, onnx: Path | None, threads: int):
+        self.spec = ModelModel.model_validate(entry)
+        self.onnx, self.threads = onnx, threads
         self.encoder = None
 
     def __call__(self, texts: list[str]):
@@ -125,7 +134,7 @@ class QueryEncoder:
 
             torch.set_num_threads(self.threads)
             self.encoder = Encoder.load(self.spec, self.onnx)
-        return self.encoder.encode(texts, self.spec["query_prompt"])
+        return self.encoder.encode(texts, self.spec.query_prompt)
 
     @property
     def provenance(self) -> dict | None:
@@ -133,10 +142,11 @@ class QueryEncoder:
         return self.encoder.provenance if self.encoder else None
 
 
-def query_model(spec: dict) -> str:
-    """The key of ``models`` that encodes a dense retriever's queries: its ``query_model``, or
-    its ``model`` where it names none."""
-    return spec.get("query_model", spec["model"])
+def query_model(spec: dict | Entry) -> str:
+    """The key of ``models`` that encodes a dense retriever's queries (its entry: the config's
+    dict, typed here, or typed): its ``query_model``, or its ``model`` where it names none."""
+    entry = Entry.model_validate(spec)
+    return entry.query_model or entry.model
 
 
 def index_file(inputs) -> str | None:

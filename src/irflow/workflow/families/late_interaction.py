@@ -1,9 +1,13 @@
 """late-interaction: ColBERT-style token vectors (results/tokens/) scored by MaxSim, exactly or
-over a Voyager index's candidates (irflow.retrieval.late_interaction)."""
+over a Voyager index's candidates (irflow.retrieval.late_interaction). The retriever's entry is
+typed where the search receives it (irflow.core.settings_types.LateInteraction), the models'
+entries where the config check reads them (irflow.core.settings_types.ModelModel)."""
 
 from __future__ import annotations
 
 from irflow.core.config import register_check
+from irflow.core.settings_types import LateInteraction as Entry
+from irflow.core.settings_types import ModelModel
 from irflow.workflow.families.base import EncodedVectors, VectorsJob
 
 TYPE = "late-interaction"
@@ -11,6 +15,7 @@ TYPE = "late-interaction"
 
 class LateInteractionJob(VectorsJob):
     def load_encoder(self, spec: dict):
+        """The ColBERT model of a ``models`` entry (typed by irflow.encoding.encode_parts)."""
         from irflow.retrieval.late_interaction import TokenEncoder
 
         return TokenEncoder.load(spec)
@@ -25,15 +30,15 @@ class LateInteractionJob(VectorsJob):
         from irflow.retrieval.late_interaction import late_interaction_search
 
         torch.set_num_threads(threads)
-        retriever = settings["retriever"]
+        retriever = Entry.model_validate(settings["retriever"])
         return late_interaction_search(
             files["corpus"],
             queries,
             settings["top_k"],
             settings["remove_self_matches"],
-            retriever["query_batch_size"],
+            retriever.query_batch_size,
             settings["latency_queries"],
-            index=retriever["index"],
+            index=retriever.index,
         )
 
 
@@ -59,10 +64,11 @@ def token_length_problems(config: dict) -> list[str]:
         if spec["type"] == TYPE
     }
     problems = []
-    for name, spec in config["models"].items():
+    for name, entry in config["models"].items():
+        spec = ModelModel.model_validate(entry)
         keys = ["max_seq_length"] if name in late else ["query_length", "document_length"]
         for key in keys:
-            if spec[key] is not None:
+            if getattr(spec, key) is not None:
                 problems.append(
                     f"config key 'models.{name}.{key}': "
                     + (
