@@ -269,7 +269,9 @@ def draw_attribute_sets(n: int, **spec) -> pd.DataFrame:
     """``n`` attribute sets drawn as a generate run draws them (one document each), with each
     query type's first word ("question", "problem", "claim") as ``type``."""
     prompts = load_prompts(PROMPTS)
-    generator = Generator(prompts, client=None, spec=typed_generate({"dataset": "d"} | spec))
+    generator = Generator(
+        prompts, client=None, spec=typed_generate({"dataset": "d", "seed": 0} | spec)
+    )
     draws = []
     for i in range(n):
         item = Item(f"d{i}", "", document_rng(0, f"d{i}"), {}, [])
