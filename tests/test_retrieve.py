@@ -113,10 +113,13 @@ def test_a_bm25_entry_is_typed_once_where_the_retriever_receives_it(tables, tmp_
     # The index job's params: the entry's values as written, in the order they always had.
     assert bm25.INDEX_SETTINGS == ("method", "k1", "b", "delta", "stemmer", "stopwords", "fields")
     written = BM25 | {"k1": 1}  # an int, as a config may write it
-    bm25.BM25Retriever(written).index(tables[0]).save(tmp_path / "index")
+    # The index job builds from its params, the entry's index settings (no type).
+    bm25.build_index(tables[0], bm25.index_settings(written), tmp_path / "index")
     record = json.loads((tmp_path / "index" / bm25.SETTINGS_FILE).read_text())
     assert record["settings"] == bm25.index_settings(written)
     assert isinstance(record["settings"]["k1"], int)
+    loaded = bm25.BM25Retriever.load(tmp_path / "index", written)
+    assert loaded.spec.k1 == 1.0 and loaded.search(["fish"], 1)[0][0].tolist() == [2]
 
 
 def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):

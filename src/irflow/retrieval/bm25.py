@@ -128,13 +128,14 @@ def stemmer_of(spec: Bm25):
 
 class BM25Retriever:
     """bm25s over a corpus table, with the variant fully set by ``entry`` (a bm25 retriever
-    entry, typed once here as ``spec``: irflow.core.settings_types.Bm25): built from the corpus
-    (``index``) and saved (``save``), or loaded memory-mapped from a saved index (``load``)."""
+    entry, or its ``index_settings``: the index job's params, without its ``type``), typed once
+    here as ``spec`` (irflow.core.settings_types.Bm25): built from the corpus (``index``) and
+    saved (``save``), or loaded memory-mapped from a saved index (``load``)."""
 
     def __init__(self, entry: dict):
         from bm25s.tokenization import Tokenizer
 
-        self.entry, self.spec = entry, Bm25.model_validate(entry)
+        self.entry, self.spec = entry, Bm25.model_validate({"type": "bm25"} | dict(entry))
         # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
         # kept across batches and then used for the queries. allow_empty=False: an empty
         # document has no tokens, as with bm25s.tokenize, rather than an "" token.
@@ -375,8 +376,8 @@ class BM25Retriever:
 
 
 def build_index(corpus_path: Path, entry: dict, folder: Path) -> dict:
-    """Index the corpus with the variant ``entry`` (a bm25 retriever entry) into ``folder``;
-    the build's facts."""
+    """Index the corpus with the variant ``entry`` (a bm25 retriever entry, or its
+    ``index_settings``: the index job's params) into ``folder``; the build's facts."""
     started = time.perf_counter()
     retriever = BM25Retriever(entry).index(corpus_path)
     index_bytes = retriever.save(folder)
