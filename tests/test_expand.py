@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import SCHEMA, minimal_config, schema_defaults
 from fake_llm import fake_llm_fixture, last_user_message  # noqa: F401 (the fixture)
+from pydantic import ValidationError
 from test_sparse import TEXTS
 from tiny_models import build_tiny_cross_encoder, build_tiny_doc2query
 
@@ -137,7 +138,7 @@ def test_same_seed_same_corpus_other_seed_other_corpus(generator):
     first, _ = expand_corpus(corpus(), generator)
     again, _ = expand_corpus(corpus(), generator)
     assert first.equals(again)
-    other = QueryGenerator(generator.model, generator.tokenizer, SPEC | {"seed": 8}, {})
+    other = QueryGenerator(generator.model, generator.tokenizer, generator.entry | {"seed": 8}, {})
     assert not expand_corpus(corpus(), other)[0].equals(first)
 
 
@@ -171,8 +172,8 @@ def test_a_killed_expansion_resumes_from_its_finished_batches(generator, tmp_pat
     assert asked == [3, 6]  # the second run sampled only the unfinished batches
     # Other settings (another seed) discard the finished parts before sampling anything.
     assert len(list(parts.glob("part-*.parquet"))) == 3
-    spec = generator.spec | {"seed": 8}
-    other = QueryGenerator(generator.model, generator.tokenizer, spec, generator.provenance)
+    entry = generator.entry | {"seed": 8}
+    other = QueryGenerator(generator.model, generator.tokenizer, entry, generator.provenance)
     count_batches(other, monkeypatch, kill_at=0)
     with pytest.raises(KeyboardInterrupt):
         other.generate_file(path, parts)
@@ -358,6 +359,26 @@ def test_llm_writer_refuses_an_unknown_placeholder(fake_llm, tmp_path):
     with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
         with pytest.raises(ConfigError, match="'expand.x.llm.user'"):
             LLMQueryWriter(client, LLM_SPEC | {"user": "$doc"}, "x")
+
+
+def test_the_expand_writers_type_their_settings_once(fake_llm, tmp_path, generator):
+    """Each writer types its part of the ``expand`` block once, where it receives it
+    (irflow.core.settings_types.Llm and Model): what the part leaves out is the schema's
+    default, and a key or value the schema refuses is refused, named (on main the parts were
+    read as dicts: a KeyError, and a misspelt key was ignored, a top_p of 0 sampled)."""
+    with LLMClient(llm_settings(fake_llm), tmp_path, progress=False) as client:
+        writer = LLMQueryWriter(client, {})
+        assert writer.spec.queries == 20
+        assert "Write $queries different search queries" in writer.spec.user
+        [_, user] = writer.messages("a document")
+        assert user["content"].startswith("Write 20 different search queries")
+        with pytest.raises(ValidationError, match="querys"):
+            LLMQueryWriter(client, LLM_SPEC | {"querys": 3})
+    model, tokenizer = generator.model, generator.tokenizer
+    with pytest.raises(ValidationError, match="top_p"):
+        QueryGenerator(model, tokenizer, generator.entry | {"top_p": 0}, {})
+    bare = QueryGenerator(model, tokenizer, {"id": generator.entry["id"]}, {})
+    assert (bare.spec.queries, bare.spec.top_k, bare.spec.batch_size) == (40, 10, 16)
 
 
 def test_documents_sent_to_the_llm_are_cut_to_max_document_tokens(fake_llm, tmp_path):

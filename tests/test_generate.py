@@ -23,6 +23,7 @@ from conftest import (
     snakemake_command,
 )
 from fake_llm import FakeLLM, last_user_message
+from pydantic import ValidationError
 
 from irflow.core import contracts
 from irflow.core.errors import ConfigError, InputError
@@ -33,7 +34,7 @@ from irflow.derived.generate.dataset import (
     write_generated,
 )
 from irflow.derived.generate.estimate import estimate
-from irflow.derived.generate.generator import Generator, Item, prepare
+from irflow.derived.generate.generator import Generator, Item, prepare, typed_generate
 from irflow.derived.generate.prompts import ATTRIBUTES, load_prompts
 from irflow.derived.generate.sampling import (
     assign_splits,
@@ -220,6 +221,27 @@ def test_queries_are_rewritten_more_than_once_by_default(airbench_llm, tmp_path)
     assert [len(r) for r in made.generation["rewrites"]] == [2, 2]
 
 
+def test_generate_types_its_spec_once_where_it_receives_it(airbench_llm, tmp_path):
+    """generate_dataset types the spec it is given once (typed_generate: the task's defaults,
+    then irflow.core.settings_types.Generate): what the spec leaves out is the schema's default
+    (the queries are asked in English), and a key the schema does not know is refused, named,
+    before anything is asked (on main the spec was read as a dict: a KeyError on 'language',
+    and a misspelt key ignored). One dataset is made under one seed."""
+    bare = {"dataset": "tiny", "seed": 0, "documents": 2, "min_words": 0, "prompts": str(PROMPTS)}
+    prompts = load_prompts(PROMPTS)
+    with LLMClient({"base_url": airbench_llm.base_url, "model": "fake"}, tmp_path / "c") as llm:
+        made = generate_dataset(corpus_frame(n=2), bare, prompts, llm)
+        asked = airbench_llm.requests
+        with pytest.raises(ValidationError, match="languag"):
+            generate_dataset(corpus_frame(n=2), bare | {"languag": "French"}, prompts, llm)
+    assert airbench_llm.requests == asked
+    assert len(made.queries) == 2 and made.stats["scored_split"] == "test"
+    first = [last_user_message(body) for body in airbench_llm.bodies][0]
+    assert "English" in first
+    with pytest.raises(ConfigError, match="one seed"):
+        typed_generate(bare | {"seed": [0, 1]})
+
+
 def test_a_prompts_file_that_is_not_yaml_names_the_line(tmp_path):
     path = tmp_path / "prompts.yaml"
     path.write_text("version: 1\nquery: [unclosed\n")
@@ -247,7 +269,9 @@ def draw_attribute_sets(n: int, **spec) -> pd.DataFrame:
     """``n`` attribute sets drawn as a generate run draws them (one document each), with each
     query type's first word ("question", "problem", "claim") as ``type``."""
     prompts = load_prompts(PROMPTS)
-    generator = Generator(prompts, client=None, spec=spec)
+    generator = Generator(
+        prompts, client=None, spec=typed_generate({"dataset": "d", "seed": 0} | spec)
+    )
     draws = []
     for i in range(n):
         item = Item(f"d{i}", "", document_rng(0, f"d{i}"), {}, [])
@@ -808,18 +832,18 @@ def test_sampling_from_judged_positives_takes_only_them_and_their_chunks():
     corpus.loc[2, "text"] = " ".join(f"t{i}" for i in range(60))  # two chunks of 40, overlap 20
     positives = {"d2", "d5", "d7", "missing"}
     base = spec(documents=9, sample_from="positives")
-    _, items, stats = prepare(corpus, base, positives=positives)
+    _, items, stats = prepare(corpus, typed_generate(base), positives=positives)
     assert sorted(i.doc_id for i in items) == ["d2", "d5", "d7"]
     assert stats["sample"]["not_positive"] == 6
     chunked, items, stats = prepare(
         corpus,
-        base | {"chunk_tokens": 40, "overlap": 20, "chunk_unit": "words"},
+        typed_generate(base | {"chunk_tokens": 40, "overlap": 20, "chunk_unit": "words"}),
         positives=positives,
     )
     assert "source_doc_id" not in chunked.columns
     assert sorted(i.doc_id for i in items) == ["d2#0", "d2#1", "d5", "d7"]
     with pytest.raises(ValueError, match="positives"):
-        prepare(corpus, base)
+        prepare(corpus, typed_generate(base))
 
 
 def test_the_dev_share_splits_the_queries_seeded_and_qrels_per_split(airbench_llm, tmp_path):
@@ -974,14 +998,14 @@ def test_long_doc_chunks_count_tokens_by_default_and_words_as_a_variant(minilm_p
     corpus = pd.DataFrame([{"doc_id": "d", "title": "T", "text": " ".join(["retrievers"] * 300)}])
     in_tokens = {"chunk_tokens": 200, "overlap": 50, "documents": 1, "min_words": 0}
     fixed = in_tokens | {"chunker": "windows"}
-    chunks, _, stats = prepare(corpus, spec(**fixed), tokenizer)
+    chunks, _, stats = prepare(corpus, typed_generate(spec(**fixed)), tokenizer)
     assert [len(t.split()) for t in chunks["text"]] == [100, 100, 100, 75]
     with pytest.raises(ValueError, match="chunk_unit tokens needs the tokenizer"):
-        prepare(corpus, spec(**fixed), None)
-    words, _, _ = prepare(corpus, spec(**fixed, chunk_unit="words"), tokenizer)
+        prepare(corpus, typed_generate(spec(**fixed)), None)
+    words, _, _ = prepare(corpus, typed_generate(spec(**fixed, chunk_unit="words")), tokenizer)
     assert [len(t.split()) for t in words["text"]] == [200, 150]
     # LlamaIndex's splitter counts the same tokens: no chunk over 200 (100 words).
-    chunks, _, _ = prepare(corpus, spec(**in_tokens), tokenizer)
+    chunks, _, _ = prepare(corpus, typed_generate(spec(**in_tokens)), tokenizer)
     assert len(chunks) > 1 and max(len(t.split()) for t in chunks["text"]) <= 100
 
 

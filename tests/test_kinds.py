@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from test_inputs import plan_of, validated
 
-from irflow.core import contracts
+from irflow.core import contracts, settings_types
 from irflow.core.errors import ConfigError
 from irflow.workflow import kinds
 from irflow.workflow.kinds import KINDS
@@ -78,6 +78,25 @@ def test_the_plan_lists_the_datasets_of_every_registered_kind_in_their_order():
     }
     # A curated copy reuses its base's vectors; an expanded one has new documents.
     assert (plan.base_dataset("d-clean"), plan.base_dataset("d-x")) == ("d", None)
+
+
+def test_a_kind_plans_from_its_datasets_settings_typed_once():
+    """A kind with a ``settings_type`` types each dataset's settings once, when the plan is
+    made (``DerivedKind.typed``), and plans from them; its jobs' params stay the config's
+    dicts (on main: no typed settings, the planning read the dicts)."""
+    llm_copy = {"d-llm": {"dataset": "d", "llm": {"queries": 3}}}
+    plan = plan_of(expand=EXPAND | llm_copy, generate={"g": {"dataset": "d"}}, llm={"model": "m"})
+    expand = plan.kinds["expand"]
+    assert isinstance(expand.typed["d-x"], settings_types.Expand)
+    assert expand.typed["d-x"].model.queries == 40 and expand.typed["d-x"].llm is None
+    assert isinstance(expand.typed["d-llm"], settings_types.Expand1)
+    assert expand.estimated() == ["d-llm"]
+    wildcards = type("Wildcards", (), {"dataset": "d-x"})
+    assert expand.settings(wildcards)["expand"] is plan.config["expand"]["d-x"]
+    generate = plan.kinds["generate"]
+    assert isinstance(generate.typed["g"], settings_types.Generate)
+    assert generate.typed["g"].dev_share == 0.2 and generate.typed["g"].seed == 0
+    assert generate.tokenizer(type("Wildcards", (), {"dataset": "g"})) is None
 
 
 def test_a_new_kind_is_one_module_that_the_plan_follows(toy_kind):

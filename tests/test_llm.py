@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401 (the fake_llm fixture)
+from pydantic import ValidationError
 
 from irflow.core.errors import ConfigError
 from irflow.core.progress import SECONDS_VARIABLE
@@ -232,6 +233,29 @@ def test_a_model_is_required():
         "reasks": 2,
         "max_document_tokens": 2048,
     }
+
+
+def test_the_llm_block_is_typed_once_where_the_client_receives_it(fake_llm, tmp_path):
+    """LLMClient types the ``llm`` block once (irflow.core.settings_types.Llm2): a value or a
+    key the schema refuses is refused, named (on main the block was read as a dict with
+    hand-written defaults: a temperature of 3 was sent, a misspelt key ignored). Params,
+    cache keys and the manifest keep the block's values as written: an int temperature."""
+    with pytest.raises(ValidationError, match="temperature"):
+        LLMClient({"model": "m", "temperature": 3}, tmp_path)
+    with pytest.raises(ValidationError, match="max_token\\b"):
+        LLMClient({"model": "m", "max_token": 10}, tmp_path)
+    with pytest.raises(ValidationError, match="max_concurrency"):
+        answer_settings({"model": "m", "max_concurrency": 0})
+    assert answer_settings({"model": "m", "temperature": 1})["temperature"] == 1
+    assert isinstance(answer_settings({"model": "m", "temperature": 1})["temperature"], int)
+    with client(fake_llm, tmp_path, temperature=1) as llm:
+        assert llm.settings.temperature == 1.0 and llm.settings.reasks == 2  # the default
+        [answer] = llm.complete([ask("int temperature")])
+        summary = llm.summary()
+    cached = pq.read_table(next(tmp_path.glob("*.parquet")))
+    request = json.loads(cached.column("request")[0].as_py())
+    assert answer.ok and request["temperature"] == 1 and isinstance(request["temperature"], int)
+    assert isinstance(summary["temperature"], int)
 
 
 def test_the_progress_is_logged_with_rate(fake_llm, tmp_path, caplog, monkeypatch):

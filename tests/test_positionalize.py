@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, SCHEMA, minimal_config, official_scifact_config, planned_inputs
+from pydantic import ValidationError
 from tiny_models import build_tiny_cross_encoder
 
 from irflow.core.config import schema_defaults
@@ -562,6 +563,17 @@ def test_bm25_is_built_in_one_place():
         if any(builder in path.read_text(encoding="utf-8") for builder in builders)
     )
     assert building == ["src/irflow/retrieval/bm25.py"]
+
+
+def test_the_near_miss_bm25_is_typed_once_where_the_positionalizer_receives_it(tokenizer):
+    """Positionalizer types its ``bm25`` entry once (irflow.core.settings_types.Bm25): the
+    schema's defaults fill what it leaves out, and a value the schema refuses is refused, named,
+    before any filler is ranked (on main: a KeyError at the first near-miss, and a k1 of -1
+    ranked with)."""
+    bare = Positionalizer(CORPUS, QUERIES, QRELS, tokenizer, "bm25", bm25={"type": "bm25"})
+    assert bare.near_misses() == make(tokenizer, "bm25").near_misses()
+    with pytest.raises(ValidationError, match="k1"):
+        Positionalizer(CORPUS, QUERIES, QRELS, tokenizer, "bm25", bm25=DEFAULT_BM25 | {"k1": -1})
 
 
 def test_near_misses_are_ranked_by_the_schemas_default_bm25(tokenizer):

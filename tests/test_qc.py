@@ -17,6 +17,7 @@ import yaml
 from bm25_index import bm25_run, indexed
 from conftest import REPO, SCHEMA, minimal_config, official_scifact_config, planned_inputs
 from fake_llm import FakeLLM, last_user_message, prompt_words
+from pydantic import ValidationError
 
 from irflow.core.errors import ConfigError, InputError
 from irflow.derived.generate.dataset import checked_splits
@@ -30,7 +31,7 @@ from irflow.derived.label_audit import (
 from irflow.derived.llm.client import LLMClient, LLMError
 from irflow.derived.qc.control import decide, quality_control, summarize_audit
 from irflow.derived.qc.judge import Judge, Judgement, load_judge_prompts, parse_judgement
-from irflow.derived.qc.settings import majority_needed
+from irflow.derived.qc.settings import majority_needed, quality_settings
 from irflow.derived.qc.votes import pool_runs, vote_table
 from irflow.retrieval.runs import SearchRequest
 from irflow.workflow.config import validate_config
@@ -494,6 +495,28 @@ def test_a_relevant_negative_can_be_promoted_instead(tmp_path):
     assert "n1-0" in set(controlled.corpus["doc_id"])
     qrels = controlled.qrels.set_index(["query_id", "doc_id"])["relevance"]
     assert qrels[("q1", "n1-0")] == 1 and qrels[("q1", "d1")] == 1
+
+
+def test_the_quality_control_block_and_its_thresholds_are_typed_once(tmp_path):
+    """quality_settings types the ``quality_control`` block (irflow.core.settings_types.
+    QualityControl): the schema's defaults where the block leaves keys out, and a key it does
+    not know refused, named (on main: hand-written defaults without a QC'd copy's depth or
+    thresholds, and a misspelt key ignored). quality_control types the thresholds it is given:
+    a block naming only corpus_document votes on generated negatives at the default 20 (on
+    main: "no rank threshold for kind(s) ['generated_negative']")."""
+    block = {"generated": {"g": {"dataset": "gen", "retriever": "bm25"}}}
+    typed = quality_settings({"quality_control": block})
+    assert typed.generated["g"].depth == 1000 and typed.generated["g"].splits is None
+    assert typed.generated["g"].thresholds.generated_negative == 20
+    assert typed.judge.relevant_level == 2 and typed.label_audit.hole_k == 10
+    assert quality_settings({}).rerankers == [] and quality_settings({}).majority is None
+    with pytest.raises(ValidationError, match="majorty"):
+        quality_settings({"quality_control": {"majorty": 2}})
+    with FakeLLM(responder=judge_responder(LEVELS)) as fake:
+        partial, _ = run_qc(fake, tmp_path / "cache", thresholds={"corpus_document": 10})
+        full, _ = run_qc(fake, tmp_path / "cache")
+    pd.testing.assert_frame_equal(partial.audit, full.audit)
+    assert set(partial.audit["kind"]) == {"positive", "generated_negative", "corpus_document"}
 
 
 def test_votes_for_an_unknown_query_name_the_reranker(tmp_path):

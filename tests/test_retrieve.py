@@ -19,6 +19,7 @@ import Stemmer
 from bm25_index import bm25_run
 from bm25s.tokenization import Tokenizer
 from conftest import index_spec, schema_defaults
+from pydantic import ValidationError
 
 import irflow.retrieval.index
 from irflow.core import contracts
@@ -91,6 +92,34 @@ def test_bm25_word_pattern_finds_what_bm25s_default_finds(shared_datasets, datas
     with gzip.open(shared_datasets / dataset / "corpus.jsonl.gz", "rt", encoding="utf-8") as lines:
         texts = tricky + [line.lower() for line in lines]
     assert [ours(text) for text in texts] == [default(text) for text in texts]
+
+
+def test_a_bm25_entry_is_typed_once_where_the_retriever_receives_it(tables, tmp_path):
+    """BM25Retriever types its entry once (irflow.core.settings_types.Bm25): what an entry
+    leaves out is the schema's default, and a key the schema does not know is refused, named
+    (on main the entry was read as a dict: a KeyError, and a misspelt key was ignored, its
+    setting left as it was). The index records the entry as written."""
+    bare = bm25.BM25Retriever({"type": "bm25"}).index(tables[0])
+    assert bare.spec.stemmer == "english" and bare.spec.k1 == 0.9
+    filled = bm25.BM25Retriever(BM25).index(tables[0])
+    for (rows, scores), (want_rows, want_scores) in zip(
+        bare.search(["cats dogs", "fish"], 3), filled.search(["cats dogs", "fish"], 3)
+    ):
+        assert rows.tolist() == want_rows.tolist() and scores.tolist() == want_scores.tolist()
+    with pytest.raises(ValidationError, match="stemer"):
+        bm25.BM25Retriever(BM25 | {"stemer": None})
+    with pytest.raises(ValidationError, match="k1"):
+        bm25.BM25Retriever(BM25 | {"k1": 0})
+    # The index job's params: the entry's values as written, in the order they always had.
+    assert bm25.INDEX_SETTINGS == ("method", "k1", "b", "delta", "stemmer", "stopwords", "fields")
+    written = BM25 | {"k1": 1}  # an int, as a config may write it
+    # The index job builds from its params, the entry's index settings (no type).
+    bm25.build_index(tables[0], bm25.index_settings(written), tmp_path / "index")
+    record = json.loads((tmp_path / "index" / bm25.SETTINGS_FILE).read_text())
+    assert record["settings"] == bm25.index_settings(written)
+    assert isinstance(record["settings"]["k1"], int)
+    loaded = bm25.BM25Retriever.load(tmp_path / "index", written)
+    assert loaded.spec.k1 == 1.0 and loaded.search(["fish"], 1)[0][0].tolist() == [2]
 
 
 def test_bm25_indexing_leaves_the_cyclic_gc_as_it_found_it(tables, tmp_path):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import logging
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,7 @@ from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, missing_key, register_check
 from irflow.core.errors import ConfigError
 from irflow.core.fingerprint import file_md5, value_md5
+from irflow.core.settings_types import Llm, Model
 from irflow.derived.generate.estimate import DryRun, characters_over_four
 from irflow.derived.llm.client import LLMClient
 from irflow.derived.llm.messages import Request
@@ -65,35 +66,42 @@ TYPICAL_QUERY_WORDS = 6
 
 @dataclass
 class QueryGenerator:
-    """A transformers sequence-to-sequence model with its tokenizer and ``expand`` settings."""
+    """A transformers sequence-to-sequence model with its tokenizer and ``expand`` settings:
+    ``entry``, the block's ``model`` part as the config writes it (the parts' key hashes it),
+    typed once here as ``spec`` (irflow.core.settings_types.Model)."""
 
     model: object
     tokenizer: object
-    spec: dict
+    entry: dict
     provenance: dict
+    spec: Model = field(init=False)
+
+    def __post_init__(self):
+        self.spec = Model.model_validate(self.entry)
 
     @classmethod
-    def load(cls, spec: dict) -> QueryGenerator:
+    def load(cls, entry: dict) -> QueryGenerator:
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        path, provenance = resolve_model(spec)
-        device = pick_device(spec["device"])
+        spec = Model.model_validate(entry)
+        path, provenance = resolve_model(entry)
+        device = pick_device(spec.device)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=getattr(torch, spec["dtype"]))
+        model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=getattr(torch, spec.dtype))
         model.to(device).eval()
-        return cls(model, tokenizer, spec, provenance | {"device": device})
+        return cls(model, tokenizer, entry, provenance | {"device": device})
 
     def generate(self, texts: list[str], first_row: int) -> list[list[str]]:
         """``queries`` sampled queries per text, in order, for the batch of texts that starts
         at row ``first_row`` of the corpus (which seeds the sampling with ``seed``)."""
         import torch
 
-        torch.manual_seed(int(value_md5([self.spec["seed"], first_row])[:8], 16))
+        torch.manual_seed(int(value_md5([self.spec.seed, first_row])[:8], 16))
         inputs = self.tokenizer(
             texts,
             truncation=True,
-            max_length=self.spec["max_length"],
+            max_length=self.spec.max_length,
             padding=True,
             return_tensors="pt",
         ).to(self.model.device)
@@ -102,18 +110,18 @@ class QueryGenerator:
                 input_ids=inputs["input_ids"],
                 attention_mask=inputs["attention_mask"],
                 do_sample=True,
-                top_k=self.spec["top_k"],
-                top_p=self.spec["top_p"],
-                max_new_tokens=self.spec["max_new_tokens"],
-                num_return_sequences=self.spec["queries"],
+                top_k=self.spec.top_k,
+                top_p=self.spec.top_p,
+                max_new_tokens=self.spec.max_new_tokens,
+                num_return_sequences=self.spec.queries,
             )
         decoded = self.tokenizer.batch_decode(outputs, skip_special_tokens=True)
-        n = self.spec["queries"]
+        n = self.spec.queries
         return [decoded[i * n : (i + 1) * n] for i in range(len(texts))]
 
     def generate_all(self, texts: list[str]) -> list[list[str]]:
         """Every text's queries, batch after batch in corpus order."""
-        size = self.spec["batch_size"]
+        size = self.spec.batch_size
         return [
             queries
             for start in range(0, len(texts), size)
@@ -125,7 +133,7 @@ class QueryGenerator:
         that a killed run finished are read back, not sampled again. The caller deletes
         ``parts`` once the result is written."""
         corpus_path = Path(corpus_path)
-        settings = {key: value for key, value in self.spec.items() if key != "device"}
+        settings = {key: value for key, value in self.entry.items() if key != "device"}
         identity = {k: v for k, v in self.provenance.items() if k in ("revision", "files_md5")}
         prepare_parts(parts, value_md5([SAMPLING, settings, identity, file_md5(corpus_path)]))
         source = contracts.ParquetFile(corpus_path)
@@ -134,7 +142,7 @@ class QueryGenerator:
             queries = self.generate(titled_texts(rows, "doc_id")[1], start)
             contracts.write_table(pa.table({"queries": pa.array(queries, PART_TYPE)}), part)
 
-        size = self.spec["batch_size"]
+        size = self.spec.batch_size
         done = encode_missing(
             source, 0, source.metadata.num_rows, parts, size, "expand", encode_part=write_part
         )
@@ -169,17 +177,20 @@ def queries_problem(n: int, data) -> str | None:
 
 @dataclass
 class LLMQueryWriter:
-    """Queries asked of the ``llm`` endpoint, one request per document; ``spec`` is the
-    ``expand`` block's ``llm`` part (``queries``, ``system``, ``user``)."""
+    """Queries asked of the ``llm`` endpoint, one request per document; ``entry`` is the
+    ``expand`` block's ``llm`` part (``queries``, ``system``, ``user``), typed once here as
+    ``spec`` (irflow.core.settings_types.Llm)."""
 
     client: LLMClient
-    spec: dict
+    entry: dict
     name: str = "expand"
+    spec: Llm = field(init=False)
 
     def __post_init__(self):
+        self.spec = Llm.model_validate(self.entry)
         for part in ("system", "user"):
             try:
-                string.Template(self.spec[part]).substitute(document="", queries=1)
+                string.Template(getattr(self.spec, part)).substitute(document="", queries=1)
             except (KeyError, ValueError) as error:
                 raise ConfigError(
                     f"config key 'expand.{self.name}.llm.{part}': the template may hold only "
@@ -187,21 +198,22 @@ class LLMQueryWriter:
                 ) from None
 
     def messages(self, text: str) -> list[dict]:
-        values = {"document": fence(self.client.document(text)), "queries": self.spec["queries"]}
+        values = {"document": fence(self.client.document(text)), "queries": self.spec.queries}
+        templates = {"system": self.spec.system, "user": self.spec.user}
         return [
-            {"role": role, "content": string.Template(self.spec[role]).substitute(values)}
-            for role in ("system", "user")
-            if self.spec[role]
+            {"role": role, "content": string.Template(template).substitute(values)}
+            for role, template in templates.items()
+            if template
         ]
 
     def requests(self, texts: list[str]) -> list[Request]:
         """One request per text: what ``generate_all`` sends and ``estimate_expansion`` counts."""
-        check = functools.partial(queries_problem, self.spec["queries"])  # identical ones merge
+        check = functools.partial(queries_problem, self.spec.queries)  # identical ones merge
         return [Request(self.messages(text), check=check) for text in texts]
 
     def generate_all(self, texts: list[str]) -> list[list[str]]:
         """Every text's first ``queries`` queries; none for a dropped request."""
-        n = self.spec["queries"]
+        n = self.spec.queries
         answers = self.client.complete(self.requests(texts), desc="expand")
         self.client.check_dropped()
         return [usable_queries(answer.data)[:n] if answer.ok else [] for answer in answers]
@@ -214,21 +226,21 @@ def estimate_expansion(corpus: pd.DataFrame, writer: LLMQueryWriter) -> dict:
     tokens counted as characters / 4; ``max_requests`` counts every re-ask."""
     texts = contracts.document_texts(corpus["title"].tolist(), corpus["text"].tolist())
     dry_run = DryRun(characters_over_four)
-    stand_in = {"queries": [dry_run.words(TYPICAL_QUERY_WORDS)] * writer.spec["queries"]}
+    stand_in = {"queries": [dry_run.words(TYPICAL_QUERY_WORDS)] * writer.spec.queries}
     requests = writer.requests(texts)
     dry_run.count(writer.client, "expand", requests, [stand_in] * len(texts))
     tally = dry_run.steps["expand"]
     settings = writer.client.settings
-    most = tally["requests"] * (1 + int(settings["reasks"]))
+    most = tally["requests"] * (1 + settings.reasks)
     return {
-        "model": settings["model"],
+        "model": settings.model,
         "documents": len(texts),
         "requests": tally["requests"],
         "prompt_tokens": tally["prompt_tokens"],
         "completion_tokens": tally["completion_tokens"],
         "cached": tally["cached"],
         "max_requests": most,
-        "max_completion_tokens": most * int(settings["max_tokens"]),
+        "max_completion_tokens": most * settings.max_tokens,
         "documents_cut": len(writer.client.cut_documents),
         "assumed_words": {"query": TYPICAL_QUERY_WORDS},
         "counted_with": "characters / 4",
@@ -277,7 +289,7 @@ def expand_corpus(
         generated = writer.generate_all(texts)
     stats = {
         "documents": len(corpus),
-        "queries_per_document": writer.spec["queries"],
+        "queries_per_document": writer.spec.queries,
         "generated_queries": sum(len(queries) for queries in generated),
         "documents_without_queries": sum(not queries for queries in generated),
     }

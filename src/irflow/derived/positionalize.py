@@ -74,6 +74,7 @@ from irflow.core.seeds import SEED_MARK, seeded_names
 
 if TYPE_CHECKING:
     from irflow.retrieval.scorers import Scorer
+from irflow.core.settings_types import Bm25
 from irflow.data.tokens import encode
 from irflow.retrieval.bm25 import bm25_model, stemmer_of
 
@@ -252,7 +253,9 @@ def _text_offsets(documents: pd.DataFrame) -> dict[str, int]:
 
 
 class Positionalizer:
-    """Builds a dataset's variants; a length's filler streams are built once for all positions."""
+    """Builds a dataset's variants; a length's filler streams are built once for all positions.
+    ``bm25``, the bm25 retriever entry that ranks the near-misses, is typed once here
+    (irflow.core.settings_types.Bm25)."""
 
     def __init__(
         self,
@@ -270,7 +273,7 @@ class Positionalizer:
             raise ValueError(f"fillers {fillers!r}: expected one of {FILLER_MODES}")
         if fillers == "bm25" and bm25 is None:
             raise ValueError("fillers 'bm25' need the bm25 settings that rank the near-misses")
-        self.bm25 = bm25
+        self.bm25 = None if bm25 is None else Bm25.model_validate(bm25)
         self.corpus, self.queries, self.qrels = corpus, queries, qrels
         self.tokenizer, self.fillers, self.seed = tokenizer, fillers, seed
         self.screen = screen
@@ -330,7 +333,7 @@ class Positionalizer:
         def tokenize(texts):
             return bm25s.tokenize(
                 texts,
-                stopwords=spec["stopwords"],
+                stopwords=spec.stopwords,
                 stemmer=stemmer,
                 return_ids=False,
                 show_progress=False,

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.progress import LoggedProgress
+from irflow.core.settings_types import Bm25
 from irflow.retrieval.runs import top_with_ties
 
 # The words bm25s' default pattern, r"(?u)\b\w\w+\b", finds: every maximal run of two or more
@@ -71,12 +72,13 @@ def _without_cyclic_gc():
             gc.enable()
 
 
-# The keys of a bm25 retriever entry, each listed here once: those that set its scores,
-# bm25s.BM25's arguments; and those that determine its index, its scores' and its terms' (the
-# tokenizer's stemmer and stopwords, the fields it reads), the index job's params, so a
-# changed k1 or b rebuilds that variant's index and nothing else.
+# The keys of a bm25 retriever entry: those that set its scores, bm25s.BM25's arguments; and
+# those that determine its index, every key of its type (irflow.core.settings_types.Bm25, in
+# the schema's order) but ``type``: its scores' and its terms' (the tokenizer's stemmer and
+# stopwords, the fields it reads), the index job's params, so a changed k1 or b rebuilds that
+# variant's index and nothing else.
 SCORING_SETTINGS = ("method", "k1", "b", "delta")
-INDEX_SETTINGS = (*SCORING_SETTINGS, "stemmer", "stopwords", "fields")
+INDEX_SETTINGS = tuple(key for key in Bm25.model_fields if key != "type")
 # Beside bm25s' own files (BM25.save: the score matrix as .npy, vocab.index.json,
 # params.index.json): the corpus's doc ids by row, the terms with a posting scoring <= 0, and
 # the settings the index was built with, checked against the searching job's.
@@ -100,42 +102,45 @@ def index_footprint(folder: Path) -> dict:
     }
 
 
-def index_settings(spec: dict) -> dict:
-    """The part of a bm25 retriever entry its index depends on."""
-    return {key: spec[key] for key in INDEX_SETTINGS}
+def index_settings(entry: dict) -> dict:
+    """The part of a bm25 retriever entry its index depends on, as the config writes it: the
+    index job's params and what its index records (irflow.index.json)."""
+    return {key: entry[key] for key in INDEX_SETTINGS}
 
 
-def bm25_model(spec: dict):
+def bm25_model(spec: Bm25):
     """bm25s' BM25, empty, with the scoring of a bm25 retriever entry ``spec``: the one place
     irflow builds one (the index job here, positionalize's near-misses)."""
     import bm25s
 
-    return bm25s.BM25(**{key: spec[key] for key in SCORING_SETTINGS})
+    return bm25s.BM25(**spec.model_dump(include=set(SCORING_SETTINGS)))
 
 
-def stemmer_of(spec: dict):
+def stemmer_of(spec: Bm25):
     """The stemmer of a bm25 retriever entry (PyStemmer's, by its ``stemmer`` language), or
     None where it names none."""
-    if not spec["stemmer"]:
+    if not spec.stemmer:
         return None
     import Stemmer
 
-    return Stemmer.Stemmer(spec["stemmer"])
+    return Stemmer.Stemmer(spec.stemmer)
 
 
 class BM25Retriever:
-    """bm25s over a corpus table, with the variant fully set by ``spec``: built from the corpus
-    (``index``) and saved (``save``), or loaded memory-mapped from a saved index (``load``)."""
+    """bm25s over a corpus table, with the variant fully set by ``entry`` (a bm25 retriever
+    entry, or its ``index_settings``: the index job's params, without its ``type``), typed once
+    here as ``spec`` (irflow.core.settings_types.Bm25): built from the corpus (``index``) and
+    saved (``save``), or loaded memory-mapped from a saved index (``load``)."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, entry: dict):
         from bm25s.tokenization import Tokenizer
 
-        self.spec = spec
+        self.entry, self.spec = entry, Bm25.model_validate({"type": "bm25"} | dict(entry))
         # bm25s.tokenize's splitting, lowercasing, stopwords and stemming, with one vocabulary
         # kept across batches and then used for the queries. allow_empty=False: an empty
         # document has no tokens, as with bm25s.tokenize, rather than an "" token.
         self.tokenizer = Tokenizer(
-            splitter=BM25S_WORDS, stopwords=spec["stopwords"], stemmer=stemmer_of(spec)
+            splitter=BM25S_WORDS, stopwords=self.spec.stopwords, stemmer=stemmer_of(self.spec)
         )
 
     def _token_ids(self, texts: list[str], update_vocab: bool) -> list[list[int]]:
@@ -172,14 +177,14 @@ class BM25Retriever:
         term ids) and ``counts`` (float32, bm25s' type for term frequencies). Returns each
         document's length in tokens and number of distinct terms, and each term's document
         frequency."""
-        columns = ["title", "text"] if self.spec["fields"] == "title+text" else ["text"]
+        columns = ["title", "text"] if self.spec.fields == "title+text" else ["text"]
         lengths, distinct, frequencies = [], [], np.zeros(0, dtype=np.int64)
         documents = contracts.read_metadata(corpus_path).num_rows
         batches = contracts.stream_batches(corpus_path, BM25_BATCH_ROWS, columns)
         with LoggedProgress(desc="bm25 tokenise", total=documents, unit="documents") as progress:
             for batch in batches:
                 texts = batch.column("text").to_pylist()
-                if self.spec["fields"] == "title+text":
+                if self.spec.fields == "title+text":
                     texts = contracts.document_texts(batch.column("title").to_pylist(), texts)
                 token_ids = self._token_ids(texts, update_vocab=True)
                 vocabulary = len(self.tokenizer.get_vocab_dict())
@@ -266,14 +271,14 @@ class BM25Retriever:
             self.model.save(tmp, show_progress=False)
             np.save(tmp / ZERO_SCORING_FILE, self.zero_scoring_terms)
             contracts.write_file(pa.table({"doc_id": self.doc_ids}), tmp / DOC_IDS_FILE)
-            record = {"settings": index_settings(self.spec), "documents": len(self.doc_ids)}
+            record = {"settings": index_settings(self.entry), "documents": len(self.doc_ids)}
             (tmp / SETTINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
             return sum(file.stat().st_size for file in tmp.iterdir())
 
     @classmethod
-    def load(cls, folder: Path, spec: dict) -> BM25Retriever:
+    def load(cls, folder: Path, entry: dict) -> BM25Retriever:
         """The index ``save`` wrote, its score matrix memory-mapped (``bm25s.BM25.load(mmap=
-        True)``). Refused when it was built with other settings than ``spec``'s.
+        True)``). Refused when it was built with other settings than ``entry``'s.
 
         The queries are tokenised with the index's vocabulary (vocab.index.json, the tokenizer's
         ``get_vocab_dict()``: its stems with a stemmer, else its words) and nothing else: with a
@@ -283,15 +288,15 @@ class BM25Retriever:
 
         folder = Path(folder)
         record = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
-        if record["settings"] != index_settings(spec):
+        if record["settings"] != index_settings(entry):
             raise ValueError(
                 f"{folder}: BM25 index built with {record['settings']}, searched with "
-                f"{index_settings(spec)}: rebuild it (its index_bm25 job)"
+                f"{index_settings(entry)}: rebuild it (its index_bm25 job)"
             )
-        retriever = cls(spec)
+        retriever = cls(entry)
         retriever.model = bm25s.BM25.load(folder, mmap=True)
         vocabulary = retriever.model.vocab_dict
-        if spec["stemmer"]:
+        if retriever.spec.stemmer:
             retriever.tokenizer.stem_to_sid = vocabulary
         else:
             retriever.tokenizer.word_to_id = vocabulary
@@ -370,10 +375,11 @@ class BM25Retriever:
         return scores, posting_docs
 
 
-def build_index(corpus_path: Path, spec: dict, folder: Path) -> dict:
-    """Index the corpus with the variant ``spec`` into ``folder``; the build's facts."""
+def build_index(corpus_path: Path, entry: dict, folder: Path) -> dict:
+    """Index the corpus with the variant ``entry`` (a bm25 retriever entry, or its
+    ``index_settings``: the index job's params) into ``folder``; the build's facts."""
     started = time.perf_counter()
-    retriever = BM25Retriever(spec).index(corpus_path)
+    retriever = BM25Retriever(entry).index(corpus_path)
     index_bytes = retriever.save(folder)
     return {
         "index_seconds": time.perf_counter() - started,

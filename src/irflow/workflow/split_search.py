@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from irflow.core.config import register_check, scored_split, system_kinds
 from irflow.derived.generate.dataset import checked_splits
-from irflow.derived.qc.settings import quality_settings
+from irflow.derived.qc.settings import list_quality_controlled
 from irflow.workflow.families import families, family
 
 
@@ -41,7 +41,7 @@ def split_search_problems(config: dict) -> list[str]:
                 f"searcher ({', '.join(searching())}) mines another split"
             )
     generate = config.get("generate", {})
-    for name, spec in quality_settings(config)["generated"].items():
+    for name, spec in list_quality_controlled(config).items():
         scored = generate.get(spec["dataset"], {}).get("split", "test")
         others = [split for split in checked_splits(spec) if split != scored]
         kind = unsearchable(spec["retriever"])

@@ -101,7 +101,14 @@ from irflow.core import contracts
 from irflow.core.config import derived_dataset_problems, register_check
 from irflow.core.errors import InputError
 from irflow.core.seeds import seeded_names
-from irflow.derived.generate.generator import Generator, long_doc, prepare, with_task_defaults
+from irflow.core.settings_types import Generate
+from irflow.derived.generate.generator import (
+    Generator,
+    long_doc,
+    prepare,
+    typed_generate,
+    with_task_defaults,
+)
 from irflow.derived.generate.prompts import ATTRIBUTES, Prompts
 from irflow.derived.generate.sampling import assign_splits, word_overlap
 from irflow.derived.llm.client import LLMClient
@@ -179,16 +186,15 @@ def generate_dataset(
     corpus_path: str | Path = "corpus",
     positives: set[str] | None = None,
 ) -> Generated:
-    """The generated dataset from a source corpus (the contract's corpus table); see
+    """The generated dataset from a source corpus (the contract's corpus table), as the
+    generate spec ``spec`` (its job's params, typed once here: ``typed_generate``) says; see
     ``prepare`` for ``positives``."""
-    spec = with_task_defaults(spec)
-    corpus, items, stats = prepare(corpus, spec, tokenizer, corpus_path, positives)
-    generator = Generator(prompts, client, spec)
+    generate = typed_generate(spec)
+    corpus, items, stats = prepare(corpus, generate, tokenizer, corpus_path, positives)
+    generator = Generator(prompts, client, generate)
     made = generator.run(items)
     splits = assign_splits(
-        [f"{QUERY_PREFIX}{item.doc_id}" for item in made],
-        spec["dev_share"],
-        spec["seed"],
+        [f"{QUERY_PREFIX}{item.doc_id}" for item in made], generate.dev_share, generate.seed
     )
 
     known = set(corpus["doc_id"])
@@ -255,7 +261,7 @@ def generate_dataset(
         },
         "queries": len(queries),
         "queries_by_split": {split: sum(s == split for s in splits.values()) for split in SPLITS},
-        "scored_split": spec.get("split", "test"),
+        "scored_split": generate.split,
         "negatives": len(negatives),
         "corpus": len(corpus) + len(new_docs),
         "dropped": len(dropped),
@@ -333,28 +339,30 @@ def _generate_problems(config: dict) -> list[str]:
     """The generate blocks: a known source dataset, a new name, a model to ask."""
     problems = derived_dataset_problems(config, "generate")
     for name, spec in config["generate"].items():
-        spec = with_task_defaults(spec)
-        low, high = spec["negatives"]
+        # Typed with its task's defaults (its seeds as the config lists them).
+        generate = Generate.model_validate(with_task_defaults(spec))
+        low, high = (count.root for count in generate.negatives)
         if low > high:
             problems.append(
                 f"config key 'generate.{name}.negatives': the least ({low}) exceeds the most "
                 f"({high})"
             )
-        if spec["chunk_tokens"] is not None and spec["overlap"] >= spec["chunk_tokens"]:
+        chunk_tokens, overlap = generate.chunk_tokens, generate.overlap
+        if chunk_tokens is not None and overlap >= chunk_tokens:
             problems.append(
-                f"config key 'generate.{name}.overlap': {spec['overlap']} must be less than "
-                f"chunk_tokens ({spec['chunk_tokens']})"
+                f"config key 'generate.{name}.overlap': {overlap} must be less than "
+                f"chunk_tokens ({chunk_tokens})"
             )
-        if spec["max_words"] is not None and spec["max_words"] < spec["min_words"]:
+        if generate.max_words is not None and generate.max_words < generate.min_words:
             problems.append(
-                f"config key 'generate.{name}.max_words': {spec['max_words']} is less than "
-                f"min_words ({spec['min_words']})"
+                f"config key 'generate.{name}.max_words': {generate.max_words} is less than "
+                f"min_words ({generate.min_words})"
             )
-        share = spec["dev_share"]
-        if (spec["split"] == "dev" and share == 0) or (spec["split"] == "test" and share == 1):
+        share, split = generate.dev_share, generate.split
+        if (split == "dev" and share == 0) or (split == "test" and share == 1):
             problems.append(
-                f"config key 'generate.{name}.split': the {spec['split']} split is empty with "
-                f"dev_share {share}"
+                f"config key 'generate.{name}.split': the {split} split is empty with "
+                f"dev_share {share:g}"
             )
     if config["generate"] and not config["llm"]["model"]:
         problems.append("config key 'llm.model': needed by 'generate'; name the model to ask")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.derived.generate.dataset import NEGATIVE_PREFIX, QUERY_PREFIX, checked_splits
-from irflow.derived.generate.generator import Generator, Item, prepare, with_task_defaults
+from irflow.derived.generate.generator import Generator, Item, prepare, typed_generate
 from irflow.derived.generate.prompts import Prompts
 from irflow.derived.generate.sampling import WORDS, assign_splits
 from irflow.derived.llm.client import LLMClient
@@ -134,14 +134,14 @@ def estimate(
     ``quality_control`` adds the judge of each QC'd copy of the dataset, by name, over the
     queries of the splits it checks (see ``estimate_judge`` for its settings)."""
     counter = count_tokens or characters_over_four
-    spec = with_task_defaults(spec)
-    _, items, stats = prepare(corpus, spec, tokenizer, "corpus", positives)
+    generate = typed_generate(spec)
+    _, items, stats = prepare(corpus, generate, tokenizer, "corpus", positives)
     dry_run = DryRun(counter, typical)
-    made = Generator(prompts, client, spec, dry_run).run(items)
+    made = Generator(prompts, client, generate, dry_run).run(items)
     ceilings = []
     if quality_control:
         ids = [f"{QUERY_PREFIX}{item.doc_id}" for item in made]
-        split_of = assign_splits(ids, spec["dev_share"], spec["seed"])
+        split_of = assign_splits(ids, generate.dev_share, generate.seed)
         for name, qc in sorted(quality_control.items()):
             splits = checked_splits(qc)
             checked = [item for item, i in zip(made, ids) if split_of[i] in splits]
@@ -151,15 +151,15 @@ def estimate(
     most = total["requests"] + sum(dry_run.steps[s]["requests"] for s in ceilings)
     settings = client.settings
     return {
-        "model": settings["model"],
+        "model": settings.model,
         "documents": len(items),
         "sample": stats["sample"],
         "requests": total["requests"],
         "prompt_tokens": total["prompt_tokens"],
         "completion_tokens": total["completion_tokens"],
         "cached": total["cached"],
-        "max_requests": most * (1 + int(settings["reasks"])),
-        "max_completion_tokens": most * (1 + int(settings["reasks"])) * int(settings["max_tokens"]),
+        "max_requests": most * (1 + settings.reasks),
+        "max_completion_tokens": most * (1 + settings.reasks) * settings.max_tokens,
         "by_step": {step: {k: steps[step].get(k, 0) for k in ESTIMATE_KEYS} for step in steps},
         # Steps counted at their most (in max_requests, not in requests): what the judge
         # rates after the positives depends on the rerankers' votes.

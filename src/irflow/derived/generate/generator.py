@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from irflow.core import contracts
-from irflow.core.errors import InputError
+from irflow.core.errors import ConfigError, InputError
+from irflow.core.settings_types import Generate
 from irflow.derived.generate.prompts import ATTRIBUTES, REWRITE_ROUNDS, Prompts
 from irflow.derived.generate.sampling import (
     WORDS_UNIT,
@@ -59,6 +60,20 @@ def with_task_defaults(spec: dict) -> dict:
     if chunked and windows and spec["chunk_unit"] == "tokens" and not spec.get("tokenizer"):
         spec["tokenizer"] = AIRBENCH_TOKENIZER
     return spec
+
+
+def typed_generate(spec: dict) -> Generate:
+    """A generate spec (one dataset's: its job's params) with its task's defaults
+    (``with_task_defaults``), typed once (irflow.core.settings_types.Generate): what the
+    stages below read. Its ``seed`` is one seed: a block of several is one dataset per seed."""
+    generate = Generate.model_validate(with_task_defaults(spec))
+    if not isinstance(generate.seed, int):
+        raise ConfigError(
+            f"a generate spec over {generate.dataset!r} with seed {spec.get('seed')!r}: one "
+            "dataset is made under one seed (irflow.derived.generate.dataset.list_generated "
+            "makes one per seed)"
+        )
+    return generate
 
 
 # --- answer checks ----------------------------------------------------------------------------
@@ -148,7 +163,7 @@ class Generator:
     """Runs the steps for all sampled documents, one batch of requests per step."""
 
     def __init__(
-        self, prompts: Prompts, client: LLMClient, spec: dict, dry_run: Answers | None = None
+        self, prompts: Prompts, client: LLMClient, spec: Generate, dry_run: Answers | None = None
     ):
         self.prompts = prompts
         self.client = client
@@ -201,7 +216,7 @@ class Generator:
 
     def run(self, items: list[Item]) -> list[Item]:
         steps = self.prompts.steps
-        low, high = self.spec["negatives"]
+        low, high = (count.root for count in self.spec.negatives)
         counts = {
             "characters": steps["characters"].get("count", 5),
             "scenarios": steps["scenarios"].get("count", 3),
@@ -247,7 +262,7 @@ class Generator:
         paper's Long-Doc queries are questions and claims); then the length, among the lengths
         the drawn type allows (a claim: "10 to 20" or "at least 20 words")."""
         options = self.prompts.attributes[attribute]
-        if attribute == "query_type" and long_doc(self.spec):
+        if attribute == "query_type" and self.spec.chunk_tokens:
             options = [o for o in options if o.long_doc]
         elif attribute == "query_length":
             kind = item.values["query_type"]
@@ -263,18 +278,18 @@ class Generator:
 
 def prepare(
     corpus: pd.DataFrame,
-    spec: dict,
+    spec: Generate,
     tokenizer=None,
     corpus_path: str | Path = "corpus",
     positives: set[str] | None = None,
 ) -> tuple[pd.DataFrame, list[Item], dict]:
     """The (chunked) corpus, the sampled documents as items, and the statistics so far.
     ``positives`` (the source dataset's judged-relevant doc_ids) is needed with
-    ``sample_from: positives``."""
+    ``sample_from: positives``. ``spec`` is ``typed_generate``'s."""
     stats: dict = {}
-    if long_doc(spec):
-        in_tokens = spec.get("chunk_unit", "tokens") == "tokens"
-        chunker = spec.get("chunker", "llamaindex")
+    if spec.chunk_tokens:
+        in_tokens = spec.chunk_unit == "tokens"
+        chunker = spec.chunker
         if in_tokens and tokenizer is None and chunker == "windows":
             raise ValueError(
                 "chunk_unit tokens needs the tokenizer (AIR-Bench's chunks are 200 tokens); "
@@ -283,8 +298,8 @@ def prepare(
         words = WORDS_UNIT if chunker == "llamaindex" else None
         corpus, stats["chunking"] = chunk_corpus(
             corpus,
-            spec["chunk_tokens"],
-            spec["overlap"],
+            spec.chunk_tokens,
+            spec.overlap,
             tokenizer if in_tokens else words,
             chunker,
         )
@@ -296,25 +311,25 @@ def prepare(
     if len(duplicated):
         raise InputError(corpus_path, f"doc_id {duplicated.iat[0]!r} occurs twice", field="doc_id")
     eligible = None
-    if spec.get("sample_from", "corpus") == "positives":
+    if spec.sample_from == "positives":
         if positives is None:
             raise ValueError("sample_from: positives needs the source dataset's positives")
         eligible = sources.isin(positives).to_numpy()
     rows, stats["sample"] = sample_documents(
         corpus,
-        spec["documents"],
-        spec["seed"],
-        spec.get("stratify"),
-        spec["min_words"],
+        spec.documents,
+        spec.seed,
+        spec.stratify,
+        spec.min_words,
         tokenizer,
-        max_words=spec.get("max_words"),
-        personal=spec.get("personal_data") or (),
+        max_words=spec.max_words,
+        personal=spec.personal_data,
         eligible=eligible,
     )
     items = []
     for row in rows:
         doc_id = corpus["doc_id"].iat[row]
         document = contracts.document_text(corpus["title"].iat[row], corpus["text"].iat[row])
-        values = {"document": document, "language": spec["language"]}
-        items.append(Item(doc_id, document, document_rng(spec["seed"], doc_id), values, []))
+        values = {"document": document, "language": spec.language}
+        items.append(Item(doc_id, document, document_rng(spec.seed, doc_id), values, []))
     return corpus, items, stats

@@ -84,6 +84,7 @@ from pathlib import Path
 from irflow.core.errors import ConfigError, UserError
 from irflow.core.progress import LoggedProgress
 from irflow.core.redaction import public_url, redact
+from irflow.core.settings_types import Llm2
 from irflow.derived.llm.cache import AnswerCache
 from irflow.derived.llm.endpoint import (
     api_key,
@@ -106,25 +107,6 @@ ANSWER_SETTINGS = (
     "reasks",
     "max_document_tokens",
 )
-# No default endpoint: a key must never go to whatever happens to listen on a default port.
-DEFAULTS = {
-    "base_url": None,
-    "model": None,
-    "api_key_env": None,
-    "temperature": 0.7,
-    "seed": 0,
-    "max_tokens": 1024,
-    "json_mode": False,
-    "reasks": 2,
-    "max_concurrency": 8,
-    "timeout_s": 120.0,
-    "max_retries": 5,
-    "max_retry_after_s": 900.0,
-    "max_dropped_share": 0.02,
-    "max_requests": None,
-    "max_document_tokens": 2048,
-    "cache_dir": "results/llm-cache",
-}
 # An answer longer than this is refused unread (``oversized``): no honest answer within
 # max_tokens comes near it, and parsing or storing a hostile one would cost minutes and memory.
 MAX_ANSWER_CHARS = 1_000_000
@@ -158,26 +140,35 @@ def next_result(results: queue.SimpleQueue):
             continue
 
 
-def settings_from_config(llm: dict) -> dict:
-    """The ``llm`` config block with defaults filled in (the schema fills them in the workflow;
-    this serves direct callers)."""
-    settings = DEFAULTS | dict(llm)
-    if not settings.get("model"):
+def settings_from_config(llm: dict) -> Llm2:
+    """The ``llm`` config block, typed (irflow.core.settings_types.Llm2: the schema's defaults
+    filled in, a key or value the schema refuses refused, naming it). No default endpoint: a
+    key must never go to whatever happens to listen on a default port."""
+    settings = Llm2.model_validate(llm)
+    if not settings.model:
         raise ConfigError("config key 'llm.model': needed to ask a language model")
     return settings
 
 
 def answer_settings(llm: dict) -> dict:
     """The settings that change answers, for Snakemake params: a change to anything else
-    (address, concurrency, timeout) reruns nothing."""
-    settings = settings_from_config(llm)
-    return {key: settings[key] for key in ANSWER_SETTINGS}
+    (address, concurrency, timeout) reruns nothing. The values are the config's as written
+    (a param's text is what Snakemake compares), the schema's defaults where it has none."""
+    return as_written(llm, settings_from_config(llm), ANSWER_SETTINGS)
+
+
+def as_written(llm: dict, settings: Llm2, keys: Sequence[str]) -> dict:
+    """``keys`` of the ``llm`` block as the config writes them (an int temperature stays an
+    int, where the typed ``settings`` hold a float), ``settings``' defaults where it has none:
+    what params, cache keys and manifests hold, as they always did."""
+    return {key: llm.get(key, getattr(settings, key)) for key in keys}
 
 
 class LLMClient:
     """Asks an OpenAI-compatible endpoint, through the cache.
 
-    ``llm`` is the ``llm`` config block; ``cache_dir`` overrides its ``cache_dir``. ``stats``
+    ``llm`` is the ``llm`` config block, typed once here (``settings``, an
+    irflow.core.settings_types.Llm2); ``cache_dir`` overrides its ``cache_dir``. ``stats``
     counts, over the client's life: ``requests`` (answers asked of the endpoint, re-asks
     included), ``http_attempts`` (HTTP requests sent, the openai client's retries included),
     ``cache_hits`` (requests answered without asking), ``reasks`` (asks after the first, from
@@ -194,7 +185,10 @@ class LLMClient:
             if logging.getLogger(name).level == logging.NOTSET:
                 logging.getLogger(name).setLevel(logging.WARNING)
         self.settings = settings_from_config(llm)
-        self.cache = AnswerCache(cache_dir or self.settings["cache_dir"], self.settings["model"])
+        # The temperature as the config writes it: each answer's cache key hashes it, and
+        # the manifest records it (a float would change both for ``temperature: 1``).
+        self.temperature = as_written(llm, self.settings, ["temperature"])["temperature"]
+        self.cache = AnswerCache(cache_dir or self.settings.cache_dir, self.settings.model)
         self.progress = progress
         self.stats: Counter = Counter()
         self.failures: Counter = Counter()  # dropped requests by reason
@@ -207,14 +201,12 @@ class LLMClient:
         self._openai = openai
         self._client = None
         self._secrets: tuple[str, ...] = ()
-        if self.settings["api_key_env"] is not None and not os.environ.get(
-            self.settings["api_key_env"]
-        ):
+        if self.settings.api_key_env is not None and not os.environ.get(self.settings.api_key_env):
             # Not an error yet: a run whose every answer is cached needs no key.
             log.warning(
                 "environment variable %s (llm.api_key_env) is not set; only cached answers "
                 "can be used",
-                self.settings["api_key_env"],
+                self.settings.api_key_env,
             )
 
     @property
@@ -224,7 +216,7 @@ class LLMClient:
             if self._client is None:
                 openai = self._openai
                 hooks = {"request": [self._count_attempt]}
-                if not self.settings["base_url"]:
+                if not self.settings.base_url:
                     raise ConfigError(
                         "config key 'llm.base_url': needed to send a request (irflow has no "
                         "default endpoint)"
@@ -232,14 +224,14 @@ class LLMClient:
                 problem = key_endpoint_problem(self.settings)
                 if problem:
                     raise ConfigError(problem)
-                key = api_key(self.settings["api_key_env"])
-                self._secrets = (key,) if self.settings["api_key_env"] else ()
-                patient = patient_client_class(openai, float(self.settings["max_retry_after_s"]))
+                key = api_key(self.settings.api_key_env)
+                self._secrets = (key,) if self.settings.api_key_env else ()
+                patient = patient_client_class(openai, self.settings.max_retry_after_s)
                 self._client = patient(
-                    base_url=self.settings["base_url"],
+                    base_url=self.settings.base_url,
                     api_key=key,
-                    timeout=float(self.settings["timeout_s"]),
-                    max_retries=int(self.settings["max_retries"]),
+                    timeout=float(self.settings.timeout_s),
+                    max_retries=self.settings.max_retries,
                     http_client=openai.DefaultHttpxClient(event_hooks=hooks),
                 )
             return self._client
@@ -259,7 +251,7 @@ class LLMClient:
         """``text`` cut to ``max_document_tokens`` (counted as characters / 4), at a space where
         there is one; every document put into a prompt passes here, and the distinct documents
         cut are counted (``documents_cut``)."""
-        budget = self.settings["max_document_tokens"]
+        budget = self.settings.max_document_tokens
         if budget is None or len(text) <= budget * CHARS_PER_TOKEN:
             return text
         limit = budget * CHARS_PER_TOKEN
@@ -275,18 +267,18 @@ class LLMClient:
         exactly this."""
         s = self.settings
         payload = {
-            "model": s["model"],
+            "model": s.model,
             "messages": [dict(m) for m in request.messages],
-            "temperature": s["temperature"] if request.temperature is None else request.temperature,
-            "max_tokens": s["max_tokens"] if request.max_tokens is None else request.max_tokens,
+            "temperature": self.temperature if request.temperature is None else request.temperature,
+            "max_tokens": s.max_tokens if request.max_tokens is None else request.max_tokens,
             "seed": seed,
         }
-        if request.json and s["json_mode"]:
+        if request.json and s.json_mode:
             payload["response_format"] = {"type": "json_object"}
         return payload
 
     def _base_seed(self, request: Request) -> int | None:
-        return self.settings["seed"] if request.seed is None else request.seed
+        return self.settings.seed if request.seed is None else request.seed
 
     @staticmethod
     def _seed(base_seed: int | None, offset: int) -> int | None:
@@ -298,7 +290,7 @@ class LLMClient:
         keys = []
         for request in requests:
             base_seed = self._base_seed(request)
-            for offset in range(int(self.settings["reasks"]) + 1):
+            for offset in range(self.settings.reasks + 1):
                 keys.append(cache_key(self.payload(request, self._seed(base_seed, offset))))
         self.cache.load(keys)
 
@@ -314,7 +306,7 @@ class LLMClient:
         body = {k: v for k, v in payload.items() if v is not None}
         client = self.client  # a missing API key stops the run here, not as a failed answer
         with self._lock:  # checked and counted at once, so concurrent asks cannot overshoot
-            limit = self.settings["max_requests"]
+            limit = self.settings.max_requests
             if limit is not None and self.stats["requests"] >= limit:
                 raise LLMError(
                     f"llm.max_requests ({limit}) reached: {self.stats['requests']} requests were "
@@ -333,7 +325,7 @@ class LLMClient:
         except openai.APIStatusError as error:
             if error.status_code in FATAL_STATUSES:
                 raise LLMError(
-                    f"{public_url(self.settings['base_url'])} answered HTTP {error.status_code} "
+                    f"{public_url(self.settings.base_url)} answered HTTP {error.status_code} "
                     f"for model {payload['model']!r} ({FATAL_STATUSES[error.status_code]}): "
                     f"{self._redact(error.message)}"
                 ) from None
@@ -400,7 +392,7 @@ class LLMClient:
         answer = Answer()
         offset = 0  # how far the seed has moved: once per unusable answer
         asks = 0
-        while asks <= self.settings["reasks"]:
+        while asks <= self.settings.reasks:
             if self._stop.is_set():  # interrupted: ask nothing more
                 answer = Answer(error="interrupted", detail="the run was stopped")
                 break
@@ -469,7 +461,7 @@ class LLMClient:
             except BaseException as error:  # handed to the caller's thread
                 results.put((slot, None, error))
 
-        workers = max(1, min(int(self.settings["max_concurrency"]), len(positions) or 1))
+        workers = max(1, min(self.settings.max_concurrency, len(positions) or 1))
         todo = iter(range(len(positions)))
         running = 0
         try:
@@ -504,7 +496,7 @@ class LLMClient:
         were dropped; the message counts them by step and reason."""
         total = sum(self.answered.values())
         dropped = sum(self.dropped_by_step.values())
-        limit = float(self.settings["max_dropped_share"])
+        limit = self.settings.max_dropped_share
         if not total or dropped / total <= limit:
             return
         counts = "; ".join(
@@ -512,7 +504,7 @@ class LLMClient:
             for (step, reason), n in sorted(self.dropped_by_step.items())
         )
         raise LLMError(
-            f"{dropped} of {total} requests to {self.settings['model']!r} were dropped "
+            f"{dropped} of {total} requests to {self.settings.model!r} were dropped "
             f"({dropped / total:.1%}), more than llm.max_dropped_share allows ({limit:.1%}): "
             f"{counts}"
         )
@@ -520,14 +512,14 @@ class LLMClient:
     def summary(self) -> dict:
         """What a manifest records: the endpoint's model and the counts."""
         return {
-            "model": self.settings["model"],
+            "model": self.settings.model,
             "client": f"openai {self._openai.__version__}",
-            "base_url": self.settings["base_url"] and public_url(self.settings["base_url"]),
-            "temperature": self.settings["temperature"],
-            "seed": self.settings["seed"],
-            "max_tokens": self.settings["max_tokens"],
-            "max_requests": self.settings["max_requests"],
-            "max_document_tokens": self.settings["max_document_tokens"],
+            "base_url": self.settings.base_url and public_url(self.settings.base_url),
+            "temperature": self.temperature,
+            "seed": self.settings.seed,
+            "max_tokens": self.settings.max_tokens,
+            "max_requests": self.settings.max_requests,
+            "max_document_tokens": self.settings.max_document_tokens,
             "documents_cut": len(self.cut_documents),
             "requests": self.stats["requests"],
             "http_attempts": self.stats["http_attempts"],

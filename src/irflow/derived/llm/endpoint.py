@@ -9,14 +9,15 @@ import os
 from irflow.core.config import register_check
 from irflow.core.errors import ConfigError
 from irflow.core.redaction import cleartext_to_another_host, public_url
+from irflow.core.settings_types import Llm2
 
 log = logging.getLogger(__name__)
 
 
-def key_endpoint_problem(llm: dict) -> str | None:
+def key_endpoint_problem(llm: Llm2) -> str | None:
     """Why the API key named by ``llm.api_key_env`` must not go to ``llm.base_url`` (none set,
     or plain HTTP to another machine), or None."""
-    key_env, url = llm.get("api_key_env"), llm.get("base_url")
+    key_env, url = llm.api_key_env, llm.base_url
     if key_env is None:
         return None
     if not url:
@@ -36,7 +37,7 @@ def key_endpoint_problem(llm: dict) -> str | None:
 
 @register_check
 def _endpoint_problems(config: dict) -> list[str]:
-    problem = key_endpoint_problem(config["llm"])
+    problem = key_endpoint_problem(Llm2.model_validate(config["llm"]))
     return [problem] if problem else []
 
 

@@ -69,6 +69,7 @@ import pandas as pd
 
 from irflow.core import contracts
 from irflow.core.errors import InputError
+from irflow.core.settings_types import Thresholds
 from irflow.derived.qc.judge import Judge, Judgement
 from irflow.derived.qc.settings import majority_needed
 from irflow.derived.qc.votes import RANK_PREFIX, vote_table
@@ -227,9 +228,10 @@ def quality_control(
     queries = queries[queries["query_id"].isin(split_of)].reset_index(drop=True)
     query_ids = set(queries["query_id"])
     needed = majority_needed(len(ranks), settings["majority"])
-    thresholds = dict(settings["thresholds"]) | {
-        "positive": settings["thresholds"]["corpus_document"]
-    }
+    # The block's thresholds typed once here (irflow.core.settings_types.Thresholds); a
+    # query's own positive is voted on as a corpus document is.
+    block = Thresholds.model_validate(settings["thresholds"])
+    thresholds = block.model_dump() | {"positive": block.corpus_document}
     table = vote_table(audit_pairs(qrels, negatives, ranks), ranks, thresholds, needed)
     table = table[table["kind"].ne("corpus_document") | table["prelabel"]].reset_index(drop=True)
     # Only pairs of the dataset's queries are controlled (a negative of a query the filter

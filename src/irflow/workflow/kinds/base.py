@@ -14,6 +14,10 @@ how the results tables show them. The job's rules (rules/<stage>.smk) read it as
 
 from __future__ import annotations
 
+from functools import cache
+
+from pydantic import TypeAdapter
+
 # A generated dataset's block (generated query ids never name a document: nothing to remove,
 # no unknown qrels).
 GENERATED_SPEC = {"remove_self_matches": False, "unknown_qrels": "keep", "embed_shards": 1}
@@ -41,11 +45,26 @@ class DerivedKind:
     # Its datasets are made by its ``make``, in the shared rule ``derive`` (rules/derive.smk),
     # whose stage its jobs' manifests are of; else by rules of its own, of its stage.
     derive = False
+    # The generated type (irflow.core.settings_types) of one of its datasets' settings, which
+    # ``typed`` holds; None where the kind makes them rather than the config writing them (a
+    # positional variant's).
+    settings_type: object = None
 
     def __init__(self, plan):
         self.plan = plan
         self.config = plan.config
         self.datasets = self.listed(plan.config)
+        # Each dataset's settings typed once, which the planning reads; ``datasets`` keeps the
+        # config's dicts, which its jobs' params are (a typed value written back would change
+        # a param's text, and rerun the job).
+        self.typed = (
+            {}
+            if self.settings_type is None
+            else {
+                name: adapter(self.settings_type).validate_python(spec)
+                for name, spec in self.datasets.items()
+            }
+        )
 
     def listed(self, config: dict) -> dict[str, dict]:
         """The datasets its block defines, by name, each with its settings (``dataset``: its
@@ -105,3 +124,9 @@ class DerivedKind:
         """The results database's views of its own tables, by view (none when it has no
         datasets)."""
         return {}
+
+
+@cache
+def adapter(settings_type) -> TypeAdapter:
+    """pydantic's validator of ``settings_type`` (a model, or a union of models), made once."""
+    return TypeAdapter(settings_type)

@@ -1,6 +1,7 @@
 """expand: document-expanded copies of a dataset (docT5query, doc2query--; rules/expand.smk),
 defined by the ``expand`` block."""
 
+from irflow.core import settings_types
 from irflow.derived.llm.client import answer_settings
 from irflow.workflow.kinds.base import DerivedKind
 from irflow.workflow.local_files import local_folder_files
@@ -12,6 +13,7 @@ class Expand(DerivedKind):
     layout = "document-expanded copies"
     # Its documents are new texts: nothing of its base's vectors is reused.
     reuses_vectors = False
+    settings_type = settings_types.Expand | settings_types.Expand1
 
     def filter_inputs(self, dataset):
         """Its base's filter outputs, whose documents it keeps
@@ -25,30 +27,32 @@ class Expand(DerivedKind):
     def inputs(self, wildcards):
         """The base dataset's tables, and the local files of the query model and of the
         filter's cross-encoder, so that editing them rebuilds."""
-        spec = self.spec(wildcards)
-        filter_spec = spec.get("filter")
+        expand = self.typed[wildcards.dataset]
         rerankers = self.config["rerankers"]
         return super().inputs(wildcards) | {
-            "model": local_folder_files(spec["model"]["id"]) if "model" in spec else [],
+            "model": local_folder_files(expand.model.id) if expand.model is not None else [],
             "filter_model": (
-                local_folder_files(rerankers[filter_spec["reranker"]]["id"]) if filter_spec else []
+                local_folder_files(rerankers[expand.filter.reranker]["id"])
+                if expand.filter is not None
+                else []
             ),
         }
 
     def settings(self, wildcards):
         """The expand block, with the filter's cross-encoder and the llm settings that
-        change the answers: a change to any of them rebuilds the copy."""
-        spec = self.config["expand"][wildcards.dataset]
-        settings = {"expand": spec}
-        if "filter" in spec:
-            settings["filter_model"] = self.config["rerankers"][spec["filter"]["reranker"]]
-        if "llm" in spec:
+        change the answers, as the config writes them: a change to any of them rebuilds the
+        copy."""
+        expand = self.typed[wildcards.dataset]
+        settings = {"expand": self.config["expand"][wildcards.dataset]}
+        if expand.filter is not None:
+            settings["filter_model"] = self.config["rerankers"][expand.filter.reranker]
+        if expand.llm is not None:
             settings["llm"] = answer_settings(self.config["llm"])
         return settings
 
     def estimated(self):
         """The copies an llm expands, whose requests expand_estimate counts."""
-        return [name for name, spec in self.datasets.items() if "llm" in spec]
+        return [name for name, expand in self.typed.items() if expand.llm is not None]
 
 
 KIND = Expand

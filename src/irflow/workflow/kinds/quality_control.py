@@ -2,6 +2,7 @@
 rules/qc.smk), defined by ``quality_control.generated``: what the qc_candidates, qc_votes and
 quality_control jobs read."""
 
+from irflow.core import settings_types
 from irflow.derived.generate.dataset import checked_splits
 from irflow.derived.qc.settings import list_quality_controlled
 from irflow.workflow.kinds.base import DerivedKind
@@ -14,6 +15,7 @@ class QualityControl(DerivedKind):
     layout = "quality-controlled copies"
     generated = True
     compared = True
+    settings_type = settings_types.Generated
 
     def listed(self, config):
         return list_quality_controlled(config)
@@ -42,28 +44,28 @@ class QualityControl(DerivedKind):
         """The checked splits of QC'd copy ``name`` that the retriever's run does not cover (it
         retrieves the scored split's queries only): qc_candidates retrieves them. A split the
         generation leaves empty (dev_share 0 or 1) has no queries to retrieve."""
-        spec = self.datasets[name]
-        generated = self.plan.kinds["generate"].datasets[spec["dataset"]]
-        empty = {0: "dev", 1: "test"}.get(generated["dev_share"])
-        return [split for split in checked_splits(spec) if split not in (generated["split"], empty)]
+        generated = self.plan.kinds["generate"].typed[self.typed[name].dataset]
+        empty = {0: "dev", 1: "test"}.get(generated.dev_share)
+        checked = checked_splits(self.datasets[name])
+        return [split for split in checked if split not in (generated.split, empty)]
 
     def candidates_retrieval(self, wildcards):
-        spec = self.spec(wildcards)
-        return self.plan.split_retrieval(spec["dataset"], spec["retriever"], spec["depth"])
+        qc = self.typed[wildcards.dataset]
+        return self.plan.split_retrieval(qc.dataset, qc.retriever, qc.depth)
 
     def candidates_inputs(self, wildcards):
         """The split's queries and judgements, and what the retriever searches with."""
-        spec = self.spec(wildcards)
-        base = f"results/datasets/{spec['dataset']}"
+        qc = self.typed[wildcards.dataset]
+        base = f"results/datasets/{qc.dataset}"
         return {
             "source": f"{base}/source.json",
             "queries": f"{base}/queries.parquet",
             "qrels": f"{base}/qrels/{wildcards.split}.parquet",
-        } | self.plan.split_retrieval_files(spec["dataset"], spec["retriever"])
+        } | self.plan.split_retrieval_files(qc.dataset, qc.retriever)
 
     def votes_inputs(self, wildcards):
-        generated = self.spec(wildcards)["dataset"]
-        retriever = self.spec(wildcards)["retriever"]
+        qc = self.typed[wildcards.dataset]
+        generated, retriever = qc.dataset, qc.retriever
         others = self.other_splits(wildcards.dataset)
         runs = {"runs": [f"results/runs/{generated}/{retriever}.parquet"]}
         texts = candidate_texts(generated)
@@ -75,7 +77,7 @@ class QualityControl(DerivedKind):
         return texts | runs | self.plan.reranker_embeddings(generated, wildcards.reranker)
 
     def inputs(self, wildcards):
-        base = f"results/datasets/{self.spec(wildcards)['dataset']}"
+        base = f"results/datasets/{self.typed[wildcards.dataset].dataset}"
         return {
             "base_source": f"{base}/source.json",
             "corpus": f"{base}/corpus.parquet",
