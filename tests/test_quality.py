@@ -14,6 +14,7 @@ from conftest import SCHEMA, minimal_config
 
 from irflow.core.contracts import document_text
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import Quality
 from irflow.data.quality import (
     GOPHER_STOP_WORDS,
     Document,
@@ -32,13 +33,14 @@ from irflow.data.quality import (
 from irflow.workflow.config import validate_config
 
 
-def quality_config(below: str = "strict", **enabled: dict) -> dict:
-    """The validated ``filter.quality`` block with the named filters on (and overrides)."""
+def quality_config(below: str = "strict", **enabled: dict) -> Quality:
+    """The validated ``filter.quality`` block with the named filters on (and overrides), typed
+    as the filter job types it."""
     quality = {name: {"enabled": True} | spec for name, spec in enabled.items()}
     config = minimal_config(
         retrievers={"r": {"type": "bm25"}}, filter={"quality": quality | {"below": below}}
     )
-    return validate_config(config, SCHEMA)["filter"]["quality"]
+    return Quality.model_validate(validate_config(config, SCHEMA)["filter"]["quality"])
 
 
 def failures(text: str, name: str, below: str = "strict", **spec) -> dict[str, float]:
@@ -62,6 +64,28 @@ SENTENCE = "the quick brown fox jumps over a lazy dog today"  # 10 words
 
 def test_all_filters_are_off_by_default():
     assert build_checks(quality_config()) == []
+
+
+def test_a_filter_named_only_by_enabled_takes_the_schemas_bounds():
+    """build_checks reads the typed block (irflow.core.settings_types.Quality): a filter that
+    names only ``enabled`` measures against the schema's defaults, Arctic-Embed's values,
+    without the config having filled them in (the dict's reading failed on the missing key)."""
+    (words,) = build_checks(Quality.model_validate({"words": {"enabled": True}}))
+    assert (words.name, words.minimum, words.maximum, words.strict) == ("words", 10, 10_000, False)
+    (short,) = build_checks(Quality.model_validate({"short_lines": {"enabled": True}}))
+    assert (short.maximum, short.strict) == (0.1, True)
+    # Lines of fewer than the default 5 words: the second of two.
+    assert short.measure(Document("one two three four five
+six")) == 0.5
+    checks = build_checks(Quality.model_validate({"duplicate_ngrams": {"enabled": True}}))
+    # Arctic's rule by default: duplicated n-grams for n = 2..10 at Gopher's bounds.
+    assert [(check.name, check.maximum) for check in checks][:4] == [
+        ("duplicated_2gram_chars", 0.20),
+        ("duplicated_3gram_chars", 0.18),
+        ("duplicated_4gram_chars", 0.16),
+        ("duplicated_5gram_chars", 0.15),
+    ]
+    assert len(checks) == 9
 
 
 def test_words_per_document_between_10_and_10000():
