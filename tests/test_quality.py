@@ -75,8 +75,7 @@ def test_a_filter_named_only_by_enabled_takes_the_schemas_bounds():
     (short,) = build_checks(Quality.model_validate({"short_lines": {"enabled": True}}))
     assert (short.maximum, short.strict) == (0.1, True)
     # Lines of fewer than the default 5 words: the second of two.
-    assert short.measure(Document("one two three four five
-six")) == 0.5
+    assert short.measure(Document(lines("one two three four five", "six"))) == 0.5
     checks = build_checks(Quality.model_validate({"duplicate_ngrams": {"enabled": True}}))
     # Arctic's rule by default: duplicated n-grams for n = 2..10 at Gopher's bounds.
     assert [(check.name, check.maximum) for check in checks][:4] == [

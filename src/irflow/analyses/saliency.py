@@ -485,17 +485,11 @@ def saliency_problems(config: dict) -> list[str]:
     return problems
 
 
-def _saliency_length_problems(
-    saliency: Saliency, dataset: str, variants: dict[str, dict]
-) -> list:
+def _saliency_length_problems(saliency: Saliency, dataset: str, variants: dict[str, dict]) -> list:
     """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
     of at most its length, so a shorter variant would select no pair."""
     variant = variants.get(dataset)
-    if (
-        saliency.select != "posir"
-        or variant is None
-        or saliency.min_tokens <= variant["length"]
-    ):
+    if saliency.select != "posir" or variant is None or saliency.min_tokens <= variant["length"]:
         return []
     return [
         f"config key 'position_analysis.saliency.min_tokens': {saliency.min_tokens} tokens, "

@@ -526,15 +526,14 @@ def build_checks(quality: Quality) -> list[Check]:
         minimum = least if spec.min is None else spec.min
         checks.append(Check("stop_words", lambda doc: stop_word_count(doc, words), minimum=minimum))
     if spec := on("bullet_lines"):
-        checks.append(
-            Check("bullet_lines", bullet_line_fraction, maximum=spec.max, strict=strict)
-        )
+        checks.append(Check("bullet_lines", bullet_line_fraction, maximum=spec.max, strict=strict))
     for name, (measure, setting) in LINE_SHARES.items():
         if spec := on(name):
+            value = getattr(spec, setting)
             checks.append(
                 Check(
                     name,
-                    lambda doc, measure=measure, value=getattr(spec, setting): measure(doc, value),
+                    lambda doc, measure=measure, value=value: measure(doc, value),
                     maximum=spec.max,
                     strict=strict,
                 )
