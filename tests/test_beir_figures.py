@@ -19,6 +19,7 @@ from conftest import (
     snakemake,
     write_beir,
 )
+from pydantic import ValidationError
 
 from irflow.analyses import beir_figures
 from irflow.core import contracts
@@ -204,8 +205,9 @@ def test_the_dry_run_plans_the_figures_from_every_run_and_corpus(tmp_path):
     assert "rule beir_figures:" not in outputs[None]
 
 
-def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
-    """What the beir_figures job writes, from a summary, two runs per dataset and corpora."""
+def figures_job(tmp_path, settings: dict) -> dict:
+    """The beir_figures job's outputs for ``settings`` (its params' block), from a summary, two
+    runs of one dataset and its corpus."""
     corpus = pd.DataFrame(TINY_CORPUS).rename(columns={"_id": "doc_id"})
     contracts.write_frame(corpus.assign(title=corpus["title"]), tmp_path / "corpus.parquet")
     summary = summary_of({"bm25": {"tiny": 0.5}, "dense": {"tiny": 0.75}})
@@ -236,9 +238,15 @@ def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
         runs,
         {"tiny": tmp_path / "corpus.parquet"},
         {"benchmark": {"tiny": None}, "derived": {}},
-        {"baseline": "bm25", "metric": "ndcg_cut_10", "depth": 2},
+        settings,
         out,
     )
+    return out
+
+
+def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
+    """What the beir_figures job writes, from a summary, two runs per dataset and corpora."""
+    out = figures_job(tmp_path, {"baseline": "bm25", "metric": "ndcg_cut_10", "depth": 2})
     wins = contracts.read_frame(out["wins"])
     assert wins.to_dict("records") == [
         {
@@ -263,3 +271,16 @@ def test_the_job_writes_every_table_figure_and_the_markdown(tmp_path):
     assert lengths["median_words"].to_dict() == {"bm25": 7.0, "dense": 9.0}
     assert "| tiny | dense | 2 | 9 | 7.5 | 10.5 | 9.0 |" in out["markdown"].read_text()
     assert out["wins_plot"].is_file() and out["lengths_plot"].with_suffix(".svg").is_file()
+
+
+def test_the_jobs_block_is_typed_with_the_schemas_defaults(tmp_path):
+    """The beir_figures job types its block once (irflow.core.settings_types.BeirFigures): a
+    block naming only its baseline compares Table 2's nDCG@10 and counts the top 10 documents
+    (the dict's reading stopped at the missing key); a key the schema lacks is refused,
+    naming it."""
+    out = figures_job(tmp_path, {"baseline": "bm25"})
+    assert contracts.read_frame(out["wins"])[["system", "better"]].values.tolist() == [["dense", 1]]
+    hits = contracts.read_frame(out["hits"])
+    assert hits.groupby("system")["doc_id"].count().to_dict() == {"bm25": 3, "dense": 2}
+    with pytest.raises(ValidationError, match="dept"):
+        beir_figures.write_figures(tmp_path, {}, {}, {}, {"baseline": "bm25", "dept": 2}, {})

@@ -562,3 +562,22 @@ def test_the_correlate_job_ranks_each_bucket_against_the_published_ranking(tmp_p
     assert rows["systems"].tolist() == [4, 4]
     assert rows.loc["sub", "spearman"] == pytest.approx(-0.8)  # bge and bm25 swap places
     assert rows.loc["published (arguana, scidocs)", "spearman"] == pytest.approx(1.0)
+
+
+def test_the_correlation_check_reads_the_typed_block():
+    """The ``correlation`` check types its block (irflow.core.settings_types.Correlation): a
+    block without ``bootstrap`` is the schema's null, no subsampling to check (the dict's
+    reading stopped at the missing key); the groups and sides it names are checked as before."""
+    from irflow.analyses.correlate import correlation_problems
+
+    config = validated()
+    config["correlation"] = {"benchmarks": {"beir": ["d"], "air": ["nope"]}}
+    assert correlation_problems(config) == [
+        "config key 'correlation.benchmarks.air': 'nope' is not a key of 'datasets'; "
+        "allowed values: d"
+    ]
+    config["correlation"]["bootstrap"] = {"left": "beir", "right": "mteb"}
+    assert correlation_problems(config)[1:] == [
+        "config key 'correlation.bootstrap.right': 'mteb' is not a key of "
+        "'correlation.benchmarks'; allowed values: air, beir"
+    ]

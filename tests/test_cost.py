@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from irflow.core.records import parse
 from irflow.core.timing import time_each
@@ -22,7 +23,7 @@ CONFIG = {
         "bm25": {"type": "bm25"},
         "dense": {"type": "dense", "model": "m", "index": "flat"},
     },
-    "fusion": {"rrf": {"runs": ["bm25", "dense"]}},
+    "fusion": {"rrf": {"method": "rrf", "runs": ["bm25", "dense"]}},
 }
 KINDS = {"bm25": "bm25", "dense": "dense", "rrf": "fusion", "bm25+ce@10": "rerank"}
 MANIFESTS = {
@@ -60,6 +61,15 @@ def test_stages_add_up_per_query(model):
     assert model.latency("d", "dense") == pytest.approx({"q1": 0.012, "q2": 0.022})
     assert model.latency("d", "rrf") == pytest.approx({"q1": 0.013, "q2": 0.025})
     assert model.latency("d", "bm25+ce@10") == pytest.approx({"q1": 0.101, "q2": 0.203})
+
+
+def test_a_fusions_entry_is_read_typed():
+    """A fusion's latency adds up its runs', read from its typed entry
+    (irflow.core.settings_types.Fusion): an entry the schema refuses (its runs misspelt) is
+    refused, naming the key."""
+    config = CONFIG | {"fusion": {"rrf": {"method": "rrf", "run": ["bm25", "dense"]}}}
+    with pytest.raises(ValidationError, match="runs"):
+        CostModel(config, KINDS, recorded(MANIFESTS), family).latency("d", "rrf")
 
 
 def test_cost_table(model):

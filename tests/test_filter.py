@@ -10,7 +10,9 @@ import random
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 from conftest import SCHEMA, minimal_config, planned_inputs, write_beir
+from pydantic import ValidationError
 
 from irflow.core import contracts
 from irflow.data import filter as filtering
@@ -38,7 +40,7 @@ RULES = {
 }
 
 
-def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, **rules):
+def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, base=RULES, **rules):
     folder = write_beir(tmp_path / "raw", corpus, QUERIES, qrels)
     data = tmp_path / "data"
     ingest(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / "test.tsv", data)
@@ -47,7 +49,7 @@ def filtered(tmp_path, corpus=CORPUS, qrels=QRELS, **rules):
         data / "corpus.parquet",
         data / "queries.parquet",
         data / "qrels.parquet",
-        RULES | rules,
+        base | rules,
         out_corpus=out / "corpus.parquet",
         out_queries=out / "queries.parquet",
         out_audit=out / "audit.parquet",
@@ -122,6 +124,36 @@ def test_rules_can_be_switched_off(tmp_path):
     )
     assert corpus == ["b", "c", "d", "e", "f"]
     assert audit["a"]["reason"] == "shorter than 2 words"
+
+
+def test_a_rule_the_block_leaves_out_is_the_schemas_default(tmp_path):
+    """The filter job types its block once (irflow.core.settings_types.Filter): a setting the
+    block leaves out is the schema's default, drop_empty true, drop_duplicates false, judged
+    flag, as the validated config holds it (the dict's reading stopped at the missing key). The
+    counts keep the block as it was given: the manifest records it."""
+    corpus, audit, _, counts = filtered(tmp_path, base={}, max_words=20)
+    assert corpus == ["b", "c", "e", "f"]
+    assert {k: (v["action"], v["reason"]) for k, v in audit.items()} == {
+        "a": ("drop", "empty"),
+        "d": ("drop", "longer than 20 words"),
+        "e": ("flag", "empty"),
+    }
+    assert counts["rules"] == {"max_words": 20}
+
+
+@pytest.mark.parametrize(
+    ("rules", "field"),
+    [
+        ({"quality": {"word": {"enabled": True}}}, "quality.word"),
+        ({"min_words": -1}, "min_words"),
+        ({"near_duplicates": {"enabled": True, "treshold": 0.5}}, "near_duplicates.treshold"),
+    ],
+)
+def test_a_block_the_schema_refuses_is_refused_naming_the_key(tmp_path, rules, field):
+    """A misspelt filter or setting, or a bound the schema refuses, is refused by the typed
+    block, naming it; read as a dict it was passed over and the corpus filtered without it."""
+    with pytest.raises(ValidationError, match=field):
+        filtered(tmp_path, **rules)
 
 
 def test_only_judged_queries_are_scored(tmp_path):

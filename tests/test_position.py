@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import ValidationError
 from test_positionalize import word_tokenizer
 
 from irflow.analyses.position import (
@@ -300,6 +301,23 @@ def test_psi_interval_is_a_seeded_bootstrap_around_psi():
     assert np.isnan(single.iloc[0]["psi_low"]) and np.isnan(single.iloc[0]["psi_high"])
 
 
+def test_the_bootstrap_block_is_typed_with_the_schemas_defaults():
+    """analyse types the ``position_analysis.bootstrap`` block once
+    (irflow.core.settings_types.Bootstrap1): one that names only its resamples takes the
+    schema's confidence 0.95 and seed 0 (the dict's reading stopped at the missing key), and
+    a key the schema lacks is refused, naming it."""
+    rng = np.random.default_rng(0)
+    cells = [(f"s{i}", 0.0, v) for i, v in enumerate(rng.uniform(0.5, 1.0, 20))]
+    cells += [(f"e{i}", 1.0, v) for i, v in enumerate(rng.uniform(0.0, 0.5, 20))]
+    _, named = analyse(rows(cells), interval={"resamples": 200})
+    _, whole = analyse(rows(cells), interval={"resamples": 200, "confidence": 0.95, "seed": 0})
+    interval = ["psi_low", "psi_high"]
+    assert named[interval].equals(whole[interval])
+    assert 0 < named.iloc[0]["psi_low"] < named.iloc[0]["psi"] < named.iloc[0]["psi_high"]
+    with pytest.raises(ValidationError, match="confidence_level"):
+        analyse(rows(cells), interval={"resamples": 200, "confidence_level": 0.9})
+
+
 def test_psi_interval_resamples_queries_not_rows():
     # Every query sits at both ends with one score: any draw of queries gives equal bin
     # means and PSI 0; a draw of rows would not.
@@ -315,6 +333,7 @@ def test_a_languages_domain_datasets_are_pooled_before_binning():
 
     from irflow.analyses.position import pooled_group
     from irflow.core.errors import ConfigError
+    from irflow.core.settings_types import PositionAnalysis
     from irflow.workflow.config import validate_config
 
     source = {"source": {"type": "url", "url": "https://example.org/d.zip"}}
@@ -327,7 +346,7 @@ def test_a_languages_domain_datasets_are_pooled_before_binning():
             "pool": {"eng": ["eng-law", "eng-med"]},
         },
     }
-    analysis = validate_config(config, SCHEMA)["position_analysis"]
+    analysis = PositionAnalysis.model_validate(validate_config(config, SCHEMA)["position_analysis"])
     groups = [pooled_group(d, analysis) for d in ("eng-law", "eng-med", "deu-law")]
     assert groups == ["eng", "eng", None]
     config["position_analysis"]["pool"] = {"eng": ["eng-law", "fra-law"], "all": ["eng-law"]}

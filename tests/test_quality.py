@@ -14,6 +14,7 @@ from conftest import SCHEMA, minimal_config
 
 from irflow.core.contracts import document_text
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import Quality
 from irflow.data.quality import (
     GOPHER_STOP_WORDS,
     Document,
@@ -32,13 +33,14 @@ from irflow.data.quality import (
 from irflow.workflow.config import validate_config
 
 
-def quality_config(below: str = "strict", **enabled: dict) -> dict:
-    """The validated ``filter.quality`` block with the named filters on (and overrides)."""
+def quality_config(below: str = "strict", **enabled: dict) -> Quality:
+    """The validated ``filter.quality`` block with the named filters on (and overrides), typed
+    as the filter job types it."""
     quality = {name: {"enabled": True} | spec for name, spec in enabled.items()}
     config = minimal_config(
         retrievers={"r": {"type": "bm25"}}, filter={"quality": quality | {"below": below}}
     )
-    return validate_config(config, SCHEMA)["filter"]["quality"]
+    return Quality.model_validate(validate_config(config, SCHEMA)["filter"]["quality"])
 
 
 def failures(text: str, name: str, below: str = "strict", **spec) -> dict[str, float]:
@@ -62,6 +64,21 @@ SENTENCE = "the quick brown fox jumps over a lazy dog today"  # 10 words
 
 def test_all_filters_are_off_by_default():
     assert build_checks(quality_config()) == []
+
+
+def test_a_filter_named_only_by_enabled_takes_the_schemas_bounds():
+    """build_checks reads the typed block (irflow.core.settings_types.Quality): a filter that
+    names only ``enabled`` measures against the schema's defaults, Arctic-Embed's values,
+    without the config having filled them in (the dict's reading failed on the missing key)."""
+    (words,) = build_checks(Quality.model_validate({"words": {"enabled": True}}))
+    assert (words.name, words.minimum, words.maximum, words.strict) == ("words", 10, 10_000, False)
+    (short,) = build_checks(Quality.model_validate({"short_lines": {"enabled": True}}))
+    assert (short.maximum, short.strict) == (0.1, True)
+    # Lines of fewer than the default 5 words: the second of two.
+    assert short.measure(Document(lines("one two three four five", "six"))) == 0.5
+    (stop,) = build_checks(Quality.model_validate({"stop_words": {"enabled": True}}))
+    # Arctic's rule: one of Gopher's eight words or "is".
+    assert (stop.minimum, stop.measure(Document("It is blue."))) == (1, 1.0)
 
 
 def test_words_per_document_between_10_and_10000():
@@ -156,8 +173,7 @@ def test_duplicate_ngrams_are_arctics_for_n_from_2_to_10_with_gophers_bounds():
     duplicated n-grams for n = 2..10 and no top n-gram, bounded by Gopher's values: its top
     n-gram bounds 0.20, 0.18, 0.16 for n = 2..4 and its duplicated ones 0.15 .. 0.10 for
     n = 5..10. (Before: Gopher's top n-grams for 2..4 and duplicated 5..10 only.)"""
-    (config,) = [quality_config(duplicate_ngrams={})["duplicate_ngrams"]]
-    assert config["rule"] == "arctic"
+    assert quality_config(duplicate_ngrams={}).duplicate_ngrams.rule == "arctic"
     checks = build_checks(quality_config(duplicate_ngrams={}))
     assert [(c.name, c.maximum) for c in checks] == [
         ("duplicated_2gram_chars", 0.20),
@@ -286,7 +302,7 @@ def test_language_is_fasttexts_classifier_by_default():
     a named variant. (Before: py3langid, the only identifier.)"""
     from irflow.data.language import known_languages, ranked
 
-    assert quality_config(language={})["language"]["identifier"] == "fasttext"
+    assert quality_config(language={}).language.identifier == "fasttext"
     title = "Effect of vitamin D on bone density"
     (check,) = build_checks(quality_config(language={"min_words": 0}))
     assert check.measure(Document(title)) == pytest.approx(dict(ranked(title))["en"])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SCHEMA, TINY_CORPUS, minilm_spec, minimal_config, snakemake
+from conftest import SCHEMA, TINY_CORPUS, minilm_spec, minimal_config, snakemake, validated
+from pydantic import ValidationError
 from tiny_models import build_tiny_bi_encoder, build_tiny_bpe_bi_encoder, build_tiny_cross_encoder
 
 from irflow.analyses.saliency import (
@@ -302,6 +303,22 @@ def test_saliency_selection_is_posirs_by_default_and_random_needs_a_count():
     config["position_analysis"] = {"saliency": {"select": "random"}}
     with pytest.raises(ConfigError, match="position_analysis.saliency.queries"):
         validate_config(config, SCHEMA)
+
+
+def test_the_pairs_tokenizer_reads_the_typed_saliency_block():
+    """The saliency_pairs job's tokenizer param types ``position_analysis.saliency``
+    (irflow.core.settings_types.Saliency): a block that names only its models takes the
+    schema's defaults (no tokenizer: the first model's; PosIR's selection, which counts tokens),
+    and a key the schema lacks is refused, naming it."""
+    from irflow.analyses.saliency import pairs_tokenizer, pairs_tokenizer_source
+
+    config = validated(models={"m": {"id": "org/m"}})
+    config["position_analysis"]["saliency"] = {"models": ["m"]}
+    assert pairs_tokenizer(config, "d") == "m"
+    assert pairs_tokenizer_source(config, "d") == {"id": "org/m", "revision": None}
+    config["position_analysis"]["saliency"] = {"models": ["m"], "tokeniser": "org/t"}
+    with pytest.raises(ValidationError, match="tokeniser"):
+        pairs_tokenizer(config, "d")
 
 
 def test_a_variant_shorter_than_min_tokens_is_refused_at_config_time():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, SCHEMA, index_spec
+from conftest import REPO, SCHEMA, index_spec, validated
 from pydantic import ValidationError
 
 from irflow.core.config import schema_defaults
@@ -124,3 +124,41 @@ def test_the_typed_blocks_of_the_stages_read_what_the_validated_config_holds():
         filled = schema_defaults(SCHEMA, definition, block)
         typed = models[definition].model_validate(block).model_dump(by_alias=True)
         reads_as(typed, filled, f"{definition} {block}")
+
+
+def test_the_typed_data_and_analysis_blocks_hold_the_validated_configs_defaults():
+    """The blocks the filter, download and analysis stages type (a filter with every quality
+    filter and near-duplicates on, each built-in source type, the position analysis with its
+    bootstrap and saliency, the correlation and BEIR's figures): typed, each left as the user
+    wrote it, they read the values the validated config holds, so a stage that types its block
+    computes what it computed from the dict."""
+    from irflow.core import settings_types
+    from irflow.data.quality import FILTERS
+
+    every_filter = {name: {"enabled": True} for name in FILTERS}
+    blocks = [
+        ("filter", {}),
+        ("filter", {"quality": every_filter, "near_duplicates": {"enabled": True}}),
+        ("source_url", {"type": "url", "url": "https://example.org/z.zip"}),
+        ("source_huggingface", {"type": "huggingface", "repo": "BeIR/scifact"}),
+        ("source_path", {"type": "path", "path": "data/mine"}),
+        ("source_ir_datasets", {"type": "ir_datasets", "id": "beir/scifact"}),
+        ("source_beir", {"type": "beir", "name": "scifact"}),
+    ]
+    models = {"filter": settings_types.Filter, "source_url": settings_types.SourceUrl}
+    models |= {"source_huggingface": settings_types.SourceHuggingface}
+    models |= {"source_path": settings_types.SourcePath, "source_beir": settings_types.SourceBeir}
+    models |= {"source_ir_datasets": settings_types.SourceIrDatasets}
+    for definition, block in blocks:
+        filled = schema_defaults(SCHEMA, definition, block)
+        typed = models[definition].model_validate(block).model_dump(by_alias=True)
+        reads_as(typed, filled, f"{definition} {block}")
+    config = validated(position_analysis={"bootstrap": {"resamples": 10}})
+    for key, model in (
+        ("position_analysis", settings_types.PositionAnalysis),
+        ("correlation", settings_types.Correlation),
+        ("beir_figures", settings_types.BeirFigures),
+        ("cost", settings_types.Cost),
+    ):
+        given = {"bootstrap": {"resamples": 10}} if key == "position_analysis" else {}
+        reads_as(model.model_validate(given).model_dump(by_alias=True), config[key], key)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import copied_source
 import pytest
 from conftest import REPO, SCHEMA, TINY_CORPUS, TINY_QRELS, TINY_QUERIES, snakemake, write_beir
+from pydantic import ValidationError
 
 from irflow.core.errors import ConfigError, DownloadError
 from irflow.data import sources
@@ -195,6 +196,39 @@ def test_the_download_params_are_the_untyped_source_as_irflow_wrote_it(tmp_path)
         "irds": {"ir_datasets": "beir/scifact/test"},
         "local": {"path": str(folder)},
         "zip": {"md5": None, "mirrors": [], "url": "https://example.org/z.zip"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ({"type": "huggingface", "repo": "BeIR/scifact", "revison": "r1"}, "revison"),
+        ({"type": "url", "url": "https://example.org/z.zip", "md5": "not-an-md5"}, "md5"),
+        ({"type": "ir_datasets", "id": "beir/scifact", "split": "test"}, "split"),
+        ({"type": "path", "path": "data/mine", "folder": "mine"}, "folder"),
+    ],
+)
+def test_a_built_in_type_types_its_block_and_refuses_a_key_its_schema_lacks(block, field):
+    """A built-in source type reads the block it is given through its generated model
+    (irflow.core.settings_types): a block that did not pass the config's validation (a
+    caller of irflow.data.sources.locate_dataset) with a misspelt or malformed key is refused,
+    naming the key. Read as a dict, the key was passed over: a misspelt revision fetched the
+    repo's newest."""
+    with pytest.raises(ValidationError, match=field):
+        sources.source_type(block["type"]).cache_key(block)
+
+
+def test_a_url_sources_mirrors_and_folder_are_read_typed():
+    """The url type's typed block gives the cache key of the dict it was given: its folder
+    only where one is given, its md5 null where none is."""
+    url = sources.source_type("url")
+    zip_url = "https://example.org/z.zip"
+    assert url.cache_key({"type": "url", "url": zip_url}) == {"url": zip_url, "md5": None}
+    block = {"type": "url", "url": zip_url, "mirrors": ["https://mirror.org/z.zip"]}
+    assert url.cache_key(block | {"folder": "cqadupstack/tex"}) == {
+        "url": zip_url,
+        "md5": None,
+        "folder": "cqadupstack/tex",
     }
 
 

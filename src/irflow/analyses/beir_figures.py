@@ -32,6 +32,7 @@ import pandas as pd
 from irflow.analyses.plots import note, pyplot, save
 from irflow.core import contracts
 from irflow.core.config import register_check, system_kinds
+from irflow.core.settings_types import BeirFigures
 from irflow.evaluation.tables import AVERAGE, TableLayout, benchmark_table, metric_values
 
 # The outcome of a system on a dataset against the baseline.
@@ -41,7 +42,7 @@ OUTCOMES = ("better", "worse", "equal")
 @register_check
 def beir_figures_problems(config: dict) -> list[str]:
     """The baseline is one of the config's systems: retrievers, fusions or rerankings."""
-    baseline = (config.get("beir_figures") or {}).get("baseline")
+    baseline = BeirFigures.model_validate(config.get("beir_figures") or {}).baseline
     systems = sorted(system_kinds(config))
     if baseline is None or baseline in systems:
         return []
@@ -248,8 +249,10 @@ def write_figures(
     """Every output of the beir_figures job (rules/analyses/beir_figures.smk): ``runs``, each
     (dataset, system)'s run file; ``corpora``, each dataset's filtered corpus; ``out``, the
     job's named outputs (``versus``, ``wins``, ``hits``, ``lengths``, ``markdown``,
-    ``wins_plot``, ``lengths_plot``)."""
-    baseline, metric, depth = settings["baseline"], settings["metric"], settings["depth"]
+    ``wins_plot``, ``lengths_plot``). ``settings``, the ``beir_figures`` block, is typed once,
+    here (irflow.core.settings_types.BeirFigures)."""
+    figures = BeirFigures.model_validate(settings)
+    baseline, metric, depth = figures.baseline, figures.metric, figures.depth
     versus = versus_baseline(contracts.read_frame(summary), layout, metric, baseline)
     won = wins(versus)
     hits = []

@@ -32,6 +32,7 @@ import pandas as pd
 from irflow.core.config import missing_key, register_check
 from irflow.core.errors import ConfigError
 from irflow.core.seeds import mean_sd, seed_list
+from irflow.core.settings_types import Correlation
 from irflow.evaluation.published import matches, reference_scores
 from irflow.evaluation.tables import metric_values
 
@@ -448,20 +449,20 @@ def corpus_similarity(counts: dict[str, Counter]) -> pd.DataFrame:
 def correlation_problems(config: dict) -> list[str]:
     """``correlation``: benchmarks of known datasets, a bootstrap between two of them."""
     problems = []
-    correlation = config["correlation"]
+    correlation = Correlation.model_validate(config["correlation"])
     # Generated datasets and their quality-controlled copies are compared with real ones.
     comparable = set(config["datasets"]) | set(config["generate"])
     comparable |= set(config["quality_control"]["generated"])
-    for group, datasets in correlation["benchmarks"].items():
-        for dataset in datasets:
+    for group, datasets in correlation.benchmarks.items():
+        for dataset in datasets.root:
             if dataset not in comparable:
                 path = f"correlation.benchmarks.{group}"
                 problems.append(missing_key(path, dataset, "datasets", comparable))
-    if correlation["bootstrap"] is not None:
-        for side in ("left", "right"):
-            group = correlation["bootstrap"][side]
-            if group not in correlation["benchmarks"]:
+    if correlation.bootstrap is not None:
+        bootstrap = correlation.bootstrap
+        for side, group in (("left", bootstrap.left), ("right", bootstrap.right)):
+            if group not in correlation.benchmarks:
                 path = f"correlation.bootstrap.{side}"
-                known = correlation["benchmarks"]
+                known = correlation.benchmarks
                 problems.append(missing_key(path, group, "correlation.benchmarks", known))
     return problems

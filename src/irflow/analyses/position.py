@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.config import missing_key, register_check
+from irflow.core.settings_types import Bootstrap1, PositionAnalysis
 from irflow.data.tokens import encode, tokenizer_source
 from irflow.evaluation.score import uncomputed_metrics
 
@@ -86,10 +87,10 @@ def judged_positions(judgements: pd.DataFrame, texts: pd.Series) -> np.ndarray:
     return relative_position(judgements["span_start"], judgements["span_end"], given.fillna(own))
 
 
-def pooled_group(dataset: str, analysis: dict) -> str | None:
+def pooled_group(dataset: str, analysis: PositionAnalysis) -> str | None:
     """The ``pool`` of ``position_analysis`` that ``dataset`` is binned in (PosIR pools a
     language's domain datasets before binning), or None."""
-    pools = [name for name, members in analysis["pool"].items() if dataset in members]
+    pools = [name for name, members in analysis.pool.items() if dataset in members.root]
     return pools[0] if pools else None
 
 
@@ -154,7 +155,7 @@ def _psi(means: np.ndarray, counts: np.ndarray, min_count: int) -> np.ndarray:
 
 
 def _psi_interval(
-    group: pd.DataFrame, bins: int, min_count: int, interval: dict
+    group: pd.DataFrame, bins: int, min_count: int, interval: Bootstrap1
 ) -> tuple[float, float]:
     """A percentile bootstrap interval of PSI, resampling queries (all of a query's rows go
     together: a query placed at several positions is one draw)."""
@@ -179,11 +180,11 @@ def _psi_interval(
         (np.arange(len(sums)),),
         statistic,
         vectorized=True,
-        n_resamples=interval["resamples"],
-        confidence_level=interval["confidence"],
+        n_resamples=interval.resamples,
+        confidence_level=interval.confidence,
         method="percentile",
         batch=100,
-        rng=np.random.default_rng(interval["seed"]),
+        rng=np.random.default_rng(interval.seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
@@ -202,7 +203,11 @@ def _trend(usable: pd.DataFrame, mean: float, flat_below: float) -> tuple[str | 
 
 
 def _bucket_summary(
-    bucket: pd.DataFrame, rows: pd.DataFrame, min_count: int, flat_below: float, interval: dict
+    bucket: pd.DataFrame,
+    rows: pd.DataFrame,
+    min_count: int,
+    flat_below: float,
+    interval: Bootstrap1,
 ) -> dict:
     """PSI (with ``min_count`` and over every non-empty bin), its interval, the bucket's mean
     scores, slope and trend, or why there is no PSI."""
@@ -219,7 +224,7 @@ def _bucket_summary(
     mean = float(filled["mean_ndcg"].mean())
     trend, slope = _trend(usable, usable["mean_ndcg"].mean(), flat_below)
     low = high = np.nan
-    if not np.isnan(psi) and interval["resamples"] > 0:
+    if not np.isnan(psi) and interval.resamples > 0:
         low, high = _psi_interval(rows, len(bucket), min_count, interval)
     return {
         "mean_ndcg": mean,
@@ -252,8 +257,11 @@ def analyse(
     query; a query that no span places (relpos or doc_tokens null) counts in its dataset's
     overall score only. Returns the position_bins table (every bin of every bucket that has
     queries) and the psi table (one row per dataset, system and bucket, and one for the
-    buckets pooled, bucket ``all``, PosIR's overall PSI and nDCG@10). ``interval``: bootstrap
-    resamples (0: no interval), confidence and seed of PSI's interval."""
+    buckets pooled, bucket ``all``, PosIR's overall PSI and nDCG@10). ``interval``: the
+    ``position_analysis.bootstrap`` block, the resamples (0: no interval), confidence and seed
+    of PSI's interval, typed once, here (irflow.core.settings_types.Bootstrap1: a key it leaves
+    out is the schema's default)."""
+    bootstrap = Bootstrap1.model_validate(interval)
     # PosIR's overall nDCG@10: every scored query, placed or not.
     every_query = rows.groupby(["dataset", "system", "metric"])["value"].mean()
     frame = rows.assign(
@@ -290,7 +298,7 @@ def analyse(
     by_group = dict(list(frame.groupby([*GROUP, "metric"], sort=False)))
     summaries = []
     for key, bucket in table.groupby([*GROUP, "metric"], sort=True):
-        summary = _bucket_summary(bucket, by_group[key], min_count, flat_below, interval)
+        summary = _bucket_summary(bucket, by_group[key], min_count, flat_below, bootstrap)
         dataset, system, bucket_name, metric = key
         if bucket_name == OVERALL:
             summary["mean_ndcg"] = float(every_query[(dataset, system, metric)])
@@ -343,22 +351,22 @@ def position_analysis_problems(config: dict) -> list[str]:
     """``position_analysis``: known datasets, a tokenizer to count their tokens, each dataset in
     one pool at most."""
     problems = []
-    analysis = config["position_analysis"]
-    for i, dataset in enumerate(analysis["datasets"]):
+    analysis = PositionAnalysis.model_validate(config["position_analysis"])
+    for i, dataset in enumerate(analysis.datasets):
         if dataset not in config["datasets"]:
             path = f"position_analysis.datasets.{i}"
             problems.append(missing_key(path, dataset, "datasets", config["datasets"]))
-    if analysis["datasets"] and analysis["tokenizer"] is None:
+    if analysis.datasets and analysis.tokenizer is None:
         problems.append(
             "config key 'position_analysis.tokenizer': needed to count tokens of "
             "position_analysis.datasets; give a key of 'models', a Hugging Face id or a folder"
         )
     pooled = set()
-    for name, members in analysis["pool"].items():
-        for i, dataset in enumerate(members):
-            if dataset not in analysis["datasets"]:
+    for name, members in analysis.pool.items():
+        for i, dataset in enumerate(members.root):
+            if dataset not in analysis.datasets:
                 path = f"position_analysis.pool.{name}.{i}"
-                known = analysis["datasets"]
+                known = analysis.datasets
                 problems.append(missing_key(path, dataset, "position_analysis.datasets", known))
             elif dataset in pooled:
                 problems.append(
@@ -372,24 +380,24 @@ def position_analysis_problems(config: dict) -> list[str]:
 @register_check
 def position_metric_problems(config: dict) -> list[str]:
     """``position_analysis.metric`` must be one that ``metrics`` computes."""
-    return uncomputed_metrics(
-        config, [("position_analysis.metric", config["position_analysis"]["metric"])]
-    )
+    metric = PositionAnalysis.model_validate(config["position_analysis"]).metric
+    return uncomputed_metrics(config, [("position_analysis.metric", metric)])
 
 
 def position_groups(config: dict, variants: dict[str, dict], datasets: list[str]) -> dict:
     """Per dataset analysed (``datasets``, the positional ``variants`` among them): the group its
     queries are pooled in (a variant's positionalize block, whose lengths and positions the
     buckets and bins tell apart), the tokenizer that counts its documents' tokens, and a
-    variant's configured position."""
-    analysis = config["position_analysis"]
+    variant's configured position. The ``position_analysis`` block is typed once, here
+    (irflow.core.settings_types.PositionAnalysis)."""
+    analysis = PositionAnalysis.model_validate(config["position_analysis"])
     groups = {}
     for dataset in datasets:
         spec = variants.get(dataset, {})
         groups[dataset] = {
             "group": spec.get("block") or pooled_group(dataset, analysis) or dataset,
             "tokenizer": tokenizer_source(
-                analysis["tokenizer"] or spec["tokenizer"], config["models"]
+                analysis.tokenizer or spec["tokenizer"], config["models"]
             ),
             "position": spec.get("position"),
         }

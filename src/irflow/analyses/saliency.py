@@ -61,6 +61,7 @@ from irflow.analyses.position import judged_positions
 from irflow.core.config import missing_key, register_check, torch_problems
 from irflow.core.contracts import document_texts
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import Saliency
 from irflow.data.tokens import encode, tokenizer_source
 from irflow.derived.positionalize import list_variants
 
@@ -267,23 +268,29 @@ def document_tokens(pairs: pd.DataFrame, tokenizer) -> np.ndarray:
     return tokens
 
 
+def saliency_settings(config: dict) -> Saliency:
+    """The ``position_analysis.saliency`` block of ``config``, typed
+    (irflow.core.settings_types.Saliency)."""
+    return Saliency.model_validate(config["position_analysis"]["saliency"])
+
+
 def pairs_tokenizer(config: dict, dataset: str) -> str | None:
     """The tokenizer that counts a saliency dataset's documents for PosIR's selection, once
     for every model: ``position_analysis.saliency.tokenizer``; when null, a variant's own (its
     haystack lengths are that tokenizer's), else the first model listed. None when no model is
     profiled."""
-    saliency = config["position_analysis"]["saliency"]
-    if saliency["tokenizer"] is not None or not saliency["models"]:
-        return saliency["tokenizer"]
+    saliency = saliency_settings(config)
+    if saliency.tokenizer is not None or not saliency.models:
+        return saliency.tokenizer
     variant = list_variants(config).get(dataset)
-    return variant["tokenizer"] if variant is not None else saliency["models"][0]
+    return variant["tokenizer"] if variant is not None else saliency.models[0]
 
 
 def pairs_tokenizer_source(config: dict, dataset: str) -> dict | None:
     """Where the saliency_pairs job of ``dataset`` loads ``pairs_tokenizer`` from
     (``tokenizer_source``); None for random pairs, which count no token, or no tokenizer."""
     name = pairs_tokenizer(config, dataset)
-    if name is None or config["position_analysis"]["saliency"]["select"] != "posir":
+    if name is None or saliency_settings(config).select != "posir":
         return None
     return tokenizer_source(name, config["models"])
 
@@ -440,31 +447,32 @@ def saliency_problems(config: dict) -> list[str]:
     """``position_analysis.saliency``: known models on torch, datasets or variants long enough
     for PosIR's selection (none named ``all``, the pooled curve's), and what its ``select`` and
     ``centre`` need."""
-    saliency = config["position_analysis"]["saliency"]
+    saliency = saliency_settings(config)
     problems = []
-    for i, model in enumerate(saliency["models"]):
+    for i, model in enumerate(saliency.models):
         path = f"position_analysis.saliency.models.{i}"
         if model not in config["models"]:
             problems.append(missing_key(path, model, "models", config["models"]))
         # Saliency takes gradients through the model, which an ONNX Runtime graph has not.
         problems += torch_problems(config, path, model)
-    if saliency["models"] and not saliency["datasets"]:
+    if saliency.models and not saliency.datasets:
         problems.append(
             "config key 'position_analysis.saliency.datasets': needed when saliency.models is "
             "not empty"
         )
-    if saliency["select"] == "random" and saliency["queries"] is None:
+    if saliency.select == "random" and saliency.queries is None:
         problems.append(
             "config key 'position_analysis.saliency.queries': needed when saliency.select is random"
         )
-    if saliency["centre"][0] > saliency["centre"][1]:
+    low, high = (bound.root for bound in saliency.centre)
+    if low > high:
         problems.append(
-            f"config key 'position_analysis.saliency.centre': {saliency['centre']} is not a "
+            f"config key 'position_analysis.saliency.centre': {[low, high]} is not a "
             "range [low, high]"
         )
     variants = list_variants(config)
     known = set(config["datasets"]) | set(variants)
-    for i, dataset in enumerate(saliency["datasets"]):
+    for i, dataset in enumerate(saliency.datasets):
         path = f"position_analysis.saliency.datasets.{i}"
         if dataset == POOLED:
             problems.append(
@@ -477,18 +485,14 @@ def saliency_problems(config: dict) -> list[str]:
     return problems
 
 
-def _saliency_length_problems(saliency: dict, dataset: str, variants: dict[str, dict]) -> list:
+def _saliency_length_problems(saliency: Saliency, dataset: str, variants: dict[str, dict]) -> list:
     """PosIR's selection needs relevant documents of ``min_tokens``; a variant's are haystacks
     of at most its length, so a shorter variant would select no pair."""
     variant = variants.get(dataset)
-    if (
-        saliency["select"] != "posir"
-        or variant is None
-        or saliency["min_tokens"] <= variant["length"]
-    ):
+    if saliency.select != "posir" or variant is None or saliency.min_tokens <= variant["length"]:
         return []
     return [
-        f"config key 'position_analysis.saliency.min_tokens': {saliency['min_tokens']} tokens, "
+        f"config key 'position_analysis.saliency.min_tokens': {saliency.min_tokens} tokens, "
         f"but the relevant documents of variant {dataset!r} are haystacks of at "
         f"most {variant['length']} tokens (by positionalize.{variant['block']}.tokenizer "
         f"{variant['tokenizer']!r}), so PosIR's selection finds no pair; set min_tokens to at "

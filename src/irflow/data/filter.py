@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from irflow.core import contracts
 from irflow.core.atomic import atomic_path
 from irflow.core.errors import InputError
+from irflow.core.settings_types import Filter
 from irflow.data.dedup import NearDuplicateFinder
 from irflow.data.quality import Document, build_checks, check_order, failed_checks
 
@@ -66,32 +67,32 @@ def _duplicate_keepers(corpus_path: Path, judged: set[str]) -> dict[bytes, tuple
 
 
 def _decide(
-    position: int, title: str, text: str, rules: dict, keepers: dict[bytes, tuple[int, str]]
+    position: int, title: str, text: str, rules: Filter, keepers: dict[bytes, tuple[int, str]]
 ) -> Failure | None:
     """The basic rule that drops a document, or None to keep it."""
     words = len(title.split()) + len(text.split())
-    if rules["drop_empty"] and words == 0:
+    if rules.drop_empty and words == 0:
         return "empty", float(words), "empty"
-    if rules["min_words"] is not None and words < rules["min_words"]:
-        return "min_words", float(words), f"shorter than {rules['min_words']} words"
-    if rules["max_words"] is not None and words > rules["max_words"]:
-        return "max_words", float(words), f"longer than {rules['max_words']} words"
-    if rules["drop_duplicates"]:
+    if rules.min_words is not None and words < rules.min_words:
+        return "min_words", float(words), f"shorter than {rules.min_words} words"
+    if rules.max_words is not None and words > rules.max_words:
+        return "max_words", float(words), f"longer than {rules.max_words} words"
+    if rules.drop_duplicates:
         kept_position, kept_id = keepers[_digest(title, text)]
         if kept_position != position:
             return "exact_duplicate", None, f"exact duplicate of {kept_id}"
     return None
 
 
-def _near_duplicate_finder(rules: dict) -> NearDuplicateFinder | None:
-    spec = rules.get("near_duplicates") or {}
-    if not spec.get("enabled"):
+def _near_duplicate_finder(rules: Filter) -> NearDuplicateFinder | None:
+    spec = rules.near_duplicates
+    if not spec.enabled:
         return None
     return NearDuplicateFinder(
-        shingle_words=spec["shingle_words"],
-        permutations=spec["permutations"],
-        threshold=spec["threshold"],
-        seed=spec["seed"],
+        shingle_words=spec.shingle_words,
+        permutations=spec.permutations,
+        threshold=spec.threshold,
+        seed=spec.seed,
     )
 
 
@@ -129,9 +130,9 @@ def _measure_documents(
         )
 
 
-def _start_worker(rules: dict) -> None:
+def _start_worker(rules: Filter) -> None:
     """A worker builds its own checks: they hold lambdas, which do not pickle."""
-    _worker[:] = build_checks(rules.get("quality") or {}), _near_duplicate_finder(rules)
+    _worker[:] = build_checks(rules.quality), _near_duplicate_finder(rules)
 
 
 def _measure(items: list[tuple[str, bool]]) -> list[Measured]:
@@ -140,7 +141,7 @@ def _measure(items: list[tuple[str, bool]]) -> list[Measured]:
 
 @contextmanager
 def _measurer(
-    rules: dict, checks: list, finder: NearDuplicateFinder | None, workers: int
+    rules: Filter, checks: list, finder: NearDuplicateFinder | None, workers: int
 ) -> Iterator[Callable[[list], Iterator[Measured]]]:
     """A function from (text, check) pairs to what ``_measure_documents`` finds, in order,
     computed in ``workers`` processes when more than one (the measures and MinHash are pure
@@ -182,21 +183,20 @@ def deciding_rules(rules: dict) -> dict:
 
 
 def filter_corpus(
-    corpus_path: Path, judged: set[str], rules: dict, out_path: Path, workers: int = 1
+    corpus_path: Path, judged: set[str], rules: Filter, out_path: Path, workers: int = 1
 ) -> tuple[pa.Table, pa.Table, dict]:
     """Decide every document, then write the kept ones; return the audit table, the
     near-duplicate clusters and the counts. The quality filters and the near-duplicate
     signatures run in ``workers`` processes, ``CHUNK_ROWS`` documents at a time; the outputs are
     those of one process."""
-    quality = rules.get("quality") or {}
-    checks = build_checks(quality)
+    checks = build_checks(rules.quality)
     finder = _near_duplicate_finder(rules)
-    flag_judged = rules["judged"] == "flag"
+    flag_judged = rules.judged == "flag"
     measuring = bool(checks) or finder is not None
     audit: list[tuple[int, dict]] = []  # (corpus row, audit row)
     keep: list[bool] = []
     # Which copy of a duplicate stays needs every copy's judgement: one pass ahead.
-    keepers = _duplicate_keepers(corpus_path, judged) if rules["drop_duplicates"] else {}
+    keepers = _duplicate_keepers(corpus_path, judged) if rules.drop_duplicates else {}
 
     def record(position: int, doc_id: str, is_judged: bool, failures: list[Failure]) -> str:
         action = "flag" if is_judged and flag_judged else "drop"
@@ -317,8 +317,13 @@ def run_filter(
     out_clusters: Path | None = None,
     workers: int = 1,
 ) -> dict:
+    """Filter a dataset's corpus as ``rules`` (the job's params: the ``filter`` block as
+    ``deciding_rules`` gives it) say, typed once, here (irflow.core.settings_types.Filter: a
+    setting the block leaves out is the schema's default); keep the queries to score. The
+    counts returned hold ``rules`` as given, the manifest's record of them."""
     judged = set(contracts.read_table(qrels, columns=["doc_id"]).column("doc_id").to_pylist())
-    audit, clusters, counts = filter_corpus(corpus, judged, rules, out_corpus, workers)
+    typed = Filter.model_validate(rules)
+    audit, clusters, counts = filter_corpus(corpus, judged, typed, out_corpus, workers)
     contracts.write_table(audit, out_audit, contracts.AUDIT)
     if out_clusters is not None:
         contracts.write_table(clusters, out_clusters, contracts.CLUSTERS)

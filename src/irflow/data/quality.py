@@ -65,6 +65,7 @@ from functools import cached_property, lru_cache
 from itertools import accumulate, islice
 
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import NgramBound, Quality
 from irflow.data.language import known_languages, ranked
 
 # Gopher's stop words: a document of natural English prose contains some of them.
@@ -79,8 +80,10 @@ STOP_WORD_RULES = {"arctic": (1, (*GOPHER_STOP_WORDS, "is")), "gopher": (2, GOPH
 # (sequences of n words) for n ranging from 2 to 10" (arctic-embed.txt, line 223) without
 # bounds: ``arctic`` measures duplicated n-grams for n = 2..10 with Gopher's bounds, its top
 # n-gram bounds for n = 2..4 (the only ones Gopher gives there); ``gopher`` is Gopher's own.
-GOPHER_TOP = ({"n": 2, "max": 0.20}, {"n": 3, "max": 0.18}, {"n": 4, "max": 0.16})
-GOPHER_DUPLICATED = tuple({"n": n, "max": round(0.15 - 0.01 * (n - 5), 2)} for n in range(5, 11))
+GOPHER_TOP = tuple(NgramBound(n=n, max=bound) for n, bound in ((2, 0.20), (3, 0.18), (4, 0.16)))
+GOPHER_DUPLICATED = tuple(
+    NgramBound(n=n, max=round(0.15 - 0.01 * (n - 5), 2)) for n in range(5, 11)
+)
 NGRAM_RULES = {
     "arctic": {"top": (), "duplicated": (*GOPHER_TOP, *GOPHER_DUPLICATED)},
     "gopher": {"top": GOPHER_TOP, "duplicated": GOPHER_DUPLICATED},
@@ -459,7 +462,7 @@ def check_order(name: str) -> tuple:
 
 
 # The filters bounding a share of lines from above with one setting of their own:
-# filter -> (its measure, the setting's key in the filter's block).
+# filter -> (its measure, the setting's name in the filter's block).
 LINE_SHARES = {
     "short_lines": (short_line_fraction, "words"),
     "numeric_lines": (numeric_line_fraction, "definition"),
@@ -467,38 +470,39 @@ LINE_SHARES = {
 }
 
 
-def build_checks(quality: dict) -> list[Check]:
-    """The enabled checks of the ``filter.quality`` config block, in a fixed order."""
+def build_checks(quality: Quality) -> list[Check]:
+    """The enabled checks of the ``filter.quality`` config block (typed, irflow.core.
+    settings_types.Quality), in a fixed order."""
 
-    def on(name: str) -> dict | None:
-        spec = quality.get(name) or {}
-        return spec if spec.get("enabled") else None
+    def on(name: str):
+        spec = getattr(quality, name)
+        return spec if spec.enabled else None
 
-    strict = quality.get("below", "strict") == "strict"
+    strict = quality.below == "strict"
     checks: list[Check] = []
     if spec := on("words"):
-        checks.append(Check("words", word_count, spec["min"], spec["max"]))
+        checks.append(Check("words", word_count, spec.min, spec.max))
     if spec := on("mean_word_length"):
-        checks.append(Check("mean_word_length", mean_word_length, spec["min"], spec["max"]))
+        checks.append(Check("mean_word_length", mean_word_length, spec.min, spec.max))
     if spec := on("symbols_per_word"):
         checks.append(
             Check(
                 "symbols_per_word",
-                SYMBOL_COUNTS[spec["count"]],
-                maximum=spec["max"],
+                SYMBOL_COUNTS[spec.count],
+                maximum=spec.max,
                 strict=strict,
             )
         )
     if spec := on("ellipsis_lines"):
         checks.append(
-            Check("ellipsis_lines", ellipsis_line_fraction, maximum=spec["max"], strict=strict)
+            Check("ellipsis_lines", ellipsis_line_fraction, maximum=spec.max, strict=strict)
         )
     if spec := on("words_without_letter"):
         checks.append(
             Check(
                 "words_without_letter",
                 words_without_letter_fraction,
-                maximum=spec["max"],
+                maximum=spec.max,
                 strict=strict,
             )
         )
@@ -507,37 +511,35 @@ def build_checks(quality: dict) -> list[Check]:
             ("top", top_ngram_char_fraction),
             ("duplicated", duplicated_ngram_char_fraction),
         ):
-            bounds = NGRAM_RULES[spec["rule"]][kind] if spec[kind] is None else spec[kind]
-            for bound in bounds:
-                n = bound["n"]
+            given = getattr(spec, kind)
+            for bound in NGRAM_RULES[spec.rule][kind] if given is None else given:
                 checks.append(
                     Check(
-                        f"{kind}_{n}gram_chars",
-                        lambda doc, n=n, measure=measure: measure(doc, n),
-                        maximum=bound["max"],
+                        f"{kind}_{bound.n}gram_chars",
+                        lambda doc, n=bound.n, measure=measure: measure(doc, n),
+                        maximum=bound.max,
                     )
                 )
     if spec := on("stop_words"):
-        least, rule_words = STOP_WORD_RULES[spec["rule"]]
-        words = frozenset(w.lower() for w in spec["words"] or rule_words)
-        minimum = least if spec["min"] is None else spec["min"]
+        least, rule_words = STOP_WORD_RULES[spec.rule]
+        words = frozenset(w.lower() for w in spec.words or rule_words)
+        minimum = least if spec.min is None else spec.min
         checks.append(Check("stop_words", lambda doc: stop_word_count(doc, words), minimum=minimum))
     if spec := on("bullet_lines"):
-        checks.append(
-            Check("bullet_lines", bullet_line_fraction, maximum=spec["max"], strict=strict)
-        )
+        checks.append(Check("bullet_lines", bullet_line_fraction, maximum=spec.max, strict=strict))
     for name, (measure, setting) in LINE_SHARES.items():
         if spec := on(name):
+            value = getattr(spec, setting)
             checks.append(
                 Check(
                     name,
-                    lambda doc, measure=measure, value=spec[setting]: measure(doc, value),
-                    maximum=spec["max"],
+                    lambda doc, measure=measure, value=value: measure(doc, value),
+                    maximum=spec.max,
                     strict=strict,
                 )
             )
     if spec := on("language"):
-        expected, identifier, least = spec["expected"], spec["identifier"], spec["min_words"]
+        expected, identifier, least = spec.expected, spec.identifier, spec.min_words
         if expected not in known_languages(identifier):
             raise ConfigError(
                 f"config key 'filter.quality.language.expected': {expected!r} is not a language "
@@ -547,7 +549,7 @@ def build_checks(quality: dict) -> list[Check]:
             Check(
                 f"language_{expected}",
                 lambda doc: expected_language_probability(doc, expected, least, identifier),
-                minimum=spec["min_probability"],
+                minimum=spec.min_probability,
             )
         )
         if least > 0:
@@ -555,7 +557,7 @@ def build_checks(quality: dict) -> list[Check]:
                 Check(
                     f"language_{expected}_short",
                     lambda doc: expected_language_share(doc, expected, least, identifier),
-                    minimum=spec["short_min_share"],
+                    minimum=spec.short_min_share,
                 )
             )
     return checks

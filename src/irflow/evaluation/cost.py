@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from irflow.core.records import StageRecord
+from irflow.core.settings_types import Fusion
 
 
 def in_sequence(*latencies: dict[str, float]) -> dict[str, float]:
@@ -81,7 +82,7 @@ class CostModel:
     def latency(self, dataset: str, system: str) -> dict[str, float]:
         kind = self.kinds[system]
         if kind == "fusion":
-            runs = self.config["fusion"][system]["runs"]
+            runs = Fusion.model_validate(self.config["fusion"][system]).runs
             return in_sequence(*(self.latency(dataset, run) for run in runs))
         if kind == "rerank":
             rerank = self.manifest("rerank", dataset, system)

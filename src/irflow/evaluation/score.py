@@ -24,6 +24,7 @@ import pandas as pd
 import pytrec_eval
 
 from irflow.core.config import register_check
+from irflow.core.settings_types import Correlation, Significance
 from irflow.evaluation.measures import MEASURES
 from irflow.evaluation.measures.base import RELEVANCE_LEVEL, pytrec_values, run_dict
 from irflow.retrieval.runs import trec_order
@@ -113,11 +114,11 @@ def _metric_problems(config: dict) -> list[str]:
         metric_names(config["metrics"])
     except ValueError as exc:
         return [f"config key 'metrics': {exc}"]
+    significance = Significance.model_validate(config["significance"])
+    correlation = Correlation.model_validate(config["correlation"])
     named = [(f"report_metrics.{i}", m) for i, m in enumerate(config["report_metrics"])]
-    named += [
-        (f"significance.metrics.{i}", m) for i, m in enumerate(config["significance"]["metrics"])
-    ]
-    named += [("correlation.metric", config["correlation"]["metric"])]
+    named += [(f"significance.metrics.{i}", m) for i, m in enumerate(significance.metrics)]
+    named += [("correlation.metric", correlation.metric)]
     return uncomputed_metrics(config, named)
 
 

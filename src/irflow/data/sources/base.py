@@ -19,7 +19,11 @@ log = logging.getLogger("irflow.data.download")
 
 class SourceType:
     """One source type. Class attributes describe it; methods take the dataset's name and its
-    ``source`` block (``spec``, with its ``type``)."""
+    ``source`` block (``spec``, with its ``type``): the config's dict, as a type that a package
+    installs gets it. A built-in type reads the block through its model generated from the
+    schema (irflow.core.settings_types: ``SourceUrl``, ...), typed in the method that receives
+    it. ``params`` and ``cache_key``, which are recorded, hold the block's own values, never
+    a model's dump."""
 
     # The ``type`` a source block names.
     type: str

@@ -5,6 +5,7 @@ dataset BEIR does not distribute (Robust04, ...) is read from ``data_dir``, as a
 from __future__ import annotations
 
 from irflow.core.errors import ConfigError
+from irflow.core.settings_types import SourceBeir
 from irflow.data.catalog import catalog_source
 from irflow.data.sources.base import SourceType
 
@@ -16,7 +17,7 @@ class CatalogName(SourceType):
     renamed = {"beir": "name"}
 
     def concrete(self, dataset: str, spec: dict, config: dict) -> dict:
-        return catalog_source(self.type, spec["name"], dataset, config)
+        return catalog_source(self.type, SourceBeir.model_validate(spec).name, dataset, config)
 
     def problems(self, dataset: str, spec: dict, config: dict) -> list[str]:
         try:

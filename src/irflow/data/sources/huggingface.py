@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from irflow.core.errors import DownloadError
+from irflow.core.settings_types import SourceHuggingface
 from irflow.data.download import (
     dataset_root,
     folder_hint,
@@ -27,7 +28,8 @@ class HuggingFaceRepo(SourceType):
     renamed = {"huggingface": "repo"}
 
     def cache_key(self, spec: dict) -> dict:
-        return {"huggingface": spec["repo"], "revision": spec.get("revision")}
+        source = SourceHuggingface.model_validate(spec)
+        return {"huggingface": source.repo, "revision": source.revision}
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
         target, key, cached = self.cached(dataset, spec, fetch)
@@ -36,9 +38,10 @@ class HuggingFaceRepo(SourceType):
         if fetch.offline:
             raise DownloadError(self.offline_problem(dataset, spec, fetch))
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
-        log.info("dataset %r: downloading Hugging Face dataset %s", dataset, spec["repo"])
+        source = SourceHuggingface.model_validate(spec)
+        log.info("dataset %r: downloading Hugging Face dataset %s", dataset, source.repo)
         hint = without_network(dataset, fetch.data_dir, fetch.split)
-        return snapshot(spec, target, fetch.split, hint, key)
+        return snapshot(source, target, fetch.split, hint, key)
 
     def offline_problem(self, dataset: str, spec: dict, fetch: Fetch) -> str | None:
         if self.cached(dataset, spec, fetch)[2]:
@@ -48,12 +51,12 @@ class HuggingFaceRepo(SourceType):
         )
 
 
-def snapshot(spec: dict, target: Path, split: str, hint: str, key: dict) -> Path:
+def snapshot(source: SourceHuggingface, target: Path, split: str, hint: str, key: dict) -> Path:
     """The repo's snapshot as a dataset folder in the cache; ``hint`` is added to a failed
     download's message."""
     from huggingface_hub import snapshot_download
 
-    repo_id, revision = spec["repo"], spec.get("revision")
+    repo_id, revision = source.repo, source.revision
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         try:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
+from irflow.core.settings_types import SourceIrDatasets
 from irflow.data.download import IR_DATASETS_RECORD, install_folder
 from irflow.data.ir_datasets_fields import FIELDS_REVISION, document_fields
 from irflow.data.sources.base import Fetch, SourceType
@@ -30,15 +31,17 @@ class IrDatasetsId(SourceType):
     renamed = {"ir_datasets": "id"}
 
     def cache_key(self, spec: dict) -> dict:
-        return {"ir_datasets": spec["id"], "fields_revision": FIELDS_REVISION}
+        source = SourceIrDatasets.model_validate(spec)
+        return {"ir_datasets": source.id, "fields_revision": FIELDS_REVISION}
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
         target, key, cached = self.cached(dataset, spec, fetch)
         if cached:
             return target
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
-        log.info("dataset %r: reading ir_datasets dataset %s", dataset, spec["id"])
-        return from_ir_datasets(spec["id"], target, fetch.split, fetch.offline, key)
+        source = SourceIrDatasets.model_validate(spec)
+        log.info("dataset %r: reading ir_datasets dataset %s", dataset, source.id)
+        return from_ir_datasets(source.id, target, fetch.split, fetch.offline, key)
 
 
 @contextmanager

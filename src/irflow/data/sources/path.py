@@ -9,6 +9,7 @@ from pathlib import Path
 
 from irflow.core.config import scored_split
 from irflow.core.errors import DownloadError
+from irflow.core.settings_types import SourcePath
 from irflow.data.download import unpack_into_cache
 from irflow.data.layouts import dataset_files, dataset_layout, missing_files
 from irflow.data.sources.base import Fetch, SourceType
@@ -22,19 +23,20 @@ class LocalPath(SourceType):
     untyped_key = "path"
 
     def problems(self, dataset: str, spec: dict, config: dict) -> list[str]:
-        problem = folder_problem(Path(spec["path"]).expanduser(), scored_split(config, dataset))
+        path = Path(SourcePath.model_validate(spec).path).expanduser()
+        problem = folder_problem(path, scored_split(config, dataset))
         return [f"config key 'datasets.{dataset}.source.path': {problem}"] if problem else []
 
     def local_path(self, spec: dict) -> str | None:
-        return spec["path"]
+        return SourcePath.model_validate(spec).path
 
     def cache_key(self, spec: dict) -> dict:
-        local = Path(spec["path"]).expanduser().resolve()
+        local = Path(SourcePath.model_validate(spec).path).expanduser().resolve()
         found = local.stat()
         return {"zip": str(local), "size": found.st_size, "mtime_ns": found.st_mtime_ns}
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
-        local = Path(spec["path"]).expanduser()
+        local = Path(SourcePath.model_validate(spec).path).expanduser()
         if local.is_dir():
             dataset_files(local, fetch.split)
             log.info("dataset %r: using the local folder %s", dataset, local)

@@ -10,6 +10,7 @@ from pathlib import Path
 from irflow.core.errors import DownloadError
 from irflow.core.fingerprint import file_md5
 from irflow.core.redaction import public_url
+from irflow.core.settings_types import SourceUrl
 from irflow.data.download import (
     folder_hint,
     unpack_into_cache,
@@ -27,16 +28,18 @@ class ZipUrl(SourceType):
     untyped_key = "url"
 
     def cache_key(self, spec: dict) -> dict:
+        source = SourceUrl.model_validate(spec)
         # The folder only where one is given, so that a whole zip's cache key stays as it was.
-        folder = {"folder": spec["folder"]} if spec.get("folder") else {}
-        return {"url": spec["url"], "md5": spec.get("md5")} | folder
+        folder = {"folder": source.folder} if source.folder else {}
+        return {"url": source.url, "md5": source.md5} | folder
 
     def locate(self, dataset: str, spec: dict, fetch: Fetch) -> Path:
         target, key, cached = self.cached(dataset, spec, fetch)
         if cached:
             return target
         fetch.cache_dir.mkdir(parents=True, exist_ok=True)
-        url, md5 = spec["url"], spec.get("md5")
+        source = SourceUrl.model_validate(spec)
+        url, md5 = source.url, source.md5
         zip_name = cached_file_name(url, fallback=f"{dataset}.zip")
         zip_path = fetch.cache_dir / zip_name
         if fetch.offline:
@@ -49,18 +52,20 @@ class ZipUrl(SourceType):
             log.info("dataset %r: offline, extracting the cached zip %s", dataset, zip_path)
         else:
             try:
-                download_zip(dataset, [url, *(spec.get("mirrors") or [])], zip_path, md5, fetch)
+                mirrors = [mirror.root for mirror in source.mirrors]
+                download_zip(dataset, [url, *mirrors], zip_path, md5, fetch)
             except DownloadError as exc:
                 hint = without_network(dataset, fetch.data_dir, fetch.split, zip_path)
                 raise DownloadError(f"{exc}; {hint}") from exc
-        return unpack_into_cache(zip_path, target, fetch.split, key, spec.get("folder"))
+        return unpack_into_cache(zip_path, target, fetch.split, key, source.folder)
 
     def offline_problem(self, dataset: str, spec: dict, fetch: Fetch) -> str | None:
-        zip_name = cached_file_name(spec["url"], fallback=f"{dataset}.zip")
+        source = SourceUrl.model_validate(spec)
+        zip_name = cached_file_name(source.url, fallback=f"{dataset}.zip")
         zip_path = fetch.cache_dir / zip_name
         if self.cached(dataset, spec, fetch)[2] or zip_path.is_file():
             return None
-        checksum = f" (md5 {spec['md5']})" if spec.get("md5") else ""
+        checksum = f" (md5 {source.md5})" if source.md5 else ""
         return (
             f"dataset {dataset!r} is not available offline: "
             f"{folder_hint(dataset, fetch.data_dir, fetch.split)} "
