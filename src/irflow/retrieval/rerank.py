@@ -68,7 +68,7 @@ def rerank(
         rows, scorer.score_queries([queries[q] for q in rows], list(texts.values()))
     ):
         scores[rows[query_id]] = query_scores
-    timed = latency_queries_of(queries, rows, scorer)[:latency_queries]
+    timed = latency_queries_of(queries, rows, scorer, latency_queries)
     if len(timed) < min(latency_queries, len(rows)):
         log.warning(
             "latency: %d of the %d queries asked are timed, those whose encoding the embed "
@@ -86,16 +86,18 @@ def rerank(
     return trec_order(candidates.assign(score=scores)), dict(zip(timed, seconds))
 
 
-def latency_queries_of(queries: dict[str, str], reranked, scorer: Scorer) -> list[str]:
-    """The queries timed one at a time, in the order of ``queries``: those ``reranked`` (with
-    candidates) whose encoding another job timed (a bi-encoder's embed job, which times the
-    first queries of the file, some of which may have no candidates), where there are any, so
-    that the model is never loaded for a few queries past them (and its loading never timed);
-    else every query reranked."""
+def latency_queries_of(queries: dict[str, str], reranked, scorer: Scorer, count: int) -> list[str]:
+    """The first ``count`` queries timed one at a time, in the order of ``queries``: those
+    ``reranked`` (with candidates) whose encoding another job timed (a bi-encoder's embed job,
+    which times the first queries of the file, some of which may have no candidates), where
+    there are any, so that the model is never loaded for a few queries past them (and its
+    loading never timed); else the queries reranked."""
+    if count == 0:
+        return []
     with_candidates = [query_id for query_id in queries if query_id in reranked]
     timed_elsewhere = [
         query_id
         for query_id in with_candidates
         if scorer.encode_seconds_elsewhere(queries[query_id])
     ]
-    return timed_elsewhere or with_candidates
+    return (timed_elsewhere or with_candidates)[:count]
