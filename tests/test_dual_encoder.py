@@ -140,20 +140,26 @@ def test_an_unknown_query_model_is_refused_naming_its_key(tmp_path, monkeypatch)
         validate_config(expand_config(config), SCHEMA)
 
 
-def test_query_vectors_of_another_size_than_the_documents_are_refused_naming_both(tmp_path):
-    """A query model whose vectors are not the document model's size: today faiss stopped the
-    search with a bare assertion; now the search names both sizes and the key."""
-    documents = np.eye(4, dtype=np.float32)
-    rows = tmp_path / "corpus.parquet"
+def four_documents_flat_index(folder):
+    """Four documents whose vectors are the unit vectors of 4 dimensions, and their flat index
+    (folder/flat.faiss): the embeddings file and the index's entry."""
+    rows, unit_vectors = folder / "corpus.parquet", np.eye(4, dtype=np.float32)
     contracts.write_table(
         pa.table(
-            {"id": ["d1", "d2", "d3", "d4"], "vector": contracts.vector_array(documents)},
+            {"id": ["d1", "d2", "d3", "d4"], "vector": contracts.vector_array(unit_vectors)},
             schema=contracts.embeddings_schema(4),
         ),
         rows,
     )
     spec = index_spec(type="flat")
-    index_file(rows, spec, tmp_path / "flat.faiss")
+    index_file(rows, spec, folder / "flat.faiss")
+    return rows, spec
+
+
+def test_query_vectors_of_another_size_than_the_documents_are_refused_naming_both(tmp_path):
+    """A query model whose vectors are not the document model's size: today faiss stopped the
+    search with a bare assertion; now the search names both sizes and the key."""
+    rows, spec = four_documents_flat_index(tmp_path)
     searcher = DenseSearcher(tmp_path / "flat.faiss", spec, rows, 8)
     queries = pa.table(
         {"id": ["q1"], "vector": contracts.vector_array(np.ones((1, 3), dtype=np.float32))},
@@ -173,17 +179,7 @@ def test_the_dense_job_types_the_retrievers_entry_and_its_query_models(tmp_path,
     (a dict's lookup failed), and a misspelled query_model is refused, named, where a dict's
     lookup searched with the document model's queries instead. The query model's entry is
     typed (irflow.core.settings_types.ModelModel) where its encoder receives it."""
-    rows = tmp_path / "corpus.parquet"
-    documents = np.eye(4, dtype=np.float32)
-    contracts.write_table(
-        pa.table(
-            {"id": ["d1", "d2", "d3", "d4"], "vector": contracts.vector_array(documents)},
-            schema=contracts.embeddings_schema(4),
-        ),
-        rows,
-    )
-    index = index_spec(type="flat")
-    index_file(rows, index, tmp_path / "flat.faiss")
+    rows, index = four_documents_flat_index(tmp_path)
     files = {"corpus": rows, "index": tmp_path / "flat.faiss"}
     searcher = family("dense").open_searcher(
         files, {"retriever": {"type": "dense", "model": "d"}, "index": index}, 1
