@@ -4,8 +4,8 @@ runs it. Every number docs/validation.md shows is this run's, to four decimals, 
 reproduction meets its published value within its tolerance.
 
 Not in CI, whose 25 minutes it would take most of (ArguAna's MiniLM encoding alone is six of
-them): tests/test_workflow.py checks SciFact and NFCorpus whole and an ArguAna subset, and
-tests/test_first_run.py BM25 on ArguAna whole. Run it with
+them): tests/test_workflow.py checks SciFact whole and an ArguAna subset, and
+tests/test_first_run.py BM25 on NFCorpus and ArguAna whole. Run it with
 ``.venv/bin/python -m pytest -m reproduce tests/test_reproduce.py`` (about 17 minutes on 2
 cores).
 """
